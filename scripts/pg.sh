@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# pg.sh: a throwaway PostgreSQL for development, tests, benchmarks and CI.
+#
+#   scripts/pg.sh url [DB]      print a connection URL (starting the cluster if needed)
+#   scripts/pg.sh start         start the cluster (reuse it when already running)
+#   scripts/pg.sh stop          stop the cluster started by this script
+#   scripts/pg.sh status        say whether it runs
+#   scripts/pg.sh restart [fast|immediate]
+#   scripts/pg.sh with -- CMD…  start if needed, export DATABASE_URL / TEST_DATABASE_URL,
+#                               run CMD, and stop the cluster afterwards if this call started it
+#
+# When DATABASE_URL (or TEST_DATABASE_URL) is already set, nothing is started and the
+# given URL is used. Otherwise the cluster lives in $VENTURI_PGDATA (default: .pgdata in
+# the repository, git-ignored), listens on 127.0.0.1 on a free port from 54329 upwards,
+# and trusts local connections: it is for throwaway data only.
+#
+# Server binaries are looked up with pg_config, then /usr/lib/postgresql/*/bin, then PATH.
+# If none exist on a Debian machine and we are root, the `postgresql` package is installed.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+datadir=${VENTURI_PGDATA:-$here/.pgdata}
+dbs=(venturi venturi_test venturi_bench)
+
+log() { printf 'pg.sh: %s\n' "$*" >&2; }
+die() { printf 'pg.sh: error: %s\n' "$*" >&2; exit 1; }
+
+find_bindir() {
+  local d
+  if command -v pg_config >/dev/null 2>&1; then
+    d=$(pg_config --bindir 2>/dev/null || true)
+    [ -x "$d/initdb" ] && { echo "$d"; return; }
+  fi
+  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k4 -n -r); do
+    [ -x "$d/initdb" ] && { echo "$d"; return; }
+  done
+  d=$(command -v initdb 2>/dev/null || true)
+  [ -n "$d" ] && { dirname "$d"; return; }
+  return 1
+}
+
+ensure_binaries() {
+  if bindir=$(find_bindir); then return; fi
+  if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ] && command -v apt-get >/dev/null; then
+    log "no PostgreSQL server binaries found; installing the Debian package 'postgresql'"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2
+    # Debian's package starts its own cluster on 5432; we do not need it.
+    if command -v pg_lsclusters >/dev/null; then
+      pg_lsclusters -h 2>/dev/null | while read -r ver name _; do pg_ctlcluster "$ver" "$name" stop 2>/dev/null || true; done
+    fi
+    bindir=$(find_bindir) || die "installed 'postgresql' but still found no initdb"
+    return
+  fi
+  die "no PostgreSQL server binaries (initdb, pg_ctl) found. Install PostgreSQL 15 or newer
+  (Debian/Ubuntu: sudo apt-get install postgresql; macOS: brew install postgresql@16),
+  or set DATABASE_URL to an existing server."
+}
+
+# as_owner runs a command as the cluster's owner: postgres when we are root.
+as_owner() {
+  if [ "$(id -u)" = 0 ]; then
+    runuser -u "$owner" -- "$@"
+  else
+    "$@"
+  fi
+}
+
+pick_owner() {
+  owner=$(id -un)
+  if [ "$(id -u)" = 0 ]; then
+    id postgres >/dev/null 2>&1 || useradd --system --home-dir /nonexistent --shell /usr/sbin/nologin postgres
+    owner=postgres
+    # postgres must reach the data directory; fall back to /tmp when the checkout is private.
+    mkdir -p "$(dirname "$datadir")"
+    if ! runuser -u postgres -- test -x "$(dirname "$datadir")"; then
+      datadir=/tmp/venturi-pg-$(printf '%s' "$here" | cksum | cut -d' ' -f1)
+      log "checkout not reachable by user postgres; using $datadir"
+    fi
+  fi
+}
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+running() { [ -f "$datadir/postmaster.pid" ] && as_owner "$bindir/pg_ctl" -D "$datadir" status >/dev/null 2>&1; }
+
+port() { cat "$datadir/venturi.port"; }
+
+start() {
+  ensure_binaries; pick_owner
+  if running; then return 0; fi
+  if [ ! -f "$datadir/PG_VERSION" ]; then
+    mkdir -p "$datadir"
+    [ "$(id -u)" = 0 ] && chown "$owner" "$datadir"
+    chmod 700 "$datadir"
+    log "initdb in $datadir"
+    as_owner "$bindir/initdb" -D "$datadir" -U postgres -A trust -E UTF8 --locale=C >/dev/null
+    cat >>"$datadir/postgresql.conf" <<CONF
+# venturi development settings (durability stays on: fsync and synchronous_commit are defaults)
+listen_addresses = '127.0.0.1'
+unix_socket_directories = ''
+max_connections = 300
+shared_buffers = 256MB
+max_wal_size = 2GB
+log_min_messages = warning
+log_min_error_statement = panic
+CONF
+  fi
+  local p=54329
+  while ! port_free "$p"; do p=$((p + 1)); done
+  echo "$p" | as_owner tee "$datadir/venturi.port" >/dev/null
+  log "starting PostgreSQL on 127.0.0.1:$p ($datadir)"
+  as_owner "$bindir/pg_ctl" -D "$datadir" -l "$datadir/server.log" -o "-p $p" -w -t 60 start >/dev/null \
+    || { cat "$datadir/server.log" >&2; die "PostgreSQL did not start"; }
+  for db in "${dbs[@]}"; do
+    "$bindir/psql" -h 127.0.0.1 -p "$p" -U postgres -d postgres -qtAc \
+      "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1 \
+      || "$bindir/createdb" -h 127.0.0.1 -p "$p" -U postgres "$db"
+  done
+}
+
+stop() {
+  ensure_binaries; pick_owner
+  if running; then
+    log "stopping PostgreSQL ($datadir)"
+    as_owner "$bindir/pg_ctl" -D "$datadir" -m fast -w stop >/dev/null
+  fi
+}
+
+url() { echo "postgres://postgres@127.0.0.1:$(port)/${1:-venturi}?sslmode=disable"; }
+
+cmd=${1:-}; shift || true
+case "$cmd" in
+  url)
+    if [ -n "${DATABASE_URL:-}" ]; then echo "$DATABASE_URL"; exit 0; fi
+    start; url "${1:-venturi}" ;;
+  start) start; url ;;
+  stop) stop ;;
+  status) ensure_binaries; pick_owner; if running; then echo "running: $(url)"; else echo stopped; exit 1; fi ;;
+  restart)
+    ensure_binaries; pick_owner
+    as_owner "$bindir/pg_ctl" -D "$datadir" -m "${1:-fast}" -w stop >/dev/null || true
+    as_owner "$bindir/pg_ctl" -D "$datadir" -l "$datadir/server.log" -o "-p $(port)" -w -t 60 start >/dev/null ;;
+  with)
+    [ "${1:-}" = "--" ] && shift
+    if [ -n "${DATABASE_URL:-}" ] || [ -n "${TEST_DATABASE_URL:-}" ]; then
+      export DATABASE_URL=${DATABASE_URL:-$TEST_DATABASE_URL}
+      export TEST_DATABASE_URL=${TEST_DATABASE_URL:-$DATABASE_URL}
+      exec "$@"
+    fi
+    ensure_binaries; pick_owner
+    started=0
+    running || { start; started=1; }
+    export DATABASE_URL; DATABASE_URL=$(url venturi)
+    export TEST_DATABASE_URL; TEST_DATABASE_URL=$(url venturi_test)
+    export VENTURI_PGDATA=$datadir VENTURI_PGBIN=$bindir
+    rc=0; "$@" || rc=$?
+    [ "$started" = 1 ] && stop
+    exit "$rc" ;;
+  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac

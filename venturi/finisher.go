@@ -1,0 +1,135 @@
+package venturi
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/oklog/ulid/v2"
+)
+
+// finisher writes the ends of runs in batches: whatever has queued up while the previous
+// batch was in flight goes in the next FinishRuns statement, so a busy worker writes many
+// results per round trip and an idle one adds no delay. A result counts as reported once
+// its batch has committed.
+type finisher struct {
+	in      chan *finishReq
+	closing chan struct{}
+	done    chan struct{}
+	write   func(ctx context.Context, reqs []*finishReq) ([]pgtype.UUID, error)
+	untrack func(id ulid.ULID)
+	expired func(id ulid.ULID) bool
+	log     *slog.Logger
+}
+
+const maxFinishBatch = 1000
+
+func newFinisher[S any](w *Worker[S]) *finisher {
+	return &finisher{
+		in:      make(chan *finishReq, 2*w.cfg.Concurrency),
+		closing: make(chan struct{}),
+		done:    make(chan struct{}),
+		write: func(ctx context.Context, reqs []*finishReq) ([]pgtype.UUID, error) {
+			return w.q.FinishRuns(ctx, w.ctl, finishParams(reqs))
+		},
+		untrack: w.untrack,
+		expired: func(id ulid.ULID) bool {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			a := w.active[id]
+			return a == nil || time.Now().After(a.deadline)
+		},
+		log: w.log,
+	}
+}
+
+func (f *finisher) submit(r *finishReq) {
+	select {
+	case f.in <- r:
+	case <-f.closing:
+		// Shutdown already released this run; its result is discarded by the fence.
+		f.untrack(r.job.id)
+	}
+}
+
+// close flushes what was submitted and stops the loop.
+func (f *finisher) close() {
+	close(f.closing)
+	<-f.done
+}
+
+func (f *finisher) loop(ctx context.Context) {
+	defer close(f.done)
+	for {
+		var first *finishReq
+		select {
+		case first = <-f.in:
+		case <-f.closing:
+			for {
+				batch := f.drain(nil)
+				if len(batch) == 0 {
+					return
+				}
+				f.flush(ctx, batch)
+			}
+		}
+		f.flush(ctx, f.drain([]*finishReq{first}))
+	}
+}
+
+func (f *finisher) drain(batch []*finishReq) []*finishReq {
+	for len(batch) < maxFinishBatch {
+		select {
+		case r := <-f.in:
+			batch = append(batch, r)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// flush writes one batch, retrying transient errors until the runs' leases would have
+// expired; after that the rescuer owns them, and the fence rejects a late write anyway.
+func (f *finisher) flush(ctx context.Context, batch []*finishReq) {
+	slices.SortFunc(batch, func(a, b *finishReq) int { return a.job.id.Compare(b.job.id) }) // lock order
+	delay := 20 * time.Millisecond
+	for {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		ids, err := f.write(wctx, batch)
+		cancel()
+		if err == nil {
+			ok := make(map[ulid.ULID]bool, len(ids))
+			for _, u := range ids {
+				ok[ulid.ULID(u.Bytes)] = true
+			}
+			for _, r := range batch {
+				if !ok[r.job.id] {
+					f.log.Warn("venturi: run result discarded: the run no longer holds its job (lease lost)",
+						"job", r.job.id, "kind", r.job.kind, "token", r.job.token)
+				}
+				f.untrack(r.job.id)
+			}
+			return
+		}
+		live := batch[:0]
+		for _, r := range batch {
+			if f.expired(r.job.id) {
+				f.log.Warn("venturi: gave up writing a run result; the lease expired and the job will be rescued",
+					"job", r.job.id, "kind", r.job.kind, "err", err)
+				f.untrack(r.job.id)
+				continue
+			}
+			live = append(live, r)
+		}
+		if len(live) == 0 {
+			return
+		}
+		batch = live
+		f.log.Warn("venturi: writing run results failed; retrying", "err", err, "runs", len(batch))
+		time.Sleep(delay)
+		delay = min(delay*2, time.Second)
+	}
+}

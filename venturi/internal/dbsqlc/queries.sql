@@ -1,0 +1,199 @@
+-- name: InsertJob :exec
+INSERT INTO venturi_job (id, kind, state, priority, dedup_key, payload, run_at)
+SELECT @id, @kind, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+       @priority, sqlc.narg(dedup_key), (@payload::text)::jsonb, t.at
+FROM (SELECT COALESCE(sqlc.narg(at)::timestamptz, now()) + interval '1 microsecond' * @delay_us::bigint AS at) t;
+
+-- name: InsertJobs :exec
+INSERT INTO venturi_job (id, kind, state, priority, payload, run_at)
+SELECT u.id, u.kind, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+       u.priority, u.payload::jsonb, t.at
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@kinds::text[]) AS kind, unnest(@priorities::smallint[]) AS priority, unnest(@payloads::text[]) AS payload, unnest(@has_at::bool[]) AS has_at, unnest(@ats::timestamptz[]) AS at, unnest(@delays_us::bigint[]) AS delay_us) AS u
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN u.has_at THEN u.at ELSE now() END + u.delay_us * interval '1 microsecond' AS at
+) t;
+
+-- name: Notify :exec
+SELECT pg_notify(@channel::text, @payload::text);
+
+-- name: DedupLock :one
+-- Serializes enqueues of one (kind, dedup_key) until the enclosing transaction ends, and
+-- reports the isolation level: the candidate lookup that follows must take a fresh
+-- snapshot, which only READ COMMITTED gives.
+SELECT current_setting('transaction_isolation')::text AS isolation
+FROM pg_advisory_xact_lock(hashtextextended(current_schema() || '.' || @kind::text || '/' || @dedup_key::text, 0));
+
+-- name: InsertIfNoCandidate :one
+-- The common dedup case in one statement: insert unless a pending job has the key.
+WITH cand AS (
+    SELECT j.id FROM venturi_job j
+    WHERE j.kind = @kind AND j.dedup_key = @dedup_key::text AND j.state IN ('scheduled', 'available')
+    LIMIT 1
+), ins AS (
+    INSERT INTO venturi_job (id, kind, state, priority, dedup_key, payload, run_at)
+    SELECT @id, @kind, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+           @priority, @dedup_key::text, (@payload::text)::jsonb, t.at
+    FROM (SELECT COALESCE(sqlc.narg(at)::timestamptz, now()) + interval '1 microsecond' * @delay_us::bigint AS at) t
+    WHERE NOT EXISTS (SELECT 1 FROM cand)
+    RETURNING venturi_job.state
+)
+SELECT EXISTS (SELECT 1 FROM ins)::bool AS inserted,
+       COALESCE((SELECT state = 'available' FROM ins), false)::bool AS due;
+
+-- name: DedupCandidate :one
+-- The newest pending job with the key, locked so no worker claims it while merge runs.
+SELECT id, priority, payload, carry, runs, failures, journal
+FROM venturi_job
+WHERE kind = @kind AND dedup_key = @dedup_key::text AND state IN ('scheduled', 'available')
+ORDER BY id DESC
+LIMIT 1
+FOR UPDATE;
+
+-- name: MergeInto :one
+-- Applies Keep (replace = false, set_carry = false), Replace or With to a pending job and
+-- appends the merged journal entry. A replaced job is never delayed by the merge: it keeps
+-- the earlier of its own due time and the incoming one.
+UPDATE venturi_job j SET
+    payload  = CASE WHEN @replace::bool THEN (@payload::text)::jsonb ELSE j.payload END,
+    priority = CASE WHEN @replace::bool THEN @priority::smallint ELSE j.priority END,
+    carry    = CASE WHEN @set_carry::bool THEN NULLIF(@carry::text, '')::jsonb ELSE j.carry END,
+    run_at   = t.at,
+    state    = CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+    journal  = j.journal || jsonb_build_array((@entry::text)::jsonb || jsonb_build_object('at', now()))
+FROM (
+    SELECT CASE WHEN @replace::bool
+                THEN LEAST(o.run_at, COALESCE(sqlc.narg(at)::timestamptz, now()) + interval '1 microsecond' * @delay_us::bigint)
+                ELSE o.run_at END AS at
+    FROM venturi_job o WHERE o.id = @id
+) t
+WHERE j.id = @id AND j.state IN ('scheduled', 'available')
+RETURNING (j.state = 'available')::bool AS due;
+
+-- name: PromoteDue :execrows
+-- Moves scheduled jobs that came due to available. Idempotent; any worker may run it.
+UPDATE venturi_job SET state = 'available'
+WHERE id IN (
+    SELECT id FROM venturi_job
+    WHERE state = 'scheduled' AND run_at <= now()
+    ORDER BY run_at
+    LIMIT @max::int
+    FOR UPDATE SKIP LOCKED
+);
+
+-- name: Claim :many
+-- Claims up to max due jobs of the given kinds, most urgent first, then by due time, then
+-- by ID, and opens a run on each under a fresh fencing token.
+WITH picked AS (
+    SELECT c.id
+    FROM unnest(@kinds::text[]) AS k(kind)
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.priority, j.run_at
+        FROM venturi_job j
+        WHERE j.state = 'available' AND j.kind = k.kind
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT @max::int
+        FOR UPDATE SKIP LOCKED
+    ) c
+    ORDER BY c.priority DESC, c.run_at, c.id
+    LIMIT @max::int
+)
+UPDATE venturi_job j SET
+    state            = 'running',
+    runs             = j.runs + 1,
+    lease_token      = nextval('venturi_lease_token_seq'),
+    lease_expires_at = now() + interval '1 microsecond' * @lease_us::bigint,
+    worker_id        = @worker_id::text,
+    attempted_at     = now(),
+    max_failures     = @max_failures::int
+FROM picked
+WHERE j.id = picked.id
+RETURNING j.id, j.kind, j.payload, j.carry, j.runs, j.failures, j.lease_token, j.journal;
+
+-- name: FinishRuns :many
+-- Ends runs: one row per run, each fenced by its token. Rows whose token no longer
+-- matches are not returned; their run was lost and its result is discarded.
+UPDATE venturi_job j SET
+    state            = u.state::venturi_job_state,
+    run_at           = CASE WHEN u.state IN ('available', 'scheduled')
+                            THEN now() + u.delay_us * interval '1 microsecond' ELSE j.run_at END,
+    failures         = j.failures + u.failed::int,
+    carry            = CASE WHEN u.set_carry THEN NULLIF(u.carry, '')::jsonb ELSE j.carry END,
+    lease_token      = NULL,
+    lease_expires_at = NULL,
+    finished_at      = CASE WHEN u.state IN ('completed', 'dead') THEN now() END,
+    journal          = j.journal || jsonb_build_array(u.entry::jsonb || jsonb_build_object(
+                           'run', j.runs, 'token', j.lease_token, 'worker', j.worker_id,
+                           'started_at', j.attempted_at, 'at', clock_timestamp()))
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token, unnest(@states::text[]) AS state, unnest(@delays_us::bigint[]) AS delay_us, unnest(@failed::bool[]) AS failed, unnest(@set_carry::bool[]) AS set_carry, unnest(@carries::text[]) AS carry, unnest(@entries::text[]) AS entry) AS u
+WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
+RETURNING j.id;
+
+-- name: ReleaseUnstarted :many
+-- Returns claimed jobs whose handler never started (shutdown) without recording a run.
+UPDATE venturi_job j SET
+    state = 'available', runs = j.runs - 1, lease_token = NULL, lease_expires_at = NULL
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token) AS u
+WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
+RETURNING j.id;
+
+-- name: ExtendLeases :many
+-- Extends the leases of one worker's running jobs in one statement.
+UPDATE venturi_job j SET lease_expires_at = now() + interval '1 microsecond' * @lease_us::bigint
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token) AS u
+WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
+RETURNING j.id;
+
+-- name: TryMaintenanceLock :one
+SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || '.venturi_maintenance', 0))::bool AS locked;
+
+-- name: RescueExpired :many
+-- Ends runs whose lease expired (their worker died or stalled): an abandoned run counts as
+-- a failure, so the backstop still applies.
+WITH expired AS (
+    SELECT id FROM venturi_job
+    WHERE state = 'running' AND lease_expires_at < now()
+      -- After a database restart, give live workers one lease period to extend.
+      AND now() - pg_postmaster_start_time() > interval '1 microsecond' * @min_uptime_us::bigint
+    ORDER BY id
+    LIMIT @max::int
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE venturi_job j SET
+    state = CASE WHEN j.max_failures > 0 AND j.failures + 1 >= j.max_failures
+                 THEN 'dead' ELSE 'available' END::venturi_job_state,
+    finished_at = CASE WHEN j.max_failures > 0 AND j.failures + 1 >= j.max_failures THEN now() END,
+    failures = j.failures + 1,
+    run_at = now(),
+    lease_token = NULL,
+    lease_expires_at = NULL,
+    journal = j.journal || jsonb_build_array(jsonb_build_object(
+        'event', 'abandoned',
+        'note', 'lease expired: worker ' || COALESCE(j.worker_id, '?') || ' stopped extending it',
+        'run', j.runs, 'token', j.lease_token, 'worker', j.worker_id,
+        'started_at', j.attempted_at, 'at', clock_timestamp()))
+FROM expired
+WHERE j.id = expired.id
+RETURNING j.id, j.kind, j.state;
+
+-- name: PruneFinished :execrows
+DELETE FROM venturi_job
+WHERE id IN (
+    SELECT id FROM venturi_job
+    WHERE state = @state::venturi_job_state
+      AND finished_at < now() - interval '1 microsecond' * @age_us::bigint
+    ORDER BY finished_at
+    LIMIT @max::int
+    FOR UPDATE SKIP LOCKED
+);
+
+-- name: GetJob :one
+SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
+       created_at, attempted_at, finished_at, lease_expires_at
+FROM venturi_job
+WHERE id = @id;
+
+-- name: CountJobs :many
+SELECT kind, state, count(*)::bigint AS jobs
+FROM venturi_job
+GROUP BY kind, state
+ORDER BY kind, state;

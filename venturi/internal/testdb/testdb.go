@@ -1,0 +1,78 @@
+// Package testdb gives venturi's tests a migrated, private schema in a real PostgreSQL.
+//
+// The server comes from TEST_DATABASE_URL (or DATABASE_URL). `make test` sets it, starting
+// a throwaway cluster with scripts/pg.sh when needed. A missing database fails the test:
+// it never skips, so a green run always means the tests ran.
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// URL returns the test database URL or fails the test.
+func URL(tb testing.TB) string {
+	tb.Helper()
+	for _, k := range []string{"TEST_DATABASE_URL", "DATABASE_URL"} {
+		if u := os.Getenv(k); u != "" {
+			return u
+		}
+	}
+	tb.Fatal("TEST_DATABASE_URL is not set: run `make test`, or `scripts/pg.sh with -- go test ./...` from the repository root, or point it at a PostgreSQL you own")
+	return ""
+}
+
+// Schema creates an empty schema named after a random suffix and drops it when the test
+// ends. It returns the schema's name.
+func Schema(tb testing.TB) string {
+	tb.Helper()
+	ctx := context.Background()
+	admin, err := pgxpool.New(ctx, URL(tb))
+	if err != nil {
+		tb.Fatalf("connect: %v", err)
+	}
+	defer admin.Close()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "vt_" + hex.EncodeToString(b[:])
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
+		tb.Fatalf("create schema: %v", err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		p, err := pgxpool.New(ctx, URL(tb))
+		if err != nil {
+			return
+		}
+		defer p.Close()
+		_, _ = p.Exec(ctx, "DROP SCHEMA "+name+" CASCADE")
+	})
+	return name
+}
+
+// Pool returns a pool whose search_path is a fresh schema. The pool closes when the test
+// ends. maxConns 0 keeps pgxpool's default.
+func Pool(tb testing.TB, schema string, maxConns int32) *pgxpool.Pool {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(URL(tb))
+	if err != nil {
+		tb.Fatalf("parse TEST_DATABASE_URL: %v", err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		tb.Fatalf("connect: %v", err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}

@@ -1,0 +1,870 @@
+package venturi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"reflect"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/venturi-dev/venturi/internal/dbsqlc"
+)
+
+// Config configures a Worker. Zero fields take the documented defaults; see the README
+// for the reasoning behind each.
+type Config struct {
+	// Concurrency is the number of handlers that run at once. Default 100.
+	Concurrency int
+	// Lease is how long a claim holds a job without being extended. Running jobs' leases
+	// are extended every Lease/3 in one statement per worker; a job whose lease expires
+	// is rescued by any worker. Default 30s.
+	Lease time.Duration
+	// ShutdownGrace is how long Stop lets running handlers finish after signalling them
+	// before it cancels their contexts. Default 10s.
+	ShutdownGrace time.Duration
+	// PollInterval is the longest an idle worker waits before looking for due jobs
+	// without having been notified. Default 1s.
+	PollInterval time.Duration
+	// PollOnly turns off LISTEN/NOTIFY wakeups, for connection poolers in transaction
+	// mode. Default false.
+	PollOnly bool
+	// FetchCooldown is the pause between two fetches while jobs keep arriving; it lets
+	// several finished handlers free their slots before the next claim. Default 1ms.
+	FetchCooldown time.Duration
+	// ClaimBatch is the most jobs one claim takes. Default: Concurrency.
+	ClaimBatch int
+	// Backoff is the default retry backoff; a task's BackoffPolicy overrides it.
+	// Default DefaultBackoff (1s base, 1h cap).
+	Backoff Backoff
+	// JitterFraction f places each retry delay d in [d*(1-f), d]. Default 0.25; a
+	// negative value disables jitter.
+	JitterFraction float64
+	// MaxFailures is the backstop: a job whose failed runs reach it goes to dead. Pauses
+	// never count. Default 25; a negative value disables the backstop.
+	MaxFailures int
+	// JobTimeout bounds one run; a run that exceeds it fails and retries. Default 30m;
+	// a negative value disables it.
+	JobTimeout time.Duration
+	// RetainCompleted is how long completed jobs are kept before pruning. Default 24h.
+	RetainCompleted time.Duration
+	// RetainDead is how long dead jobs are kept before pruning. Default 7 days.
+	RetainDead time.Duration
+	// MaintenanceInterval is how often the worker tries to become the maintainer
+	// (rescue of expired leases, promotion of scheduled jobs, pruning). Only one worker
+	// per schema does maintenance at a time. Default 1s.
+	MaintenanceInterval time.Duration
+	// Logger receives the worker's logs. Default slog.Default().
+	Logger *slog.Logger
+	// ID names the worker in leases and journals. Default: host-pid-random.
+	ID string
+}
+
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 100
+	}
+	if c.ClaimBatch <= 0 || c.ClaimBatch > c.Concurrency {
+		c.ClaimBatch = c.Concurrency
+	}
+	def(&c.Lease, 30*time.Second)
+	def(&c.ShutdownGrace, 10*time.Second)
+	def(&c.PollInterval, time.Second)
+	def(&c.FetchCooldown, time.Millisecond)
+	def(&c.JobTimeout, 30*time.Minute)
+	def(&c.RetainCompleted, 24*time.Hour)
+	def(&c.RetainDead, 7*24*time.Hour)
+	def(&c.MaintenanceInterval, time.Second)
+	c.Backoff = c.Backoff.merged(DefaultBackoff)
+	if c.JitterFraction == 0 {
+		c.JitterFraction = 0.25
+	}
+	if c.MaxFailures == 0 {
+		c.MaxFailures = 25
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		c.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	return c
+}
+
+// Worker runs the handlers registered on it against state S. It claims only the kinds it
+// registered, so worker binaries with different registries can share one database.
+type Worker[S any] struct {
+	pool  *pgxpool.Pool
+	state S
+	cfg   Config
+	log   *slog.Logger
+	q     *dbsqlc.Queries
+	reg   map[string]*registration[S]
+	kinds []string
+
+	ctl       *pgxpool.Pool // the worker's own connections: claims, finishes, leases, maintenance
+	channel   string
+	slots     chan struct{}
+	freed     chan struct{} // a slot was freed
+	wake      chan struct{} // a notification or a reconnect asks for a fetch
+	shutdown  chan struct{} // closed when graceful shutdown begins
+	hardCtx   context.Context
+	hard      context.CancelCauseFunc
+	stopBg    context.CancelFunc
+	fetchStop context.CancelFunc
+	handlers  sync.WaitGroup
+	bg        sync.WaitGroup
+	fetchWG   sync.WaitGroup
+	fin       *finisher
+
+	mu       sync.Mutex
+	active   map[ulid.ULID]*activeRun
+	started  bool
+	stopped  bool
+	lastWake time.Time
+}
+
+type registration[S any] struct {
+	kind string
+	run  func(ctx context.Context, w *Worker[S], j *claimed) *finishReq
+}
+
+// claimed is a job as a claim returned it.
+type claimed struct {
+	id       ulid.ULID
+	kind     string
+	payload  []byte
+	carry    []byte
+	runs     int
+	failures int
+	token    int64
+	journal  []byte
+}
+
+// activeRun is a claimed job whose result is not yet durable.
+type activeRun struct {
+	job      *claimed
+	cancel   context.CancelCauseFunc
+	deadline time.Time // local monotonic estimate of the lease's expiry
+}
+
+var (
+	errShutdown  = errors.New("venturi: worker shut down")
+	errJobTimout = errors.New("venturi: job timeout")
+)
+
+// NewWorker returns a worker on pool with shared state passed to every handler. Register
+// task types with [Register] before calling Start.
+func NewWorker[S any](pool *pgxpool.Pool, state S, cfg Config) *Worker[S] {
+	cfg = cfg.withDefaults()
+	return &Worker[S]{
+		pool:    pool,
+		state:   state,
+		cfg:     cfg,
+		log:     cfg.Logger.With("venturi_worker", cfg.ID),
+		q:       dbsqlc.New(),
+		reg:     map[string]*registration[S]{},
+		channel: notifyChannel(pool),
+		active:  map[ulid.ULID]*activeRun{},
+	}
+}
+
+// ID returns the worker's ID as recorded in leases and journals.
+func (w *Worker[S]) ID() string { return w.cfg.ID }
+
+// Register adds task type T to w. S and C are inferred from T's Handle method, so the
+// call is Register[FetchBookmark](w). It panics if the kind is empty or already
+// registered, or if T's merge method uses another carry type than its handler; use
+// RegisterSafely to get an error instead.
+func Register[T Handler[S, C], S, C any](w *Worker[S]) {
+	if err := RegisterSafely[T](w); err != nil {
+		panic(err)
+	}
+}
+
+// RegisterSafely is Register returning an error instead of panicking.
+func RegisterSafely[T Handler[S, C], S, C any](w *Worker[S]) error {
+	var zero T
+	kind := zero.Kind()
+	if kind == "" {
+		return fmt.Errorf("venturi: register %T: %w", zero, ErrEmptyKind)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		return errors.New("venturi: register after Start")
+	}
+	if _, dup := w.reg[kind]; dup {
+		return fmt.Errorf("venturi: kind %q registered twice", kind)
+	}
+	m, err := mergerFor(reflect.TypeFor[T]())
+	if err != nil {
+		return err
+	}
+	if m.carryType != nil && m.carryType != reflect.TypeFor[C]() {
+		return fmt.Errorf("venturi: %T.Merge sees carry %v but its handler's carry is %v", zero, m.carryType, reflect.TypeFor[C]())
+	}
+	w.reg[kind] = &registration[S]{kind: kind, run: runTask[T, S, C]}
+	w.kinds = append(w.kinds, kind)
+	slices.Sort(w.kinds)
+	return nil
+}
+
+// finishReq is the end of one run, as the FinishRuns statement takes it.
+type finishReq struct {
+	job       *claimed
+	state     dbsqlc.VenturiJobState
+	delay     time.Duration
+	failed    bool
+	setCarry  bool
+	carry     []byte
+	entry     []byte
+	finalized bool // written by Run.CompleteTx in the handler's transaction
+	lost      bool // the lease was lost: write nothing
+	done      chan error
+}
+
+func runTask[T Handler[S, C], S, C any](ctx context.Context, w *Worker[S], j *claimed) *finishReq {
+	var task T
+	if err := json.Unmarshal(j.payload, &task); err != nil {
+		return w.deadReq(j, fmt.Sprintf("decode payload into %s: %v", reflect.TypeFor[T](), err))
+	}
+	var carry C
+	if len(j.carry) > 0 {
+		if err := json.Unmarshal(j.carry, &carry); err != nil {
+			return w.deadReq(j, fmt.Sprintf("decode carry into %s: %v", reflect.TypeFor[C](), err))
+		}
+	}
+	var history []JournalEntry
+	if err := json.Unmarshal(j.journal, &history); err != nil {
+		return w.deadReq(j, fmt.Sprintf("decode journal: %v", err))
+	}
+	backoff := w.cfg.Backoff
+	if bp, ok := any(task).(BackoffPolicy); ok {
+		backoff = bp.Backoff().merged(w.cfg.Backoff)
+	}
+	run := &Run[C]{
+		id: j.id, kind: j.kind, token: j.token, runs: j.runs, failures: j.failures,
+		history: history, carry: carry, shutdown: w.shutdown,
+	}
+	keepCarry := reflect.TypeFor[C]().Size() > 0
+	build := func(o Outcome, err error, c *C, attachment json.RawMessage) *finishReq {
+		var cb []byte
+		if keepCarry {
+			var cerr error
+			if cb, cerr = encodeJSON(c); cerr != nil && err == nil {
+				err = fmt.Errorf("encode carry: %w", cerr)
+			}
+		}
+		return w.outcomeReq(ctx, j, o, err, cb, keepCarry && cb != nil, attachment, backoff)
+	}
+	run.finish = func(fctx context.Context, tx pgx.Tx, o Outcome, c *C, attachment json.RawMessage) error {
+		req := build(o, nil, c, attachment)
+		ids, err := w.q.FinishRuns(fctx, tx, finishParams([]*finishReq{req}))
+		if err != nil {
+			return err
+		}
+		if len(ids) != 1 {
+			return ErrLeaseLost
+		}
+		return nil
+	}
+	o, err := safeHandle(ctx, task, run, w.state)
+	if err == nil && run.finalized {
+		return &finishReq{job: j, finalized: true}
+	}
+	return build(o, err, &run.carry, run.attachment)
+}
+
+func safeHandle[T Handler[S, C], S, C any](ctx context.Context, task T, run *Run[C], state S) (o Outcome, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			stack := debug.Stack()
+			if len(stack) > 8<<10 {
+				stack = stack[:8<<10]
+			}
+			err = fmt.Errorf("panic: %v\n%s", r, stack)
+		}
+	}()
+	return task.Handle(ctx, run, state)
+}
+
+func (w *Worker[S]) deadReq(j *claimed, note string) *finishReq {
+	entry, _ := json.Marshal(JournalEntry{Event: EventDead, Note: note})
+	return &finishReq{job: j, state: dbsqlc.VenturiJobStateDead, failed: true, entry: entry}
+}
+
+// outcomeReq turns a handler's result into the job's next state.
+func (w *Worker[S]) outcomeReq(ctx context.Context, j *claimed, o Outcome, err error, carry []byte, setCarry bool, attachment json.RawMessage, backoff Backoff) *finishReq {
+	req := &finishReq{job: j, carry: carry, setCarry: setCarry}
+	e := JournalEntry{Attachment: attachment}
+	switch {
+	case err == nil && o.kind == outcomePause:
+		e.Event, e.Note, e.ResumeIn = EventPaused, o.note, o.resumeIn
+		req.state, req.delay = pendingState(o.resumeIn), o.resumeIn
+	case err == nil:
+		e.Event, e.Note = EventCompleted, o.note
+		req.state = dbsqlc.VenturiJobStateCompleted
+	case context.Cause(ctx) == errShutdown:
+		e.Event, e.Note = EventInterrupted, "interrupted by shutdown: "+err.Error()
+		req.state = dbsqlc.VenturiJobStateAvailable
+	case context.Cause(ctx) == ErrLeaseLost:
+		req.lost = true
+	default:
+		if context.Cause(ctx) == errJobTimout {
+			err = fmt.Errorf("%w after %v: %w", errJobTimout, w.cfg.JobTimeout, err)
+		}
+		failures := j.failures + 1
+		req.failed = true
+		e.Note = err.Error()
+		switch {
+		case IsPermanent(err):
+			e.Event = EventDead
+			req.state = dbsqlc.VenturiJobStateDead
+		case w.cfg.MaxFailures > 0 && failures >= w.cfg.MaxFailures:
+			e.Event = EventDead
+			e.Note = fmt.Sprintf("backstop reached after %d failures: %s", failures, e.Note)
+			req.state = dbsqlc.VenturiJobStateDead
+		default:
+			d := Jitter(backoff.Delay(failures), w.cfg.JitterFraction, j.id, failures)
+			e.Event, e.ResumeIn = EventFailed, d
+			req.state, req.delay = pendingState(d), d
+		}
+	}
+	req.entry, _ = json.Marshal(e)
+	return req
+}
+
+func pendingState(delay time.Duration) dbsqlc.VenturiJobState {
+	if delay <= 0 {
+		return dbsqlc.VenturiJobStateAvailable
+	}
+	return dbsqlc.VenturiJobStateScheduled
+}
+
+func finishParams(reqs []*finishReq) dbsqlc.FinishRunsParams {
+	var p dbsqlc.FinishRunsParams
+	for _, r := range reqs {
+		p.Ids = append(p.Ids, uuidOf(r.job.id))
+		p.Tokens = append(p.Tokens, r.job.token)
+		p.States = append(p.States, string(r.state))
+		p.DelaysUs = append(p.DelaysUs, delayOf(r.delay))
+		p.Failed = append(p.Failed, r.failed)
+		p.SetCarry = append(p.SetCarry, r.setCarry)
+		p.Carries = append(p.Carries, string(r.carry))
+		p.Entries = append(p.Entries, string(r.entry))
+	}
+	return p
+}
+
+// Start connects the worker's control connections and starts claiming. It returns at
+// once; call Stop to shut down gracefully.
+func (w *Worker[S]) Start(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		return errors.New("venturi: worker already started")
+	}
+	if len(w.reg) == 0 {
+		return errors.New("venturi: no task types registered")
+	}
+	cc := w.pool.Config()
+	cc.MaxConns, cc.MinConns = 4, 0
+	ctl, err := pgxpool.NewWithConfig(ctx, cc)
+	if err != nil {
+		return fmt.Errorf("venturi: control pool: %w", err)
+	}
+	if err := ctl.Ping(ctx); err != nil {
+		ctl.Close()
+		return fmt.Errorf("venturi: connect: %w", err)
+	}
+	w.ctl = ctl
+	w.started = true
+	w.slots = make(chan struct{}, w.cfg.Concurrency)
+	w.freed = make(chan struct{}, 1)
+	w.wake = make(chan struct{}, 1)
+	w.shutdown = make(chan struct{})
+	w.hardCtx, w.hard = context.WithCancelCause(context.WithoutCancel(ctx))
+	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
+	w.stopBg = stopBg
+	w.fin = newFinisher(w)
+	fetchCtx, stopFetch := context.WithCancel(bgCtx)
+	w.fetchStop = stopFetch
+	w.fetchWG.Add(1)
+	go func() { defer w.fetchWG.Done(); w.fetchLoop(fetchCtx) }()
+	w.goBg(func() { w.fin.loop(bgCtx) })
+	w.goBg(func() { w.leaseLoop(bgCtx) })
+	w.goBg(func() { w.maintenanceLoop(bgCtx) })
+	if !w.cfg.PollOnly {
+		w.goBg(func() { w.listenLoop(bgCtx) })
+	}
+	w.log.Info("venturi worker started", "kinds", w.kinds, "concurrency", w.cfg.Concurrency)
+	return nil
+}
+
+func (w *Worker[S]) goBg(f func()) {
+	w.bg.Add(1)
+	go func() { defer w.bg.Done(); f() }()
+}
+
+// Stop shuts the worker down gracefully: it stops claiming, releases claimed jobs that
+// have not started, signals running handlers (Run.Shutdown), waits up to ShutdownGrace,
+// then cancels their contexts. A run cut this way returns to pending with an interrupted
+// journal entry and does not count as a failure. Stop returns when every result is
+// written, or when ctx ends.
+func (w *Worker[S]) Stop(ctx context.Context) error {
+	w.mu.Lock()
+	if !w.started || w.stopped {
+		w.mu.Unlock()
+		return nil
+	}
+	w.stopped = true
+	w.mu.Unlock()
+
+	w.fetchStop()
+	w.fetchWG.Wait() // no handler starts after this
+	close(w.shutdown)
+	done := make(chan struct{})
+	go func() { w.handlers.Wait(); close(done) }()
+	grace := time.NewTimer(w.cfg.ShutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+	case <-grace.C:
+	case <-ctx.Done():
+	}
+	w.hard(errShutdown)
+	select {
+	case <-done:
+	case <-time.After(min(5*time.Second, w.cfg.Lease/2)):
+		// Handlers that ignore cancellation: release their jobs now; their late writes
+		// fail the fencing token.
+		w.releaseStuck(ctx)
+	}
+	w.fin.close()
+	w.stopBg()
+	w.bg.Wait()
+	w.ctl.Close()
+	w.log.Info("venturi worker stopped")
+	return ctx.Err()
+}
+
+// Run starts the worker, blocks until ctx is done, then stops it gracefully.
+func (w *Worker[S]) Run(ctx context.Context) error {
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return w.Stop(context.Background())
+}
+
+func (w *Worker[S]) releaseStuck(ctx context.Context) {
+	w.mu.Lock()
+	var reqs []*finishReq
+	for _, a := range w.active {
+		entry, _ := json.Marshal(JournalEntry{Event: EventInterrupted, Note: "interrupted by shutdown: handler did not return after cancellation"})
+		reqs = append(reqs, &finishReq{job: a.job, state: dbsqlc.VenturiJobStateAvailable, entry: entry})
+	}
+	w.mu.Unlock()
+	if len(reqs) == 0 {
+		return
+	}
+	if _, err := w.q.FinishRuns(ctx, w.ctl, finishParams(reqs)); err != nil {
+		w.log.Warn("venturi: release of stuck runs failed; their leases will expire", "err", err)
+	}
+	w.mu.Lock()
+	for _, r := range reqs {
+		delete(w.active, r.job.id)
+	}
+	w.mu.Unlock()
+}
+
+// fetchLoop claims jobs while slots are free and starts their handlers.
+func (w *Worker[S]) fetchLoop(ctx context.Context) {
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	var lastFetch time.Time
+	errDelay := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		free := cap(w.slots) - len(w.slots)
+		if free == 0 {
+			select {
+			case <-w.freed:
+			case <-ctx.Done():
+			}
+			continue
+		}
+		if wait := w.cfg.FetchCooldown - time.Since(lastFetch); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				continue
+			}
+			free = cap(w.slots) - len(w.slots)
+		}
+		lastFetch = time.Now()
+		jobs, err := w.claim(ctx, min(free, w.cfg.ClaimBatch))
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log.Warn("venturi: claim failed", "err", err)
+				sleepCtx(ctx, errDelay)
+				errDelay = min(errDelay*2, 5*time.Second)
+			}
+			continue
+		}
+		errDelay = 50 * time.Millisecond
+		for i, j := range jobs {
+			if ctx.Err() != nil {
+				w.release(jobs[i:])
+				return
+			}
+			w.slots <- struct{}{}
+			w.startHandler(j)
+		}
+		if len(jobs) > 0 {
+			continue // more may be waiting: fetch again after the cooldown
+		}
+		// Nothing due. Right after a notification, keep looking briefly: producers debounce
+		// their NOTIFYs, so a job committed just after the last one may have sent none.
+		w.mu.Lock()
+		recent := time.Since(w.lastWake) < 20*time.Millisecond
+		w.mu.Unlock()
+		if recent {
+			continue
+		}
+		poll.Reset(w.cfg.PollInterval)
+		select {
+		case <-w.wake:
+		case <-poll.C:
+		case <-ctx.Done():
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// claim promotes scheduled jobs that came due and claims up to n, in one round trip.
+func (w *Worker[S]) claim(ctx context.Context, n int) ([]*claimed, error) {
+	b := &pgx.Batch{}
+	b.Queue(dbsqlc.PromoteDueSQL, int32(1000))
+	var jobs []*claimed
+	sent := time.Now()
+	b.Queue(dbsqlc.ClaimSQL, delayOf(w.cfg.Lease), w.cfg.ID, int32(max(w.cfg.MaxFailures, 0)), w.kinds, int32(n)).
+		Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var (
+					id    pgtype.UUID
+					j     claimed
+					runs  int32
+					fails int32
+					tok   pgtype.Int8
+				)
+				if err := rows.Scan(&id, &j.kind, &j.payload, &j.carry, &runs, &fails, &tok, &j.journal); err != nil {
+					return err
+				}
+				j.id, j.runs, j.failures, j.token = ulidOf(id), int(runs), int(fails), tok.Int64
+				jobs = append(jobs, &j)
+			}
+			return rows.Err()
+		})
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Lease/2)
+	defer cancel()
+	if err := w.ctl.SendBatch(cctx, b).Close(); err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	for _, j := range jobs {
+		w.active[j.id] = &activeRun{job: j, deadline: sent.Add(w.cfg.Lease)}
+	}
+	w.mu.Unlock()
+	return jobs, nil
+}
+
+// release returns claimed jobs that never started, without recording a run.
+func (w *Worker[S]) release(jobs []*claimed) {
+	if len(jobs) == 0 {
+		return
+	}
+	var p dbsqlc.ReleaseUnstartedParams
+	w.mu.Lock()
+	for _, j := range jobs {
+		p.Ids = append(p.Ids, uuidOf(j.id))
+		p.Tokens = append(p.Tokens, j.token)
+		delete(w.active, j.id)
+	}
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := w.q.ReleaseUnstarted(ctx, w.ctl, p); err != nil {
+		w.log.Warn("venturi: release of unstarted jobs failed; their leases will expire", "err", err)
+	}
+}
+
+func (w *Worker[S]) startHandler(j *claimed) {
+	ctx, cancel := context.WithCancelCause(w.hardCtx)
+	w.mu.Lock()
+	a := w.active[j.id]
+	a.cancel = cancel
+	expired := time.Now().After(a.deadline)
+	w.mu.Unlock()
+	if expired {
+		cancel(ErrLeaseLost)
+	}
+	w.handlers.Add(1)
+	go func() {
+		defer w.handlers.Done()
+		defer func() {
+			<-w.slots
+			select {
+			case w.freed <- struct{}{}:
+			default:
+			}
+		}()
+		hctx := ctx
+		if w.cfg.JobTimeout > 0 {
+			var stop context.CancelFunc
+			hctx, stop = context.WithTimeoutCause(ctx, w.cfg.JobTimeout, errJobTimout)
+			defer stop()
+		}
+		reg := w.reg[j.kind]
+		req := reg.run(hctx, w, j)
+		cancel(nil)
+		if req.finalized || req.lost {
+			w.untrack(j.id)
+			return
+		}
+		w.fin.submit(req)
+	}()
+}
+
+func (w *Worker[S]) untrack(id ulid.ULID) {
+	w.mu.Lock()
+	delete(w.active, id)
+	w.mu.Unlock()
+}
+
+// leaseLoop extends the leases of every running job of this worker in one statement per
+// tick, and cancels the handlers whose lease is lost or about to expire unextended.
+func (w *Worker[S]) leaseLoop(ctx context.Context) {
+	every := w.cfg.Lease / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		w.mu.Lock()
+		var p dbsqlc.ExtendLeasesParams
+		ids := make([]ulid.ULID, 0, len(w.active))
+		for id := range w.active {
+			ids = append(ids, id)
+		}
+		slices.SortFunc(ids, func(a, b ulid.ULID) int { return a.Compare(b) }) // lock rows in ID order
+		for _, id := range ids {
+			p.Ids = append(p.Ids, uuidOf(id))
+			p.Tokens = append(p.Tokens, w.active[id].job.token)
+		}
+		w.mu.Unlock()
+		if len(ids) == 0 {
+			continue
+		}
+		p.LeaseUs = delayOf(w.cfg.Lease)
+		sent := time.Now()
+		cctx, cancel := context.WithTimeout(ctx, every)
+		kept, err := w.q.ExtendLeases(cctx, w.ctl, p)
+		cancel()
+		now := time.Now()
+		w.mu.Lock()
+		if err != nil {
+			w.log.Warn("venturi: lease extension failed", "err", err, "runs", len(ids))
+		} else {
+			ok := make(map[ulid.ULID]bool, len(kept))
+			for _, u := range kept {
+				ok[ulidOf(u)] = true
+			}
+			for _, id := range ids {
+				a := w.active[id]
+				if a == nil {
+					continue
+				}
+				if ok[id] {
+					a.deadline = sent.Add(w.cfg.Lease)
+				} else if a.cancel != nil {
+					w.log.Warn("venturi: lease lost; cancelling run", "job", id, "kind", a.job.kind)
+					a.cancel(ErrLeaseLost)
+				}
+			}
+		}
+		// Self-fencing: a run whose lease could not be extended stops before it expires.
+		for _, a := range w.active {
+			if a.cancel != nil && now.Add(every/2).After(a.deadline) {
+				a.cancel(ErrLeaseLost)
+			}
+		}
+		w.mu.Unlock()
+	}
+}
+
+// maintenanceLoop rescues expired leases and prunes old jobs, on one worker at a time.
+func (w *Worker[S]) maintenanceLoop(ctx context.Context) {
+	t := time.NewTicker(w.cfg.MaintenanceInterval)
+	defer t.Stop()
+	var lastPrune time.Time
+	healthySince := time.Time{} // zero: healthy since start
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		prune := time.Since(lastPrune) > 30*time.Second
+		err := w.maintain(ctx, healthySince.IsZero() || time.Since(healthySince) >= w.cfg.Lease, prune)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log.Warn("venturi: maintenance failed", "err", err)
+			}
+			healthySince = time.Now() // after an outage, give live workers a lease to extend
+			continue
+		}
+		if prune {
+			lastPrune = time.Now()
+		}
+	}
+}
+
+func (w *Worker[S]) maintain(ctx context.Context, rescue, prune bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return pgx.BeginFunc(ctx, w.ctl, func(tx pgx.Tx) error {
+		locked, err := w.q.TryMaintenanceLock(ctx, tx)
+		if err != nil || !locked {
+			return err
+		}
+		if rescue {
+			rescued, err := w.q.RescueExpired(ctx, tx, dbsqlc.RescueExpiredParams{
+				Max: 1000, MinUptimeUs: delayOf(w.cfg.Lease)})
+			if err != nil {
+				return err
+			}
+			for _, r := range rescued {
+				w.log.Warn("venturi: rescued a run whose lease expired", "job", ulidOf(r.ID), "kind", r.Kind, "state", r.State)
+			}
+			if len(rescued) > 0 {
+				w.poke()
+			}
+		}
+		if _, err := w.q.PromoteDue(ctx, tx, 1000); err != nil {
+			return err
+		}
+		if prune {
+			for state, age := range map[dbsqlc.VenturiJobState]time.Duration{
+				dbsqlc.VenturiJobStateCompleted: w.cfg.RetainCompleted,
+				dbsqlc.VenturiJobStateDead:      w.cfg.RetainDead,
+			} {
+				if _, err := w.q.PruneFinished(ctx, tx, dbsqlc.PruneFinishedParams{
+					State: state, AgeUs: delayOf(age), Max: 10000}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// poke asks the fetch loop to look for jobs now.
+func (w *Worker[S]) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// listenLoop holds a dedicated LISTEN connection and wakes the fetch loop on
+// notifications for this worker's kinds. The connection is checked every 10s; a dead one
+// is replaced, and a fetch follows every reconnect to pick up what the gap missed.
+func (w *Worker[S]) listenLoop(ctx context.Context) {
+	delay := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := w.listen(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		w.log.Warn("venturi: listener lost its connection; polling continues", "err", err)
+		sleepCtx(ctx, delay)
+		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+func (w *Worker[S]) listen(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	conn, err := pgx.ConnectConfig(cctx, w.pool.Config().ConnConfig)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{w.channel}.Sanitize()); err != nil {
+		return err
+	}
+	mine := make(map[string]bool, len(w.kinds))
+	for _, k := range w.kinds {
+		mine[k] = true
+	}
+	w.poke()
+	for {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				return err
+			}
+			// Quiet for 10s: make sure the connection is still alive.
+			hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := conn.Exec(hctx, "SELECT 1")
+			cancel()
+			if err != nil {
+				return fmt.Errorf("listener heartbeat: %w", err)
+			}
+			continue
+		}
+		if mine[n.Payload] {
+			w.mu.Lock()
+			w.lastWake = time.Now()
+			w.mu.Unlock()
+			w.poke()
+		}
+	}
+}
