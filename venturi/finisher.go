@@ -2,10 +2,13 @@ package venturi
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"log/slog"
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/oklog/ulid/v2"
 )
@@ -113,6 +116,27 @@ func (f *finisher) flush(ctx context.Context, batch []*finishReq) {
 				f.untrack(r.job.id)
 			}
 			return
+		}
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code != "40P01" && pgErr.Code != "40001" {
+			// The server refused the statement itself, not the connection: find the row
+			// that poisons the batch so that the others still land.
+			if len(batch) > 1 {
+				for _, r := range batch {
+					f.flush(ctx, []*finishReq{r})
+				}
+				return
+			}
+			if r := batch[0]; !r.degraded {
+				f.log.Error("venturi: run result refused by the database; storing it without carry and attachment",
+					"job", r.job.id, "kind", r.job.kind, "err", err)
+				var e JournalEntry
+				_ = json.Unmarshal(r.entry, &e)
+				e.Attachment, e.Note = nil, cleanNote("result could not be stored ("+err.Error()+"): "+e.Note)
+				r.entry, _ = json.Marshal(e)
+				r.setCarry, r.carry, r.degraded = false, nil, true
+				continue
+			}
 		}
 		live := batch[:0]
 		for _, r := range batch {

@@ -165,7 +165,7 @@ func (r *Run[C]) SetCarry(c C) { r.carry = c }
 // SetAttachment records v's JSON encoding as this run's attachment: structured evidence
 // kept in the journal whatever the outcome, errors included. The last call wins.
 func (r *Run[C]) SetAttachment(v any) error {
-	b, err := json.Marshal(v)
+	b, err := encodeJSON(v)
 	if err != nil {
 		return fmt.Errorf("venturi: attachment: %w", err)
 	}

@@ -24,12 +24,16 @@ func newDB(t *testing.T) *pgxpool.Pool {
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-deadline.C:
 			t.Fatalf("timed out after %v waiting for %s", within, what)
+		case <-tick.C:
 		}
-		time.Sleep(5 * time.Millisecond) // polling interval of a condition wait, not a fixed wait
 	}
 }
 

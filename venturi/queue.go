@@ -130,7 +130,11 @@ func notifyChannel(pool *pgxpool.Pool) string {
 	if sp := pool.Config().ConnConfig.RuntimeParams["search_path"]; sp != "" {
 		schema = sp
 	}
-	return "venturi_insert." + schema
+	ch := "venturi_insert." + schema
+	if len(ch) > 63 { // PostgreSQL truncates identifiers to 63 bytes; pg_notify refuses longer
+		ch = ch[:63]
+	}
+	return ch
 }
 
 type notifyLimiter struct {
@@ -179,7 +183,8 @@ func (q *Queue) Enqueue(ctx context.Context, task Task, opts ...EnqueueOption) (
 		}
 		return Result{ID: p.id, Action: ActionInserted}, nil
 	}
-	// A collision: merge under the key's lock in an explicit transaction.
+	// A collision (or a server whose default isolation is not READ COMMITTED): merge
+	// under the key's lock in an explicit READ COMMITTED transaction.
 	var res Result
 	err = pgx.BeginTxFunc(ctx, q.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		var err error

@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -241,7 +242,7 @@ type finishReq struct {
 	entry     []byte
 	finalized bool // written by Run.CompleteTx in the handler's transaction
 	lost      bool // the lease was lost: write nothing
-	done      chan error
+	degraded  bool // a first write was refused; retried without carry and attachment
 }
 
 func runTask[T Handler[S, C], S, C any](ctx context.Context, w *Worker[S], j *claimed) *finishReq {
@@ -310,7 +311,7 @@ func safeHandle[T Handler[S, C], S, C any](ctx context.Context, task T, run *Run
 }
 
 func (w *Worker[S]) deadReq(j *claimed, note string) *finishReq {
-	entry, _ := json.Marshal(JournalEntry{Event: EventDead, Note: note})
+	entry, _ := json.Marshal(JournalEntry{Event: EventDead, Note: cleanNote(note)})
 	return &finishReq{job: j, state: dbsqlc.VenturiJobStateDead, failed: true, entry: entry}
 }
 
@@ -351,8 +352,21 @@ func (w *Worker[S]) outcomeReq(ctx context.Context, j *claimed, o Outcome, err e
 			req.state, req.delay = pendingState(d), d
 		}
 	}
+	e.Note = cleanNote(e.Note)
 	req.entry, _ = json.Marshal(e)
 	return req
+}
+
+// maxNoteBytes bounds a journal note; error messages can be arbitrarily long.
+const maxNoteBytes = 16 << 10
+
+// cleanNote makes a note storable in jsonb: no NUL characters, valid UTF-8, bounded.
+func cleanNote(s string) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
+	if len(s) > maxNoteBytes {
+		s = strings.ToValidUTF8(s[:maxNoteBytes], "") + " …(truncated)"
+	}
+	return s
 }
 
 func pendingState(delay time.Duration) dbsqlc.VenturiJobState {

@@ -35,6 +35,8 @@ WITH cand AS (
            @priority, @dedup_key::text, (@payload::text)::jsonb, t.at
     FROM (SELECT COALESCE(sqlc.narg(at)::timestamptz, now()) + interval '1 microsecond' * @delay_us::bigint AS at) t
     WHERE NOT EXISTS (SELECT 1 FROM cand)
+      -- Only READ COMMITTED gives this statement a snapshot taken after the key's lock.
+      AND current_setting('transaction_isolation') = 'read committed'
     RETURNING venturi_job.state
 )
 SELECT EXISTS (SELECT 1 FROM ins)::bool AS inserted,

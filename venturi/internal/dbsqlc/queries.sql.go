@@ -342,6 +342,8 @@ WITH cand AS (
            $4, $2::text, ($5::text)::jsonb, t.at
     FROM (SELECT COALESCE($6::timestamptz, now()) + interval '1 microsecond' * $7::bigint AS at) t
     WHERE NOT EXISTS (SELECT 1 FROM cand)
+      -- Only READ COMMITTED gives this statement a snapshot taken after the key's lock.
+      AND current_setting('transaction_isolation') = 'read committed'
     RETURNING venturi_job.state
 )
 SELECT EXISTS (SELECT 1 FROM ins)::bool AS inserted,
