@@ -1,0 +1,55 @@
+package tasks
+
+import "github.com/venturi-dev/venturi"
+
+// KindImportBookmarks is ImportBookmarks's stored kind.
+const KindImportBookmarks = "import_bookmarks"
+
+// DefaultImportPageSize is the number of items one run of ImportBookmarks imports when the
+// payload leaves PageSize at zero.
+const DefaultImportPageSize = 50
+
+// ImportBookmarks imports an uploaded bookmarks export (stored by the API as the rows of
+// an import) page by page. Each run imports one page in one transaction together with its
+// checkpoint (the carry), then pauses; the next run resumes after the checkpoint. A crash
+// or shutdown between pages repeats nothing that committed.
+type ImportBookmarks struct {
+	ImportID string `json:"import_id"`
+	PageSize int    `json:"page_size,omitempty"`
+}
+
+// ImportCarry is ImportBookmarks's checkpoint, persisted on every pause and retry.
+type ImportCarry struct {
+	// Next is the position of the first item not yet imported.
+	Next int `json:"next"`
+	// Imported counts the bookmarks created so far.
+	Imported int `json:"imported"`
+	// Skipped counts items that were invalid or already bookmarked.
+	Skipped int `json:"skipped"`
+	// Pages counts the pages done.
+	Pages int `json:"pages"`
+}
+
+// Kind implements venturi.Task.
+func (ImportBookmarks) Kind() string { return KindImportBookmarks }
+
+// DedupKey keys the job by import, so a repeated submission of one import cannot start a
+// second job beside a pending one.
+func (t ImportBookmarks) DedupKey() venturi.DedupKey { return venturi.KeyOf("import", t.ImportID) }
+
+// Merge keeps the pending import and its progress: a duplicate enqueue must not reset the
+// checkpoint (the default Replace would).
+func (t ImportBookmarks) Merge(existing venturi.Pending[ImportBookmarks, ImportCarry]) venturi.Merge[ImportBookmarks, ImportCarry] {
+	return existing.Keep()
+}
+
+// Priority runs imports below interactive fetches.
+func (ImportBookmarks) Priority() venturi.Priority { return venturi.PriorityLow }
+
+// Size returns the effective page size.
+func (t ImportBookmarks) Size() int {
+	if t.PageSize <= 0 {
+		return DefaultImportPageSize
+	}
+	return min(t.PageSize, 1000)
+}

@@ -1,0 +1,83 @@
+package tasks
+
+import (
+	"slices"
+
+	"github.com/venturi-dev/venturi"
+)
+
+// KindRebuildTagIndex is RebuildTagIndex's stored kind.
+const KindRebuildTagIndex = "rebuild_tag_index"
+
+// BoostAfter is the number of coalesced requests after which a pending tag-index rebuild
+// runs at high priority: a long burst should not starve the index.
+const BoostAfter = 10
+
+// RebuildTagIndex recounts the bookmarks of the given tags in the tag index. Every change
+// to a bookmark's tags enqueues one, usually with a short delay; while one is pending,
+// further enqueues merge into it with With, which unions their tags, so a burst of edits
+// costs one rebuild.
+type RebuildTagIndex struct {
+	// Tags to recount, sorted and unique. Empty with All false recounts nothing.
+	Tags []string `json:"tags,omitempty"`
+	// All recounts every tag and drops tags no bookmark uses any more.
+	All bool `json:"all,omitempty"`
+	// Requests is how many enqueues this job stands for (1 when nothing merged).
+	Requests int `json:"requests"`
+}
+
+// TagIndexCarry is RebuildTagIndex's carry: what the merges folded into the job.
+type TagIndexCarry struct {
+	// Merged counts the enqueues merged into the pending job.
+	Merged int `json:"merged"`
+}
+
+// NewRebuildTagIndex returns a rebuild request for tags.
+func NewRebuildTagIndex(tags ...string) RebuildTagIndex {
+	return RebuildTagIndex{Tags: normalizeTags(tags), Requests: 1}
+}
+
+// Kind implements venturi.Task.
+func (RebuildTagIndex) Kind() string { return KindRebuildTagIndex }
+
+// DedupKey makes every rebuild a candidate for merging into the pending one.
+func (RebuildTagIndex) DedupKey() venturi.DedupKey { return "tag-index" }
+
+// Priority raises a rebuild that stands for a long burst of requests.
+func (t RebuildTagIndex) Priority() venturi.Priority {
+	if t.Requests >= BoostAfter {
+		return venturi.PriorityHigh
+	}
+	return venturi.PriorityNormal
+}
+
+// Merge unions the incoming tags into the pending rebuild and counts the merge.
+func (t RebuildTagIndex) Merge(existing venturi.Pending[RebuildTagIndex, TagIndexCarry]) venturi.Merge[RebuildTagIndex, TagIndexCarry] {
+	carry := existing.Carry
+	carry.Merged++
+	return existing.With(t.mergedInto(existing.Payload), carry)
+}
+
+// mergedInto returns the rebuild that stands for both existing and t.
+func (t RebuildTagIndex) mergedInto(existing RebuildTagIndex) RebuildTagIndex {
+	merged := RebuildTagIndex{
+		Tags:     normalizeTags(append(slices.Clone(existing.Tags), t.Tags...)),
+		All:      existing.All || t.All,
+		Requests: max(existing.Requests, 1) + max(t.Requests, 1),
+	}
+	if merged.All {
+		merged.Tags = nil
+	}
+	return merged
+}
+
+// normalizeTags sorts tags and drops duplicates and empty strings.
+func normalizeTags(tags []string) []string {
+	out := slices.DeleteFunc(slices.Clone(tags), func(s string) bool { return s == "" })
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
