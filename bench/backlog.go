@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// loadBacklog bulk-inserts n available venturi jobs of kind with plain SQL (bench code,
+// not venturi's enqueue path), in chunks so that one statement stays moderate.
+func loadBacklog(ctx context.Context, admin *pgxpool.Pool, kind string, n int) error {
+	const chunk = 250_000
+	for done := 0; done < n; done += chunk {
+		k := min(chunk, n-done)
+		_, err := admin.Exec(ctx, `INSERT INTO `+venturiSchema+`.venturi_job (id, kind, state, priority, payload, run_at)
+			SELECT gen_random_uuid(), $1, 'available', 0, jsonb_build_object('n', g), now()
+			FROM generate_series(1, $2::int) g`, kind, k)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *bencher) vacuumSettle(ctx context.Context) error {
+	if _, err := b.admin.Exec(ctx, "VACUUM ANALYZE "+jobTable(libVenturi)); err != nil {
+		return err
+	}
+	_, err := b.admin.Exec(ctx, "CHECKPOINT")
+	return err
+}
+
+// scenario 6: venturi's dedup-enqueue latency and claim throughput with a small and a
+// large pending backlog. The backlog is of a kind no worker handles (and, for claim
+// throughput, also of the worked kind itself).
+func (b *bencher) scenarioBacklog(ctx context.Context) error {
+	sizes := b.o.sz.backlogs
+	m := b.o.sz.backlogJobs
+	sameM := sizes[0] / 2
+	dedupName := "6a. dedup enqueue, 1 producer, backlog of another kind"
+	claimName := fmt.Sprintf("6b. claim throughput, %d jobs, backlog of another kind", m)
+	sameName := fmt.Sprintf("6c. claim throughput, first %d jobs of a same-kind backlog", sameM)
+	for _, size := range sizes {
+		col := fmt.Sprintf("%d", size)
+		logf("  backlog %d of another kind", size)
+		if err := resetJobs(ctx, b.admin); err != nil {
+			return err
+		}
+		if err := loadBacklog(ctx, b.admin, kindBacklog, size); err != nil {
+			return err
+		}
+		if err := b.vacuumSettle(ctx); err != nil {
+			return err
+		}
+		for rep := range b.o.reps {
+			// Dedup enqueue latency.
+			p, err := b.openProducers(ctx, libVenturi)
+			if err != nil {
+				return err
+			}
+			run := fmt.Sprintf("b%d-%d", size, rep)
+			count, lats, el, err := drive(ctx, 1, b.o.sz.enqueueDur, func(ctx context.Context, i int) error {
+				_, err := p.dedupEnqueue(ctx, dedupKey(run, i))
+				return err
+			})
+			p.close()
+			if err != nil {
+				return err
+			}
+			logf("  %s backlog %d rep %d: %.0f enq/s p50 %.2fms p99 %.2fms", dedupName, size, rep, float64(count)/el.Seconds(), pct(lats, .5), pct(lats, .99))
+			b.backlogRow(dedupName, "p50 latency (ms)", false, col, pct(lats, .5), true)
+			b.backlogRow(dedupName, "p99 latency (ms)", false, col, pct(lats, .99), false)
+			b.backlogRow(dedupName, "enqueues/s", true, col, float64(count)/el.Seconds(), false)
+
+			// Claim throughput.
+			if err := b.enqueueBulk(ctx, libVenturi, m); err != nil {
+				return err
+			}
+			if _, err := b.admin.Exec(ctx, "ANALYZE "+jobTable(libVenturi)+"; CHECKPOINT"); err != nil {
+				return err
+			}
+			el, _, err = b.workUntil(ctx, libVenturi, "", b.allDone(libVenturi, m))
+			if err != nil {
+				return err
+			}
+			logf("  %s backlog %d rep %d: %.0f jobs/s", claimName, size, rep, float64(m)/el.Seconds())
+			b.backlogRow(claimName, "jobs/s", true, col, float64(m)/el.Seconds(), true)
+			if _, err := b.admin.Exec(ctx, "DELETE FROM "+jobTable(libVenturi)+" WHERE kind <> $1", kindBacklog); err != nil {
+				return err
+			}
+			if err := b.vacuumSettle(ctx); err != nil {
+				return err
+			}
+		}
+		if !b.o.sameKind {
+			continue
+		}
+		logf("  backlog %d of the worked kind", size)
+		if err := resetJobs(ctx, b.admin); err != nil {
+			return err
+		}
+		if err := loadBacklog(ctx, b.admin, kindNoop, size); err != nil {
+			return err
+		}
+		if err := b.vacuumSettle(ctx); err != nil {
+			return err
+		}
+		for rep := range b.o.reps {
+			el, _, err := b.workUntil(ctx, libVenturi, "", func(ctx context.Context) (bool, time.Duration, error) {
+				n, err := completedCount(ctx, b.admin, libVenturi, kindNoop)
+				return n >= int64(sameM), 5 * time.Millisecond, err
+			})
+			if err != nil {
+				return err
+			}
+			logf("  %s backlog %d rep %d: %.0f jobs/s", sameName, size, rep, float64(sameM)/el.Seconds())
+			b.backlogRow(sameName, "jobs/s", true, col, float64(sameM)/el.Seconds(), true)
+			// Restore the backlog: drop what was worked, top it up again.
+			var left int
+			if _, err := b.admin.Exec(ctx, "DELETE FROM "+jobTable(libVenturi)+" WHERE state <> 'available'"); err != nil {
+				return err
+			}
+			if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM "+jobTable(libVenturi)).Scan(&left); err != nil {
+				return err
+			}
+			if err := loadBacklog(ctx, b.admin, kindNoop, size-left); err != nil {
+				return err
+			}
+			if err := b.vacuumSettle(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	b.rep.notes = append(b.rep.notes, "Backlog (6): the pending backlog is bulk-loaded with INSERT … SELECT generate_series (random UUIDs), then VACUUM ANALYZE and CHECKPOINT; repetitions at one backlog size run back to back (not alternated with the other size). Claim throughput is measured like scenario 4, with a worker process and database polling.")
+	return nil
+}
+
+// backlogRow records one value; the ratio is large backlog over small, and the target is
+// "within 1.25×": latency no more than 1.25× higher, throughput no more than 1.25× lower.
+func (b *bencher) backlogRow(scenario, metric string, higher bool, col string, v float64, target bool) {
+	x := b.rep.addBacklog(scenario, metric, higher, col, v)
+	x.ratioOf = fmt.Sprintf("%d", b.o.sz.backlogs[1])
+	x.ratioTo = []string{fmt.Sprintf("%d", b.o.sz.backlogs[0])}
+	if !target {
+		return
+	}
+	if higher {
+		x.target, x.check = "≥ 0.80× (within 1.25×)", ratioAtLeast(0.8)
+	} else {
+		x.target, x.check = "≤ 1.25×", ratioAtMost(1.25)
+	}
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+	"github.com/venturi-dev/venturi"
+)
+
+const (
+	venturiSchema = "venturi_bench"
+	riverSchema   = "river_bench"
+)
+
+// poolFor opens a pool whose search_path is schema. maxConns 0 keeps pgxpool's default
+// (max(4, NumCPU)), which is what the worker processes use: both libraries' defaults.
+func poolFor(ctx context.Context, url, schema string, maxConns int) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	if maxConns > 0 {
+		cfg.MaxConns = int32(maxConns)
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// setupSchemas drops and recreates both schemas and migrates them, so every run starts
+// from the libraries' current migrations.
+func setupSchemas(ctx context.Context, url string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	for _, s := range []string{venturiSchema, riverSchema} {
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+s+" CASCADE; CREATE SCHEMA "+s); err != nil {
+			return err
+		}
+	}
+	vp, err := poolFor(ctx, url, venturiSchema, 2)
+	if err != nil {
+		return err
+	}
+	defer vp.Close()
+	if _, err := venturi.Migrate(ctx, vp); err != nil {
+		return fmt.Errorf("venturi migrate: %w", err)
+	}
+	rp, err := poolFor(ctx, url, riverSchema, 2)
+	if err != nil {
+		return err
+	}
+	defer rp.Close()
+	m, err := rivermigrate.New(riverpgxv5.New(rp), &rivermigrate.Config{Schema: riverSchema, Logger: quietLogger()})
+	if err != nil {
+		return err
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("river migrate: %w", err)
+	}
+	return nil
+}
+
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// resetJobs empties both job tables between runs.
+func resetJobs(ctx context.Context, admin *pgxpool.Pool) error {
+	_, err := admin.Exec(ctx, "TRUNCATE "+venturiSchema+".venturi_job; TRUNCATE "+riverSchema+".river_job, "+riverSchema+".river_leader")
+	return err
+}
+
+func jobTable(lib string) string {
+	if lib == libVenturi {
+		return venturiSchema + ".venturi_job"
+	}
+	return riverSchema + ".river_job"
+}
+
+// pendingCount counts the jobs not yet finished, one partial-index-friendly count per
+// state so that the poll stays cheap while the last jobs complete.
+func pendingCount(ctx context.Context, admin *pgxpool.Pool, lib, kind string) (int64, error) {
+	var states []string
+	if lib == libVenturi {
+		states = []string{"available", "running", "scheduled"}
+	} else {
+		states = []string{"available", "running", "scheduled", "retryable", "pending"}
+	}
+	q := "SELECT 0"
+	for _, s := range states {
+		q += fmt.Sprintf(" + (SELECT count(*) FROM %s WHERE state = '%s' AND kind = %s)", jobTable(lib), s, quoteLit(kind))
+	}
+	var n int64
+	err := admin.QueryRow(ctx, q).Scan(&n)
+	return n, err
+}
+
+func completedCount(ctx context.Context, admin *pgxpool.Pool, lib, kind string) (int64, error) {
+	var n int64
+	err := admin.QueryRow(ctx, "SELECT count(*) FROM "+jobTable(lib)+" WHERE state = 'completed' AND kind = $1", kind).Scan(&n)
+	return n, err
+}
+
+func quoteLit(s string) string { return "'" + s + "'" } // constants only
+
+func newRiverInsertClient(pool *pgxpool.Pool) (*river.Client[pgx.Tx], error) {
+	return river.NewClient(riverpgxv5.New(pool), &river.Config{Schema: riverSchema, Logger: quietLogger()})
+}
+
+// riverConfig is River's documented default (MaxWorkers 100 as in its docs, since a queue
+// has no default) or the tuned configuration its own `river bench` uses.
+func riverConfig(tuned bool, workers *river.Workers) *river.Config {
+	cfg := &river.Config{
+		Schema:  riverSchema,
+		Logger:  quietLogger(),
+		Workers: workers,
+		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 100}},
+	}
+	if tuned {
+		cfg.FetchCooldown = 2e6 // 2ms
+		cfg.FetchPollInterval = 20e6
+		cfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 2000}}
+	}
+	return cfg
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

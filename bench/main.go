@@ -1,0 +1,177 @@
+// Command bench compares venturi with River on one PostgreSQL database, alternating the
+// libraries run by run. See README.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+const (
+	libVenturi    = "venturi"
+	libRiver      = "river"       // River with its documented defaults
+	libRiverTuned = "river-tuned" // FetchCooldown 2ms, FetchPollInterval 20ms, MaxWorkers 2000
+)
+
+type sizes struct {
+	enqueueDur  time.Duration // scenarios 1 and 2, per run
+	batchCalls  int           // scenario 3, calls of 1,000 jobs per run
+	e2eJobs     int           // scenario 4
+	pickupDur   time.Duration // scenario 5
+	backlogs    [2]int        // scenario 6
+	backlogJobs int           // scenario 6 claim throughput: jobs worked per run
+}
+
+var (
+	fullSizes  = sizes{3 * time.Second, 50, 100_000, 10 * time.Second, [2]int{10_000, 1_000_000}, 20_000}
+	quickSizes = sizes{time.Second, 15, 10_000, 3 * time.Second, [2]int{10_000, 100_000}, 5_000}
+)
+
+type options struct {
+	url        string
+	quick      bool
+	reps       int
+	only       map[string]bool
+	out        string
+	profileDir string
+	sameKind   bool
+	sz         sizes
+}
+
+func main() {
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "worker":
+			if err := workerMain(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "worker:", err)
+				os.Exit(1)
+			}
+			return
+		case "explain":
+			if err := explainMain(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "explain:", err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
+	var o options
+	var only string
+	flag.StringVar(&o.url, "db", defaultURL(), "PostgreSQL URL of the bench database (default $BENCH_DATABASE_URL, else $DATABASE_URL)")
+	flag.BoolVar(&o.quick, "quick", false, "smaller sizes (development; under two minutes)")
+	flag.IntVar(&o.reps, "reps", 3, "repetitions of every scenario and library")
+	flag.StringVar(&only, "only", "", "comma-separated scenarios to run: enqueue,dedup,batch,e2e,pickup,backlog (default all)")
+	flag.StringVar(&o.out, "out", "RESULTS.md", "file the markdown report is written to ('' for none)")
+	flag.StringVar(&o.profileDir, "profile", "", "directory for CPU profiles of the venturi worker processes (scenario 4)")
+	flag.BoolVar(&o.sameKind, "backlog-same-kind", true, "scenario 6 also measures claim throughput with a backlog of the worked kind")
+	flag.Parse()
+	if o.url == "" {
+		fmt.Fprintln(os.Stderr, "bench: no database: set -db, BENCH_DATABASE_URL or DATABASE_URL (make bench does)")
+		os.Exit(2)
+	}
+	o.sz = fullSizes
+	if o.quick {
+		o.sz = quickSizes
+	}
+	if only != "" {
+		o.only = map[string]bool{}
+		for _, s := range strings.Split(only, ",") {
+			o.only[strings.TrimSpace(s)] = true
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func defaultURL() string {
+	if u := os.Getenv("BENCH_DATABASE_URL"); u != "" {
+		return u
+	}
+	return os.Getenv("DATABASE_URL")
+}
+
+func (o *options) want(s string) bool { return o.only == nil || o.only[s] }
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+}
+
+func run(ctx context.Context, o options) error {
+	started := time.Now()
+	if err := setupSchemas(ctx, o.url); err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
+	admin, err := pgxpool.New(ctx, o.url)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	env, err := describe(ctx, admin, o)
+	if err != nil {
+		return err
+	}
+	rep := &report{}
+	b := &bencher{o: o, admin: admin, rep: rep}
+	steps := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"enqueue", b.scenarioEnqueue},
+		{"dedup", b.scenarioDedup},
+		{"batch", b.scenarioBatch},
+		{"e2e", b.scenarioE2E},
+		{"pickup", b.scenarioPickup},
+		{"backlog", b.scenarioBacklog},
+	}
+	for _, s := range steps {
+		if !o.want(s.name) {
+			continue
+		}
+		logf("scenario %s", s.name)
+		if err := s.fn(ctx); err != nil {
+			return fmt.Errorf("scenario %s: %w", s.name, err)
+		}
+	}
+	env.duration = time.Since(started)
+	md := rep.markdown(env, o)
+	fmt.Print(md)
+	if o.out != "" {
+		if err := os.WriteFile(o.out, []byte(md), 0o644); err != nil {
+			return err
+		}
+		logf("wrote %s", o.out)
+	}
+	return nil
+}
+
+// bencher carries what every scenario needs.
+type bencher struct {
+	o     options
+	admin *pgxpool.Pool
+	rep   *report
+}
+
+// order alternates the libraries' order from one repetition to the next.
+func order(rep int, libs ...string) []string {
+	out := append([]string(nil), libs...)
+	if rep%2 == 1 {
+		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+			out[i], out[j] = out[j], out[i]
+		}
+	}
+	return out
+}

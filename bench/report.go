@@ -1,0 +1,277 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// row is one measured quantity across libraries (or backlog sizes).
+type row struct {
+	scenario string
+	metric   string
+	higher   bool                 // higher is better
+	vals     map[string][]float64 // column -> one value per repetition
+	ratioOf  string               // numerator column
+	ratioTo  []string             // denominator columns, first is the target's
+	target   string               // e.g. ">= 1.3x", "<= 2 ms"
+	check    func(r *row) (bool, bool)
+}
+
+type report struct {
+	rows    []*row
+	backlog []*row
+	notes   []string
+}
+
+func (r *report) get(list *[]*row, scenario, metric string, higher bool) *row {
+	for _, x := range *list {
+		if x.scenario == scenario && x.metric == metric {
+			return x
+		}
+	}
+	x := &row{scenario: scenario, metric: metric, higher: higher, vals: map[string][]float64{}}
+	*list = append(*list, x)
+	return x
+}
+
+func (r *report) add(scenario, metric string, higher bool, lib string, v float64) *row {
+	x := r.get(&r.rows, scenario, metric, higher)
+	x.vals[lib] = append(x.vals[lib], v)
+	return x
+}
+
+func (r *report) addBacklog(scenario, metric string, higher bool, col string, v float64) *row {
+	x := r.get(&r.backlog, scenario, metric, higher)
+	x.vals[col] = append(x.vals[col], v)
+	return x
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func fmtNum(v float64) string {
+	a := v
+	if a < 0 {
+		a = -a
+	}
+	switch {
+	case a >= 1000:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+func cell(v []float64) string {
+	if len(v) == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%s (%s–%s)", fmtNum(median(v)), fmtNum(slices.Min(v)), fmtNum(slices.Max(v)))
+}
+
+func (x *row) ratio(to string) (float64, bool) {
+	a, b := x.vals[x.ratioOf], x.vals[to]
+	if len(a) == 0 || len(b) == 0 || median(b) == 0 {
+		return 0, false
+	}
+	return median(a) / median(b), true
+}
+
+func (x *row) ratioCell() string {
+	var parts []string
+	for _, to := range x.ratioTo {
+		r, ok := x.ratio(to)
+		if !ok {
+			continue
+		}
+		s := fmt.Sprintf("%.2f×", r)
+		if len(x.ratioTo) > 1 {
+			switch to {
+			case libRiver:
+				s += " vs default"
+			case libRiverTuned:
+				s += " vs tuned"
+			default:
+				s += " vs " + to
+			}
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return "—"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (x *row) metCell() string {
+	if x.check == nil {
+		return ""
+	}
+	ok, known := x.check(x)
+	switch {
+	case !known:
+		return "?"
+	case ok:
+		return "yes"
+	default:
+		return "**no**"
+	}
+}
+
+// ratioAtLeast: the first ratio column must be >= k (throughput) or, for lower-is-better
+// rows, <= k.
+func ratioAtLeast(k float64) func(*row) (bool, bool) {
+	return func(x *row) (bool, bool) {
+		if len(x.ratioTo) == 0 {
+			return false, false
+		}
+		r, ok := x.ratio(x.ratioTo[0])
+		return r >= k, ok
+	}
+}
+
+func ratioAtMost(k float64) func(*row) (bool, bool) {
+	return func(x *row) (bool, bool) {
+		if len(x.ratioTo) == 0 {
+			return false, false
+		}
+		r, ok := x.ratio(x.ratioTo[0])
+		return r <= k, ok
+	}
+}
+
+func valueAtMost(col string, k float64) func(*row) (bool, bool) {
+	return func(x *row) (bool, bool) {
+		v := x.vals[col]
+		return median(v) <= k, len(v) > 0
+	}
+}
+
+type environment struct {
+	lines    []string
+	pg       []string
+	duration time.Duration
+}
+
+func describe(ctx context.Context, admin *pgxpool.Pool, o options) (*environment, error) {
+	e := &environment{}
+	cpu := "unknown"
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	mem := "unknown"
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "MemTotal:") {
+				var kb int64
+				fmt.Sscan(strings.TrimPrefix(l, "MemTotal:"), &kb)
+				mem = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+			}
+		}
+	}
+	kernel := "unknown"
+	if b, err := exec.Command("uname", "-sr").Output(); err == nil {
+		kernel = strings.TrimSpace(string(b))
+	}
+	nproc := runtime.NumCPU()
+	e.lines = append(e.lines,
+		fmt.Sprintf("CPU: %d × %s (nproc %d)", nproc, cpu, nproc),
+		"Memory: "+mem,
+		"Kernel: "+kernel,
+		"Go: "+runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH,
+		"Libraries: venturi (this repository, ../venturi), github.com/riverqueue/river v0.51.2 with riverpgxv5, pgx v5.12.0",
+		"Database: PostgreSQL on the same machine (scripts/pg.sh), shared with the benchmark process and, on a shared host, other load",
+	)
+	var version string
+	if err := admin.QueryRow(ctx, "SELECT version()").Scan(&version); err != nil {
+		return nil, err
+	}
+	e.pg = append(e.pg, "version(): "+version)
+	for _, s := range []string{"fsync", "synchronous_commit", "shared_buffers", "max_connections", "wal_level", "max_wal_size", "checkpoint_timeout"} {
+		var v string
+		if err := admin.QueryRow(ctx, "SHOW "+s).Scan(&v); err != nil {
+			return nil, err
+		}
+		e.pg = append(e.pg, s+" = "+v)
+	}
+	return e, nil
+}
+
+func (r *report) markdown(env *environment, o options) string {
+	var b strings.Builder
+	mode := "full"
+	if o.quick {
+		mode = "quick"
+	}
+	fmt.Fprintf(&b, "# venturi vs River benchmark results\n\n")
+	fmt.Fprintf(&b, "Mode: **%s** (`%s`), %d repetitions per library, libraries alternated run by run; run took %s on %s.\n\n",
+		mode, strings.Join(append([]string{"bench"}, os.Args[1:]...), " "), o.reps, env.duration.Round(time.Second), time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "Cells are median (min–max) over the repetitions. Ratios are venturi's median over River's median from this same run:\n")
+	fmt.Fprintf(&b, "above 1 is better for venturi on throughput rows (jobs/s), below 1 is better on latency and memory rows.\n")
+	fmt.Fprintf(&b, "River \"default\" is its documented configuration (FetchCooldown 100ms, FetchPollInterval 1s, MaxWorkers 100);\n")
+	fmt.Fprintf(&b, "\"tuned\" is FetchCooldown 2ms, FetchPollInterval 20ms, MaxWorkers 2000. Enqueue scenarios use an insert-only River client with defaults.\n")
+	fmt.Fprintf(&b, "venturi always runs with venturi.Config{} and venturi.NewQueue(pool, nil).\n\n")
+	fmt.Fprintf(&b, "## Machine\n\n")
+	for _, l := range env.lines {
+		fmt.Fprintf(&b, "- %s\n", l)
+	}
+	fmt.Fprintf(&b, "\n## PostgreSQL\n\n")
+	for _, l := range env.pg {
+		fmt.Fprintf(&b, "- %s\n", l)
+	}
+	if len(r.rows) > 0 {
+		fmt.Fprintf(&b, "\n## Scenarios 1–5 and 7\n\n")
+		fmt.Fprintf(&b, "| Scenario | Metric | venturi | River default | River tuned | venturi/River | Target | Met |\n")
+		fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|\n")
+		for _, x := range r.rows {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", x.scenario, x.metric,
+				cell(x.vals[libVenturi]), cell(x.vals[libRiver]), cell(x.vals[libRiverTuned]), x.ratioCell(), x.target, x.metCell())
+		}
+	}
+	if len(r.backlog) > 0 {
+		small, big := fmt.Sprintf("%d", o.sz.backlogs[0]), fmt.Sprintf("%d", o.sz.backlogs[1])
+		fmt.Fprintf(&b, "\n## Scenario 6: backlog independence (venturi)\n\n")
+		fmt.Fprintf(&b, "| Measurement | Metric | backlog %s | backlog %s | %s/%s | Target | Met |\n", small, big, big, small)
+		fmt.Fprintf(&b, "|---|---|---|---|---|---|---|\n")
+		for _, x := range r.backlog {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", x.scenario, x.metric,
+				cell(x.vals[small]), cell(x.vals[big]), x.ratioCell(), x.target, x.metCell())
+		}
+	}
+	if len(r.notes) > 0 {
+		fmt.Fprintf(&b, "\n## Notes\n\n")
+		for _, n := range r.notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+	}
+	return b.String()
+}

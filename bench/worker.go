@@ -1,0 +1,438 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/venturi-dev/venturi"
+)
+
+// workerMain is the `bench worker` subcommand: one library's worker with its default (or
+// River's tuned) configuration working the no-op kind until SIGTERM or stdin closes. It
+// prints "ready <unix ns>" with the time just before Start.
+func workerMain(args []string) error {
+	fs := flag.NewFlagSet("worker", flag.ExitOnError)
+	lib := fs.String("lib", libVenturi, "venturi, river or river-tuned")
+	url := fs.String("db", defaultURL(), "database URL")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	go func() { // the parent closing our stdin also stops us
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		stop()
+	}()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	schema := venturiSchema
+	if *lib != libVenturi {
+		schema = riverSchema
+	}
+	pool, err := poolFor(ctx, *url, schema, 0) // pgxpool defaults
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := pool.Ping(ctx); err != nil {
+		return err
+	}
+	var stopFn func(context.Context) error
+	t0 := time.Now()
+	switch *lib {
+	case libVenturi:
+		w := venturi.NewWorker(pool, &benchState{}, venturi.Config{})
+		venturi.Register[NoopTask](w)
+		t0 = time.Now()
+		if err := w.Start(ctx); err != nil {
+			return err
+		}
+		stopFn = w.Stop
+	case libRiver, libRiverTuned:
+		workers := river.NewWorkers()
+		river.AddWorker(workers, &noopWorker{})
+		c, err := river.NewClient(riverpgxv5.New(pool), riverConfig(*lib == libRiverTuned, workers))
+		if err != nil {
+			return err
+		}
+		t0 = time.Now()
+		if err := c.Start(ctx); err != nil {
+			return err
+		}
+		stopFn = c.Stop
+	default:
+		return fmt.Errorf("unknown -lib %q", *lib)
+	}
+	fmt.Printf("ready %d\n", t0.UnixNano())
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return stopFn(sctx)
+}
+
+// workerProc is a running `bench worker` child.
+type workerProc struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	t0    time.Time
+}
+
+func startWorkerProc(ctx context.Context, url, lib, cpuprofile string) (*workerProc, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"worker", "-lib", lib, "-db", url}
+	if cpuprofile != "" {
+		args = append(args, "-cpuprofile", cpuprofile)
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &workerProc{cmd: cmd, stdin: stdin}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		p.kill()
+		return nil, fmt.Errorf("worker %s did not start: %w", lib, err)
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(line, "ready ")), 10, 64)
+	if err != nil {
+		p.kill()
+		return nil, fmt.Errorf("worker %s: unexpected %q", lib, line)
+	}
+	p.t0 = time.Unix(0, ns)
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	return p, nil
+}
+
+// peakRSS reads the child's VmHWM (peak resident set) in MiB.
+func (p *workerProc) peakRSS() (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmHWM:") {
+			var kb float64
+			fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(strings.TrimPrefix(l, "VmHWM:")), " kB"), &kb)
+			return kb / 1024, nil
+		}
+	}
+	return 0, errors.New("no VmHWM")
+}
+
+func (p *workerProc) stop() error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(40 * time.Second):
+		p.kill()
+		return errors.New("worker did not stop")
+	}
+}
+
+func (p *workerProc) kill() {
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+}
+
+// enqueueBulk enqueues n no-op jobs through the library's batch API, untimed.
+func (b *bencher) enqueueBulk(ctx context.Context, lib string, n int) error {
+	pl := libVenturi
+	if lib != libVenturi {
+		pl = libRiver
+	}
+	p, err := b.openProducers(ctx, pl)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	for i := 0; i < n; i += 1000 {
+		if err := p.enqueueBatch(ctx, i, min(1000, n-i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settle analyzes the job table and checkpoints, so that every run starts with the same
+// planner statistics and no dirty buffers from its setup.
+func (b *bencher) settle(ctx context.Context, lib string) error {
+	_, err := b.admin.Exec(ctx, "ANALYZE "+jobTable(lib)+"; CHECKPOINT")
+	return err
+}
+
+// workUntil starts a worker process and waits until done reports true, polling the
+// database; it returns the elapsed time from the worker's start and its peak RSS.
+func (b *bencher) workUntil(ctx context.Context, lib, profile string, done func(ctx context.Context) (bool, time.Duration, error)) (time.Duration, float64, error) {
+	p, err := startWorkerProc(ctx, b.o.url, lib, profile)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() {
+		if p != nil {
+			p.kill()
+		}
+	}()
+	timeout := time.Now().Add(15 * time.Minute)
+	var end time.Time
+	for {
+		ok, wait, err := done(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		if ok {
+			end = time.Now()
+			break
+		}
+		if time.Now().After(timeout) || ctx.Err() != nil {
+			return 0, 0, fmt.Errorf("%s: jobs not completed in time", lib)
+		}
+		time.Sleep(wait)
+	}
+	rss, err := p.peakRSS()
+	if err != nil {
+		return 0, 0, err
+	}
+	q := p
+	p = nil
+	if err := q.stop(); err != nil {
+		return 0, 0, fmt.Errorf("%s worker stop: %w", lib, err)
+	}
+	return end.Sub(q.t0), rss, nil
+}
+
+// allDone polls the number of unfinished jobs of the no-op kind: coarsely while many
+// remain, every 2ms near the end (the poll uses the state indexes and costs little then).
+func (b *bencher) allDone(lib string, n int) func(ctx context.Context) (bool, time.Duration, error) {
+	return func(ctx context.Context) (bool, time.Duration, error) {
+		left, err := pendingCount(ctx, b.admin, lib, kindNoop)
+		if err != nil {
+			return false, 0, err
+		}
+		if left == 0 {
+			return true, 0, nil
+		}
+		if left > int64(n)/20 {
+			return false, 50 * time.Millisecond, nil
+		}
+		return false, 2 * time.Millisecond, nil
+	}
+}
+
+// scenario 4 (and 7): end-to-end throughput and the worker's peak RSS.
+func (b *bencher) scenarioE2E(ctx context.Context) error {
+	n := b.o.sz.e2eJobs
+	name := fmt.Sprintf("4. end-to-end, %d jobs, 1 worker process", n)
+	rssName := "7. worker peak RSS during 4"
+	for rep := range b.o.reps {
+		for _, lib := range order(rep, libVenturi, libRiverTuned, libRiver) {
+			if err := resetJobs(ctx, b.admin); err != nil {
+				return err
+			}
+			if err := b.enqueueBulk(ctx, lib, n); err != nil {
+				return err
+			}
+			if err := b.settle(ctx, lib); err != nil {
+				return err
+			}
+			profile := ""
+			if b.o.profileDir != "" && lib == libVenturi {
+				profile = filepath.Join(b.o.profileDir, fmt.Sprintf("venturi-e2e-%d.pprof", rep))
+			}
+			el, rss, err := b.workUntil(ctx, lib, profile, b.allDone(lib, n))
+			if err != nil {
+				return err
+			}
+			done, err := completedCount(ctx, b.admin, lib, kindNoop)
+			if err != nil {
+				return err
+			}
+			if done != int64(n) {
+				return fmt.Errorf("%s: %d of %d jobs completed", lib, done, n)
+			}
+			jps := float64(n) / el.Seconds()
+			logf("  %s %s rep %d: %.0f jobs/s (%v), peak RSS %.1f MiB", name, lib, rep, jps, el.Round(time.Millisecond), rss)
+			x := b.rep.add(name, "jobs/s (durably completed)", true, lib, jps)
+			x.ratioOf, x.ratioTo, x.target, x.check = libVenturi, []string{libRiverTuned, libRiver}, "≥ 1.5× tuned", ratioAtLeast(1.5)
+			y := b.rep.add(rssName, "VmHWM (MiB)", false, lib, rss)
+			y.ratioOf, y.ratioTo, y.target, y.check = libVenturi, []string{libRiverTuned, libRiver}, "≤ River's", rssCheck
+		}
+	}
+	return nil
+}
+
+// rssCheck: venturi's peak RSS is no higher than that of either River configuration.
+func rssCheck(x *row) (bool, bool) {
+	v := x.vals[libVenturi]
+	if len(v) == 0 {
+		return false, false
+	}
+	ok, known := true, false
+	for _, to := range x.ratioTo {
+		if r, has := x.ratio(to); has {
+			known = true
+			ok = ok && r <= 1
+		}
+	}
+	return ok, known
+}
+
+// ---- scenario 5: pickup latency -----------------------------------------------------------
+
+func (b *bencher) scenarioPickup(ctx context.Context) error {
+	name := "5. pickup latency, 1 job / 20ms"
+	const warm = 5
+	n := warm + int(b.o.sz.pickupDur/(20*time.Millisecond))
+	for rep := range b.o.reps {
+		for _, lib := range order(rep, libVenturi, libRiverTuned, libRiver) {
+			if err := resetJobs(ctx, b.admin); err != nil {
+				return err
+			}
+			rec := newPickupRec(n)
+			if err := pickupRun(ctx, b.o.url, lib, rec, n); err != nil {
+				return fmt.Errorf("%s: %w", lib, err)
+			}
+			var fromAck, fromCall []time.Duration
+			missing := 0
+			for i := warm; i < n; i++ {
+				s := rec.started[i].Load()
+				if s == 0 {
+					missing++
+					continue
+				}
+				fromAck = append(fromAck, time.Duration(s-rec.acked[i].Load()))
+				fromCall = append(fromCall, time.Duration(s-rec.issued[i].Load()))
+			}
+			if missing > 0 {
+				return fmt.Errorf("%s: %d jobs not picked up", lib, missing)
+			}
+			logf("  %s %s rep %d: from commit ack p50 %.2fms p99 %.2fms; from enqueue call p50 %.2fms p99 %.2fms",
+				name, lib, rep, pct(fromAck, .5), pct(fromAck, .99), pct(fromCall, .5), pct(fromCall, .99))
+			for _, m := range []struct {
+				metric string
+				v      float64
+				limit  float64
+			}{
+				{"p50 commit→handler (ms)", pct(fromAck, .5), 2},
+				{"p99 commit→handler (ms)", pct(fromAck, .99), 10},
+				{"p50 enqueue call→handler (ms)", pct(fromCall, .5), 0},
+				{"p99 enqueue call→handler (ms)", pct(fromCall, .99), 0},
+			} {
+				x := b.rep.add(name, m.metric, false, lib, m.v)
+				x.ratioOf, x.ratioTo = libVenturi, []string{libRiverTuned, libRiver}
+				if m.limit > 0 {
+					x.target, x.check = fmt.Sprintf("≤ %.0f ms", m.limit), valueAtMost(libVenturi, m.limit)
+				}
+			}
+		}
+	}
+	b.rep.notes = append(b.rep.notes, "Pickup latency: \"commit→handler\" runs from the moment the enqueue call returned (the commit was acknowledged) to the first line of the handler, both read from one process clock; the commit happens on the server slightly earlier, so this is a lower bound. \"enqueue call→handler\" starts before the enqueue is sent and includes the commit's fsync: an upper bound. Producer and worker run in one process; the first 5 jobs are warm-up.")
+	return nil
+}
+
+func pickupRun(ctx context.Context, url, lib string, rec *pickupRec, n int) error {
+	schema := venturiSchema
+	if lib != libVenturi {
+		schema = riverSchema
+	}
+	pool, err := poolFor(ctx, url, schema, producerPoolConns)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	var (
+		enqueue func(ctx context.Context, seq int) error
+		stopFn  func(context.Context) error
+	)
+	if lib == libVenturi {
+		q := venturi.NewQueue(pool, nil)
+		w := venturi.NewWorker(pool, &benchState{pickup: rec}, venturi.Config{})
+		venturi.Register[PickupTask](w)
+		if err := w.Start(ctx); err != nil {
+			return err
+		}
+		stopFn = w.Stop
+		enqueue = func(ctx context.Context, seq int) error {
+			_, err := q.Enqueue(ctx, PickupTask{Seq: seq})
+			return err
+		}
+	} else {
+		workers := river.NewWorkers()
+		river.AddWorker(workers, &pickupWorker{rec: rec})
+		c, err := river.NewClient(riverpgxv5.New(pool), riverConfig(lib == libRiverTuned, workers))
+		if err != nil {
+			return err
+		}
+		if err := c.Start(ctx); err != nil {
+			return err
+		}
+		stopFn = c.Stop
+		enqueue = func(ctx context.Context, seq int) error {
+			_, err := c.Insert(ctx, PickupArgs{Seq: seq}, nil)
+			return err
+		}
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = stopFn(sctx)
+	}()
+	time.Sleep(500 * time.Millisecond) // let the worker connect, listen and elect a leader
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for seq := range n {
+		<-tick.C
+		rec.issued[seq].Store(rec.now())
+		if err := enqueue(ctx, seq); err != nil {
+			return err
+		}
+		rec.acked[seq].Store(rec.now())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for rec.handled.Load() < int64(n) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
+}
+
+// pgxpool is referenced by helper signatures in other files.
+var _ *pgxpool.Pool

@@ -1,0 +1,23 @@
+# Benchmarks: venturi against River on the project's PostgreSQL. Included by the root
+# Makefile (`include mk/bench.mk`); also usable alone: make -f mk/bench.mk bench-quick.
+# The bench module lives in bench/ so that River stays out of venturi's go.mod.
+#
+# pg.sh starts the project's cluster when needed (fsync and synchronous_commit on), exports
+# DATABASE_URL and stops the cluster afterwards if it started it. On that local cluster the
+# bench uses the venturi_bench database; with a DATABASE_URL of your own it uses that
+# database; BENCH_DATABASE_URL overrides both. The bench drops and recreates the schemas
+# venturi_bench and river_bench in it.
+BENCH_PG ?= $(CURDIR)/scripts/pg.sh
+BENCH_FLAGS ?=
+# Inside `pg.sh with`: VENTURI_PGDATA is exported only when the local cluster is in use.
+BENCH_URL_SH = export BENCH_DATABASE_URL="$${BENCH_DATABASE_URL:-$$(if [ -n "$${VENTURI_PGDATA:-}" ]; then env -u DATABASE_URL -u TEST_DATABASE_URL $(BENCH_PG) url venturi_bench; else echo "$$DATABASE_URL"; fi)}"
+
+.PHONY: bench bench-quick bench-explain
+bench: ## Benchmark venturi vs River, every scenario, full sizes (~15 min); writes bench/RESULTS.md
+	@$(BENCH_PG) with -- bash -c '$(BENCH_URL_SH) && cd bench && go run . $(BENCH_FLAGS)'
+
+bench-quick: ## Benchmark venturi vs River with small sizes (under two minutes); writes bench/RESULTS.md
+	@$(BENCH_PG) with -- bash -c '$(BENCH_URL_SH) && cd bench && go run . -quick $(BENCH_FLAGS)'
+
+bench-explain: ## EXPLAIN (ANALYZE, BUFFERS) of venturi's hot statements at 1M pending; writes bench/EXPLAIN.md
+	@$(BENCH_PG) with -- bash -c '$(BENCH_URL_SH) && cd bench && go run . explain'
