@@ -1,0 +1,113 @@
+// Package config reads the worker's configuration from the environment.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/fetch"
+)
+
+// Config is the worker's configuration.
+type Config struct {
+	// DatabaseURL is the PostgreSQL URL (DATABASE_URL). Required.
+	DatabaseURL string
+	// Concurrency is the number of jobs run at once (BOOKMARKS_WORKER_CONCURRENCY, default 20).
+	Concurrency int
+	// Lease is venturi's job lease (BOOKMARKS_WORKER_LEASE, default 30s). A job whose worker
+	// died is retried about one lease later.
+	Lease time.Duration
+	// ShutdownGrace is how long running jobs may finish on SIGTERM (BOOKMARKS_WORKER_GRACE,
+	// default 10s).
+	ShutdownGrace time.Duration
+	// PollInterval is the idle poll interval (BOOKMARKS_WORKER_POLL, default 1s).
+	PollInterval time.Duration
+	// BackoffBase is the retry backoff base (BOOKMARKS_WORKER_BACKOFF_BASE, default 1s).
+	BackoffBase time.Duration
+	// MaxFetchAttempts is how many failed fetches a bookmark gets before it is marked
+	// failed (BOOKMARKS_FETCH_MAX_ATTEMPTS, default 5).
+	MaxFetchAttempts int
+	// Fetch configures the fetcher:
+	//   BOOKMARKS_FETCH_TIMEOUT (15s), BOOKMARKS_FETCH_MAX_BYTES (5 MiB),
+	//   BOOKMARKS_FETCH_PORTS (comma-separated, default 80,443),
+	//   BOOKMARKS_FETCH_ALLOW_LOOPBACK_PORT (tests only: allow 127.0.0.1 on this one port),
+	//   BOOKMARKS_FETCH_STATIC_HOSTS (tests only: name=ip,name=ip resolved without DNS).
+	Fetch fetch.Config
+}
+
+// FromEnv reads the configuration from the process environment.
+func FromEnv() (Config, error) { return Parse(os.Getenv) }
+
+// Parse reads the configuration through getenv.
+func Parse(getenv func(string) string) (Config, error) {
+	c := Config{DatabaseURL: getenv("DATABASE_URL")}
+	var errs []error
+	num := func(key string, def int) int {
+		v := getenv(key)
+		if v == "" {
+			return def
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("%s: want a positive integer, got %q", key, v))
+		}
+		return n
+	}
+	dur := func(key string, def time.Duration) time.Duration {
+		v := getenv(key)
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s: want a positive duration such as 5s, got %q", key, v))
+		}
+		return d
+	}
+	if c.DatabaseURL == "" {
+		errs = append(errs, errors.New("DATABASE_URL is not set"))
+	}
+	c.Concurrency = num("BOOKMARKS_WORKER_CONCURRENCY", 20)
+	c.Lease = dur("BOOKMARKS_WORKER_LEASE", 30*time.Second)
+	c.ShutdownGrace = dur("BOOKMARKS_WORKER_GRACE", 10*time.Second)
+	c.PollInterval = dur("BOOKMARKS_WORKER_POLL", time.Second)
+	c.BackoffBase = dur("BOOKMARKS_WORKER_BACKOFF_BASE", time.Second)
+	c.MaxFetchAttempts = num("BOOKMARKS_FETCH_MAX_ATTEMPTS", 5)
+	c.Fetch.Timeout = dur("BOOKMARKS_FETCH_TIMEOUT", 15*time.Second)
+	c.Fetch.MaxBytes = int64(num("BOOKMARKS_FETCH_MAX_BYTES", 5<<20))
+	if v := getenv("BOOKMARKS_FETCH_PORTS"); v != "" {
+		for _, p := range strings.Split(v, ",") {
+			n, err := strconv.ParseUint(strings.TrimSpace(p), 10, 16)
+			if err != nil || n == 0 {
+				errs = append(errs, fmt.Errorf("BOOKMARKS_FETCH_PORTS: bad port %q", p))
+				continue
+			}
+			c.Fetch.Ports = append(c.Fetch.Ports, uint16(n))
+		}
+	}
+	if v := getenv("BOOKMARKS_FETCH_ALLOW_LOOPBACK_PORT"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 16)
+		if err != nil || n == 0 {
+			errs = append(errs, fmt.Errorf("BOOKMARKS_FETCH_ALLOW_LOOPBACK_PORT: bad port %q", v))
+		}
+		c.Fetch.AllowLoopbackPort = uint16(n)
+	}
+	if v := getenv("BOOKMARKS_FETCH_STATIC_HOSTS"); v != "" {
+		c.Fetch.StaticHosts = map[string]netip.Addr{}
+		for _, pair := range strings.Split(v, ",") {
+			name, ip, ok := strings.Cut(strings.TrimSpace(pair), "=")
+			addr, err := netip.ParseAddr(ip)
+			if !ok || name == "" || err != nil {
+				errs = append(errs, fmt.Errorf("BOOKMARKS_FETCH_STATIC_HOSTS: want name=ip, got %q", pair))
+				continue
+			}
+			c.Fetch.StaticHosts[strings.ToLower(name)] = addr
+		}
+	}
+	return c, errors.Join(errs...)
+}

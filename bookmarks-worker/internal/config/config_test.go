@@ -1,0 +1,39 @@
+package config
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestParseDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := Parse(env(map[string]string{"DATABASE_URL": "postgres://x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Concurrency != 20 || c.Lease != 30*time.Second || c.Fetch.AllowLoopbackPort != 0 || c.Fetch.StaticHosts != nil || c.Fetch.Ports != nil {
+		t.Fatalf("defaults = %+v", c)
+	}
+}
+
+func TestParseTestSettingsAndErrors(t *testing.T) {
+	t.Parallel()
+	c, err := Parse(env(map[string]string{
+		"DATABASE_URL":                        "postgres://x",
+		"BOOKMARKS_FETCH_ALLOW_LOOPBACK_PORT": "8080",
+		"BOOKMARKS_FETCH_STATIC_HOSTS":        "Meta.test=169.254.169.254, ten.test=10.0.0.1",
+		"BOOKMARKS_FETCH_PORTS":               "80,443,8443",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Fetch.AllowLoopbackPort != 8080 || c.Fetch.StaticHosts["meta.test"] != netip.MustParseAddr("169.254.169.254") || len(c.Fetch.Ports) != 3 {
+		t.Fatalf("config = %+v", c)
+	}
+	if _, err := Parse(env(map[string]string{"BOOKMARKS_WORKER_LEASE": "soon"})); err == nil {
+		t.Fatal("want errors for a missing DATABASE_URL and a bad duration")
+	}
+}

@@ -1,0 +1,321 @@
+// Package fetch is the worker's HTTP client for user-supplied URLs, hardened against
+// server-side request forgery.
+//
+// Every connection's resolved address is checked at dial time (net.Dialer.Control) by an
+// ssrf.Guardian: loopback, private, link-local, cloud-metadata, multicast and every other
+// range of the IANA special-purpose registries are refused, as is any port but 80 and 443
+// unless configured. Because the check runs on the address actually dialled, on every
+// redirect hop too, DNS rebinding and IP-literal tricks (decimal, IPv4-mapped IPv6, ...)
+// gain nothing. The transport never uses a proxy from the environment (a proxy would be
+// dialled instead of the target and defeat the check).
+package fetch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"code.dny.dev/ssrf"
+)
+
+// Config configures a Fetcher. Zero fields take the documented defaults.
+type Config struct {
+	// Timeout bounds a whole fetch: connect, redirects, headers and body. Default 15s.
+	Timeout time.Duration
+	// MaxBytes caps the (decompressed) body; a larger body fails permanently. Default 5 MiB.
+	MaxBytes int64
+	// MaxRedirects is the most redirects followed. Default 5.
+	MaxRedirects int
+	// Ports are the destination ports allowed. Default 80 and 443.
+	Ports []uint16
+	// MaxTextBytes caps the text content kept from a page. Default 64 KiB.
+	MaxTextBytes int
+	// UserAgent is sent with every request. Default "bookmarks-fetcher/1".
+	UserAgent string
+
+	// AllowLoopbackPort, when non-zero, allows connections to 127.0.0.1 on exactly this port.
+	// It exists for end-to-end tests, whose pages come from a local server; never set it in
+	// production. Default 0: no loopback address is reachable.
+	AllowLoopbackPort uint16
+	// StaticHosts resolves the given host names to fixed addresses instead of asking DNS, the
+	// way /etc/hosts would. Tests use it to point a name at a refused address; the guard
+	// still checks the address at dial time. Default none.
+	StaticHosts map[string]netip.Addr
+}
+
+func (c Config) withDefaults() Config {
+	if c.Timeout <= 0 {
+		c.Timeout = 15 * time.Second
+	}
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = 5 << 20
+	}
+	if c.MaxRedirects <= 0 {
+		c.MaxRedirects = 5
+	}
+	if len(c.Ports) == 0 {
+		c.Ports = []uint16{80, 443}
+	}
+	if c.MaxTextBytes <= 0 {
+		c.MaxTextBytes = 64 << 10
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = "bookmarks-fetcher/1"
+	}
+	return c
+}
+
+// Result is a successful fetch.
+type Result struct {
+	Status      int    `json:"status"`
+	FinalURL    string `json:"final_url"`
+	ContentType string `json:"content_type"`
+	Bytes       int64  `json:"bytes"`
+	Title       string `json:"-"`
+	Text        string `json:"-"`
+}
+
+// Reasons a fetch fails, as recorded on the bookmark and in the job's attachment.
+const (
+	ReasonBlocked         = "blocked"                  // the address, port or network is not allowed
+	ReasonBadURL          = "bad_url"                  // not an absolute http(s) URL without credentials
+	ReasonTooManyRedirect = "too_many_redirects"       // redirect limit reached
+	ReasonGone            = "gone"                     // 410
+	ReasonClientError     = "http_client_error"        // other 4xx
+	ReasonServerError     = "http_server_error"        // 5xx
+	ReasonRateLimited     = "rate_limited"             // 429 (and 408)
+	ReasonTooLarge        = "body_too_large"           // over MaxBytes
+	ReasonContentType     = "unsupported_content_type" // not HTML or plain text
+	ReasonTimeout         = "timeout"
+	ReasonNoHost          = "no_such_host"
+	ReasonNetwork         = "network_error"
+)
+
+// Error is a failed fetch, classified for the retry policy.
+type Error struct {
+	Reason    string
+	Status    int // the HTTP status, when a response arrived
+	Permanent bool
+	Err       error
+}
+
+func (e *Error) Error() string {
+	msg := e.Reason
+	if e.Status != 0 {
+		msg += fmt.Sprintf(" (HTTP %d)", e.Status)
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Fetcher fetches pages. It is safe for concurrent use.
+type Fetcher struct {
+	cfg    Config
+	client *http.Client
+}
+
+// New returns a Fetcher with its own transport, guarded as the package describes.
+func New(cfg Config) *Fetcher {
+	cfg = cfg.withDefaults()
+	guard := ssrf.New(ssrf.WithPorts(cfg.Ports...))
+	control := func(network, address string, c syscall.RawConn) error {
+		if cfg.AllowLoopbackPort != 0 {
+			if ap, err := netip.ParseAddrPort(address); err == nil &&
+				ap.Addr() == netip.AddrFrom4([4]byte{127, 0, 0, 1}) && ap.Port() == cfg.AllowLoopbackPort {
+				return nil
+			}
+		}
+		return guard.Safe(network, address, c)
+	}
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: control}
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if host, port, err := net.SplitHostPort(addr); err == nil {
+			if ip, ok := cfg.StaticHosts[strings.ToLower(host)]; ok {
+				addr = net.JoinHostPort(ip.String(), port)
+			}
+		}
+		return dialer.DialContext(ctx, network, addr)
+	}
+	transport := &http.Transport{
+		Proxy:                  nil, // never from the environment: the guard must see the target
+		DialContext:            dial,
+		TLSHandshakeTimeout:    5 * time.Second,
+		ResponseHeaderTimeout:  10 * time.Second,
+		MaxResponseHeaderBytes: 64 << 10,
+		IdleConnTimeout:        30 * time.Second,
+		MaxIdleConnsPerHost:    2,
+		ForceAttemptHTTP2:      true,
+	}
+	client := &http.Client{
+		Transport: transport,
+		Timeout:   cfg.Timeout,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) > cfg.MaxRedirects {
+				return &Error{Reason: ReasonTooManyRedirect, Permanent: true,
+					Err: fmt.Errorf("more than %d redirects", cfg.MaxRedirects)}
+			}
+			if err := checkURL(req.URL); err != nil {
+				return err
+			}
+			return nil
+		},
+	}
+	return &Fetcher{cfg: cfg, client: client}
+}
+
+// CheckURL reports whether raw is a URL the fetcher would try: absolute http or https,
+// with a host and without credentials. The dial-time guard is the real control; this is
+// early, friendly validation.
+func CheckURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return &Error{Reason: ReasonBadURL, Permanent: true, Err: err}
+	}
+	return checkURL(u)
+}
+
+func checkURL(u *url.URL) error {
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return &Error{Reason: ReasonBadURL, Permanent: true, Err: fmt.Errorf("scheme %q is not http or https", u.Scheme)}
+	case u.Host == "" || u.Hostname() == "":
+		return &Error{Reason: ReasonBadURL, Permanent: true, Err: errors.New("no host")}
+	case u.User != nil:
+		return &Error{Reason: ReasonBadURL, Permanent: true, Err: errors.New("credentials in URLs are not sent")}
+	}
+	return nil
+}
+
+// Fetch GETs raw and returns the page, or an *Error saying why not and whether retrying
+// can help.
+func (f *Fetcher) Fetch(ctx context.Context, raw string) (*Result, error) {
+	if err := CheckURL(raw); err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, raw, nil)
+	if err != nil {
+		return nil, &Error{Reason: ReasonBadURL, Permanent: true, Err: err}
+	}
+	req.Header.Set("User-Agent", f.cfg.UserAgent)
+	req.Header.Set("Accept", "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.1")
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return nil, classify(err)
+	}
+	defer resp.Body.Close()
+	final := resp.Request.URL.String()
+	if err := statusError(resp.StatusCode); err != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
+		return nil, err
+	}
+	mediaType, params, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch mediaType {
+	case "text/html", "application/xhtml+xml", "text/plain":
+	default:
+		return nil, &Error{Reason: ReasonContentType, Status: resp.StatusCode, Permanent: true,
+			Err: fmt.Errorf("content type %q", mediaType)}
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, f.cfg.MaxBytes+1))
+	if err != nil {
+		return nil, classify(err)
+	}
+	if int64(len(body)) > f.cfg.MaxBytes {
+		return nil, &Error{Reason: ReasonTooLarge, Status: resp.StatusCode, Permanent: true,
+			Err: fmt.Errorf("body larger than %d bytes", f.cfg.MaxBytes)}
+	}
+	_ = params // charset: pages are read as UTF-8; invalid sequences are replaced
+	res := &Result{Status: resp.StatusCode, FinalURL: final, ContentType: mediaType, Bytes: int64(len(body))}
+	if mediaType == "text/plain" {
+		res.Text = clean(string(body), f.cfg.MaxTextBytes)
+	} else {
+		title, text := extractHTML(bytes.NewReader(body))
+		res.Title, res.Text = clean(title, 1024), clean(text, f.cfg.MaxTextBytes)
+	}
+	return res, nil
+}
+
+func statusError(code int) error {
+	switch {
+	case code >= 200 && code < 300:
+		return nil
+	case code == http.StatusGone:
+		return &Error{Reason: ReasonGone, Status: code, Permanent: true}
+	case code == http.StatusTooManyRequests || code == http.StatusRequestTimeout:
+		return &Error{Reason: ReasonRateLimited, Status: code}
+	case code >= 500:
+		return &Error{Reason: ReasonServerError, Status: code}
+	default: // other 4xx, and 1xx/3xx that were not followed
+		return &Error{Reason: ReasonClientError, Status: code, Permanent: true}
+	}
+}
+
+// classify turns a transport error into an *Error.
+func classify(err error) *Error {
+	var fe *Error
+	if errors.As(err, &fe) {
+		return fe
+	}
+	if errors.Is(err, ssrf.ErrProhibitedIP) || errors.Is(err, ssrf.ErrProhibitedPort) ||
+		errors.Is(err, ssrf.ErrProhibitedNetwork) || errors.Is(err, ssrf.ErrInvalidHostPort) {
+		return &Error{Reason: ReasonBlocked, Permanent: true, Err: unwrapDial(err)}
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+		return &Error{Reason: ReasonNoHost, Permanent: true, Err: dnsErr}
+	}
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return &Error{Reason: ReasonTimeout, Err: err}
+	}
+	return &Error{Reason: ReasonNetwork, Err: err}
+}
+
+// unwrapDial drops the url.Error and net.OpError layers around a guard refusal, keeping
+// the guard's own message ("prohibited IP address: 10.0.0.1 is not a permitted ...").
+func unwrapDial(err error) error {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		switch errors.Unwrap(e) {
+		case ssrf.ErrProhibitedIP, ssrf.ErrProhibitedPort, ssrf.ErrProhibitedNetwork, ssrf.ErrInvalidHostPort:
+			return e
+		}
+	}
+	return err
+}
+
+// RetryAfter parses a Retry-After header in seconds; zero when absent or a date.
+func RetryAfter(h string) time.Duration {
+	if s, err := strconv.Atoi(strings.TrimSpace(h)); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return 0
+}
+
+// clean makes s storable: valid UTF-8, no NUL, whitespace collapsed, at most max bytes.
+func clean(s string, max int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "")
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > max {
+		s = s[:max]
+		for len(s) > 0 && !utf8.ValidString(s) {
+			s = s[:len(s)-1]
+		}
+	}
+	return s
+}

@@ -1,0 +1,183 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// testServer is a loopback page server and a Fetcher allowed to reach exactly it.
+func testServer(t *testing.T, h http.Handler, cfg Config) (*httptest.Server, *Fetcher) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	port, _ := strconv.Atoi(u.Port())
+	cfg.AllowLoopbackPort = uint16(port)
+	return srv, New(cfg)
+}
+
+func requireReason(t *testing.T, err error, reason string, permanent bool) *Error {
+	t.Helper()
+	var fe *Error
+	if !errors.As(err, &fe) {
+		t.Fatalf("err = %v (%T), want *fetch.Error %s", err, err, reason)
+	}
+	if fe.Reason != reason || fe.Permanent != permanent {
+		t.Fatalf("err = %v (reason %s, permanent %v), want reason %s, permanent %v", fe, fe.Reason, fe.Permanent, reason, permanent)
+	}
+	return fe
+}
+
+func TestFetchHTML(t *testing.T) {
+	t.Parallel()
+	srv, f := testServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte(`<html><head><title> Hello  page </title><style>p{}</style></head>
+			<body><h1>Heading</h1><script>alert(1)</script><p>Some   text.</p></body></html>`))
+	}), Config{})
+	res, err := f.Fetch(t.Context(), srv.URL+"/page")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Title != "Hello page" || res.Text != "Heading Some text." || res.Status != 200 ||
+		res.ContentType != "text/html" || res.FinalURL != srv.URL+"/page" || res.Bytes == 0 {
+		t.Fatalf("result = %+v", res)
+	}
+}
+
+func TestFetchStatusClassification(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		status    int
+		reason    string
+		permanent bool
+	}{
+		{410, ReasonGone, true},
+		{404, ReasonClientError, true},
+		{429, ReasonRateLimited, false},
+		{408, ReasonRateLimited, false},
+		{500, ReasonServerError, false},
+		{503, ReasonServerError, false},
+	} {
+		t.Run(strconv.Itoa(tt.status), func(t *testing.T) {
+			t.Parallel()
+			srv, f := testServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tt.status)
+			}), Config{})
+			_, err := f.Fetch(t.Context(), srv.URL)
+			if fe := requireReason(t, err, tt.reason, tt.permanent); fe.Status != tt.status {
+				t.Fatalf("status = %d", fe.Status)
+			}
+		})
+	}
+}
+
+func TestFetchLimits(t *testing.T) {
+	t.Parallel()
+	srv, f := testServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/big":
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = w.Write([]byte(strings.Repeat("x", 2048)))
+		case "/image":
+			w.Header().Set("Content-Type", "image/png")
+			_, _ = w.Write([]byte("png"))
+		case "/loop":
+			http.Redirect(w, r, "/loop", http.StatusFound)
+		case "/hang":
+			<-r.Context().Done()
+		}
+	}), Config{MaxBytes: 1024, Timeout: 300 * time.Millisecond})
+	_, err := f.Fetch(t.Context(), srv.URL+"/big")
+	requireReason(t, err, ReasonTooLarge, true)
+	_, err = f.Fetch(t.Context(), srv.URL+"/image")
+	requireReason(t, err, ReasonContentType, true)
+	_, err = f.Fetch(t.Context(), srv.URL+"/loop")
+	requireReason(t, err, ReasonTooManyRedirect, true)
+	_, err = f.Fetch(t.Context(), srv.URL+"/hang")
+	requireReason(t, err, ReasonTimeout, false)
+}
+
+// TestFetchRefusesSpecialAddresses dials nothing but loopback: every refused address is
+// refused by the dial-time guard before a packet is sent.
+func TestFetchRefusesSpecialAddresses(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	srv, f := testServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
+	}), Config{StaticHosts: map[string]netip.Addr{
+		"metadata.test": netip.MustParseAddr("169.254.169.254"),
+		"private.test":  netip.MustParseAddr("10.0.0.1"),
+	}})
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	for _, target := range []string{
+		"http://127.0.0.1/",
+		"http://127.0.0.2:" + port + "/", // only 127.0.0.1 on the allowed port is the exception
+		"http://[::1]:" + port + "/",
+		"http://localhost/",
+		"http://169.254.169.254/latest/meta-data/",
+		"http://10.0.0.1/",
+		"http://192.168.1.1/",
+		"http://100.64.0.1/",
+		"http://0.0.0.0/",
+		"http://2130706433/", // 127.0.0.1 in decimal
+		"http://[::ffff:169.254.169.254]/",
+		"http://[fd00::1]/",
+		"http://metadata.test/",
+		"http://private.test/",
+	} {
+		t.Run(target, func(t *testing.T) {
+			t.Parallel()
+			_, err := f.Fetch(t.Context(), target)
+			var fe *Error
+			if !errors.As(err, &fe) || !fe.Permanent || (fe.Reason != ReasonBlocked && fe.Reason != ReasonNoHost) {
+				t.Fatalf("fetch %s: %v, want a permanent refusal", target, err)
+			}
+			// Through a redirect from an allowed page, too.
+			_, err = f.Fetch(t.Context(), srv.URL+"/?to="+url.QueryEscape(target))
+			if !errors.As(err, &fe) || !fe.Permanent {
+				t.Fatalf("redirect to %s: %v, want a permanent refusal", target, err)
+			}
+		})
+	}
+	t.Cleanup(func() { // after the parallel subtests
+		if hits.Load() == 0 {
+			t.Error("the redirecting page was never reached")
+		}
+	})
+}
+
+func TestFetchRejectsBadURLs(t *testing.T) {
+	t.Parallel()
+	f := New(Config{})
+	for _, raw := range []string{"ftp://example.com/", "file:///etc/passwd", "http://user:pw@example.com/", "/relative", "http://"} {
+		_, err := f.Fetch(context.Background(), raw)
+		requireReason(t, err, ReasonBadURL, true)
+	}
+}
+
+func TestDefaultAllowsNoLoopback(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	port, _ := strconv.Atoi(u.Port())
+	f := New(Config{Ports: []uint16{80, 443, uint16(port)}})
+	_, err := f.Fetch(t.Context(), srv.URL)
+	requireReason(t, err, ReasonBlocked, true)
+	if hits.Load() != 0 {
+		t.Fatal("the loopback server was reached")
+	}
+}

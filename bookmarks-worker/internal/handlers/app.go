@@ -1,0 +1,70 @@
+// Package handlers holds the worker's side of every task kind in shared/tasks: one file per
+// kind, each a handler type over the shared payload, and App, the state they share.
+//
+// Go cannot add methods to another package's type, so each handler type is a defined type
+// with the payload's underlying struct (type FetchBookmark tasks.FetchBookmark): the JSON is
+// the same, Kind delegates to the payload, and Handle is added here. Enqueue-time policy
+// (DedupKey, Merge, Priority) stays on the shared payload, where the producer uses it.
+package handlers
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/fetch"
+	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/store"
+	"github.com/venturi-dev/venturi"
+)
+
+// Fetcher fetches a page; *fetch.Fetcher implements it.
+type Fetcher interface {
+	Fetch(ctx context.Context, url string) (*fetch.Result, error)
+}
+
+// App is the state every handler receives.
+type App struct {
+	Pool    *pgxpool.Pool
+	Store   *store.Queries
+	Queue   *venturi.Queue
+	Fetcher Fetcher
+	Log     *slog.Logger
+	// MaxFetchAttempts is how many failed fetches a bookmark gets before it is marked
+	// failed and its job dies. Default 5.
+	MaxFetchAttempts int
+}
+
+// NewApp returns the handlers' state.
+func NewApp(pool *pgxpool.Pool, fetcher Fetcher, log *slog.Logger, maxFetchAttempts int) *App {
+	if maxFetchAttempts <= 0 {
+		maxFetchAttempts = 5
+	}
+	return &App{Pool: pool, Store: store.New(), Queue: venturi.NewQueue(pool, nil), Fetcher: fetcher,
+		Log: log, MaxFetchAttempts: maxFetchAttempts}
+}
+
+// Worker is the venturi worker the handlers run on.
+type Worker = venturi.Worker[*App]
+
+// Registration registers one task kind on a worker. The fx module feeds them to the worker
+// through the "venturi.handlers" value group.
+type Registration func(*Worker) error
+
+// Registrations lists every task kind this worker runs. Adding a kind means adding its
+// handler file and one line here (and one in module.go).
+func Registrations() []Registration {
+	return []Registration{RegisterFetchBookmark, RegisterImportBookmarks, RegisterRebuildTagIndex}
+}
+
+func uuidOf(id ulid.ULID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: true} }
+
+func parseID(s string) (pgtype.UUID, error) {
+	id, err := ulid.ParseStrict(s)
+	if err != nil {
+		return pgtype.UUID{}, err
+	}
+	return uuidOf(id), nil
+}

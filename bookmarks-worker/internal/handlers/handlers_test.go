@@ -1,0 +1,375 @@
+package handlers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/fetch"
+	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/store"
+	"github.com/venturi-dev/bookmarks/shared/tasks"
+	"github.com/venturi-dev/bookmarks/sql/migrations"
+	"github.com/venturi-dev/venturi"
+)
+
+// fakeFetcher answers from a script per URL; the last answer repeats.
+type fakeFetcher struct {
+	mu     sync.Mutex
+	script map[string][]func() (*fetch.Result, error)
+	calls  map[string]int
+}
+
+func (f *fakeFetcher) Fetch(_ context.Context, url string) (*fetch.Result, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.script[url]
+	if len(s) == 0 {
+		return &fetch.Result{Status: 200, FinalURL: url, ContentType: "text/html", Bytes: 10, Title: "T " + url, Text: "text"}, nil
+	}
+	i := min(f.calls[url], len(s)-1)
+	f.calls[url]++
+	return s[i]()
+}
+
+func ok(title string) func() (*fetch.Result, error) {
+	return func() (*fetch.Result, error) {
+		return &fetch.Result{Status: 200, FinalURL: "https://final/", ContentType: "text/html", Bytes: 42, Title: title, Text: "body"}, nil
+	}
+}
+
+func fail(fe *fetch.Error) func() (*fetch.Result, error) {
+	return func() (*fetch.Result, error) { return nil, fe }
+}
+
+type testBundle struct {
+	pool    *pgxpool.Pool
+	app     *App
+	queue   *venturi.Queue
+	fetcher *fakeFetcher
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	url := os.Getenv("TEST_DATABASE_URL")
+	if url == "" {
+		t.Fatal("TEST_DATABASE_URL is not set: run `make test/app` or `scripts/pg.sh with -- go test ./...`")
+	}
+	ctx := context.Background()
+	admin, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "bmw_" + hex.EncodeToString(b[:])
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	cfg, _ := pgxpool.ParseConfig(url)
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.MaxConns = 10
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := migrations.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	ff := &fakeFetcher{script: map[string][]func() (*fetch.Result, error){}, calls: map[string]int{}}
+	app := NewApp(pool, ff, slog.New(slog.NewTextHandler(io.Discard, nil)), 3)
+	return &testBundle{pool: pool, app: app, queue: app.Queue, fetcher: ff}
+}
+
+func (b *testBundle) start(t *testing.T) {
+	t.Helper()
+	w := venturi.NewWorker(b.pool, b.app, venturi.Config{
+		Concurrency: 4, PollInterval: 20 * time.Millisecond, Backoff: venturi.Backoff{Base: time.Millisecond},
+		Logger: b.app.Log,
+	})
+	for _, r := range Registrations() {
+		if err := r(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+}
+
+// bookmark creates a bookmark and enqueues its fetch in one transaction, as the API does.
+func (b *testBundle) bookmark(t *testing.T, url string) (ulid.ULID, ulid.ULID) {
+	t.Helper()
+	id := ulid.Make()
+	var job ulid.ULID
+	err := pgx.BeginFunc(context.Background(), b.pool, func(tx pgx.Tx) error {
+		res, err := b.queue.EnqueueTx(context.Background(), tx, tasks.FetchBookmark{BookmarkID: id.String(), URL: url})
+		if err != nil {
+			return err
+		}
+		job = res.ID
+		return b.app.Store.InsertImportedBookmark(context.Background(), tx, store.InsertImportedBookmarkParams{
+			ID: uuidOf(id), Url: url, Tags: []string{}, FetchJobID: uuidOf(job)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, job
+}
+
+func (b *testBundle) waitJob(t *testing.T, id ulid.ULID, state venturi.State) *venturi.Job {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		j, err := b.queue.Job(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State == state {
+			return j
+		}
+		if time.Now().After(deadline) || (j.State == venturi.StateDead && state != venturi.StateDead) {
+			t.Fatalf("job %s is %s, want %s; journal %+v", id, j.State, state, j.Journal)
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		}
+	}
+}
+
+func (b *testBundle) row(t *testing.T, id ulid.ULID) (status, title, errText string, attempts int) {
+	t.Helper()
+	err := b.pool.QueryRow(context.Background(),
+		"SELECT fetch_status, page_title, fetch_error, fetch_attempts FROM bookmark WHERE id = $1", uuidOf(id)).
+		Scan(&status, &title, &errText, &attempts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return
+}
+
+func TestFetchBookmarkStoresResult(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.fetcher.script["https://a.example/"] = []func() (*fetch.Result, error){ok("Page A")}
+	b.start(t)
+	id, job := b.bookmark(t, "https://a.example/")
+	j := b.waitJob(t, job, venturi.StateCompleted)
+	status, title, _, _ := b.row(t, id)
+	if status != "fetched" || title != "Page A" {
+		t.Fatalf("bookmark = %s %q", status, title)
+	}
+	var att FetchAttachment
+	if err := json.Unmarshal(j.Journal[len(j.Journal)-1].Attachment, &att); err != nil || att.Status != 200 || att.Bytes != 42 || att.FinalURL != "https://final/" {
+		t.Fatalf("attachment = %+v (%v)", att, err)
+	}
+}
+
+func TestFetchBookmarkRetriesThenSucceeds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.fetcher.script["https://flaky.example/"] = []func() (*fetch.Result, error){
+		fail(&fetch.Error{Reason: fetch.ReasonServerError, Status: 503}),
+		fail(&fetch.Error{Reason: fetch.ReasonRateLimited, Status: 429}),
+		ok("Finally"),
+	}
+	b.start(t)
+	id, job := b.bookmark(t, "https://flaky.example/")
+	j := b.waitJob(t, job, venturi.StateCompleted)
+	if j.RunCount != 3 || len(j.Journal) != 3 || j.Journal[0].Event != venturi.EventFailed || j.Journal[1].Event != venturi.EventFailed {
+		t.Fatalf("journal = %+v", j.Journal)
+	}
+	if status, title, _, attempts := b.row(t, id); status != "fetched" || title != "Finally" || attempts != 3 {
+		t.Fatalf("bookmark = %s %q attempts %d", status, title, attempts)
+	}
+}
+
+func TestFetchBookmarkPermanentFailures(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.fetcher.script["https://gone.example/"] = []func() (*fetch.Result, error){fail(&fetch.Error{Reason: fetch.ReasonGone, Status: 410, Permanent: true})}
+	b.fetcher.script["http://10.0.0.1/"] = []func() (*fetch.Result, error){fail(&fetch.Error{Reason: fetch.ReasonBlocked, Permanent: true, Err: errors.New("prohibited IP address")})}
+	b.fetcher.script["https://down.example/"] = []func() (*fetch.Result, error){fail(&fetch.Error{Reason: fetch.ReasonServerError, Status: 500})}
+	b.start(t)
+	for url, want := range map[string]string{
+		"https://gone.example/": "gone (HTTP 410)",
+		"http://10.0.0.1/":      "blocked: prohibited IP address",
+		"https://down.example/": "http_server_error (HTTP 500)", // gives up after MaxFetchAttempts (3)
+	} {
+		id, job := b.bookmark(t, url)
+		j := b.waitJob(t, job, venturi.StateDead)
+		status, _, errText, _ := b.row(t, id)
+		if status != "failed" || errText != want {
+			t.Fatalf("%s: bookmark %s %q, want failed %q; journal %+v", url, status, errText, want, j.Journal)
+		}
+	}
+}
+
+func TestFetchBookmarkDeletedOrSuperseded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id, job := b.bookmark(t, "https://deleted.example/")
+	if _, err := b.pool.Exec(context.Background(), "DELETE FROM bookmark WHERE id = $1", uuidOf(id)); err != nil {
+		t.Fatal(err)
+	}
+	b.start(t)
+	if j := b.waitJob(t, job, venturi.StateCompleted); j.Journal[0].Note != "bookmark deleted; nothing to fetch" {
+		t.Fatalf("journal = %+v", j.Journal)
+	}
+}
+
+func TestImportBookmarksPausesWithCarry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	imp := ulid.Make()
+	urls := []string{"https://1.example/", "https://2.example/", "javascript:alert(1)", "https://4.example/",
+		"https://5.example/", "ftp://6.example/", "https://7.example/"}
+	var job ulid.ULID
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		res, err := b.queue.EnqueueTx(ctx, tx, tasks.ImportBookmarks{ImportID: imp.String(), PageSize: 3})
+		if err != nil {
+			return err
+		}
+		job = res.ID
+		if _, err := tx.Exec(ctx, "INSERT INTO bookmark_import (id, job_id, tags, total) VALUES ($1, $2, '{imported}', $3)",
+			uuidOf(imp), uuidOf(job), len(urls)); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO bookmark_import_item (import_id, position, url)
+			SELECT $1, o - 1, u FROM unnest($2::text[]) WITH ORDINALITY AS x(u, o)`, uuidOf(imp), urls)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.start(t)
+	j := b.waitJob(t, job, venturi.StateCompleted)
+	if j.RunCount != 3 || j.Journal[0].Event != venturi.EventPaused || j.Journal[1].Event != venturi.EventPaused {
+		t.Fatalf("want two pauses then completion, journal = %+v", j.Journal)
+	}
+	var carry tasks.ImportCarry
+	if err := json.Unmarshal(j.Journal[1].Attachment, &carry); err != nil || carry.Next != 6 || carry.Pages != 2 {
+		t.Fatalf("checkpoint after page 2 = %+v (%v)", carry, err)
+	}
+	var n, skipped int
+	var status string
+	if err := b.pool.QueryRow(ctx, "SELECT imported, skipped, status FROM bookmark_import WHERE id = $1", uuidOf(imp)).Scan(&n, &skipped, &status); err != nil {
+		t.Fatal(err)
+	}
+	if n != 5 || skipped != 2 || status != "done" {
+		t.Fatalf("import = %d imported, %d skipped, %s", n, skipped, status)
+	}
+	var fetched int
+	deadline := time.Now().Add(15 * time.Second)
+	for fetched != 5 {
+		if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM bookmark WHERE import_id = $1 AND fetch_status = 'fetched' AND tags = '{imported}'", uuidOf(imp)).Scan(&fetched); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 5 imported bookmarks fetched", fetched)
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-t.Context().Done():
+		}
+	}
+}
+
+func TestRebuildTagIndexMergesBursts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	// A burst of delayed rebuilds merges into one pending job with the union of the tags.
+	var first venturi.Result
+	for i, tags := range [][]string{{"go"}, {"db", "go"}, {"web"}} {
+		res, err := b.queue.Enqueue(ctx, tasks.NewRebuildTagIndex(tags...), venturi.After(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = res
+		} else if res.ID != first.ID || res.Action != venturi.ActionMerged {
+			t.Fatalf("enqueue %d = %+v, want merged into %s", i, res, first.ID)
+		}
+	}
+	j, err := b.queue.Job(ctx, first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p tasks.RebuildTagIndex
+	var c tasks.TagIndexCarry
+	_ = json.Unmarshal(j.Payload, &p)
+	_ = json.Unmarshal(j.Carry, &c)
+	if !reflect.DeepEqual(p.Tags, []string{"db", "go", "web"}) || p.Requests != 3 || c.Merged != 2 {
+		t.Fatalf("merged job payload %+v carry %+v", p, c)
+	}
+	// Running a rebuild recounts the index.
+	for _, u := range []string{"https://x/", "https://y/"} {
+		if _, err := b.pool.Exec(ctx, "INSERT INTO bookmark (id, url, tags) VALUES ($1, $2, '{go,db}')", uuidOf(ulid.Make()), u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.pool.Exec(ctx, "INSERT INTO tag_index (tag, bookmark_count) VALUES ('stale', 7)"); err != nil {
+		t.Fatal(err)
+	}
+	b.start(t)
+	res, err := b.queue.Enqueue(ctx, RebuildTagIndex{All: true, Requests: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitJob(t, res.ID, venturi.StateCompleted)
+	rows, _ := b.pool.Query(ctx, "SELECT tag || '=' || bookmark_count FROM tag_index ORDER BY tag")
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || !reflect.DeepEqual(got, []string{"db=2", "go=2"}) {
+		t.Fatalf("tag index = %v (%v)", got, err)
+	}
+}
+
+// TestCarryTypesMatchMergeMethods guards what venturi.Register cannot see: the handler
+// types have no Merge method (it lives on the shared payload), so the carry named by the
+// payload's Merge must be checked against the handler's carry here.
+func TestCarryTypesMatchMergeMethods(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ payload, handler reflect.Type }{
+		{reflect.TypeFor[tasks.FetchBookmark](), reflect.TypeFor[FetchBookmark]()},
+		{reflect.TypeFor[tasks.ImportBookmarks](), reflect.TypeFor[ImportBookmarks]()},
+		{reflect.TypeFor[tasks.RebuildTagIndex](), reflect.TypeFor[RebuildTagIndex]()},
+	} {
+		m, ok := tt.payload.MethodByName("Merge")
+		if !ok {
+			continue
+		}
+		carry, _ := m.Type.In(1).FieldByName("Carry")
+		h, _ := tt.handler.MethodByName("Handle")
+		runC, _ := h.Type.In(2).MethodByName("Carry")
+		if got := runC.Type.Out(0); got != carry.Type {
+			t.Errorf("%v: Merge sees carry %v, handler %v uses %v", tt.payload, carry.Type, tt.handler, got)
+		}
+		if tt.payload.Size() != tt.handler.Size() || tt.payload.NumField() != tt.handler.NumField() {
+			t.Errorf("%v and %v differ", tt.payload, tt.handler)
+		}
+		var zero = reflect.Zero(tt.handler).Interface().(venturi.Task)
+		if zero.Kind() != reflect.Zero(tt.payload).Interface().(venturi.Task).Kind() {
+			t.Errorf("%v: kinds differ", tt.handler)
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/fetch"
+	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/store"
+	"github.com/venturi-dev/bookmarks/shared/tasks"
+	"github.com/venturi-dev/venturi"
+)
+
+// ImportBookmarks runs tasks.ImportBookmarks.
+type ImportBookmarks tasks.ImportBookmarks
+
+// Kind implements venturi.Task.
+func (t ImportBookmarks) Kind() string { return tasks.ImportBookmarks(t).Kind() }
+
+// RegisterImportBookmarks registers ImportBookmarks.
+func RegisterImportBookmarks(w *Worker) error { return venturi.RegisterSafely[ImportBookmarks](w) }
+
+// ImportPause is the pause between two pages: zero yields at once, letting other jobs run.
+const ImportPause = 0 * time.Second
+
+// Handle imports one page of the import, starting at the carry's checkpoint: it creates the
+// page's bookmarks, enqueues their fetches, advances the checkpoint and records the outcome
+// in one transaction, then pauses until the next page (or completes after the last one).
+func (t ImportBookmarks) Handle(ctx context.Context, run *venturi.Run[tasks.ImportCarry], app *App) (venturi.Outcome, error) {
+	id, err := parseID(t.ImportID)
+	if err != nil {
+		return venturi.Outcome{}, venturi.Permanentf("bad import id %q: %v", t.ImportID, err)
+	}
+	imp, err := app.Store.GetImportForRun(ctx, app.Pool, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return venturi.CompletedWith("import deleted"), nil
+	}
+	if err != nil {
+		return venturi.Outcome{}, err
+	}
+	size := tasks.ImportBookmarks(t).Size()
+	saved := run.Carry()
+	var out venturi.Outcome
+	err = pgx.BeginFunc(ctx, app.Pool, func(tx pgx.Tx) error {
+		c := saved // work on a copy: the carry advances only with the commit
+		carry := &c
+		rows, err := app.Store.ImportPage(ctx, tx, store.ImportPageParams{
+			ImportID: id, FromPosition: int32(carry.Next), MaxRows: int32(size)})
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			carry.Next = int(r.Position) + 1
+			if fetch.CheckURL(r.Url) != nil || len(r.Url) > 2048 {
+				carry.Skipped++
+				continue
+			}
+			bid := ulid.Make()
+			fb := tasks.FetchBookmark{BookmarkID: bid.String(), URL: r.Url}
+			res, err := app.Queue.EnqueueTx(ctx, tx, fb)
+			if err != nil {
+				return fmt.Errorf("enqueue fetch: %w", err)
+			}
+			if err := app.Store.InsertImportedBookmark(ctx, tx, store.InsertImportedBookmarkParams{
+				ID: uuidOf(bid), Url: r.Url, Title: r.Title, Tags: imp.Tags, ImportID: id,
+				FetchJobID: uuidOf(res.ID),
+			}); err != nil {
+				return err
+			}
+			carry.Imported++
+		}
+		carry.Pages++
+		done := len(rows) < size || carry.Next >= int(imp.Total)
+		status := "running"
+		if done {
+			status = "done"
+			if len(imp.Tags) > 0 && carry.Imported > 0 {
+				if _, err := app.Queue.EnqueueTx(ctx, tx, tasks.NewRebuildTagIndex(imp.Tags...), venturi.After(time.Second)); err != nil {
+					return err
+				}
+			}
+		}
+		if err := app.Store.SetImportProgress(ctx, tx, store.SetImportProgressParams{
+			Status: status, Imported: int32(carry.Imported), Skipped: int32(carry.Skipped), ID: id}); err != nil {
+			return err
+		}
+		_ = run.SetAttachment(carry)
+		o := venturi.PauseInWith(ImportPause, fmt.Sprintf("page %d: %d/%d items, %d imported, %d skipped",
+			carry.Pages, carry.Next, imp.Total, carry.Imported, carry.Skipped))
+		if done {
+			o = venturi.CompletedWith(fmt.Sprintf("imported %d of %d items in %d pages (%d skipped)",
+				carry.Imported, imp.Total, carry.Pages, carry.Skipped))
+		}
+		run.SetCarry(c)
+		out, err = run.CompleteTx(ctx, tx, o)
+		return err
+	})
+	if err != nil {
+		// The transaction rolled back, so the checkpoint must not advance: a retry persists
+		// the carry as it is now.
+		run.SetCarry(saved)
+	}
+	return out, err
+}

@@ -1,0 +1,97 @@
+// Package worker assembles the bookmarks worker from fx modules: configuration, the pgx
+// pool, the App state with its fetcher, the handlers (through the "venturi.handlers" value
+// group) and the venturi worker, started on OnStart and stopped gracefully on OnStop.
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
+
+	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/config"
+	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/handlers"
+	"github.com/venturi-dev/venturi"
+)
+
+// Module is the whole worker. It needs a *slog.Logger (see [Options]).
+var Module = fx.Module("worker",
+	config.Module,
+	fx.Provide(NewPool, NewVenturiWorker),
+	handlers.Module,
+	fx.Invoke(func(*handlers.Worker) {}), // the worker is the point of the app
+)
+
+// Options returns everything main needs: the Module, a JSON logger on stderr, fx's own
+// events through that logger, and a stop timeout that covers the shutdown grace.
+func Options() fx.Option {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", "bookmarks-worker")
+	stop := 30 * time.Second
+	if cfg, err := config.FromEnv(); err == nil {
+		stop = cfg.ShutdownGrace + 10*time.Second
+	}
+	return fx.Options(
+		Module,
+		fx.Supply(log),
+		fx.WithLogger(func() fxevent.Logger { return &fxevent.SlogLogger{Logger: log} }),
+		fx.StopTimeout(stop),
+	)
+}
+
+// NewPool opens the pgx pool, checks it on start and closes it on stop.
+func NewPool(lc fx.Lifecycle, cfg config.Config) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	pc.MaxConns = int32(cfg.Concurrency + 4)
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		return nil, err
+	}
+	lc.Append(fx.Hook{
+		OnStart: func(ctx context.Context) error { return pool.Ping(ctx) },
+		OnStop:  func(context.Context) error { pool.Close(); return nil },
+	})
+	return pool, nil
+}
+
+// WorkerParams are the venturi worker's dependencies.
+type WorkerParams struct {
+	fx.In
+	Lifecycle     fx.Lifecycle
+	Config        config.Config
+	Pool          *pgxpool.Pool
+	App           *handlers.App
+	Log           *slog.Logger
+	Registrations []handlers.Registration `group:"venturi.handlers"`
+}
+
+// NewVenturiWorker builds the venturi worker, registers every handler of the group, and
+// hooks it to the lifecycle: Start returns at once (the worker runs in the background) and
+// Stop waits for running jobs up to the shutdown grace.
+func NewVenturiWorker(p WorkerParams) (*handlers.Worker, error) {
+	w := venturi.NewWorker(p.Pool, p.App, venturi.Config{
+		Concurrency:   p.Config.Concurrency,
+		Lease:         p.Config.Lease,
+		ShutdownGrace: p.Config.ShutdownGrace,
+		PollInterval:  p.Config.PollInterval,
+		Backoff:       venturi.Backoff{Base: p.Config.BackoffBase},
+		Logger:        p.Log,
+	})
+	for _, reg := range p.Registrations {
+		if err := reg(w); err != nil {
+			return nil, err
+		}
+	}
+	p.Lifecycle.Append(fx.Hook{
+		OnStart: w.Start,
+		OnStop:  w.Stop,
+	})
+	return w, nil
+}
