@@ -1,0 +1,589 @@
+// Package httpapi is the bookmarks HTTP API on Echo v4. Echo types stay inside this package.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/venturi-dev/bookmarks/bookmarks-api/internal/store"
+	"github.com/venturi-dev/bookmarks/shared/tasks"
+	"github.com/venturi-dev/venturi"
+)
+
+// Body limits. They are part of the API's contract (documented in the README).
+const (
+	BodyLimit       = "64K" // every endpoint but imports
+	ImportBodyLimit = "1M"  // POST /imports
+	MaxImportItems  = 5000
+	summaryRunes    = 280
+)
+
+// Config configures the handlers.
+type Config struct {
+	// TagIndexDelay delays tag-index rebuilds so that bursts of edits merge into one job.
+	// Default 2s.
+	TagIndexDelay time.Duration
+	// RequestTimeout bounds one request's handler. Default 10s.
+	RequestTimeout time.Duration
+}
+
+// API holds the handlers' dependencies.
+type API struct {
+	pool  *pgxpool.Pool
+	queue *venturi.Queue
+	q     *store.Queries
+	log   *slog.Logger
+	cfg   Config
+}
+
+// New returns the Echo instance serving the API.
+func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
+	if cfg.TagIndexDelay <= 0 {
+		cfg.TagIndexDelay = 2 * time.Second
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 10 * time.Second
+	}
+	a := &API{pool: pool, queue: venturi.NewQueue(pool, nil), q: store.New(), log: log, cfg: cfg}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = errorHandler(log)
+	e.IPExtractor = echo.ExtractIPDirect()
+	e.Use(
+		middleware.RequestID(),
+		middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
+			LogStatus: true, LogURIPath: true, LogMethod: true, LogLatency: true, LogRequestID: true, LogError: true,
+			HandleError: true,
+			LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
+				log.LogAttrs(c.Request().Context(), slog.LevelInfo, "request",
+					slog.String("method", v.Method), slog.String("path", v.URIPath), slog.Int("status", v.Status),
+					slog.Duration("latency", v.Latency), slog.String("request_id", v.RequestID))
+				return nil
+			},
+		}),
+		middleware.Recover(),
+		middleware.Secure(),
+		middleware.ContextTimeout(cfg.RequestTimeout),
+	)
+	e.GET("/healthz", a.healthz)
+	e.GET("/readyz", a.readyz)
+	small := middleware.BodyLimit(BodyLimit)
+	e.POST("/bookmarks", a.createBookmark, small)
+	e.GET("/bookmarks", a.listBookmarks)
+	e.GET("/bookmarks/:id", a.getBookmark)
+	e.POST("/bookmarks/:id/refetch", a.refetchBookmark, small)
+	e.DELETE("/bookmarks/:id", a.deleteBookmark)
+	e.POST("/imports", a.createImport, middleware.BodyLimit(ImportBodyLimit))
+	e.GET("/imports/:id", a.getImport)
+	e.GET("/tags", a.listTags)
+	e.POST("/tags/rebuild", a.rebuildTags, small)
+	return e
+}
+
+func (a *API) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (a *API) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	if err := a.pool.Ping(ctx); err != nil {
+		a.log.WarnContext(ctx, "readiness: database unreachable", "err", err)
+		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "database unreachable"})
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// ---- bookmarks ---------------------------------------------------------------------------
+
+// CreateBookmarkRequest is the body of POST /bookmarks.
+type CreateBookmarkRequest struct {
+	URL   string   `json:"url"`
+	Title string   `json:"title"`
+	Tags  []string `json:"tags"`
+}
+
+// Bookmark is a bookmark as the API returns it.
+type Bookmark struct {
+	ID             string     `json:"id"`
+	URL            string     `json:"url"`
+	Title          string     `json:"title"`
+	Tags           []string   `json:"tags"`
+	FetchStatus    string     `json:"fetch_status"`
+	FetchError     string     `json:"fetch_error,omitempty"`
+	FetchAttempts  int32      `json:"fetch_attempts"`
+	PageTitle      string     `json:"page_title,omitempty"`
+	ContentSummary string     `json:"content_summary,omitempty"`
+	ContentLength  int        `json:"content_length"`
+	HTTPStatus     *int32     `json:"http_status,omitempty"`
+	ContentType    string     `json:"content_type,omitempty"`
+	FinalURL       string     `json:"final_url,omitempty"`
+	FetchedAt      *time.Time `json:"fetched_at,omitempty"`
+	CreatedAt      time.Time  `json:"created_at"`
+	FetchJob       *Job       `json:"fetch_job,omitempty"`
+}
+
+// Job is a venturi job's state and journal.
+type Job struct {
+	ID       string                 `json:"id"`
+	Kind     string                 `json:"kind"`
+	State    string                 `json:"state"`
+	Runs     int                    `json:"runs"`
+	Failures int                    `json:"failures"`
+	RunAt    time.Time              `json:"run_at"`
+	Carry    json.RawMessage        `json:"carry,omitempty"`
+	Journal  []venturi.JournalEntry `json:"journal"`
+}
+
+func (a *API) createBookmark(c echo.Context) error {
+	var req CreateBookmarkRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	var ve ValidationError
+	u, msg := checkURL(req.URL)
+	if msg != "" {
+		ve.add("url", msg)
+	}
+	title, msg := checkTitle(req.Title)
+	if msg != "" {
+		ve.add("title", msg)
+	}
+	tags, msg := checkTags(req.Tags)
+	if msg != "" {
+		ve.add("tags", msg)
+	}
+	if err := ve.orNil(); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	id := ulid.Make()
+	// The bookmark and its fetch commit together: no bookmark without a fetch, no fetch of
+	// a bookmark that does not exist.
+	err := pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
+		res, err := a.queue.EnqueueTx(ctx, tx, tasks.FetchBookmark{BookmarkID: id.String(), URL: u})
+		if err != nil {
+			return err
+		}
+		if err := a.q.InsertBookmark(ctx, tx, store.InsertBookmarkParams{
+			ID: uuidOf(id), Url: u, Title: title, Tags: tags, FetchJobID: uuidOf(res.ID)}); err != nil {
+			return err
+		}
+		return a.enqueueTagRebuild(ctx, tx, tags)
+	})
+	if err != nil {
+		return err
+	}
+	return a.respondBookmark(c, http.StatusCreated, id)
+}
+
+func (a *API) enqueueTagRebuild(ctx context.Context, tx pgx.Tx, tags []string) error {
+	if len(tags) == 0 {
+		return nil
+	}
+	_, err := a.queue.EnqueueTx(ctx, tx, tasks.NewRebuildTagIndex(tags...), venturi.After(a.cfg.TagIndexDelay))
+	return err
+}
+
+func (a *API) getBookmark(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	return a.respondBookmark(c, http.StatusOK, id)
+}
+
+func (a *API) respondBookmark(c echo.Context, status int, id ulid.ULID) error {
+	ctx := c.Request().Context()
+	row, err := a.q.GetBookmark(ctx, a.pool, uuidOf(id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return errNotFound
+	}
+	if err != nil {
+		return err
+	}
+	b := toBookmark(row)
+	if row.FetchJobID.Valid {
+		j, err := a.queue.Job(ctx, ulid.ULID(row.FetchJobID.Bytes))
+		switch {
+		case err == nil:
+			b.FetchJob = toJob(j)
+		case !errors.Is(err, venturi.ErrNotFound): // pruned jobs are simply not shown
+			return err
+		}
+	}
+	return c.JSON(status, b)
+}
+
+func toBookmark(r *store.Bookmark) *Bookmark {
+	b := &Bookmark{
+		ID: ulid.ULID(r.ID.Bytes).String(), URL: r.Url, Title: r.Title, Tags: r.Tags,
+		FetchStatus: r.FetchStatus, FetchError: r.FetchError, FetchAttempts: r.FetchAttempts,
+		PageTitle: r.PageTitle, ContentLength: len(r.Content), ContentType: r.ContentType,
+		FinalURL: r.FinalUrl, FetchedAt: r.FetchedAt, CreatedAt: r.CreatedAt,
+		ContentSummary: summary(r.Content),
+	}
+	if r.HttpStatus.Valid {
+		b.HTTPStatus = &r.HttpStatus.Int32
+	}
+	if b.Tags == nil {
+		b.Tags = []string{}
+	}
+	return b
+}
+
+func summary(s string) string {
+	if utf8.RuneCountInString(s) <= summaryRunes {
+		return s
+	}
+	r := []rune(s)[:summaryRunes]
+	return string(r) + "…"
+}
+
+func toJob(j *venturi.Job) *Job {
+	out := &Job{ID: j.ID.String(), Kind: j.Kind, State: string(j.State), Runs: j.RunCount, Failures: j.Failures,
+		RunAt: j.RunAt, Journal: j.Journal}
+	if len(j.Carry) > 0 && string(j.Carry) != "null" {
+		out.Carry = j.Carry
+	}
+	if out.Journal == nil {
+		out.Journal = []venturi.JournalEntry{}
+	}
+	return out
+}
+
+// BookmarkList is a page of GET /bookmarks.
+type BookmarkList struct {
+	Items []BookmarkSummary `json:"items"`
+	// Next is the cursor of the following page (pass it as ?before=); empty on the last page.
+	Next string `json:"next,omitempty"`
+}
+
+// BookmarkSummary is a bookmark in a list.
+type BookmarkSummary struct {
+	ID          string    `json:"id"`
+	URL         string    `json:"url"`
+	Title       string    `json:"title"`
+	Tags        []string  `json:"tags"`
+	FetchStatus string    `json:"fetch_status"`
+	PageTitle   string    `json:"page_title,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+func (a *API) listBookmarks(c echo.Context) error {
+	var ve ValidationError
+	limit := 20
+	if s := c.QueryParam("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 100 {
+			ve.add("limit", "must be an integer from 1 to 100")
+		}
+		limit = n
+	}
+	p := store.ListBookmarksParams{MaxRows: int32(limit)}
+	if s := c.QueryParam("before"); s != "" {
+		id, err := ulid.ParseStrict(s)
+		if err != nil {
+			ve.add("before", "must be a bookmark ID (the previous page's next)")
+		}
+		p.Before = uuidOf(id)
+	}
+	if s := c.QueryParam("tag"); s != "" {
+		tags, msg := checkTags([]string{s})
+		if msg != "" {
+			ve.add("tag", msg)
+		} else {
+			p.Tag = pgtype.Text{String: tags[0], Valid: true}
+		}
+	}
+	if err := ve.orNil(); err != nil {
+		return err
+	}
+	rows, err := a.q.ListBookmarks(c.Request().Context(), a.pool, p)
+	if err != nil {
+		return err
+	}
+	out := BookmarkList{Items: make([]BookmarkSummary, 0, len(rows))}
+	for _, r := range rows {
+		tags := r.Tags
+		if tags == nil {
+			tags = []string{}
+		}
+		out.Items = append(out.Items, BookmarkSummary{ID: ulid.ULID(r.ID.Bytes).String(), URL: r.Url, Title: r.Title,
+			Tags: tags, FetchStatus: r.FetchStatus, PageTitle: r.PageTitle, CreatedAt: r.CreatedAt})
+	}
+	if len(rows) == limit {
+		out.Next = out.Items[len(out.Items)-1].ID
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// Enqueued reports a job an endpoint enqueued or merged into.
+type Enqueued struct {
+	JobID  string `json:"job_id"`
+	Action string `json:"action"` // inserted, replaced, merged, kept, independent
+}
+
+func (a *API) refetchBookmark(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	var res venturi.Result
+	err = pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
+		bm, err := a.q.LockBookmark(ctx, tx, uuidOf(id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errNotFound
+		}
+		if err != nil {
+			return err
+		}
+		// A pending fetch of this bookmark is replaced, so a burst of refetches is one job.
+		if res, err = a.queue.EnqueueTx(ctx, tx, tasks.FetchBookmark{BookmarkID: id.String(), URL: bm.Url}); err != nil {
+			return err
+		}
+		return a.q.SetFetchPending(ctx, tx, store.SetFetchPendingParams{FetchJobID: uuidOf(res.ID), ID: uuidOf(id)})
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, Enqueued{JobID: res.ID.String(), Action: res.Action.String()})
+}
+
+func (a *API) deleteBookmark(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	err = pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
+		tags, err := a.q.DeleteBookmark(ctx, tx, uuidOf(id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errNotFound
+		}
+		if err != nil {
+			return err
+		}
+		return a.enqueueTagRebuild(ctx, tx, tags)
+	})
+	if err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// ---- imports -----------------------------------------------------------------------------
+
+// CreateImportRequest is the body of POST /imports: a browser's bookmarks export as a list.
+type CreateImportRequest struct {
+	Items []ImportItem `json:"items"`
+	// Tags are added to every imported bookmark.
+	Tags []string `json:"tags"`
+	// PageSize is the number of items imported per step (default 50, at most 1000).
+	PageSize int `json:"page_size"`
+}
+
+// ImportItem is one exported bookmark. Items with URLs the fetcher would not try are
+// counted as skipped by the import, not rejected here.
+type ImportItem struct {
+	URL   string `json:"url"`
+	Title string `json:"title"`
+}
+
+// Import is an import's progress.
+type Import struct {
+	ID         string     `json:"id"`
+	Status     string     `json:"status"`
+	Total      int32      `json:"total"`
+	Imported   int32      `json:"imported"`
+	Skipped    int32      `json:"skipped"`
+	Tags       []string   `json:"tags"`
+	CreatedAt  time.Time  `json:"created_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Job        *Job       `json:"job,omitempty"`
+}
+
+func (a *API) createImport(c echo.Context) error {
+	var req CreateImportRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	var ve ValidationError
+	if len(req.Items) == 0 {
+		ve.add("items", "must list at least one bookmark")
+	} else if len(req.Items) > MaxImportItems {
+		ve.add("items", "at most "+strconv.Itoa(MaxImportItems)+" bookmarks per import")
+	}
+	tags, msg := checkTags(req.Tags)
+	if msg != "" {
+		ve.add("tags", msg)
+	}
+	if req.PageSize < 0 || req.PageSize > 1000 {
+		ve.add("page_size", "must be from 1 to 1000 (0 for the default)")
+	}
+	urls := make([]string, len(req.Items))
+	titles := make([]string, len(req.Items))
+	for i, it := range req.Items {
+		if len(it.URL) > maxURLLen || !utf8.ValidString(it.URL) || containsNUL(it.URL) {
+			ve.add("items["+strconv.Itoa(i)+"].url", "must be valid text of at most 2048 bytes")
+		}
+		t, msg := checkTitle(it.Title)
+		if msg != "" {
+			ve.add("items["+strconv.Itoa(i)+"].title", msg)
+		}
+		urls[i], titles[i] = it.URL, t
+	}
+	if err := ve.orNil(); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	id := ulid.Make()
+	err := pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
+		res, err := a.queue.EnqueueTx(ctx, tx, tasks.ImportBookmarks{ImportID: id.String(), PageSize: req.PageSize})
+		if err != nil {
+			return err
+		}
+		if err := a.q.InsertImport(ctx, tx, store.InsertImportParams{ID: uuidOf(id), JobID: uuidOf(res.ID), Tags: tags,
+			Total: int32(len(urls))}); err != nil {
+			return err
+		}
+		_, err = a.q.InsertImportItems(ctx, tx, store.InsertImportItemsParams{ImportID: uuidOf(id), Urls: urls, Titles: titles})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return a.respondImport(c, http.StatusAccepted, id)
+}
+
+func containsNUL(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *API) getImport(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	return a.respondImport(c, http.StatusOK, id)
+}
+
+func (a *API) respondImport(c echo.Context, status int, id ulid.ULID) error {
+	ctx := c.Request().Context()
+	r, err := a.q.GetImport(ctx, a.pool, uuidOf(id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return errNotFound
+	}
+	if err != nil {
+		return err
+	}
+	out := Import{ID: id.String(), Status: r.Status, Total: r.Total, Imported: r.Imported, Skipped: r.Skipped,
+		Tags: r.Tags, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt}
+	if out.Tags == nil {
+		out.Tags = []string{}
+	}
+	j, err := a.queue.Job(ctx, ulid.ULID(r.JobID.Bytes))
+	switch {
+	case err == nil:
+		out.Job = toJob(j)
+	case !errors.Is(err, venturi.ErrNotFound):
+		return err
+	}
+	return c.JSON(status, out)
+}
+
+// ---- tags --------------------------------------------------------------------------------
+
+// Tag is a tag-index entry.
+type Tag struct {
+	Tag       string    `json:"tag"`
+	Count     int32     `json:"count"`
+	RebuiltAt time.Time `json:"rebuilt_at"`
+}
+
+func (a *API) listTags(c echo.Context) error {
+	rows, err := a.q.ListTagIndex(c.Request().Context(), a.pool)
+	if err != nil {
+		return err
+	}
+	out := make([]Tag, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, Tag{Tag: r.Tag, Count: r.BookmarkCount, RebuiltAt: r.RebuiltAt})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"items": out})
+}
+
+// RebuildTagsRequest is the body of POST /tags/rebuild.
+type RebuildTagsRequest struct {
+	Tags []string `json:"tags"`
+	All  bool     `json:"all"`
+	// DelayMS delays the rebuild so that more requests can merge into it (default: the
+	// server's tag-index delay; at most one hour).
+	DelayMS *int64 `json:"delay_ms"`
+}
+
+func (a *API) rebuildTags(c echo.Context) error {
+	var req RebuildTagsRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	var ve ValidationError
+	tags, msg := checkTags(req.Tags)
+	if msg != "" {
+		ve.add("tags", msg)
+	}
+	if len(tags) == 0 && !req.All {
+		ve.add("tags", "name at least one tag, or set all")
+	}
+	delay := a.cfg.TagIndexDelay
+	if req.DelayMS != nil {
+		if *req.DelayMS < 0 || *req.DelayMS > 3_600_000 {
+			ve.add("delay_ms", "must be from 0 to 3600000")
+		}
+		delay = time.Duration(*req.DelayMS) * time.Millisecond
+	}
+	if err := ve.orNil(); err != nil {
+		return err
+	}
+	task := tasks.NewRebuildTagIndex(tags...)
+	if req.All {
+		task = tasks.RebuildTagIndex{All: true, Requests: 1}
+	}
+	res, err := a.queue.Enqueue(c.Request().Context(), task, venturi.After(delay))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, Enqueued{JobID: res.ID.String(), Action: res.Action.String()})
+}
+
+// ---- helpers -----------------------------------------------------------------------------
+
+// pathID parses the :id parameter; a malformed ID is as unknown as a missing one.
+func pathID(c echo.Context) (ulid.ULID, error) {
+	id, err := ulid.ParseStrict(c.Param("id"))
+	if err != nil {
+		return ulid.ULID{}, errNotFound
+	}
+	return id, nil
+}
+
+func uuidOf(id ulid.ULID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: true} }

@@ -1,0 +1,225 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/venturi-dev/bookmarks/sql/migrations"
+)
+
+type testBundle struct {
+	e    *echo.Echo
+	pool *pgxpool.Pool
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	url := os.Getenv("TEST_DATABASE_URL")
+	if url == "" {
+		t.Fatal("TEST_DATABASE_URL is not set: run `make test/app` or `scripts/pg.sh with -- go test ./...`")
+	}
+	ctx := context.Background()
+	admin, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "bma_" + hex.EncodeToString(b[:])
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	cfg, _ := pgxpool.ParseConfig(url)
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.MaxConns = 5
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := migrations.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	return &testBundle{e: New(pool, slog.New(slog.NewTextHandler(io.Discard, nil)), Config{}), pool: pool}
+}
+
+func (b *testBundle) do(t *testing.T, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req := httptest.NewRequest(method, path, r)
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	b.e.ServeHTTP(rec, req)
+	var out map[string]any
+	if rec.Body.Len() > 0 {
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+			t.Fatalf("%s %s: body %q is not JSON", method, path, rec.Body.String())
+		}
+	}
+	if rec.Header().Get(echo.HeaderXRequestID) == "" {
+		t.Fatalf("%s %s: no request ID", method, path)
+	}
+	return rec.Code, out
+}
+
+func TestBookmarkLifecycle(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	code, bm := b.do(t, "POST", "/bookmarks", `{"url":"https://Example.com/a#frag","title":" A ","tags":["Go","db","go"]}`)
+	if code != 201 || bm["url"] != "https://example.com/a" || bm["title"] != "A" || bm["fetch_status"] != "pending" {
+		t.Fatalf("create = %d %v", code, bm)
+	}
+	if tags := bm["tags"].([]any); len(tags) != 2 || tags[0] != "go" {
+		t.Fatalf("tags = %v", tags)
+	}
+	job := bm["fetch_job"].(map[string]any)
+	if job["state"] != "available" || job["kind"] != "fetch_bookmark" {
+		t.Fatalf("fetch job = %v", job)
+	}
+	id := bm["id"].(string)
+
+	code, got := b.do(t, "GET", "/bookmarks/"+id, "")
+	if code != 200 || got["id"] != id {
+		t.Fatalf("get = %d %v", code, got)
+	}
+	// Refetches coalesce into the pending job.
+	code, r1 := b.do(t, "POST", "/bookmarks/"+id+"/refetch", "")
+	_, r2 := b.do(t, "POST", "/bookmarks/"+id+"/refetch", "")
+	if code != 202 || r1["job_id"] != job["id"] || r2["job_id"] != job["id"] || r2["action"] != "replaced" {
+		t.Fatalf("refetch = %d %v %v, want both in job %v", code, r1, r2, job["id"])
+	}
+	// The tag rebuild was enqueued with a delay and merges.
+	code, tr := b.do(t, "POST", "/tags/rebuild", `{"tags":["web"]}`)
+	if code != 202 || tr["action"] != "merged" {
+		t.Fatalf("tags/rebuild = %d %v", code, tr)
+	}
+	code, list := b.do(t, "GET", "/bookmarks?limit=1", "")
+	if code != 200 || len(list["items"].([]any)) != 1 || list["next"] != id {
+		t.Fatalf("list = %d %v", code, list)
+	}
+	code, list = b.do(t, "GET", "/bookmarks?before="+id, "")
+	if code != 200 || len(list["items"].([]any)) != 0 {
+		t.Fatalf("second page = %d %v", code, list)
+	}
+	code, list = b.do(t, "GET", "/bookmarks?tag=db", "")
+	if code != 200 || len(list["items"].([]any)) != 1 {
+		t.Fatalf("by tag = %d %v", code, list)
+	}
+	if code, _ := b.do(t, "GET", "/tags", ""); code != 200 {
+		t.Fatalf("tags = %d", code)
+	}
+	if code, _ := b.do(t, "DELETE", "/bookmarks/"+id, ""); code != 204 {
+		t.Fatalf("delete = %d", code)
+	}
+	if code, _ := b.do(t, "GET", "/bookmarks/"+id, ""); code != 404 {
+		t.Fatalf("get deleted = %d", code)
+	}
+}
+
+func TestImports(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	code, imp := b.do(t, "POST", "/imports", `{"items":[{"url":"https://a/"},{"url":"javascript:x","title":"bad"}],"tags":["imported"],"page_size":1}`)
+	if code != 202 || imp["total"] != float64(2) || imp["status"] != "pending" || imp["job"].(map[string]any)["kind"] != "import_bookmarks" {
+		t.Fatalf("create import = %d %v", code, imp)
+	}
+	if code, got := b.do(t, "GET", "/imports/"+imp["id"].(string), ""); code != 200 || got["id"] != imp["id"] {
+		t.Fatalf("get import = %d %v", code, got)
+	}
+}
+
+func TestClientErrors(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	unknown := ulid.Make().String()
+	big := `{"url":"https://a/","title":"` + strings.Repeat("x", 70<<10) + `"}`
+	for _, tt := range []struct {
+		method, path, body string
+		status             int
+		field              string
+	}{
+		{"POST", "/bookmarks", `{"url":`, 400, ""},
+		{"POST", "/bookmarks", `not json`, 400, ""},
+		{"POST", "/bookmarks", ``, 400, ""},
+		{"POST", "/bookmarks", `{"url":"https://a/"} {}`, 400, ""},
+		{"POST", "/bookmarks", `{"url":5}`, 400, ""},
+		{"POST", "/bookmarks", `[]`, 400, ""},
+		{"POST", "/bookmarks", big, 413, ""},
+		{"POST", "/bookmarks", `{}`, 422, "url"},
+		{"POST", "/bookmarks", `{"url":"ftp://a/"}`, 422, "url"},
+		{"POST", "/bookmarks", `{"url":"https://u:p@a/"}`, 422, "url"},
+		{"POST", "/bookmarks", `{"url":"https:///nohost"}`, 422, "url"},
+		{"POST", "/bookmarks", `{"url":"https://a/\u0000"}`, 422, "url"},
+		{"POST", "/bookmarks", `{"url":"https://a/","tags":["no spaces"]}`, 422, "tags"},
+		{"POST", "/bookmarks", `{"url":"https://a/","title":"` + strings.Repeat("t", 501) + `"}`, 422, "title"},
+		{"GET", "/bookmarks?limit=0", "", 422, "limit"},
+		{"GET", "/bookmarks?limit=x", "", 422, "limit"},
+		{"GET", "/bookmarks?before=nope", "", 422, "before"},
+		{"GET", "/bookmarks/" + unknown, "", 404, ""},
+		{"GET", "/bookmarks/not-an-id", "", 404, ""},
+		{"POST", "/bookmarks/" + unknown + "/refetch", "", 404, ""},
+		{"DELETE", "/bookmarks/" + unknown, "", 404, ""},
+		{"GET", "/imports/" + unknown, "", 404, ""},
+		{"POST", "/imports", `{"items":[]}`, 422, "items"},
+		{"POST", "/imports", `{"items":[{"url":"https://a/"}],"page_size":-1}`, 422, "page_size"},
+		{"POST", "/tags/rebuild", `{}`, 422, "tags"},
+		{"POST", "/tags/rebuild", `{"tags":["a"],"delay_ms":-5}`, 422, "delay_ms"},
+		{"GET", "/nowhere", "", 404, ""},
+		{"PUT", "/bookmarks", "", 405, ""},
+	} {
+		t.Run(tt.method+" "+tt.path+" "+tt.body[:min(len(tt.body), 30)], func(t *testing.T) {
+			code, body := b.do(t, tt.method, tt.path, tt.body)
+			if code != tt.status {
+				t.Fatalf("status = %d, want %d; body %v", code, tt.status, body)
+			}
+			detail := body["error"].(map[string]any)
+			if detail["request_id"] == "" || detail["message"] == "" {
+				t.Fatalf("problem = %v", detail)
+			}
+			if tt.field != "" {
+				if fields, _ := detail["fields"].(map[string]any); fields[tt.field] == nil {
+					t.Fatalf("no message for field %s: %v", tt.field, detail)
+				}
+			}
+		})
+	}
+}
+
+func TestInternalErrorsDoNotLeak(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if code, _ := b.do(t, "GET", "/readyz", ""); code != 200 {
+		t.Fatalf("readyz = %d", code)
+	}
+	b.pool.Close() // the database goes away
+	code, body := b.do(t, "GET", "/bookmarks", "")
+	if code != 500 {
+		t.Fatalf("status = %d", code)
+	}
+	if msg := body["error"].(map[string]any)["message"]; msg != "internal error" {
+		t.Fatalf("message = %v: an internal error leaked", msg)
+	}
+	if code, _ := b.do(t, "GET", "/readyz", ""); code != 503 {
+		t.Fatalf("readyz = %d, want 503", code)
+	}
+	if code, _ := b.do(t, "GET", "/healthz", ""); code != 200 {
+		t.Fatalf("healthz = %d", code)
+	}
+}
