@@ -25,6 +25,8 @@ type Config struct {
 	Addr string
 	// TagIndexDelay delays tag-index rebuilds so bursts merge (BOOKMARKS_TAG_INDEX_DELAY, default 2s).
 	TagIndexDelay time.Duration
+	// RefetchDelay debounces refetch bursts (BOOKMARKS_REFETCH_DELAY, default 1s).
+	RefetchDelay time.Duration
 	// ShutdownTimeout bounds the graceful shutdown (default 15s).
 	ShutdownTimeout time.Duration
 }
@@ -45,6 +47,13 @@ func FromEnv() (Config, error) {
 		}
 		c.TagIndexDelay = d
 	}
+	if v := os.Getenv("BOOKMARKS_REFETCH_DELAY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return c, fmt.Errorf("BOOKMARKS_REFETCH_DELAY: want a duration such as 1s, got %q", v)
+		}
+		c.RefetchDelay = d
+	}
 	return c, nil
 }
 
@@ -56,7 +65,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	defer pool.Close()
-	e := httpapi.New(pool, log, httpapi.Config{TagIndexDelay: cfg.TagIndexDelay})
+	e := httpapi.New(pool, log, httpapi.Config{TagIndexDelay: cfg.TagIndexDelay, RefetchDelay: cfg.RefetchDelay})
 	srv := &http.Server{
 		Handler:           e,
 		ReadHeaderTimeout: 5 * time.Second,

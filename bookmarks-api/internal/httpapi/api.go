@@ -38,6 +38,9 @@ type Config struct {
 	TagIndexDelay time.Duration
 	// RequestTimeout bounds one request's handler. Default 10s.
 	RequestTimeout time.Duration
+	// RefetchDelay debounces refetches: the fetch runs this long after the last refetch of
+	// a burst, which all merge into one pending job. Default 1s.
+	RefetchDelay time.Duration
 }
 
 // API holds the handlers' dependencies.
@@ -53,6 +56,9 @@ type API struct {
 func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	if cfg.TagIndexDelay <= 0 {
 		cfg.TagIndexDelay = 2 * time.Second
+	}
+	if cfg.RefetchDelay <= 0 {
+		cfg.RefetchDelay = time.Second
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 10 * time.Second
@@ -353,7 +359,9 @@ func (a *API) refetchBookmark(c echo.Context) error {
 			return err
 		}
 		// A pending fetch of this bookmark is replaced, so a burst of refetches is one job.
-		if res, err = a.queue.EnqueueTx(ctx, tx, tasks.FetchBookmark{BookmarkID: id.String(), URL: bm.Url}); err != nil {
+		// It is debounced by RefetchDelay, so that a burst finds the job still pending.
+		task := tasks.FetchBookmark{BookmarkID: id.String(), URL: bm.Url}
+		if res, err = a.queue.EnqueueTx(ctx, tx, task, venturi.After(a.cfg.RefetchDelay)); err != nil {
 			return err
 		}
 		return a.q.SetFetchPending(ctx, tx, store.SetFetchPendingParams{FetchJobID: uuidOf(res.ID), ID: uuidOf(id)})

@@ -84,8 +84,8 @@ func (t FetchBookmark) Handle(ctx context.Context, run *venturi.Run[tasks.FetchC
 	err = pgx.BeginFunc(ctx, app.Pool, func(tx pgx.Tx) error {
 		n, err := app.Store.StoreFetchResult(ctx, tx, store.StoreFetchResultParams{
 			PageTitle: res.Title, Content: res.Text,
-			HttpStatus:   pgtype.Int4{Int32: int32(res.Status), Valid: true},
-			ContentType:  res.ContentType, FinalUrl: res.FinalURL,
+			HttpStatus:  pgtype.Int4{Int32: int32(res.Status), Valid: true},
+			ContentType: res.ContentType, FinalUrl: res.FinalURL,
 			ContentBytes: pgtype.Int8{Int64: res.Bytes, Valid: true},
 			ID:           id, FetchJobID: job,
 		})

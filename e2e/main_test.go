@@ -1,0 +1,223 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/venturi-dev/bookmarks/e2e/internal/stack"
+)
+
+// sys is the running system, shared by the scenarios (which run one at a time: some of
+// them kill and restart processes).
+var sys struct {
+	db      *stack.Database
+	api     *stack.Process
+	worker  *stack.Process
+	apiURL  string
+	pages   *pageServer
+	pageURL string
+	logDir  string
+}
+
+func TestMain(m *testing.M) {
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M) (int, error) {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "bookmarks-e2e-")
+	if err != nil {
+		return 0, err
+	}
+	sys.logDir = dir
+	db, err := stack.OpenDatabase(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	sys.db = db
+	fmt.Printf("e2e: PostgreSQL from %s; logs in %s\n", db.Source, dir)
+
+	apiBin, workerBin := filepath.Join(dir, "bookmarks-api"), filepath.Join(dir, "bookmarks-worker")
+	if err := stack.Build(ctx, "../bookmarks-api", apiBin); err != nil {
+		return 0, err
+	}
+	if err := stack.Build(ctx, "../bookmarks-worker", workerBin); err != nil {
+		return 0, err
+	}
+
+	sys.pages = newPageServer()
+	srv := httptest.NewServer(sys.pages)
+	defer srv.Close()
+	defer sys.pages.releaseAll()
+	sys.pageURL = srv.URL
+	pu, _ := url.Parse(srv.URL)
+
+	port, err := stack.FreePort()
+	if err != nil {
+		return 0, err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	sys.apiURL = "http://" + addr
+	sys.api = &stack.Process{Name: "api", Bin: apiBin, Log: filepath.Join(dir, "api.log"), Env: []string{
+		"DATABASE_URL=" + db.URL, "BOOKMARKS_API_ADDR=" + addr,
+		"BOOKMARKS_TAG_INDEX_DELAY=3s", "BOOKMARKS_REFETCH_DELAY=3s",
+	}}
+	sys.worker = &stack.Process{Name: "worker", Bin: workerBin, Log: filepath.Join(dir, "worker.log"), Env: []string{
+		"DATABASE_URL=" + db.URL,
+		"BOOKMARKS_WORKER_LEASE=2s", "BOOKMARKS_WORKER_POLL=100ms", "BOOKMARKS_WORKER_BACKOFF_BASE=50ms",
+		"BOOKMARKS_WORKER_GRACE=5s", "BOOKMARKS_FETCH_TIMEOUT=20s",
+		// Test-only: the page server is the one loopback address the fetcher may reach, and
+		// two names resolve (without DNS) to refused addresses.
+		"BOOKMARKS_FETCH_ALLOW_LOOPBACK_PORT=" + pu.Port(),
+		"BOOKMARKS_FETCH_STATIC_HOSTS=metadata.e2e.test=169.254.169.254,internal.e2e.test=10.0.0.1",
+	}}
+	if err := sys.api.Start(); err != nil {
+		return 0, err
+	}
+	defer sys.api.Stop()
+	if err := sys.worker.Start(); err != nil {
+		return 0, err
+	}
+	defer sys.worker.Stop()
+	if err := waitReady(ctx); err != nil {
+		return 0, err
+	}
+	code := m.Run()
+	if code != 0 {
+		for _, f := range []string{"api.log", "worker.log"} {
+			b, _ := os.ReadFile(filepath.Join(dir, f))
+			fmt.Fprintf(os.Stderr, "==== %s (last 8 KiB)\n%s\n", f, tail(b, 8<<10))
+		}
+	} else {
+		os.RemoveAll(dir)
+	}
+	return code, nil
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// pageServer serves the test pages:
+//
+//	/page/{name}      an HTML page titled "Page {name}"
+//	/gone             410 Gone
+//	/flaky/{key}      503 twice per key, then a page
+//	/redirect?to=URL  302 to URL
+//	/slow/{key}       blocks the first request per key until release(key), then serves a page
+type pageServer struct {
+	mu      sync.Mutex
+	hits    map[string]int
+	release map[string]chan struct{}
+	arrived map[string]chan struct{}
+}
+
+func newPageServer() *pageServer {
+	return &pageServer{hits: map[string]int{}, release: map[string]chan struct{}{}, arrived: map[string]chan struct{}{}}
+}
+
+func (p *pageServer) chans(key string) (arrived, release chan struct{}) {
+	if p.release[key] == nil {
+		p.release[key] = make(chan struct{})
+		p.arrived[key] = make(chan struct{})
+	}
+	return p.arrived[key], p.release[key]
+}
+
+// waitArrived returns a channel closed when the first request for /slow/key arrives.
+func (p *pageServer) waitArrived(key string) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a, _ := p.chans(key)
+	return a
+}
+
+func (p *pageServer) releaseKey(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, r := p.chans(key)
+	select {
+	case <-r:
+	default:
+		close(r)
+	}
+}
+
+func (p *pageServer) releaseAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range p.release {
+		select {
+		case <-r:
+		default:
+			close(r)
+		}
+	}
+}
+
+func (p *pageServer) count(path string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hits[path]
+}
+
+func (p *pageServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	p.hits[r.URL.Path]++
+	n := p.hits[r.URL.Path]
+	p.mu.Unlock()
+	page := func(name string) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, "<html><head><title>Page %s</title></head><body><h1>%s</h1><p>Content of %s.</p></body></html>", name, name, name)
+	}
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/page/"):
+		page(strings.TrimPrefix(r.URL.Path, "/page/"))
+	case r.URL.Path == "/gone":
+		w.WriteHeader(http.StatusGone)
+	case strings.HasPrefix(r.URL.Path, "/flaky/"):
+		if n <= 2 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		page("flaky")
+	case r.URL.Path == "/redirect":
+		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
+	case strings.HasPrefix(r.URL.Path, "/slow/"):
+		key := strings.TrimPrefix(r.URL.Path, "/slow/")
+		p.mu.Lock()
+		a, rel := p.chans(key)
+		select {
+		case <-a:
+		default:
+			close(a)
+		}
+		p.mu.Unlock()
+		select {
+		case <-rel:
+		case <-r.Context().Done():
+			return
+		}
+		page("slow " + key)
+	default:
+		http.NotFound(w, r)
+	}
+}
