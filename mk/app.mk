@@ -28,6 +28,13 @@ APP_ADDR ?= 127.0.0.1:8080
 run: build/app ## Start PostgreSQL, migrate, run the api and the worker; Ctrl-C stops everything
 	@$(PG) with -- bash -c '\
 	  set -uo pipefail; \
+	  if [ -z "$${BOOKMARKS_DATABASE_URL:-}" ]; then \
+	    psql=$${VENTURI_PGBIN:+$$VENTURI_PGBIN/}psql; \
+	    $$psql "$$DATABASE_URL" -qtAc "SELECT 1 FROM pg_database WHERE datname = '\''bookmarks'\''" | grep -q 1 \
+	      || $$psql "$$DATABASE_URL" -qc "CREATE DATABASE bookmarks" || exit 1; \
+	    BOOKMARKS_DATABASE_URL="$${DATABASE_URL%/*}/bookmarks?sslmode=disable"; \
+	  fi; \
+	  export DATABASE_URL="$$BOOKMARKS_DATABASE_URL"; \
 	  $(APP_BIN)/bookmarks-api migrate || exit 1; \
 	  export BOOKMARKS_API_ADDR=$(APP_ADDR); \
 	  $(APP_BIN)/bookmarks-api & api=$$!; \
