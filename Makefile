@@ -34,10 +34,10 @@ $(SQLC):
 	cd tools && GOWORK=off go build -o $(SQLC) github.com/sqlc-dev/sqlc/cmd/sqlc
 
 .PHONY: generate verify verify/sqlc verify/standalone
-generate: $(SQLC) ## Regenerate the sqlc code
+generate: $(SQLC) generate/app ## Regenerate all sqlc code (venturi and the app)
 	cd venturi/internal/dbsqlc && $(SQLC) generate
 
-verify: verify/sqlc verify/standalone ## Check generated code is fresh and venturi stands alone
+verify: verify/sqlc verify/standalone verify/app ## Check generated code is fresh and every module stands alone
 
 verify/sqlc: $(SQLC) ## Fail when committed sqlc output differs from what the queries generate
 	cd venturi/internal/dbsqlc && $(SQLC) diff
@@ -51,8 +51,11 @@ verify/standalone: ## venturi builds and vets with GOWORK=off; its go.mod needs 
 # ---- tests -------------------------------------------------------------------------------
 
 .PHONY: test test/venturi
-test: verify ## Run every test (starts PostgreSQL when DATABASE_URL is unset)
-	@$(PG) with -- $(MAKE) --no-print-directory test/venturi
+test: verify ## Run every test: venturi, the app, e2e (starts PostgreSQL when DATABASE_URL is unset)
+	@$(PG) with -- $(MAKE) --no-print-directory test/venturi test/app test/e2e
 
 test/venturi: ## venturi's unit and integration tests, with the race detector
 	cd venturi && GOWORK=off go test -race $(GOTEST_FLAGS) ./...
+
+include mk/app.mk
+include mk/bench.mk
