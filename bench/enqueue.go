@@ -109,7 +109,7 @@ func (b *bencher) scenarioEnqueue(ctx context.Context) error {
 	for _, n := range []int{1, 8} {
 		name := fmt.Sprintf("1. enqueue, 1 job/tx, %d producer(s)", n)
 		for rep := range b.o.reps {
-			for _, lib := range order(rep, libVenturi, libRiver) {
+			for _, lib := range b.order(rep, libVenturi, libRiver) {
 				if err := resetJobs(ctx, b.admin); err != nil {
 					return err
 				}
@@ -161,7 +161,7 @@ func (b *bencher) scenarioDedup(ctx context.Context) error {
 	for _, n := range []int{1, 8} {
 		name := fmt.Sprintf("2. dedup enqueue, half colliding, %d producer(s)", n)
 		for rep := range b.o.reps {
-			for _, lib := range order(rep, libVenturi, libRiver) {
+			for _, lib := range b.order(rep, libVenturi, libRiver) {
 				if err := resetJobs(ctx, b.admin); err != nil {
 					return err
 				}
@@ -219,7 +219,7 @@ func (b *bencher) scenarioBatch(ctx context.Context) error {
 	const batch = 1000
 	name := "3. batch enqueue, 1,000 jobs/call"
 	for rep := range b.o.reps {
-		for _, lib := range order(rep, libVenturi, libRiver) {
+		for _, lib := range b.order(rep, libVenturi, libRiver) {
 			if err := resetJobs(ctx, b.admin); err != nil {
 				return err
 			}

@@ -33,7 +33,7 @@ type sizes struct {
 
 var (
 	fullSizes  = sizes{3 * time.Second, 50, 100_000, 10 * time.Second, [2]int{10_000, 1_000_000}, 20_000}
-	quickSizes = sizes{time.Second, 15, 10_000, 3 * time.Second, [2]int{10_000, 100_000}, 5_000}
+	quickSizes = sizes{600 * time.Millisecond, 15, 5_000, 2 * time.Second, [2]int{10_000, 100_000}, 4_000}
 )
 
 type options struct {
@@ -44,6 +44,9 @@ type options struct {
 	out        string
 	profileDir string
 	sameKind   bool
+	libs       map[string]bool
+	e2eJobs    int
+	workerArgs []string
 	sz         sizes
 }
 
@@ -73,6 +76,11 @@ func main() {
 	flag.StringVar(&only, "only", "", "comma-separated scenarios to run: enqueue,dedup,batch,e2e,pickup,backlog (default all)")
 	flag.StringVar(&o.out, "out", "RESULTS.md", "file the markdown report is written to ('' for none)")
 	flag.StringVar(&o.profileDir, "profile", "", "directory for CPU profiles of the venturi worker processes (scenario 4)")
+	var libs string
+	flag.StringVar(&libs, "libs", "", "comma-separated libraries to run: venturi,river,river-tuned (default all; for profiling)")
+	var workerArgs string
+	flag.StringVar(&workerArgs, "worker-args", "", "extra space-separated flags for `bench worker` (profiling: -trace, -concurrency N)")
+	flag.IntVar(&o.e2eJobs, "e2e-jobs", 0, "override the number of jobs of scenario 4")
 	flag.BoolVar(&o.sameKind, "backlog-same-kind", true, "scenario 6 also measures claim throughput with a backlog of the worked kind")
 	flag.Parse()
 	if o.url == "" {
@@ -82,6 +90,16 @@ func main() {
 	o.sz = fullSizes
 	if o.quick {
 		o.sz = quickSizes
+	}
+	o.workerArgs = strings.Fields(workerArgs)
+	if o.e2eJobs > 0 {
+		o.sz.e2eJobs = o.e2eJobs
+	}
+	if libs != "" {
+		o.libs = map[string]bool{}
+		for _, s := range strings.Split(libs, ",") {
+			o.libs[strings.TrimSpace(s)] = true
+		}
 	}
 	if only != "" {
 		o.only = map[string]bool{}
@@ -166,8 +184,13 @@ type bencher struct {
 }
 
 // order alternates the libraries' order from one repetition to the next.
-func order(rep int, libs ...string) []string {
-	out := append([]string(nil), libs...)
+func (b *bencher) order(rep int, libs ...string) []string {
+	var out []string
+	for _, l := range libs {
+		if b.o.libs == nil || b.o.libs[l] {
+			out = append(out, l)
+		}
+	}
 	if rep%2 == 1 {
 		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
 			out[i], out[j] = out[j], out[i]

@@ -252,7 +252,9 @@ func (r *report) markdown(env *environment, o options) string {
 		fmt.Fprintf(&b, "\n## Scenarios 1–5 and 7\n\n")
 		fmt.Fprintf(&b, "| Scenario | Metric | venturi | River default | River tuned | venturi/River | Target | Met |\n")
 		fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|\n")
-		for _, x := range r.rows {
+		rows := append([]*row(nil), r.rows...)
+		slices.SortStableFunc(rows, func(a, b *row) int { return strings.Compare(leadNum(a.scenario), leadNum(b.scenario)) })
+		for _, x := range rows {
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", x.scenario, x.metric,
 				cell(x.vals[libVenturi]), cell(x.vals[libRiver]), cell(x.vals[libRiverTuned]), x.ratioCell(), x.target, x.metCell())
 		}
@@ -274,4 +276,10 @@ func (r *report) markdown(env *environment, o options) string {
 		}
 	}
 	return b.String()
+}
+
+// leadNum is a scenario's number ("4." of "4. end-to-end"), for ordering rows.
+func leadNum(s string) string {
+	n, _, _ := strings.Cut(s, " ")
+	return n
 }

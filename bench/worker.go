@@ -31,6 +31,8 @@ func workerMain(args []string) error {
 	lib := fs.String("lib", libVenturi, "venturi, river or river-tuned")
 	url := fs.String("db", defaultURL(), "database URL")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
+	trace := fs.Bool("trace", false, "time every query and batch and print a summary to stderr on exit")
+	concurrency := fs.Int("concurrency", 0, "what-if: venturi Config.Concurrency (0 keeps the default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,7 +56,18 @@ func workerMain(args []string) error {
 	if *lib != libVenturi {
 		schema = riverSchema
 	}
-	pool, err := poolFor(ctx, *url, schema, 0) // pgxpool defaults
+	pcfg, err := pgxpool.ParseConfig(*url)
+	if err != nil {
+		return err
+	}
+	pcfg.ConnConfig.RuntimeParams["search_path"] = schema // otherwise pgxpool defaults
+	pcfg.ConnConfig.RuntimeParams["application_name"] = workerAppName
+	var tracer *stmtTracer
+	if *trace {
+		tracer = newStmtTracer()
+		pcfg.ConnConfig.Tracer = tracer
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return err
 	}
@@ -66,7 +79,7 @@ func workerMain(args []string) error {
 	t0 := time.Now()
 	switch *lib {
 	case libVenturi:
-		w := venturi.NewWorker(pool, &benchState{}, venturi.Config{})
+		w := venturi.NewWorker(pool, &benchState{}, venturi.Config{Concurrency: *concurrency})
 		venturi.Register[NoopTask](w)
 		t0 = time.Now()
 		if err := w.Start(ctx); err != nil {
@@ -92,7 +105,57 @@ func workerMain(args []string) error {
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return stopFn(sctx)
+	err = stopFn(sctx)
+	if tracer != nil {
+		tracer.summary(os.Stderr, time.Since(t0))
+	}
+	return err
+}
+
+// workerAppName marks the worker processes' connections, whose server-side CPU time the
+// bench reads from /proc when PostgreSQL runs on the same machine.
+const workerAppName = "venturi-bench-worker"
+
+// procCPU returns a process's user+system CPU time from /proc/<pid>/stat.
+func procCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, false
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100, true // USER_HZ is 100 on Linux
+}
+
+// dbCPU sums the CPU time of the server processes serving the worker's connections.
+func (b *bencher) dbCPU(ctx context.Context) (time.Duration, bool) {
+	rows, err := b.admin.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1", workerAppName)
+	if err != nil {
+		return 0, false
+	}
+	defer rows.Close()
+	var total time.Duration
+	any := false
+	for rows.Next() {
+		var pid int
+		if rows.Scan(&pid) != nil {
+			return 0, false
+		}
+		if c, ok := procCPU(pid); ok {
+			total += c
+			any = true
+		}
+	}
+	return total, any && rows.Err() == nil
 }
 
 // workerProc is a running `bench worker` child.
@@ -102,12 +165,12 @@ type workerProc struct {
 	t0    time.Time
 }
 
-func startWorkerProc(ctx context.Context, url, lib, cpuprofile string) (*workerProc, error) {
+func startWorkerProc(ctx context.Context, url, lib, cpuprofile string, extra ...string) (*workerProc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"worker", "-lib", lib, "-db", url}
+	args := append([]string{"worker", "-lib", lib, "-db", url}, extra...)
 	if cpuprofile != "" {
 		args = append(args, "-cpuprofile", cpuprofile)
 	}
@@ -203,9 +266,21 @@ func (b *bencher) settle(ctx context.Context, lib string) error {
 // workUntil starts a worker process and waits until done reports true, polling the
 // database; it returns the elapsed time from the worker's start and its peak RSS.
 func (b *bencher) workUntil(ctx context.Context, lib, profile string, done func(ctx context.Context) (bool, time.Duration, error)) (time.Duration, float64, error) {
-	p, err := startWorkerProc(ctx, b.o.url, lib, profile)
+	el, rss, _, err := b.workUntilCPU(ctx, lib, profile, done)
+	return el, rss, err
+}
+
+// cpuUse is the CPU time of a worker process and of the server processes serving it.
+type cpuUse struct {
+	worker, db time.Duration
+	ok         bool
+}
+
+func (b *bencher) workUntilCPU(ctx context.Context, lib, profile string, done func(ctx context.Context) (bool, time.Duration, error)) (time.Duration, float64, cpuUse, error) {
+	var cpu cpuUse
+	p, err := startWorkerProc(ctx, b.o.url, lib, profile, b.o.workerArgs...)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, cpu, err
 	}
 	defer func() {
 		if p != nil {
@@ -217,27 +292,30 @@ func (b *bencher) workUntil(ctx context.Context, lib, profile string, done func(
 	for {
 		ok, wait, err := done(ctx)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, cpu, err
 		}
 		if ok {
 			end = time.Now()
 			break
 		}
 		if time.Now().After(timeout) || ctx.Err() != nil {
-			return 0, 0, fmt.Errorf("%s: jobs not completed in time", lib)
+			return 0, 0, cpu, fmt.Errorf("%s: jobs not completed in time", lib)
 		}
 		time.Sleep(wait)
 	}
 	rss, err := p.peakRSS()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, cpu, err
 	}
+	w, wok := procCPU(p.cmd.Process.Pid)
+	d, dok := b.dbCPU(ctx)
+	cpu = cpuUse{worker: w, db: d, ok: wok && dok}
 	q := p
 	p = nil
 	if err := q.stop(); err != nil {
-		return 0, 0, fmt.Errorf("%s worker stop: %w", lib, err)
+		return 0, 0, cpu, fmt.Errorf("%s worker stop: %w", lib, err)
 	}
-	return end.Sub(q.t0), rss, nil
+	return end.Sub(q.t0), rss, cpu, nil
 }
 
 // allDone polls the number of unfinished jobs of the no-op kind: coarsely while many
@@ -264,7 +342,7 @@ func (b *bencher) scenarioE2E(ctx context.Context) error {
 	name := fmt.Sprintf("4. end-to-end, %d jobs, 1 worker process", n)
 	rssName := "7. worker peak RSS during 4"
 	for rep := range b.o.reps {
-		for _, lib := range order(rep, libVenturi, libRiverTuned, libRiver) {
+		for _, lib := range b.order(rep, libVenturi, libRiverTuned, libRiver) {
 			if err := resetJobs(ctx, b.admin); err != nil {
 				return err
 			}
@@ -278,7 +356,7 @@ func (b *bencher) scenarioE2E(ctx context.Context) error {
 			if b.o.profileDir != "" && lib == libVenturi {
 				profile = filepath.Join(b.o.profileDir, fmt.Sprintf("venturi-e2e-%d.pprof", rep))
 			}
-			el, rss, err := b.workUntil(ctx, lib, profile, b.allDone(lib, n))
+			el, rss, cpu, err := b.workUntilCPU(ctx, lib, profile, b.allDone(lib, n))
 			if err != nil {
 				return err
 			}
@@ -295,6 +373,13 @@ func (b *bencher) scenarioE2E(ctx context.Context) error {
 			x.ratioOf, x.ratioTo, x.target, x.check = libVenturi, []string{libRiverTuned, libRiver}, "≥ 1.5× tuned", ratioAtLeast(1.5)
 			y := b.rep.add(rssName, "VmHWM (MiB)", false, lib, rss)
 			y.ratioOf, y.ratioTo, y.target, y.check = libVenturi, []string{libRiverTuned, libRiver}, "≤ River's", rssCheck
+			if cpu.ok {
+				logf("  %s %s rep %d: CPU worker %v, PostgreSQL backends %v", name, lib, rep, cpu.worker, cpu.db)
+				c1 := b.rep.add(name, "worker CPU ms per 1k jobs", false, lib, float64(cpu.worker.Milliseconds())*1000/float64(n))
+				c1.ratioOf, c1.ratioTo = libVenturi, []string{libRiverTuned, libRiver}
+				c2 := b.rep.add(name, "PostgreSQL backend CPU ms per 1k jobs", false, lib, float64(cpu.db.Milliseconds())*1000/float64(n))
+				c2.ratioOf, c2.ratioTo = libVenturi, []string{libRiverTuned, libRiver}
+			}
 		}
 	}
 	return nil
@@ -323,7 +408,7 @@ func (b *bencher) scenarioPickup(ctx context.Context) error {
 	const warm = 5
 	n := warm + int(b.o.sz.pickupDur/(20*time.Millisecond))
 	for rep := range b.o.reps {
-		for _, lib := range order(rep, libVenturi, libRiverTuned, libRiver) {
+		for _, lib := range b.order(rep, libVenturi, libRiverTuned, libRiver) {
 			if err := resetJobs(ctx, b.admin); err != nil {
 				return err
 			}
@@ -416,7 +501,7 @@ func pickupRun(ctx context.Context, url, lib string, rec *pickupRec, n int) erro
 		defer cancel()
 		_ = stopFn(sctx)
 	}()
-	time.Sleep(500 * time.Millisecond) // let the worker connect, listen and elect a leader
+	time.Sleep(300 * time.Millisecond) // let the worker connect, listen and elect a leader
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for seq := range n {
