@@ -1,0 +1,614 @@
+package venturi_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/venturi-dev/venturi"
+)
+
+// mergeCarry is mergeTask's carry.
+type mergeCarry struct {
+	Step int `json:"step"`
+}
+
+// mergeSeen captures what a Merge method was shown.
+type mergeSeen struct {
+	calls   int
+	pending venturi.Pending[mergeTask, mergeCarry]
+}
+
+// mergeTask decides its merge from its payload: Mode "keep", "replace", "with" (union the
+// items, step the carry) or "independent".
+type mergeTask struct {
+	Key   string     `json:"key"`
+	Mode  string     `json:"mode"`
+	Items []string   `json:"items"`
+	Seen  *mergeSeen `json:"-"`
+}
+
+func (mergeTask) Kind() string                 { return "merge" }
+func (m mergeTask) DedupKey() venturi.DedupKey { return venturi.KeyOf("merge", m.Key) }
+
+func (m mergeTask) Merge(existing venturi.Pending[mergeTask, mergeCarry]) venturi.Merge[mergeTask, mergeCarry] {
+	if m.Seen != nil {
+		m.Seen.calls++
+		m.Seen.pending = existing
+	}
+	switch m.Mode {
+	case "keep":
+		return existing.Keep()
+	case "replace":
+		return existing.Replace()
+	case "with":
+		items := slices.Clone(existing.Payload.Items)
+		for _, it := range m.Items {
+			if !slices.Contains(items, it) {
+				items = append(items, it)
+			}
+		}
+		return existing.With(mergeTask{Key: m.Key, Mode: "with", Items: items}, mergeCarry{Step: existing.Carry.Step + 1})
+	case "independent":
+		return existing.Independent()
+	}
+	panic("mergeTask: unknown mode " + m.Mode)
+}
+
+// mergeApp drives mergeTask's handler: the first run sets the carry's step to 7 and
+// pauses for an hour; later runs report what they saw and complete.
+type mergeApp struct {
+	runs chan mergeRun
+}
+
+type mergeRun struct {
+	run   int
+	items []string
+	carry mergeCarry
+	hist  []venturi.JournalEntry
+}
+
+func (m mergeTask) Handle(ctx context.Context, run *venturi.Run[mergeCarry], app *mergeApp) (venturi.Outcome, error) {
+	app.runs <- mergeRun{run: run.RunCount(), items: m.Items, carry: run.Carry(), hist: run.History()}
+	if run.RunCount() == 1 {
+		run.CarryMut().Step = 7
+		return venturi.PauseInWith(time.Hour, "waiting for more"), nil
+	}
+	return venturi.CompletedWith(fmt.Sprintf("items %v at step %d", m.Items, run.Carry().Step)), nil
+}
+
+func lastEntry(j *venturi.Job) venturi.JournalEntry {
+	if len(j.Journal) == 0 {
+		return venturi.JournalEntry{}
+	}
+	return j.Journal[len(j.Journal)-1]
+}
+
+func checkMergedEntry(t *testing.T, j *venturi.Job, wantEntries int, decision string) {
+	t.Helper()
+	if len(j.Journal) != wantEntries {
+		t.Fatalf("journal has %d entries, want %d: %+v", len(j.Journal), wantEntries, j.Journal)
+	}
+	e := lastEntry(j)
+	if e.Event != venturi.EventMerged || e.Merge != decision || e.At.IsZero() || e.Run != 0 {
+		t.Fatalf("last journal entry = %+v, want a merged entry with decision %q", e, decision)
+	}
+}
+
+func TestMergeDecisions(t *testing.T) {
+	ctx := context.Background()
+	pool := newDB(t)
+	q := venturi.NewQueue(pool, nil)
+	enqueue := func(task mergeTask) venturi.Result {
+		t.Helper()
+		r, err := q.Enqueue(ctx, task)
+		if err != nil {
+			t.Fatalf("enqueue %+v: %v", task, err)
+		}
+		return r
+	}
+	payload := func(id ulid.ULID) (mergeTask, mergeCarry, *venturi.Job) {
+		t.Helper()
+		j := jobByID(t, q, id)
+		var p mergeTask
+		var c mergeCarry
+		decodePayload(t, j, &p)
+		decodeCarry(t, j, &c)
+		return p, c, j
+	}
+
+	first := enqueue(mergeTask{Key: "a", Mode: "first", Items: []string{"x"}})
+	if first.Action != venturi.ActionInserted {
+		t.Fatalf("first enqueue: %v", first.Action)
+	}
+
+	// Keep: nothing but the journal changes; Merge saw the stored payload.
+	seen := &mergeSeen{}
+	r := enqueue(mergeTask{Key: "a", Mode: "keep", Items: []string{"y"}, Seen: seen})
+	if r.Action != venturi.ActionKept || r.ID != first.ID {
+		t.Fatalf("keep: %+v, want kept into %s", r, first.ID)
+	}
+	if seen.calls != 1 || seen.pending.ID != first.ID || !slices.Equal(seen.pending.Payload.Items, []string{"x"}) ||
+		seen.pending.Payload.Mode != "first" || seen.pending.RunCount != 0 || len(seen.pending.Journal) != 0 {
+		t.Fatalf("keep: merge saw %+v", seen)
+	}
+	p, c, j := payload(first.ID)
+	if p.Mode != "first" || !slices.Equal(p.Items, []string{"x"}) || c != (mergeCarry{}) || !carryIsZero(j.Carry) {
+		t.Fatalf("keep changed the job: payload %+v carry %s", p, j.Carry)
+	}
+	checkMergedEntry(t, j, 1, "keep")
+	if !strings.Contains(lastEntry(j).Note, "merged enqueue") {
+		t.Errorf("merged entry note = %q", lastEntry(j).Note)
+	}
+
+	// With: a computed payload and carry; Merge saw the journal with the keep entry.
+	seen = &mergeSeen{}
+	r = enqueue(mergeTask{Key: "a", Mode: "with", Items: []string{"z", "x"}, Seen: seen})
+	if r.Action != venturi.ActionMerged || r.ID != first.ID {
+		t.Fatalf("with: %+v", r)
+	}
+	if len(seen.pending.Journal) != 1 || seen.pending.Journal[0].Event != venturi.EventMerged || seen.pending.Journal[0].Merge != "keep" {
+		t.Fatalf("with: merge saw journal %+v", seen.pending.Journal)
+	}
+	p, c, j = payload(first.ID)
+	if p.Mode != "with" || !slices.Equal(p.Items, []string{"x", "z"}) || c.Step != 1 {
+		t.Fatalf("with: payload %+v carry %+v", p, c)
+	}
+	checkMergedEntry(t, j, 2, "with")
+
+	// With again: Merge sees the carry the previous With stored.
+	seen = &mergeSeen{}
+	r = enqueue(mergeTask{Key: "a", Mode: "with", Items: []string{"w"}, Seen: seen})
+	if r.Action != venturi.ActionMerged || seen.pending.Carry.Step != 1 {
+		t.Fatalf("second with: %+v, merge saw carry %+v", r, seen.pending.Carry)
+	}
+	p, c, j = payload(first.ID)
+	if !slices.Equal(p.Items, []string{"x", "z", "w"}) || c.Step != 2 {
+		t.Fatalf("second with: payload %+v carry %+v", p, c)
+	}
+	checkMergedEntry(t, j, 3, "with")
+
+	// Replace: the incoming payload, the carry back to its zero value.
+	r = enqueue(mergeTask{Key: "a", Mode: "replace", Items: []string{"r"}})
+	if r.Action != venturi.ActionReplaced || r.ID != first.ID {
+		t.Fatalf("replace: %+v", r)
+	}
+	p, _, j = payload(first.ID)
+	if p.Mode != "replace" || !slices.Equal(p.Items, []string{"r"}) || !carryIsZero(j.Carry) {
+		t.Fatalf("replace: payload %+v carry %s, want the new payload and a zero carry", p, j.Carry)
+	}
+	checkMergedEntry(t, j, 4, "replace")
+	if j.State != venturi.StateAvailable || j.RunCount != 0 {
+		t.Fatalf("replace: state %s runs %d", j.State, j.RunCount)
+	}
+
+	// Independent: a second row with the key and a new ID; the first is untouched.
+	r = enqueue(mergeTask{Key: "a", Mode: "independent", Items: []string{"i"}})
+	if r.Action != venturi.ActionIndependent || r.ID == first.ID {
+		t.Fatalf("independent: %+v", r)
+	}
+	indep := r.ID
+	p, _, j = payload(indep)
+	if p.Mode != "independent" || len(j.Journal) != 0 || j.DedupKey != "merge/a" || j.State != venturi.StateAvailable {
+		t.Fatalf("independent job = %+v payload %+v", j, p)
+	}
+	if _, _, j = payload(first.ID); len(j.Journal) != 4 {
+		t.Fatalf("independent touched the first job's journal: %+v", j.Journal)
+	}
+	if n := countJobs(t, pool, "dedup_key = 'merge/a'"); n != 2 {
+		t.Fatalf("%d rows with the key, want 2", n)
+	}
+
+	// The next collision merges into the newest pending job.
+	seen = &mergeSeen{}
+	r = enqueue(mergeTask{Key: "a", Mode: "keep", Seen: seen})
+	if r.Action != venturi.ActionKept || r.ID != indep || seen.pending.ID != indep {
+		t.Fatalf("keep after independent: %+v (merge saw %s), want the newest job %s", r, seen.pending.ID, indep)
+	}
+
+	// Other keys never collide.
+	if r = enqueue(mergeTask{Key: "b", Mode: "keep"}); r.Action != venturi.ActionInserted {
+		t.Fatalf("other key: %v", r.Action)
+	}
+	// Nor do scheduled jobs of another key; but a scheduled job of the key is a candidate.
+	sched, err := q.Enqueue(ctx, mergeTask{Key: "s", Mode: "first", Items: []string{"1"}}, venturi.After(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = enqueue(mergeTask{Key: "s", Mode: "keep"})
+	if r.Action != venturi.ActionKept || r.ID != sched.ID {
+		t.Fatalf("keep into a scheduled job: %+v", r)
+	}
+	if j := jobByID(t, q, sched.ID); j.State != venturi.StateScheduled {
+		t.Fatalf("keep made a scheduled job %s", j.State)
+	}
+	// Replace never delays: the merged job is due at the earlier of the two times.
+	r = enqueue(mergeTask{Key: "s", Mode: "replace"})
+	if j := jobByID(t, q, sched.ID); r.Action != venturi.ActionReplaced || j.State != venturi.StateAvailable {
+		t.Fatalf("replace into a scheduled job: %v, state %s, want available now", r.Action, j.State)
+	}
+}
+
+// defaultMergeTask has a dedup key but no Merge method: a collision replaces.
+type defaultMergeTask struct {
+	Key string `json:"key"`
+	V   int    `json:"v"`
+}
+
+type defaultMergeCarry struct {
+	N int `json:"n"`
+}
+
+func (defaultMergeTask) Kind() string                 { return "default-merge" }
+func (d defaultMergeTask) DedupKey() venturi.DedupKey { return venturi.KeyOf(d.Key) }
+
+// Handle sets the carry and pauses on its first run; later runs report payload and carry.
+func (d defaultMergeTask) Handle(ctx context.Context, run *venturi.Run[defaultMergeCarry], seen chan<- string) (venturi.Outcome, error) {
+	if run.RunCount() == 1 {
+		run.SetCarry(defaultMergeCarry{N: 5})
+		seen <- "paused"
+		return venturi.PauseIn(time.Hour), nil
+	}
+	seen <- fmt.Sprintf("v=%d carry=%d", d.V, run.Carry().N)
+	return venturi.Completed(), nil
+}
+
+func TestMergeDefaultsToReplace(t *testing.T) {
+	ctx := context.Background()
+	pool := newDB(t)
+	q := venturi.NewQueue(pool, nil)
+	seen := make(chan string, 10)
+	w := venturi.NewWorker(pool, (chan<- string)(seen), fastConfig())
+	venturi.Register[defaultMergeTask](w)
+	startWorker(t, w)
+
+	first, err := q.Enqueue(ctx, defaultMergeTask{Key: "d", V: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := recv(t, seen, "the first run"); got != "paused" {
+		t.Fatal(got)
+	}
+	j := waitJob(t, q, first.ID, "paused for an hour", func(j *venturi.Job) bool { return j.State == venturi.StateScheduled })
+	var c defaultMergeCarry
+	decodeCarry(t, j, &c)
+	if c.N != 5 || eventsOf(j) != "paused" {
+		t.Fatalf("paused job: carry %s, journal %s", j.Carry, eventsOf(j))
+	}
+	r, err := q.Enqueue(ctx, defaultMergeTask{Key: "d", V: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Action != venturi.ActionReplaced || r.ID != first.ID {
+		t.Fatalf("collision without a Merge method: %+v, want replaced into %s", r, first.ID)
+	}
+	// Replacing made it due now with a reset carry; the worker runs the new payload.
+	if got := recv(t, seen, "the run after the replace"); got != "v=2 carry=0" {
+		t.Fatalf("run after replace saw %q, want the new payload and a zero carry", got)
+	}
+	j = waitState(t, q, first, venturi.StateCompleted)
+	if eventsOf(j) != "paused,merged,completed" || j.Journal[1].Merge != "replace" || j.RunCount != 2 {
+		t.Fatalf("journal %s (%+v), runs %d", eventsOf(j), j.Journal, j.RunCount)
+	}
+}
+
+func TestMergeIntoPausedJobThatRan(t *testing.T) {
+	ctx := context.Background()
+	pool := newDB(t)
+	q := venturi.NewQueue(pool, nil)
+	app := &mergeApp{runs: make(chan mergeRun, 10)}
+	w := venturi.NewWorker(pool, app, fastConfig())
+	venturi.Register[mergeTask](w)
+	startWorker(t, w)
+
+	first, err := q.Enqueue(ctx, mergeTask{Key: "p", Mode: "first", Items: []string{"a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run := recv(t, app.runs, "the first run"); run.run != 1 {
+		t.Fatalf("first run = %+v", run)
+	}
+	waitJob(t, q, first.ID, "paused", func(j *venturi.Job) bool { return j.State == venturi.StateScheduled })
+
+	seen := &mergeSeen{}
+	r, err := q.Enqueue(ctx, mergeTask{Key: "p", Mode: "with", Items: []string{"b"}, Seen: seen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Action != venturi.ActionMerged || r.ID != first.ID {
+		t.Fatalf("merge into a paused job: %+v", r)
+	}
+	pend := seen.pending
+	if pend.RunCount != 1 || pend.Carry.Step != 7 || pend.Failures != 0 || len(pend.Journal) != 1 ||
+		pend.Journal[0].Event != venturi.EventPaused || pend.Journal[0].Note != "waiting for more" || pend.Journal[0].Run != 1 ||
+		pend.Journal[0].Worker != w.ID() {
+		t.Fatalf("merge saw %+v", pend)
+	}
+	// With made the job due again; its next run continues from the merged carry.
+	run := recv(t, app.runs, "the run after the merge")
+	if run.run != 2 || run.carry.Step != 8 || !slices.Equal(run.items, []string{"a", "b"}) || len(run.hist) != 2 ||
+		run.hist[1].Event != venturi.EventMerged {
+		t.Fatalf("run after merge = %+v", run)
+	}
+	j := waitState(t, q, first, venturi.StateCompleted)
+	if eventsOf(j) != "paused,merged,completed" || j.RunCount != 2 || lastEntry(j).Note != "items [a b] at step 8" {
+		t.Fatalf("journal %+v", j.Journal)
+	}
+	// A completed job is no merge candidate: the next enqueue inserts.
+	r, err = q.Enqueue(ctx, mergeTask{Key: "p", Mode: "keep", Items: []string{"c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Action != venturi.ActionInserted || r.ID == first.ID {
+		t.Fatalf("enqueue after completion: %+v", r)
+	}
+}
+
+// unionTask unions its items with the pending job's (With).
+type unionTask struct {
+	Items []int `json:"items"`
+}
+
+func (unionTask) Kind() string               { return "union" }
+func (unionTask) DedupKey() venturi.DedupKey { return "hot" }
+func (u unionTask) Merge(existing venturi.Pending[unionTask, struct{}]) venturi.Merge[unionTask, struct{}] {
+	items := slices.Clone(existing.Payload.Items)
+	for _, it := range u.Items {
+		if !slices.Contains(items, it) {
+			items = append(items, it)
+		}
+	}
+	return existing.With(unionTask{Items: items}, struct{}{})
+}
+
+// keepTask keeps the pending job.
+type keepTask struct {
+	Item int `json:"item"`
+}
+
+func (keepTask) Kind() string               { return "keep" }
+func (keepTask) DedupKey() venturi.DedupKey { return "hot" }
+func (keepTask) Merge(existing venturi.Pending[keepTask, struct{}]) venturi.Merge[keepTask, struct{}] {
+	return existing.Keep()
+}
+
+func TestConcurrentDedupEnqueueWithRollbacks(t *testing.T) {
+	for _, mode := range []string{"with", "keep"} {
+		t.Run(mode, func(t *testing.T) {
+			ctx := context.Background()
+			pool := newDB(t)
+			q := venturi.NewQueue(pool, nil)
+			const n = 60
+			var (
+				mu        sync.Mutex
+				committed = map[int]venturi.Result{}
+				wg        sync.WaitGroup
+				start     = make(chan struct{})
+				errs      = make(chan error, n)
+			)
+			for i := 0; i < n; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					var task venturi.Task = unionTask{Items: []int{i}}
+					if mode == "keep" {
+						task = keepTask{Item: i}
+					}
+					tx, err := pool.Begin(ctx)
+					if err != nil {
+						errs <- err
+						return
+					}
+					r, err := q.EnqueueTx(ctx, tx, task)
+					if err != nil {
+						_ = tx.Rollback(ctx)
+						errs <- fmt.Errorf("enqueue %d: %w", i, err)
+						return
+					}
+					if i%3 == 0 {
+						if err := tx.Rollback(ctx); err != nil {
+							errs <- err
+						}
+						return
+					}
+					if err := tx.Commit(ctx); err != nil {
+						errs <- fmt.Errorf("commit %d: %w", i, err)
+						return
+					}
+					mu.Lock()
+					committed[i] = r
+					mu.Unlock()
+				}()
+			}
+			close(start)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			if t.Failed() {
+				t.FailNow()
+			}
+			if len(committed) != n-n/3 {
+				t.Fatalf("%d commits, want %d", len(committed), n-n/3)
+			}
+			if rows := countJobs(t, pool, "true"); rows != 1 {
+				t.Fatalf("%d rows, want exactly 1 pending job for the key", rows)
+			}
+			id := idWhere(t, pool, "dedup_key = 'hot' AND state = 'available'")
+			// Every committed enqueue landed in that job: one inserted it, the others merged.
+			inserted := -1
+			for i, r := range committed {
+				if r.ID != id {
+					t.Fatalf("committed enqueue %d reports job %s, but the job is %s", i, r.ID, id)
+				}
+				switch {
+				case r.Action == venturi.ActionInserted && inserted < 0:
+					inserted = i
+				case r.Action == venturi.ActionInserted:
+					t.Fatalf("committed enqueues %d and %d both inserted", inserted, i)
+				case mode == "with" && r.Action != venturi.ActionMerged, mode == "keep" && r.Action != venturi.ActionKept:
+					t.Fatalf("committed enqueue %d: action %v", i, r.Action)
+				}
+			}
+			if inserted < 0 {
+				t.Fatal("no committed enqueue inserted the job")
+			}
+			j := jobByID(t, q, id)
+			if len(j.Journal) != len(committed)-1 {
+				t.Fatalf("%d merged entries, want %d (one per committed merge; rolled-back merges leave none)", len(j.Journal), len(committed)-1)
+			}
+			if mode == "keep" {
+				var k keepTask
+				decodePayload(t, j, &k)
+				if k.Item != inserted {
+					t.Fatalf("kept payload is item %d, want %d, the committed insert", k.Item, inserted)
+				}
+				return
+			}
+			var u unionTask
+			decodePayload(t, j, &u)
+			var want []int
+			for i := range committed {
+				want = append(want, i)
+			}
+			slices.Sort(want)
+			got := slices.Clone(u.Items)
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Fatalf("union holds %v\nwant exactly the committed items %v", got, want)
+			}
+		})
+	}
+}
+
+// TestConcurrentDedupEnqueueFastPath races plain Enqueue calls (the one-round-trip path)
+// on one key.
+func TestConcurrentDedupEnqueueFastPath(t *testing.T) {
+	ctx := context.Background()
+	pool := newDB(t)
+	q := venturi.NewQueue(pool, nil)
+	const n = 40
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	results := make(chan venturi.Result, n)
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			var task venturi.Task = unionTask{Items: []int{i}}
+			r, err := q.Enqueue(ctx, task)
+			if err != nil {
+				errs <- err
+				return
+			}
+			results <- r
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	close(results)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	ins := 0
+	for r := range results {
+		if r.Action == venturi.ActionInserted {
+			ins++
+		}
+	}
+	if ins != 1 || countJobs(t, pool, "true") != 1 {
+		t.Fatalf("%d inserts, %d rows; want 1 and 1", ins, countJobs(t, pool, "true"))
+	}
+	var u unionTask
+	decodePayload(t, jobByID(t, q, idWhere(t, pool, "true")), &u)
+	if len(u.Items) != n {
+		t.Fatalf("union has %d items, want %d", len(u.Items), n)
+	}
+}
+
+// ptrMergeTask declares Merge on its pointer.
+type ptrMergeTask struct {
+	V int `json:"v"`
+}
+
+func (ptrMergeTask) Kind() string               { return "ptr-merge" }
+func (ptrMergeTask) DedupKey() venturi.DedupKey { return "p" }
+func (p *ptrMergeTask) Merge(existing venturi.Pending[ptrMergeTask, struct{}]) venturi.Merge[ptrMergeTask, struct{}] {
+	return existing.With(ptrMergeTask{V: existing.Payload.V + p.V}, struct{}{})
+}
+
+func TestMergeMethodOnPointerReceiver(t *testing.T) {
+	ctx := context.Background()
+	pool := newDB(t)
+	q := venturi.NewQueue(pool, nil)
+	first, err := q.Enqueue(ctx, ptrMergeTask{V: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range []venturi.Task{ptrMergeTask{V: 10}, &ptrMergeTask{V: 100}} {
+		r, err := q.Enqueue(ctx, task)
+		if err != nil {
+			t.Fatalf("enqueue %T: %v", task, err)
+		}
+		if r.Action != venturi.ActionMerged || r.ID != first.ID {
+			t.Fatalf("enqueue %T: %+v, want merged by the pointer-receiver Merge", task, r)
+		}
+	}
+	var p ptrMergeTask
+	decodePayload(t, jobByID(t, q, first.ID), &p)
+	if p.V != 111 {
+		t.Fatalf("payload %+v, want V=111", p)
+	}
+}
+
+// badWithTask's With changes the dedup key, which a merge must not do.
+type badWithTask struct {
+	Key string `json:"key"`
+}
+
+func (badWithTask) Kind() string                 { return "bad-with" }
+func (b badWithTask) DedupKey() venturi.DedupKey { return venturi.DedupKey(b.Key) }
+func (b badWithTask) Merge(existing venturi.Pending[badWithTask, struct{}]) venturi.Merge[badWithTask, struct{}] {
+	return existing.With(badWithTask{Key: b.Key + "-moved"}, struct{}{})
+}
+
+// noDecisionTask's Merge returns the zero Merge.
+type noDecisionTask struct{}
+
+func (noDecisionTask) Kind() string               { return "no-decision" }
+func (noDecisionTask) DedupKey() venturi.DedupKey { return "n" }
+func (noDecisionTask) Merge(existing venturi.Pending[noDecisionTask, struct{}]) venturi.Merge[noDecisionTask, struct{}] {
+	return venturi.Merge[noDecisionTask, struct{}]{}
+}
+
+func TestMergeErrorsWriteNothing(t *testing.T) {
+	ctx := context.Background()
+	pool := newDB(t)
+	q := venturi.NewQueue(pool, nil)
+	for _, task := range []venturi.Task{badWithTask{Key: "a"}, noDecisionTask{}} {
+		first, err := q.Enqueue(ctx, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Enqueue(ctx, task); err == nil {
+			t.Fatalf("%s: a bad merge decision was accepted", task.Kind())
+		}
+		if j := jobByID(t, q, first.ID); len(j.Journal) != 0 {
+			t.Fatalf("%s: a refused merge wrote %+v", task.Kind(), j.Journal)
+		}
+	}
+	if n := countJobs(t, pool, "true"); n != 2 {
+		t.Fatalf("%d rows, want 2", n)
+	}
+}
