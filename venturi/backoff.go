@@ -56,7 +56,7 @@ func (b Backoff) merged(def Backoff) Backoff {
 // schedule is reproducible and no random-number generator is involved. ULIDs minted in
 // one millisecond share most of their bytes, so all of them are hashed.
 func Jitter(d time.Duration, f float64, id ulid.ULID, attempt int) time.Duration {
-	if d <= 0 || f <= 0 {
+	if d <= 0 || !(f > 0) { // also NaN
 		return d
 	}
 	f = min(f, 1)

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/oklog/ulid/v2"
+
+	"github.com/venturi-dev/venturi/internal/dbsqlc"
 )
 
 // finisher writes the ends of runs in batches: whatever has queued up while the previous
@@ -22,8 +24,9 @@ type finisher struct {
 	closing chan struct{}
 	done    chan struct{}
 	write   func(ctx context.Context, reqs []*finishReq) ([]pgtype.UUID, error)
-	untrack func(id ulid.ULID)
-	expired func(id ulid.ULID) bool
+	untrack func(j *claimed)
+	expired func(j *claimed) bool
+	poke    func()
 	log     *slog.Logger
 }
 
@@ -38,13 +41,14 @@ func newFinisher[S any](w *Worker[S]) *finisher {
 			return w.q.FinishRuns(ctx, w.ctl, finishParams(reqs))
 		},
 		untrack: w.untrack,
-		expired: func(id ulid.ULID) bool {
+		expired: func(j *claimed) bool {
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			a := w.active[id]
-			return a == nil || time.Now().After(a.deadline)
+			a := w.active[j.id]
+			return a == nil || a.job != j || time.Now().After(a.deadline)
 		},
-		log: w.log,
+		poke: w.poke,
+		log:  w.log,
 	}
 }
 
@@ -53,7 +57,7 @@ func (f *finisher) submit(r *finishReq) {
 	case f.in <- r:
 	case <-f.closing:
 		// Shutdown already released this run; its result is discarded by the fence.
-		f.untrack(r.job.id)
+		f.untrack(r.job)
 	}
 }
 
@@ -108,12 +112,17 @@ func (f *finisher) flush(ctx context.Context, batch []*finishReq) {
 			for _, u := range ids {
 				ok[ulid.ULID(u.Bytes)] = true
 			}
+			again := false
 			for _, r := range batch {
+				again = again || r.state == dbsqlc.VenturiJobStateAvailable
 				if !ok[r.job.id] {
 					f.log.Warn("venturi: run result discarded: the run no longer holds its job (lease lost)",
 						"job", r.job.id, "kind", r.job.kind, "token", r.job.token)
 				}
-				f.untrack(r.job.id)
+				f.untrack(r.job)
+			}
+			if again {
+				f.poke() // a pause or retry with no delay is due now: look for it at once
 			}
 			return
 		}
@@ -140,10 +149,10 @@ func (f *finisher) flush(ctx context.Context, batch []*finishReq) {
 		}
 		live := batch[:0]
 		for _, r := range batch {
-			if f.expired(r.job.id) {
+			if f.expired(r.job) {
 				f.log.Warn("venturi: gave up writing a run result; the lease expired and the job will be rescued",
 					"job", r.job.id, "kind", r.job.kind, "err", err)
-				f.untrack(r.job.id)
+				f.untrack(r.job)
 				continue
 			}
 			live = append(live, r)

@@ -217,14 +217,36 @@ func (q *Queue) EnqueueMany(ctx context.Context, tasks []Task, opts ...EnqueueOp
 	var res []Result
 	err := pgx.BeginTxFunc(ctx, q.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		var err error
-		res, err = q.EnqueueManyTx(ctx, tx, tasks, opts...)
+		res, err = q.enqueueMany(ctx, tx, tasks, opts)
 		return err
 	})
 	return res, err
 }
 
-// EnqueueManyTx is EnqueueMany inside the caller's transaction.
+// EnqueueManyTx is EnqueueMany inside the caller's transaction. If any task is refused,
+// none is enqueued: the batch runs under a savepoint when it has dedup keys (whose merge
+// can refuse a task after others were written).
 func (q *Queue) EnqueueManyTx(ctx context.Context, tx pgx.Tx, tasks []Task, opts ...EnqueueOption) ([]Result, error) {
+	keyed := false
+	for _, t := range tasks {
+		if d, ok := t.(Deduplicator); ok && d.DedupKey() != "" {
+			keyed = true
+			break
+		}
+	}
+	if !keyed {
+		return q.enqueueMany(ctx, tx, tasks, opts)
+	}
+	var res []Result
+	err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { // a savepoint
+		var err error
+		res, err = q.enqueueMany(ctx, sp, tasks, opts)
+		return err
+	})
+	return res, err
+}
+
+func (q *Queue) enqueueMany(ctx context.Context, tx pgx.Tx, tasks []Task, opts []EnqueueOption) ([]Result, error) {
 	res := make([]Result, len(tasks))
 	plain := dbsqlc.InsertJobsParams{}
 	var keyed []int

@@ -269,18 +269,26 @@ func runTask[T Handler[S, C], S, C any](ctx context.Context, w *Worker[S], j *cl
 		history: history, carry: carry, shutdown: w.shutdown,
 	}
 	keepCarry := reflect.TypeFor[C]().Size() > 0
-	build := func(o Outcome, err error, c *C, attachment json.RawMessage) *finishReq {
-		var cb []byte
-		if keepCarry {
-			var cerr error
-			if cb, cerr = encodeJSON(c); cerr != nil && err == nil {
-				err = fmt.Errorf("encode carry: %w", cerr)
-			}
+	// build turns a result into the job's next state. The carry is stored only when the
+	// job goes back to pending (pause, retry, interruption): a completed or dead job has
+	// no next run. It reports a carry that cannot be stored.
+	build := func(o Outcome, err error, c *C, attachment json.RawMessage) (*finishReq, error) {
+		req := w.outcomeReq(ctx, j, o, err, attachment, backoff)
+		if !keepCarry || c == nil || (req.state != dbsqlc.VenturiJobStateAvailable && req.state != dbsqlc.VenturiJobStateScheduled) {
+			return req, nil
 		}
-		return w.outcomeReq(ctx, j, o, err, cb, keepCarry && cb != nil, attachment, backoff)
+		cb, cerr := encodeJSON(c)
+		if cerr != nil {
+			return req, fmt.Errorf("encode carry: %w", cerr)
+		}
+		req.carry, req.setCarry = cb, true
+		return req, nil
 	}
 	run.finish = func(fctx context.Context, tx pgx.Tx, o Outcome, c *C, attachment json.RawMessage) error {
-		req := build(o, nil, c, attachment)
+		req, err := build(o, nil, c, attachment)
+		if err != nil {
+			return fmt.Errorf("venturi: %w", err)
+		}
 		ids, err := w.q.FinishRuns(fctx, tx, finishParams([]*finishReq{req}))
 		if err != nil {
 			return err
@@ -294,7 +302,13 @@ func runTask[T Handler[S, C], S, C any](ctx context.Context, w *Worker[S], j *cl
 	if err == nil && run.finalized {
 		return &finishReq{job: j, finalized: true}
 	}
-	return build(o, err, &run.carry, run.attachment)
+	req, cerr := build(o, err, &run.carry, run.attachment)
+	if cerr != nil {
+		// The carry cannot be stored: the run fails (retryably) and keeps the last stored
+		// carry, so the next run resumes from the previous checkpoint.
+		req, _ = build(Outcome{}, cerr, nil, run.attachment)
+	}
+	return req
 }
 
 func safeHandle[T Handler[S, C], S, C any](ctx context.Context, task T, run *Run[C], state S) (o Outcome, err error) {
@@ -316,8 +330,8 @@ func (w *Worker[S]) deadReq(j *claimed, note string) *finishReq {
 }
 
 // outcomeReq turns a handler's result into the job's next state.
-func (w *Worker[S]) outcomeReq(ctx context.Context, j *claimed, o Outcome, err error, carry []byte, setCarry bool, attachment json.RawMessage, backoff Backoff) *finishReq {
-	req := &finishReq{job: j, carry: carry, setCarry: setCarry}
+func (w *Worker[S]) outcomeReq(ctx context.Context, j *claimed, o Outcome, err error, attachment json.RawMessage, backoff Backoff) *finishReq {
+	req := &finishReq{job: j}
 	e := JournalEntry{Attachment: attachment}
 	switch {
 	case err == nil && o.kind == outcomePause:
@@ -506,11 +520,9 @@ func (w *Worker[S]) releaseStuck(ctx context.Context) {
 	if _, err := w.q.FinishRuns(ctx, w.ctl, finishParams(reqs)); err != nil {
 		w.log.Warn("venturi: release of stuck runs failed; their leases will expire", "err", err)
 	}
-	w.mu.Lock()
 	for _, r := range reqs {
-		delete(w.active, r.job.id)
+		w.untrack(r.job)
 	}
-	w.mu.Unlock()
 }
 
 // fetchLoop claims jobs while slots are free and starts their handlers.
@@ -615,6 +627,9 @@ func (w *Worker[S]) claim(ctx context.Context, n int) ([]*claimed, error) {
 	}
 	w.mu.Lock()
 	for _, j := range jobs {
+		if old := w.active[j.id]; old != nil && old.cancel != nil {
+			old.cancel(ErrLeaseLost) // an earlier run of this job lost its lease
+		}
 		w.active[j.id] = &activeRun{job: j, deadline: sent.Add(w.cfg.Lease)}
 	}
 	w.mu.Unlock()
@@ -631,9 +646,11 @@ func (w *Worker[S]) release(jobs []*claimed) {
 	for _, j := range jobs {
 		p.Ids = append(p.Ids, uuidOf(j.id))
 		p.Tokens = append(p.Tokens, j.token)
-		delete(w.active, j.id)
 	}
 	w.mu.Unlock()
+	for _, j := range jobs {
+		w.untrack(j)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := w.q.ReleaseUnstarted(ctx, w.ctl, p); err != nil {
@@ -671,16 +688,20 @@ func (w *Worker[S]) startHandler(j *claimed) {
 		req := reg.run(hctx, w, j)
 		cancel(nil)
 		if req.finalized || req.lost {
-			w.untrack(j.id)
+			w.untrack(j)
 			return
 		}
 		w.fin.submit(req)
 	}()
 }
 
-func (w *Worker[S]) untrack(id ulid.ULID) {
+// untrack forgets run j, unless the job has since been claimed again by this worker under
+// a new token: a stale run must not drop the tracking (and lease extension) of its successor.
+func (w *Worker[S]) untrack(j *claimed) {
 	w.mu.Lock()
-	delete(w.active, id)
+	if a := w.active[j.id]; a != nil && a.job == j {
+		delete(w.active, j.id)
+	}
 	w.mu.Unlock()
 }
 
