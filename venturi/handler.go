@@ -76,6 +76,8 @@ func (o Outcome) String() string {
 type TaskError struct {
 	Err       error
 	permanent bool
+	retryIn   time.Duration
+	hasDelay  bool
 }
 
 // Error returns the wrapped error's message, which becomes the run's note.
@@ -101,9 +103,28 @@ func Permanent(err error) error {
 	return &TaskError{Err: err, permanent: true}
 }
 
+// RetryIn wraps err as a retryable failure that runs again after d instead of the
+// backoff delay, for example to honour an HTTP Retry-After. It still counts toward the
+// backstop. A zero d retries at once.
+func RetryIn(d time.Duration, err error) error {
+	if err == nil {
+		err = errors.New("retry requested")
+	}
+	return &TaskError{Err: err, retryIn: max(d, 0), hasDelay: true}
+}
+
 // Permanentf is Permanent(fmt.Errorf(format, args...)).
 func Permanentf(format string, args ...any) error {
 	return Permanent(fmt.Errorf(format, args...))
+}
+
+// retryDelay reports the delay a RetryIn error asks for.
+func retryDelay(err error) (time.Duration, bool) {
+	var te *TaskError
+	if errors.As(err, &te) && te.hasDelay && !te.permanent {
+		return te.retryIn, true
+	}
+	return 0, false
 }
 
 // IsPermanent reports whether err, or an error it wraps, is permanent.

@@ -68,6 +68,8 @@ type DedupKey string
 const MaxDedupKeyBytes = 512
 
 // KeyOf builds a DedupKey from its parts, joined with '/': KeyOf("user", 42) is "user/42".
+// Parts are not escaped, so KeyOf("a/b", "c") equals KeyOf("a", "b/c"): use parts that
+// cannot contain '/', such as IDs and numbers, or build the key yourself.
 func KeyOf(parts ...any) DedupKey {
 	var b []byte
 	for i, p := range parts {
@@ -141,6 +143,12 @@ type Merge[T Task, C any] struct {
 
 // Decision reports the decision.
 func (m Merge[T, C]) Decision() MergeDecision { return m.decision }
+
+// Task returns the payload a With decision stores (the zero value otherwise).
+func (m Merge[T, C]) Task() T { return m.task }
+
+// Carry returns the carry a With decision stores (the zero value otherwise).
+func (m Merge[T, C]) Carry() C { return m.carry }
 
 // Keep leaves the existing job as it is.
 func (p Pending[T, C]) Keep() Merge[T, C] { return Merge[T, C]{decision: Keep} }

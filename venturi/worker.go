@@ -205,8 +205,44 @@ func Register[T Handler[S, C], S, C any](w *Worker[S]) {
 
 // RegisterSafely is Register returning an error instead of panicking.
 func RegisterSafely[T Handler[S, C], S, C any](w *Worker[S]) error {
+	return register(w, func(ctx context.Context, task T, run *Run[C], state S) (Outcome, error) {
+		return task.Handle(ctx, run, state)
+	})
+}
+
+// HandlerFunc runs a task of type T against the worker's state S with carry C.
+type HandlerFunc[T Task, S, C any] func(ctx context.Context, task T, run *Run[C], state S) (Outcome, error)
+
+// RegisterFunc adds task type T to w with handle as its handler. It is for task types
+// defined in another package (a shared producer module), to which the worker cannot add
+// a Handle method: T, S and C are inferred from handle, and T keeps its own Kind,
+// DedupKey and Merge. It panics like Register; see RegisterFuncSafely.
+func RegisterFunc[T Task, S, C any](w *Worker[S], handle HandlerFunc[T, S, C]) {
+	if err := RegisterFuncSafely(w, handle); err != nil {
+		panic(err)
+	}
+}
+
+// RegisterFuncSafely is RegisterFunc returning an error instead of panicking.
+func RegisterFuncSafely[T Task, S, C any](w *Worker[S], handle HandlerFunc[T, S, C]) error {
+	if handle == nil {
+		return errors.New("venturi: RegisterFunc with a nil handler")
+	}
+	return register(w, handle)
+}
+
+// kindOf calls Kind on T's zero value, or on a new value when T is a pointer type.
+func kindOf[T Task]() string {
+	if t := reflect.TypeFor[T](); t.Kind() == reflect.Pointer {
+		return reflect.New(t.Elem()).Interface().(Task).Kind()
+	}
 	var zero T
-	kind := zero.Kind()
+	return zero.Kind()
+}
+
+func register[T Task, S, C any](w *Worker[S], handle HandlerFunc[T, S, C]) error {
+	var zero T
+	kind := kindOf[T]()
 	if kind == "" {
 		return fmt.Errorf("venturi: register %T: %w", zero, ErrEmptyKind)
 	}
@@ -225,7 +261,9 @@ func RegisterSafely[T Handler[S, C], S, C any](w *Worker[S]) error {
 	if m.carryType != nil && m.carryType != reflect.TypeFor[C]() {
 		return fmt.Errorf("venturi: %T.Merge sees carry %v but its handler's carry is %v", zero, m.carryType, reflect.TypeFor[C]())
 	}
-	w.reg[kind] = &registration[S]{kind: kind, run: runTask[T, S, C]}
+	w.reg[kind] = &registration[S]{kind: kind, run: func(ctx context.Context, w *Worker[S], j *claimed) *finishReq {
+		return runTask(ctx, w, j, handle)
+	}}
 	w.kinds = append(w.kinds, kind)
 	slices.Sort(w.kinds)
 	return nil
@@ -245,7 +283,7 @@ type finishReq struct {
 	degraded  bool // a first write was refused; retried without carry and attachment
 }
 
-func runTask[T Handler[S, C], S, C any](ctx context.Context, w *Worker[S], j *claimed) *finishReq {
+func runTask[T Task, S, C any](ctx context.Context, w *Worker[S], j *claimed, handle HandlerFunc[T, S, C]) *finishReq {
 	var task T
 	if err := json.Unmarshal(j.payload, &task); err != nil {
 		return w.deadReq(j, fmt.Sprintf("decode payload into %s: %v", reflect.TypeFor[T](), err))
@@ -298,7 +336,7 @@ func runTask[T Handler[S, C], S, C any](ctx context.Context, w *Worker[S], j *cl
 		}
 		return nil
 	}
-	o, err := safeHandle(ctx, task, run, w.state)
+	o, err := safeHandle(ctx, handle, task, run, w.state)
 	if err == nil && run.finalized {
 		return &finishReq{job: j, finalized: true}
 	}
@@ -311,7 +349,7 @@ func runTask[T Handler[S, C], S, C any](ctx context.Context, w *Worker[S], j *cl
 	return req
 }
 
-func safeHandle[T Handler[S, C], S, C any](ctx context.Context, task T, run *Run[C], state S) (o Outcome, err error) {
+func safeHandle[T Task, S, C any](ctx context.Context, handle HandlerFunc[T, S, C], task T, run *Run[C], state S) (o Outcome, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			stack := debug.Stack()
@@ -321,7 +359,7 @@ func safeHandle[T Handler[S, C], S, C any](ctx context.Context, task T, run *Run
 			err = fmt.Errorf("panic: %v\n%s", r, stack)
 		}
 	}()
-	return task.Handle(ctx, run, state)
+	return handle(ctx, task, run, state)
 }
 
 func (w *Worker[S]) deadReq(j *claimed, note string) *finishReq {
@@ -361,7 +399,10 @@ func (w *Worker[S]) outcomeReq(ctx context.Context, j *claimed, o Outcome, err e
 			e.Note = fmt.Sprintf("backstop reached after %d failures: %s", failures, e.Note)
 			req.state = dbsqlc.VenturiJobStateDead
 		default:
-			d := Jitter(backoff.Delay(failures), w.cfg.JitterFraction, j.id, failures)
+			d, explicit := retryDelay(err)
+			if !explicit {
+				d = Jitter(backoff.Delay(failures), w.cfg.JitterFraction, j.id, failures)
+			}
 			e.Event, e.ResumeIn = EventFailed, d
 			req.state, req.delay = pendingState(d), d
 		}
@@ -782,7 +823,7 @@ func (w *Worker[S]) maintenanceLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		prune := time.Since(lastPrune) > 30*time.Second
-		err := w.maintain(ctx, healthySince.IsZero() || time.Since(healthySince) >= w.cfg.Lease, prune)
+		held, err := w.maintain(ctx, healthySince.IsZero() || time.Since(healthySince) >= w.cfg.Lease, prune)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.log.Warn("venturi: maintenance failed", "err", err)
@@ -790,20 +831,21 @@ func (w *Worker[S]) maintenanceLoop(ctx context.Context) {
 			healthySince = time.Now() // after an outage, give live workers a lease to extend
 			continue
 		}
-		if prune {
+		if prune && held {
 			lastPrune = time.Now()
 		}
 	}
 }
 
-func (w *Worker[S]) maintain(ctx context.Context, rescue, prune bool) error {
+func (w *Worker[S]) maintain(ctx context.Context, rescue, prune bool) (held bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return pgx.BeginFunc(ctx, w.ctl, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, w.ctl, func(tx pgx.Tx) error {
 		locked, err := w.q.TryMaintenanceLock(ctx, tx)
 		if err != nil || !locked {
 			return err
 		}
+		held = true
 		if rescue {
 			rescued, err := w.q.RescueExpired(ctx, tx, dbsqlc.RescueExpiredParams{
 				Max: 1000, MinUptimeUs: delayOf(w.cfg.Lease)})
@@ -833,6 +875,7 @@ func (w *Worker[S]) maintain(ctx context.Context, rescue, prune bool) error {
 		}
 		return nil
 	})
+	return held, err
 }
 
 // poke asks the fetch loop to look for jobs now.
