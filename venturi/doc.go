@@ -26,7 +26,9 @@
 //     merge carry differs from its handler's carry.
 //
 // A producer binary imports the task types and this package; it never names the worker's
-// state type. A worker binary adds Handle methods to the same structs and registers them.
+// state type. A worker binary adds Handle methods to the same structs and registers them,
+// or, when the structs live in a producer package it cannot add methods to, registers a
+// function per type with [RegisterFunc].
 //
 // # Lifecycle
 //
