@@ -1,0 +1,664 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oklog/ulid/v2"
+	"github.com/venturi-dev/venturi"
+)
+
+// The checker reads everything from the database (the schema of the run): the jobs and
+// their journals, chaos_expect, chaos_start, chaos_effect and chaos_fault.
+
+type checkConfig struct {
+	lease   time.Duration
+	control bool
+}
+
+type jobRow struct {
+	id       [16]byte
+	kind     string
+	state    string
+	runs     int
+	failures int
+	journal  []venturi.JournalEntry
+}
+
+type startRow struct {
+	run    int
+	token  int64
+	worker int
+	pid    int
+	at     time.Time
+}
+
+type effectRow struct {
+	run     int
+	token   int64
+	outcome string
+	counter int
+	value   int64
+}
+
+type faultRow struct {
+	kind   string
+	at     time.Time
+	until  time.Time
+	worker int
+	pid    int
+	detail string
+}
+
+type expectRow struct {
+	scenario string
+	state    string
+	pauses   int
+	value    int64
+}
+
+var endEvents = map[venturi.Event]bool{
+	venturi.EventCompleted: true, venturi.EventPaused: true, venturi.EventFailed: true,
+	venturi.EventDead: true, venturi.EventAbandoned: true, venturi.EventInterrupted: true,
+}
+
+// report is the checker's result.
+type report struct {
+	lease        time.Duration
+	control      bool
+	jobs         int
+	byScenario   map[string]*scenarioCount
+	faults       map[string]int
+	faultDetail  []string
+	runs         int // ended runs in journals
+	starts       int
+	disturbed    map[string]int // runs cut by a fault (with or without a start), by cause
+	dupStarts    map[string]int // cut runs whose handler had started, by cause
+	unattributed int
+	killRecovery []time.Duration
+	killNoNext   int
+	killOutage   int
+	pgRecovery   []string
+	pgWorst      time.Duration
+	invariants   []invariant
+	violations   []string
+}
+
+type scenarioCount struct{ want, got int }
+
+type invariant struct {
+	name string
+	bad  int
+}
+
+func (r *report) fail(inv string, format string, a ...any) {
+	for i := range r.invariants {
+		if r.invariants[i].name == inv {
+			r.invariants[i].bad++
+		}
+	}
+	r.violations = append(r.violations, inv+": "+fmt.Sprintf(format, a...))
+}
+
+const (
+	invLost      = "0 lost: every job in its scripted terminal state"
+	invOnce      = "no job completed twice (journal and effects)"
+	invStale     = "no effect committed under a stale token"
+	invDead      = "dead set = scripted permanent + undecodable"
+	invOneEnd    = "every run has exactly one end"
+	invCarry     = "carried counters = pauses"
+	invDedup     = "dedup merges hold (effect value = merged sum)"
+	invDupStarts = "duplicate starts only for runs cut by a recorded fault"
+	invControl   = "control run: 0 duplicate starts"
+	invKillRec   = "p99 kill -> next start <= lease + 2s"
+	invPGRec     = "claiming resumes <= 10s after PostgreSQL is back"
+)
+
+func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, error) {
+	r := &report{lease: cfg.lease, control: cfg.control, byScenario: map[string]*scenarioCount{},
+		faults: map[string]int{}, disturbed: map[string]int{}, dupStarts: map[string]int{}}
+	for _, n := range []string{invLost, invOnce, invStale, invDead, invOneEnd, invCarry, invDedup, invDupStarts} {
+		r.invariants = append(r.invariants, invariant{name: n})
+	}
+	if cfg.control {
+		r.invariants = append(r.invariants, invariant{name: invControl})
+	} else {
+		r.invariants = append(r.invariants, invariant{name: invKillRec}, invariant{name: invPGRec})
+	}
+
+	// ---- load -------------------------------------------------------------------
+	expects := map[[16]byte]expectRow{}
+	rows, err := pool.Query(ctx, `SELECT job_id, scenario, want_state, want_pauses, want_value FROM chaos_expect`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var id pgtype.UUID
+		var e expectRow
+		if err := rows.Scan(&id, &e.scenario, &e.state, &e.pauses, &e.value); err != nil {
+			return nil, err
+		}
+		expects[id.Bytes] = e
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	jobs := map[[16]byte]*jobRow{}
+	rows, err = pool.Query(ctx, `SELECT id, kind, state::text, runs, failures, journal FROM venturi_job`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var id pgtype.UUID
+		var j jobRow
+		var journal []byte
+		if err := rows.Scan(&id, &j.kind, &j.state, &j.runs, &j.failures, &journal); err != nil {
+			return nil, err
+		}
+		j.id = id.Bytes
+		if err := json.Unmarshal(journal, &j.journal); err != nil {
+			return nil, fmt.Errorf("journal of %x: %w", j.id, err)
+		}
+		jobs[j.id] = &j
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	starts := map[[16]byte][]startRow{}
+	rows, err = pool.Query(ctx, `SELECT job_id, run, token, worker, pid, at FROM chaos_start ORDER BY at`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var id pgtype.UUID
+		var s startRow
+		if err := rows.Scan(&id, &s.run, &s.token, &s.worker, &s.pid, &s.at); err != nil {
+			return nil, err
+		}
+		starts[id.Bytes] = append(starts[id.Bytes], s)
+		r.starts++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	effects := map[[16]byte][]effectRow{}
+	rows, err = pool.Query(ctx, `SELECT job_id, run, token, outcome, counter, value FROM chaos_effect`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var id pgtype.UUID
+		var e effectRow
+		if err := rows.Scan(&id, &e.run, &e.token, &e.outcome, &e.counter, &e.value); err != nil {
+			return nil, err
+		}
+		effects[id.Bytes] = append(effects[id.Bytes], e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var faults []faultRow
+	rows, err = pool.Query(ctx, `SELECT kind, at, COALESCE(until, at), worker, pid, detail FROM chaos_fault ORDER BY at`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var f faultRow
+		if err := rows.Scan(&f.kind, &f.at, &f.until, &f.worker, &f.pid, &f.detail); err != nil {
+			return nil, err
+		}
+		faults = append(faults, f)
+		r.faults[f.kind]++
+		if f.kind != "sigkill" {
+			r.faultDetail = append(r.faultDetail, fmt.Sprintf("%-22s at %s, %v%s", f.kind, f.at.Format("15:04:05.000"),
+				f.until.Sub(f.at).Round(time.Millisecond), map[bool]string{true: "", false: ", " + f.detail}[f.detail == ""]))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+
+	// ---- per job ---------------------------------------------------------------------
+	r.jobs = len(expects)
+	for id, j := range jobs {
+		if _, ok := expects[id]; !ok {
+			r.fail(invLost, "job %s (%s, %s) was never enqueued by the driver", ulidStr(id), j.kind, j.state)
+		}
+	}
+	type cut struct {
+		fault int
+		job   [16]byte
+		run   int
+	}
+	var cuts []cut
+	for id, e := range expects {
+		sc := r.byScenario[e.scenario]
+		if sc == nil {
+			sc = &scenarioCount{}
+			r.byScenario[e.scenario] = sc
+		}
+		sc.want++
+		j := jobs[id]
+		if j == nil {
+			r.fail(invLost, "job %s (%s) is missing", ulidStr(id), e.scenario)
+			continue
+		}
+		if j.state != e.state {
+			r.fail(invLost, "job %s (%s) is %s, want %s", ulidStr(id), e.scenario, j.state, e.state)
+			if e.state == "completed" && j.state == "dead" || e.state == "dead" && j.state != "dead" {
+				r.fail(invDead, "job %s (%s) is %s, want %s", ulidStr(id), e.scenario, j.state, e.state)
+			}
+		} else {
+			sc.got++
+		}
+
+		// Journal: every run 1..runs ends exactly once, and nothing else ends.
+		ends := map[int][]venturi.JournalEntry{}
+		var completed, dead, paused []venturi.JournalEntry
+		for _, en := range j.journal {
+			if !endEvents[en.Event] {
+				continue
+			}
+			r.runs++
+			ends[en.Run] = append(ends[en.Run], en)
+			switch en.Event {
+			case venturi.EventCompleted:
+				completed = append(completed, en)
+			case venturi.EventDead:
+				dead = append(dead, en)
+			case venturi.EventPaused:
+				paused = append(paused, en)
+			}
+		}
+		terminal := j.state == "completed" || j.state == "dead"
+		for run, es := range ends {
+			if len(es) > 1 {
+				r.fail(invOneEnd, "job %s run %d has %d ends (%s)", ulidStr(id), run, len(es), events(es))
+			}
+			if run < 1 || run > j.runs {
+				r.fail(invOneEnd, "job %s has an end for run %d but runs = %d", ulidStr(id), run, j.runs)
+			}
+		}
+		if terminal {
+			for run := 1; run <= j.runs; run++ {
+				if len(ends[run]) == 0 {
+					r.fail(invOneEnd, "job %s run %d never ended (runs = %d)", ulidStr(id), run, j.runs)
+				}
+			}
+		}
+		tokens := map[int64]int{}
+		for _, es := range ends {
+			for _, en := range es {
+				tokens[en.Token]++
+				if tokens[en.Token] == 2 {
+					r.fail(invOneEnd, "job %s: token %d ends two runs", ulidStr(id), en.Token)
+				}
+			}
+		}
+
+		// Completion: once in the journal, once in the effects, same token.
+		effs := effects[id]
+		var effCompleted, effPaused []effectRow
+		for _, ef := range effs {
+			switch ef.outcome {
+			case "completed":
+				effCompleted = append(effCompleted, ef)
+			case "paused":
+				effPaused = append(effPaused, ef)
+			}
+			// Every committed effect belongs to a run that ended with that outcome under
+			// that token.
+			ok := false
+			for _, en := range ends[ef.run] {
+				if en.Token == ef.token && string(en.Event) == ef.outcome {
+					ok = true
+				}
+			}
+			if !ok {
+				r.fail(invStale, "job %s: effect %s of run %d token %d has no matching journal end (%s)",
+					ulidStr(id), ef.outcome, ef.run, ef.token, events(ends[ef.run]))
+			}
+		}
+		switch j.state {
+		case "completed":
+			if len(completed) != 1 {
+				r.fail(invOnce, "job %s has %d completed journal entries", ulidStr(id), len(completed))
+			}
+			if len(effCompleted) != 1 {
+				r.fail(invOnce, "job %s has %d committed completion effects", ulidStr(id), len(effCompleted))
+			}
+			if len(completed) == 1 && len(effCompleted) == 1 && (completed[0].Token != effCompleted[0].token || completed[0].Run != effCompleted[0].run) {
+				r.fail(invStale, "job %s: completion effect token %d run %d, journal completed token %d run %d",
+					ulidStr(id), effCompleted[0].token, effCompleted[0].run, completed[0].Token, completed[0].Run)
+			}
+		case "dead":
+			if len(completed) != 0 || len(effCompleted) != 0 {
+				r.fail(invOnce, "dead job %s has %d completed entries and %d completion effects", ulidStr(id), len(completed), len(effCompleted))
+			}
+			if len(dead) != 1 {
+				r.fail(invDead, "dead job %s has %d dead entries (%s)", ulidStr(id), len(dead), events(j.journal))
+			} else {
+				switch e.scenario {
+				case scPermanent:
+					if dead[0].Note != permanentNote {
+						r.fail(invDead, "permanent job %s died with %q", ulidStr(id), dead[0].Note)
+					}
+				case scBad:
+					if !strings.Contains(dead[0].Note, "decode payload") {
+						r.fail(invDead, "undecodable job %s died with %q", ulidStr(id), dead[0].Note)
+					}
+					if len(starts[id]) > 0 {
+						r.fail(invDead, "undecodable job %s reached its handler", ulidStr(id))
+					}
+				}
+			}
+		}
+
+		// Scenario-specific results.
+		if j.state == "completed" && len(effCompleted) == 1 {
+			ec := effCompleted[0]
+			switch e.scenario {
+			case scPause:
+				if len(paused) != e.pauses || ec.counter != e.pauses {
+					r.fail(invCarry, "pause job %s: %d paused entries, completion saw counter %d, scripted %d",
+						ulidStr(id), len(paused), ec.counter, e.pauses)
+				}
+				var cs []int
+				for _, p := range effPaused {
+					cs = append(cs, p.counter)
+				}
+				slices.Sort(cs)
+				for i, c := range cs {
+					if c != i+1 {
+						r.fail(invCarry, "pause job %s: pause effects carry counters %v, want 1..%d", ulidStr(id), cs, e.pauses)
+						break
+					}
+				}
+				if len(cs) != e.pauses {
+					r.fail(invCarry, "pause job %s: %d pause effects, want %d", ulidStr(id), len(cs), e.pauses)
+				}
+			case scDedup:
+				if ec.value != e.value {
+					r.fail(invDedup, "dedup job %s: effect value %d, merged sum %d", ulidStr(id), ec.value, e.value)
+				}
+			case scTransient:
+				if ec.value < e.value {
+					r.fail(invLost, "transient job %s completed after %d failures, scripted %d", ulidStr(id), ec.value, e.value)
+				}
+			}
+		}
+
+		// Starts: each start belongs to a run that ended under its token, one per run.
+		perRun := map[int]int{}
+		for _, s := range starts[id] {
+			perRun[s.run]++
+			if perRun[s.run] == 2 {
+				r.fail(invDupStarts, "job %s run %d started twice", ulidStr(id), s.run)
+			}
+			ok := false
+			for _, en := range ends[s.run] {
+				ok = ok || en.Token == s.token
+			}
+			if !ok {
+				r.fail(invOneEnd, "job %s: start of run %d token %d has no journal end", ulidStr(id), s.run, s.token)
+			}
+		}
+
+		// Disturbed runs: every end that is not the script's own outcome was cut by a fault.
+		for run, es := range ends {
+			for _, en := range es {
+				scripted := en.Event == venturi.EventCompleted || en.Event == venturi.EventPaused ||
+					en.Event == venturi.EventDead && en.Note != "" && !strings.HasPrefix(en.Note, "backstop") ||
+					en.Event == venturi.EventFailed && en.Note == transientNote
+				if scripted {
+					continue
+				}
+				started := false
+				for _, s := range starts[id] {
+					started = started || (s.run == run && s.token == en.Token)
+				}
+				fi := attribute(en, faults, cfg.lease)
+				cause := "UNATTRIBUTED"
+				if fi >= 0 {
+					cause = faults[fi].kind
+				}
+				r.disturbed[cause]++
+				if started {
+					r.dupStarts[cause]++
+				}
+				if fi < 0 {
+					r.unattributed++
+					r.fail(invDupStarts, "job %s run %d ended %s (%q) on %s with no fault to explain it",
+						ulidStr(id), run, en.Event, trunc(en.Note, 120), en.Worker)
+				} else if started && faults[fi].kind == "sigkill" {
+					cuts = append(cuts, cut{fault: fi, job: id, run: run})
+				}
+			}
+		}
+	}
+	dups := 0
+	for _, n := range r.dupStarts {
+		dups += n
+	}
+	if cfg.control && dups > 0 {
+		r.fail(invControl, "%d duplicate starts in a fault-free run", dups)
+	}
+
+	// ---- recovery ----------------------------------------------------------------
+	for _, c := range cuts {
+		f := faults[c.fault]
+		var next time.Time
+		for _, s := range starts[c.job] {
+			if s.run > c.run && s.at.After(f.at) {
+				next = s.at
+				break
+			}
+		}
+		if next.IsZero() {
+			r.killNoNext++
+			continue
+		}
+		// A kill whose recovery window overlaps a PostgreSQL outage measures the outage.
+		outage := false
+		for _, o := range faults {
+			if strings.HasPrefix(o.kind, "pg-restart") && !o.at.After(f.at.Add(cfg.lease+2*time.Second)) && !o.until.Add(5*time.Second).Before(f.at) {
+				outage = true
+			}
+		}
+		if outage {
+			r.killOutage++
+			continue
+		}
+		r.killRecovery = append(r.killRecovery, next.Sub(f.at))
+	}
+	slices.Sort(r.killRecovery)
+	if !cfg.control && len(r.killRecovery) > 0 {
+		if p99 := pct(r.killRecovery, 99); p99 > cfg.lease+2*time.Second {
+			r.fail(invKillRec, "p99 %v > %v", p99.Round(time.Millisecond), cfg.lease+2*time.Second)
+		}
+	}
+	for _, f := range faults {
+		if !strings.HasPrefix(f.kind, "pg-restart") {
+			continue
+		}
+		var first time.Time
+		for _, j := range jobs {
+			for _, en := range j.journal {
+				if endEvents[en.Event] && en.StartedAt.After(f.until) && (first.IsZero() || en.StartedAt.Before(first)) {
+					first = en.StartedAt
+				}
+			}
+		}
+		if first.IsZero() {
+			r.pgRecovery = append(r.pgRecovery, fmt.Sprintf("%s at %s: down %v, no claim afterwards (no work left)",
+				f.kind, f.at.Format("15:04:05"), f.until.Sub(f.at).Round(time.Millisecond)))
+			continue
+		}
+		d := first.Sub(f.until)
+		r.pgWorst = max(r.pgWorst, d)
+		r.pgRecovery = append(r.pgRecovery, fmt.Sprintf("%s at %s: down %v, first claim %v after it was back",
+			f.kind, f.at.Format("15:04:05"), f.until.Sub(f.at).Round(time.Millisecond), d.Round(time.Millisecond)))
+		if d > 10*time.Second {
+			r.fail(invPGRec, "%s at %s: first claim %v after PostgreSQL was back", f.kind, f.at.Format("15:04:05"), d.Round(time.Millisecond))
+		}
+	}
+	return r, nil
+}
+
+// attribute finds the recorded fault that explains a run's disturbed end: a kill or stop
+// of the process that ran it while it ran, a PostgreSQL restart or a terminate burst that
+// overlapped it. It returns the fault's index, or -1.
+func attribute(en venturi.JournalEntry, faults []faultRow, lease time.Duration) int {
+	const slack = 500 * time.Millisecond
+	pid := pidOf(en.Worker)
+	from, to := en.StartedAt.Add(-slack), en.At.Add(slack)
+	overlaps := func(a, b time.Time) bool { return !a.After(to) && !b.Before(from) }
+	best := -1
+	rank := map[string]int{"sigkill": 1, "sigstop": 2, "pg-restart-immediate": 3, "pg-restart-fast": 3, "terminate-burst": 4}
+	for i, f := range faults {
+		ok := false
+		switch f.kind {
+		case "sigkill":
+			ok = f.pid == pid && overlaps(f.at, f.at)
+		case "sigstop":
+			ok = f.pid == pid && overlaps(f.at, f.until)
+		case "pg-restart-immediate", "pg-restart-fast":
+			// After the restart, runs claimed before it lose their leases: their handlers
+			// stop (self-fencing) and are rescued one lease after the server is back.
+			ok = overlaps(f.at, f.until.Add(2*time.Second))
+		case "terminate-burst":
+			ok = overlaps(f.at, f.until.Add(time.Second))
+		}
+		if ok && (best < 0 || rank[f.kind] < rank[faults[best].kind]) {
+			best = i
+		}
+	}
+	return best
+}
+
+func pidOf(worker string) int {
+	i := strings.LastIndex(worker, "-pid")
+	if i < 0 {
+		return 0
+	}
+	var pid int
+	fmt.Sscan(worker[i+4:], &pid)
+	return pid
+}
+
+func ulidStr(id [16]byte) string { return ulid.ULID(id).String() }
+
+func events(es []venturi.JournalEntry) string {
+	var s []string
+	for _, e := range es {
+		s = append(s, fmt.Sprintf("%s#%d/%d", e.Event, e.Run, e.Token))
+	}
+	return strings.Join(s, ",")
+}
+
+func trunc(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+func pct(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := (len(sorted)*p + 99) / 100
+	return sorted[min(max(i-1, 0), len(sorted)-1)]
+}
+
+func (r *report) print(w io.Writer, mode string, seed uint64, elapsed time.Duration, spawns int) {
+	line := strings.Repeat("-", 72)
+	fmt.Fprintf(w, "\n%s\nventuri chaos summary: profile %s, seed %d, %v after workers started\n%s\n", line, mode, seed, elapsed.Round(time.Second), line)
+	fmt.Fprintf(w, "faults injected\n")
+	kinds := []string{"sigkill", "sigstop", "pg-restart-immediate", "pg-restart-fast", "terminate-burst", "listen-kill"}
+	total := 0
+	for _, k := range kinds {
+		fmt.Fprintf(w, "  %-24s %6d\n", k, r.faults[k])
+		total += r.faults[k]
+	}
+	fmt.Fprintf(w, "  %-24s %6d   (worker processes started: %d)\n", "total", total, spawns)
+	for _, d := range r.faultDetail {
+		fmt.Fprintf(w, "    %s\n", d)
+	}
+	fmt.Fprintf(w, "jobs (scripted terminal state reached / enqueued)\n")
+	var scs []string
+	for s := range r.byScenario {
+		scs = append(scs, s)
+	}
+	sort.Strings(scs)
+	got := 0
+	for _, s := range scs {
+		c := r.byScenario[s]
+		fmt.Fprintf(w, "  %-24s %6d / %d\n", s, c.got, c.want)
+		got += c.got
+	}
+	fmt.Fprintf(w, "  %-24s %6d / %d\n", "total", got, r.jobs)
+	fmt.Fprintf(w, "  %-24s %6d\n", "lost", r.jobs-got)
+	fmt.Fprintf(w, "runs: %d ended, %d handler starts\n", r.runs, r.starts)
+	fmt.Fprintf(w, "duplicate starts (handler started, run cut) / disturbed runs (incl. cut before start), by cause\n")
+	causes := map[string]bool{}
+	for c := range r.disturbed {
+		causes[c] = true
+	}
+	var cs []string
+	for c := range causes {
+		cs = append(cs, c)
+	}
+	sort.Strings(cs)
+	dt, rt := 0, 0
+	for _, c := range cs {
+		fmt.Fprintf(w, "  %-24s %6d / %d\n", c, r.dupStarts[c], r.disturbed[c])
+		dt += r.dupStarts[c]
+		rt += r.disturbed[c]
+	}
+	fmt.Fprintf(w, "  %-24s %6d / %d\n", "total", dt, rt)
+	fmt.Fprintf(w, "recovery\n")
+	if len(r.killRecovery) > 0 {
+		k := r.killRecovery
+		fmt.Fprintf(w, "  kill -> next start of a job the killed worker ran (n=%d, bound %v)\n", len(k), r.lease+2*time.Second)
+		fmt.Fprintf(w, "    p50 %v  p90 %v  p99 %v  max %v\n", pct(k, 50).Round(time.Millisecond), pct(k, 90).Round(time.Millisecond),
+			pct(k, 99).Round(time.Millisecond), k[len(k)-1].Round(time.Millisecond))
+	} else {
+		fmt.Fprintf(w, "  kill -> next start: no samples\n")
+	}
+	if r.killNoNext > 0 || r.killOutage > 0 {
+		fmt.Fprintf(w, "    (not sampled: %d cut runs with no later start, %d kills next to a PostgreSQL restart)\n", r.killNoNext, r.killOutage)
+	}
+	for _, s := range r.pgRecovery {
+		fmt.Fprintf(w, "  %s\n", s)
+	}
+	fmt.Fprintf(w, "invariants\n")
+	for _, inv := range r.invariants {
+		st := "ok"
+		if inv.bad > 0 {
+			st = fmt.Sprintf("VIOLATED (%d)", inv.bad)
+		}
+		fmt.Fprintf(w, "  %-58s %s\n", inv.name, st)
+	}
+	if len(r.violations) > 0 {
+		fmt.Fprintf(w, "violations (%d):\n", len(r.violations))
+		for i, v := range r.violations {
+			if i == 40 {
+				fmt.Fprintf(w, "  … %d more\n", len(r.violations)-40)
+				break
+			}
+			fmt.Fprintf(w, "  %s\n", v)
+		}
+		fmt.Fprintf(w, "RESULT: FAIL\n")
+	} else {
+		fmt.Fprintf(w, "RESULT: PASS\n")
+	}
+}

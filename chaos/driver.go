@@ -1,0 +1,812 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oklog/ulid/v2"
+	"github.com/venturi-dev/venturi"
+)
+
+// profile sizes a run.
+type profile struct {
+	name       string
+	jobs       int           // enqueues (dedup collisions included)
+	arrival    time.Duration // due times are spread over this window
+	workMs     int           // mean simulated work per run
+	workers    int
+	kills      int
+	stops      int
+	restarts   []string // pg_ctl stop modes
+	bursts     int
+	listenKill int
+	deadline   time.Duration // global: setup, run, drain and check
+}
+
+var (
+	fullProfile = profile{name: "full", jobs: 10000, arrival: 200 * time.Second, workMs: 200, workers: 3,
+		kills: 100, stops: 1, restarts: []string{"immediate", "fast", "immediate"}, bursts: 3, listenKill: 2,
+		deadline: 15 * time.Minute}
+	shortProfile = profile{name: "short", jobs: 1500, arrival: 45 * time.Second, workMs: 300, workers: 3,
+		kills: 15, stops: 1, restarts: []string{"immediate"}, bursts: 1, listenKill: 1,
+		deadline: 100 * time.Second}
+)
+
+type options struct {
+	prof    profile
+	control bool
+	seed    uint64
+	lease   time.Duration
+	schema  string
+	pgsh    string
+	logdir  string
+	dsn     string
+}
+
+// fault is one injected fault, recorded in memory while the database may be down and
+// written to chaos_fault before the check.
+type fault struct {
+	Kind   string // sigkill, sigstop, pg-restart-immediate, pg-restart-fast, terminate-burst, listen-kill
+	At     time.Time
+	Until  time.Time // end of a stop, a restart (PostgreSQL accepting again) or a burst
+	Worker int       // slot, or 0
+	PID    int       // killed or stopped process, or 0
+	Detail string
+}
+
+func driverMain(args []string) (int, error) {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	short := fs.Bool("short", false, "short profile (under two minutes): 1,500 jobs, ~15 kills, 1 immediate restart")
+	control := fs.Bool("control", false, "fault-free control run: must show 0 duplicate starts")
+	seed := fs.Uint64("seed", 0, "PRNG seed (0: from the clock; printed)")
+	lease := fs.Duration("lease", 2*time.Second, "workers' venturi lease")
+	jobs := fs.Int("jobs", 0, "override the profile's job count")
+	schema := fs.String("schema", "", "schema to (re)create (default chaos, or chaos_control)")
+	pgsh := fs.String("pgsh", "", "path to scripts/pg.sh (default: found upwards from the working directory)")
+	logdir := fs.String("logdir", "", "directory for worker logs (default: a temporary directory)")
+	if err := fs.Parse(args); err != nil {
+		return 2, err
+	}
+	o := options{prof: fullProfile, control: *control, seed: *seed, lease: *lease, schema: *schema, pgsh: *pgsh, logdir: *logdir}
+	if *short {
+		o.prof = shortProfile
+	}
+	if *jobs > 0 {
+		// Keep the arrival rate: the window scales with the job count.
+		o.prof.arrival = max(o.prof.arrival*time.Duration(*jobs)/time.Duration(o.prof.jobs), 8*time.Second)
+		o.prof.jobs = *jobs
+	}
+	if o.seed == 0 {
+		o.seed = uint64(time.Now().UnixNano())
+	}
+	if o.schema == "" {
+		o.schema = "chaos"
+		if o.control {
+			o.schema = "chaos_control"
+		}
+	}
+	o.dsn = os.Getenv("DATABASE_URL")
+	if o.dsn == "" {
+		return 2, errors.New("DATABASE_URL is not set: run under `VENTURI_PGDATA=$PWD/.pgdata-chaos scripts/pg.sh with -- ...` (see chaos/README.md)")
+	}
+	if !o.control {
+		// The run restarts PostgreSQL: refuse anything but a cluster of our own.
+		pgdata := os.Getenv("VENTURI_PGDATA")
+		if pgdata == "" || !strings.Contains(filepath.Base(pgdata), "chaos") {
+			return 2, fmt.Errorf("refusing to restart PostgreSQL: VENTURI_PGDATA=%q is not a chaos cluster (want e.g. .pgdata-chaos; the shared cluster must never be restarted)", pgdata)
+		}
+		if o.pgsh == "" {
+			p, err := findPgSh()
+			if err != nil {
+				return 2, err
+			}
+			o.pgsh = p
+		}
+	}
+	if o.logdir == "" {
+		d, err := os.MkdirTemp("", "venturi-chaos-")
+		if err != nil {
+			return 1, err
+		}
+		o.logdir = d
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), o.prof.deadline)
+	defer cancel()
+	ctx, stopSignals := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stopSignals()
+
+	d := &driver{o: o, rng: rand.New(rand.NewPCG(o.seed, o.seed^0x9e3779b97f4a7c15))}
+	defer d.fleetKillAll() // never leave workers behind, whatever happens
+	defer func() {
+		if r := recover(); r != nil {
+			d.fleetKillAll()
+			panic(r)
+		}
+	}()
+	return d.run(ctx)
+}
+
+func findPgSh() (string, error) {
+	dir, _ := os.Getwd()
+	for range 6 {
+		p := filepath.Join(dir, "scripts", "pg.sh")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+		dir = filepath.Dir(dir)
+	}
+	return "", errors.New("scripts/pg.sh not found above the working directory; pass -pgsh")
+}
+
+type driver struct {
+	o    options
+	rng  *rand.Rand
+	pool *pgxpool.Pool
+
+	mu      sync.Mutex
+	faults  []fault
+	procs   []*proc
+	exe     string
+	started time.Time // workers started
+	spawns  int
+}
+
+type proc struct {
+	slot    int
+	cmd     *exec.Cmd
+	pid     int
+	done    chan struct{}
+	stopped bool // SIGSTOPped right now
+}
+
+func (d *driver) logf(format string, a ...any) {
+	fmt.Printf("chaos: %s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, a...)...)
+}
+
+func withParams(dsn string, kv ...string) (string, error) {
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", fmt.Errorf("DATABASE_URL must be a postgres:// URL")
+	}
+	q := u.Query()
+	for i := 0; i+1 < len(kv); i += 2 {
+		q.Set(kv[i], kv[i+1])
+	}
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+func (d *driver) run(ctx context.Context) (int, error) {
+	o := d.o
+	mode := o.prof.name
+	if o.control {
+		mode += " control"
+	}
+	d.logf("profile %s, seed %d, %d jobs, %d workers x 8, lease %v, schema %s, worker logs in %s",
+		mode, o.seed, o.prof.jobs, o.prof.workers, o.lease, o.schema, o.logdir)
+	if err := d.setup(ctx); err != nil {
+		return 1, fmt.Errorf("setup: %w", err)
+	}
+	defer d.pool.Close()
+	t0 := time.Now()
+	n, err := d.enqueue(ctx)
+	if err != nil {
+		return 1, fmt.Errorf("enqueue: %w", err)
+	}
+	d.logf("enqueued %d jobs in %v", n, time.Since(t0).Round(time.Millisecond))
+
+	exe, err := os.Executable()
+	if err != nil {
+		return 1, err
+	}
+	d.exe = exe
+	d.started = time.Now()
+	for slot := 1; slot <= o.prof.workers; slot++ {
+		if err := d.spawn(slot); err != nil {
+			return 1, fmt.Errorf("start worker %d: %w", slot, err)
+		}
+	}
+	faultsDone := make(chan struct{})
+	fctx, stopFaults := context.WithCancel(ctx)
+	defer stopFaults()
+	if !o.control {
+		go func() { defer close(faultsDone); d.injectFaults(fctx) }()
+	} else {
+		close(faultsDone)
+	}
+	remaining, waitErr := d.waitTerminal(ctx, faultsDone)
+	stopFaults()
+	<-faultsDone
+	d.logf("all faults done; %d jobs not terminal; stopping workers", remaining)
+	d.fleetStop()
+	if waitErr != nil {
+		d.logf("wait: %v", waitErr)
+	}
+	// The check needs the database even when the run hit its deadline.
+	cctx, ccancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer ccancel()
+	if err := d.saveFaults(cctx); err != nil {
+		return 1, fmt.Errorf("save faults: %w", err)
+	}
+	rep, err := check(cctx, d.pool, checkConfig{lease: o.lease, control: o.control})
+	if err != nil {
+		return 1, fmt.Errorf("check: %w", err)
+	}
+	rep.print(os.Stdout, mode, o.seed, time.Since(d.started), d.spawns)
+	if len(rep.violations) > 0 {
+		fmt.Printf("\nworker logs: %s\n", o.logdir)
+		return 1, fmt.Errorf("%d invariant violation(s)", len(rep.violations))
+	}
+	return 0, nil
+}
+
+const appSchema = `
+CREATE TABLE chaos_expect (
+    job_id      uuid PRIMARY KEY,
+    seq         bigint NOT NULL,
+    scenario    text NOT NULL,
+    want_state  text NOT NULL,
+    want_pauses int NOT NULL DEFAULT 0,
+    want_value  bigint NOT NULL DEFAULT 0
+);
+CREATE TABLE chaos_start (
+    job_id uuid NOT NULL,
+    run    int NOT NULL,
+    token  bigint NOT NULL,
+    worker int NOT NULL,
+    pid    int NOT NULL,
+    at     timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX ON chaos_start (job_id);
+-- No unique key on purpose: the checker must see every effect that committed.
+CREATE TABLE chaos_effect (
+    job_id  uuid NOT NULL,
+    run     int NOT NULL,
+    token   bigint NOT NULL,
+    outcome text NOT NULL,
+    counter int NOT NULL,
+    value   bigint NOT NULL,
+    pid     int NOT NULL,
+    at      timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX ON chaos_effect (job_id);
+CREATE TABLE chaos_fault (
+    id     serial PRIMARY KEY,
+    kind   text NOT NULL,
+    at     timestamptz NOT NULL,
+    until  timestamptz,
+    worker int NOT NULL DEFAULT 0,
+    pid    int NOT NULL DEFAULT 0,
+    detail text NOT NULL DEFAULT ''
+);`
+
+func (d *driver) setup(ctx context.Context) error {
+	dsn, err := withParams(d.o.dsn, "search_path", d.o.schema, "application_name", "chaos-driver")
+	if err != nil {
+		return err
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return err
+	}
+	cfg.MaxConns = 4
+	d.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if _, err := d.pool.Exec(ctx, fmt.Sprintf("DROP SCHEMA IF EXISTS %[1]s CASCADE; CREATE SCHEMA %[1]s",
+		pgx.Identifier{d.o.schema}.Sanitize())); err != nil {
+		return err
+	}
+	if _, err := venturi.Migrate(ctx, d.pool); err != nil {
+		return err
+	}
+	_, err = d.pool.Exec(ctx, appSchema)
+	return err
+}
+
+type expect struct {
+	id       ulid.ULID
+	seq      int64
+	scenario string
+	state    string
+	pauses   int
+	value    int64
+}
+
+// enqueue writes the scripted workload before any worker runs, so that every dedup
+// collision meets a pending job and the expected outcome of each job is known. Due times
+// are spread over the arrival window in waves of 250ms, which keeps the backlog short:
+// a rescued job is claimed soon after its rescue, so recovery times are measurable.
+func (d *driver) enqueue(ctx context.Context) (int, error) {
+	p := d.o.prof
+	q := venturi.NewQueue(d.pool, nil)
+	wave := 250 * time.Millisecond
+	waves := max(int(p.arrival/wave), 1)
+	perWave := make([][]venturi.Task, waves)
+	var expects []expect
+	workMs := func() int { return p.workMs/2 + d.rng.IntN(p.workMs+1) }
+
+	type dedupEnq struct {
+		wave  int
+		tasks []Dedup
+	}
+	var groups []dedupEnq
+	type plainRef struct {
+		wave, idx int
+		e         expect
+	}
+	var refs []plainRef
+	total := 0
+	var seq int64
+	for total < p.jobs {
+		seq++
+		w := d.rng.IntN(waves)
+		r := d.rng.Float64()
+		e := expect{seq: seq, state: "completed"}
+		var t venturi.Task
+		switch {
+		case r < 0.005:
+			e.scenario, e.state = scBad, "dead"
+			t = badJob{Seq: fmt.Sprintf("not-a-number-%d", seq), Scenario: scBad}
+		case r < 0.015:
+			e.scenario, e.state = scPermanent, "dead"
+			t = Job{Seq: seq, Scenario: scPermanent, WorkMs: workMs()}
+		case r < 0.115:
+			e.scenario = scTransient
+			f := 1 + d.rng.IntN(3)
+			e.value = int64(f)
+			t = Job{Seq: seq, Scenario: scTransient, Fails: f, WorkMs: workMs()}
+		case r < 0.165:
+			e.scenario = scPause
+			e.pauses = 2 + d.rng.IntN(4)
+			t = Job{Seq: seq, Scenario: scPause, Pauses: e.pauses, WorkMs: workMs() / 2}
+		case r < 0.175 && p.jobs-total >= 4:
+			// A dedup group of 2-4 enqueues of one key; about a quarter of the groups have
+			// a member that asks to be Independent.
+			k := 2 + d.rng.IntN(3)
+			g := dedupEnq{wave: w}
+			indep := -1
+			if d.rng.IntN(4) == 0 {
+				indep = 1 + d.rng.IntN(k-1)
+			}
+			for i := range k {
+				g.tasks = append(g.tasks, Dedup{Key: fmt.Sprintf("key-%d", seq), Adds: 1 + d.rng.IntN(9), Indep: i == indep, WorkMs: workMs()})
+			}
+			groups = append(groups, g)
+			total += k
+			continue
+		default:
+			e.scenario = scOK
+			t = Job{Seq: seq, Scenario: scOK, WorkMs: workMs()}
+		}
+		refs = append(refs, plainRef{wave: w, idx: len(perWave[w]), e: e})
+		perWave[w] = append(perWave[w], t)
+		total++
+	}
+	// Plain tasks: one EnqueueMany per wave, due after the wave's offset.
+	ids := make([][]venturi.Result, waves)
+	for w, tasks := range perWave {
+		if len(tasks) == 0 {
+			continue
+		}
+		res, err := q.EnqueueMany(ctx, tasks, venturi.After(time.Duration(w)*wave))
+		if err != nil {
+			return 0, err
+		}
+		ids[w] = res
+	}
+	for _, r := range refs {
+		res := ids[r.wave][r.idx]
+		if res.Action != venturi.ActionInserted {
+			return 0, fmt.Errorf("plain enqueue reported %v", res.Action)
+		}
+		r.e.id = res.ID
+		expects = append(expects, r.e)
+	}
+	// Dedup groups: each member in its own enqueue; predict every merge decision
+	// independently of what venturi reports, and compare.
+	for gi, g := range groups {
+		var pending []int // indexes into expects of this key's pending jobs, oldest first
+		for _, t := range g.tasks {
+			res, err := q.Enqueue(ctx, t, venturi.After(time.Duration(g.wave)*wave))
+			if err != nil {
+				return 0, fmt.Errorf("dedup enqueue: %w", err)
+			}
+			switch {
+			case len(pending) == 0 || t.Indep:
+				want := venturi.ActionInserted
+				if len(pending) > 0 {
+					want = venturi.ActionIndependent
+				}
+				if res.Action != want {
+					return 0, fmt.Errorf("dedup group %d: enqueue reported %v, want %v", gi, res.Action, want)
+				}
+				seq++
+				expects = append(expects, expect{id: res.ID, seq: seq, scenario: scDedup, state: "completed", value: int64(t.Adds)})
+				pending = append(pending, len(expects)-1)
+			default:
+				target := &expects[pending[len(pending)-1]] // the newest pending job of the key
+				if res.Action != venturi.ActionMerged || res.ID != target.id {
+					return 0, fmt.Errorf("dedup group %d: enqueue reported %v into %v, want merged into %v", gi, res.Action, res.ID, target.id)
+				}
+				target.value += int64(t.Adds)
+			}
+		}
+	}
+	rows := make([][]any, 0, len(expects))
+	for _, e := range expects {
+		rows = append(rows, []any{uuidOf(e.id), e.seq, e.scenario, e.state, e.pauses, e.value})
+	}
+	_, err := d.pool.CopyFrom(ctx, pgx.Identifier{"chaos_expect"},
+		[]string{"job_id", "seq", "scenario", "want_state", "want_pauses", "want_value"}, pgx.CopyFromRows(rows))
+	if err != nil {
+		return 0, err
+	}
+	return total, nil
+}
+
+// ---- worker processes ---------------------------------------------------------------
+
+func (d *driver) spawn(slot int) error {
+	dsn, err := withParams(d.o.dsn, "search_path", d.o.schema, "application_name", fmt.Sprintf("chaos-worker-%d", slot))
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(filepath.Join(d.o.logdir, fmt.Sprintf("worker-%d.log", slot)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(d.exe, "worker", "-n", fmt.Sprint(slot), "-lease", d.o.lease.String())
+	cmd.Env = append(os.Environ(), "CHAOS_DSN="+dsn)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Own process group (killed as a group); SIGKILL if the driver dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	fmt.Fprintf(logf, "--- chaos: worker %d started, pid %d\n", slot, cmd.Process.Pid)
+	p := &proc{slot: slot, cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	d.mu.Lock()
+	for len(d.procs) < slot {
+		d.procs = append(d.procs, nil)
+	}
+	d.procs[slot-1] = p
+	d.spawns++
+	d.mu.Unlock()
+	return nil
+}
+
+func signalGroup(p *proc, sig syscall.Signal) {
+	_ = syscall.Kill(-p.pid, sig)
+}
+
+// fleetStop stops the workers gracefully (SIGTERM), then kills what is left.
+func (d *driver) fleetStop() {
+	d.mu.Lock()
+	procs := slices.Clone(d.procs)
+	d.mu.Unlock()
+	for _, p := range procs {
+		if p != nil {
+			signalGroup(p, syscall.SIGCONT)
+			signalGroup(p, syscall.SIGTERM)
+		}
+	}
+	deadline := time.After(12 * time.Second)
+	for _, p := range procs {
+		if p == nil {
+			continue
+		}
+		select {
+		case <-p.done:
+		case <-deadline:
+		}
+	}
+	d.fleetKillAll()
+}
+
+func (d *driver) fleetKillAll() {
+	d.mu.Lock()
+	procs := slices.Clone(d.procs)
+	d.mu.Unlock()
+	for _, p := range procs {
+		if p == nil {
+			continue
+		}
+		select {
+		case <-p.done:
+			continue
+		default:
+		}
+		signalGroup(p, syscall.SIGKILL)
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+// ---- faults -------------------------------------------------------------------------
+
+type plannedFault struct {
+	at   time.Duration // after the workers started
+	kind string
+	mode string // restart mode
+}
+
+func (d *driver) plan() []plannedFault {
+	p := d.o.prof
+	lo, hi := 3*time.Second, p.arrival-2*time.Second
+	var out []plannedFault
+	// Restarts: spread evenly (one per slice of the window) so each one is observed alone.
+	var restarts []time.Duration
+	for i, m := range p.restarts {
+		slice := (hi - lo) / time.Duration(len(p.restarts))
+		at := lo + time.Duration(i)*slice + slice/4 + time.Duration(d.rng.Int64N(int64(slice/2)))
+		restarts = append(restarts, at)
+		out = append(out, plannedFault{at: at, kind: "pg-restart", mode: m})
+	}
+	// Other faults at random moments, but not close to a restart: a restart takes
+	// seconds, and the faults scheduled meanwhile would fire together when it returns;
+	// recovery from a kill is measured apart from recovery from an outage.
+	span := func() time.Duration {
+		for range 1000 {
+			at := lo + time.Duration(d.rng.Int64N(int64(hi-lo)))
+			quiet := true
+			for _, r := range restarts {
+				if at > r-3*time.Second && at < r+15*time.Second {
+					quiet = false
+				}
+			}
+			if quiet {
+				return at
+			}
+		}
+		return hi
+	}
+	for range p.kills {
+		out = append(out, plannedFault{at: span(), kind: "sigkill"})
+	}
+	for range p.stops {
+		out = append(out, plannedFault{at: span(), kind: "sigstop"})
+	}
+	for range p.bursts {
+		out = append(out, plannedFault{at: span(), kind: "terminate-burst"})
+	}
+	for range p.listenKill {
+		out = append(out, plannedFault{at: span(), kind: "listen-kill"})
+	}
+	slices.SortFunc(out, func(a, b plannedFault) int { return int(a.at - b.at) })
+	return out
+}
+
+func (d *driver) record(f fault) {
+	d.mu.Lock()
+	d.faults = append(d.faults, f)
+	d.mu.Unlock()
+}
+
+func (d *driver) injectFaults(ctx context.Context) {
+	var stops sync.WaitGroup
+	defer stops.Wait()
+	for _, pf := range d.plan() {
+		wait := time.Until(d.started.Add(pf.at))
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+		}
+		switch pf.kind {
+		case "sigkill":
+			d.kill(ctx)
+		case "sigstop":
+			stops.Add(1)
+			go func() { defer stops.Done(); d.stop(ctx) }()
+		case "pg-restart":
+			d.restartPG(ctx, pf.mode)
+		case "terminate-burst":
+			d.terminateBurst(ctx)
+		case "listen-kill":
+			d.listenKill(ctx)
+		}
+	}
+}
+
+// pickRunning chooses a worker that is not stopped.
+func (d *driver) pickRunning() *proc {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var c []*proc
+	for _, p := range d.procs {
+		if p != nil && !p.stopped {
+			c = append(c, p)
+		}
+	}
+	if len(c) == 0 {
+		return nil
+	}
+	return c[d.rng.IntN(len(c))]
+}
+
+func (d *driver) kill(ctx context.Context) {
+	p := d.pickRunning()
+	if p == nil {
+		return
+	}
+	d.record(fault{Kind: "sigkill", At: time.Now(), Worker: p.slot, PID: p.pid})
+	signalGroup(p, syscall.SIGKILL)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if err := d.spawn(p.slot); err != nil {
+		d.logf("restart of worker %d failed: %v", p.slot, err)
+	}
+}
+
+func (d *driver) stop(ctx context.Context) {
+	p := d.pickRunning()
+	if p == nil {
+		return
+	}
+	d.mu.Lock()
+	p.stopped = true
+	d.mu.Unlock()
+	hold := d.o.lease*5/2 + time.Second
+	at := time.Now()
+	signalGroup(p, syscall.SIGSTOP)
+	d.logf("SIGSTOP worker %d (pid %d) for %v", p.slot, p.pid, hold)
+	t := time.NewTimer(hold)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	signalGroup(p, syscall.SIGCONT)
+	d.record(fault{Kind: "sigstop", At: at, Until: time.Now(), Worker: p.slot, PID: p.pid, Detail: hold.String()})
+	d.mu.Lock()
+	p.stopped = false
+	d.mu.Unlock()
+}
+
+func (d *driver) restartPG(ctx context.Context, mode string) {
+	at := time.Now()
+	d.logf("restarting PostgreSQL (%s)", mode)
+	cctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, d.o.pgsh, "restart", mode)
+	cmd.Env = os.Environ() // VENTURI_PGDATA points at the chaos cluster (checked at start)
+	out, err := cmd.CombinedOutput()
+	up := time.Now()
+	detail := ""
+	if err != nil {
+		detail = fmt.Sprintf("pg.sh restart failed: %v: %s", err, strings.TrimSpace(string(out)))
+		d.logf("%s", detail)
+	}
+	d.record(fault{Kind: "pg-restart-" + mode, At: at, Until: up, Detail: detail})
+	d.logf("PostgreSQL back after %v", up.Sub(at).Round(time.Millisecond))
+}
+
+// terminateBurst kills the workers' backends (all three) five times, 200ms apart.
+func (d *driver) terminateBurst(ctx context.Context) {
+	at := time.Now()
+	total := 0
+	for i := range 5 {
+		var n int
+		err := d.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE application_name LIKE 'chaos-worker-%' AND pid <> pg_backend_pid()`).Scan(&n)
+		if err == nil {
+			total += n
+		}
+		if i < 4 {
+			sleepCtx(ctx, 200*time.Millisecond)
+		}
+	}
+	d.record(fault{Kind: "terminate-burst", At: at, Until: time.Now(), Detail: fmt.Sprintf("%d backends", total)})
+}
+
+// listenKill terminates the workers' LISTEN connections. pg_stat_activity shows a
+// backend's last statement: LISTEN, or the listener's SELECT 1 heartbeat when quiet.
+func (d *driver) listenKill(ctx context.Context) {
+	at := time.Now()
+	var n int
+	err := d.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name LIKE 'chaos-worker-%' AND state = 'idle'
+		  AND (query LIKE 'LISTEN%' OR query = 'SELECT 1')`).Scan(&n)
+	detail := fmt.Sprintf("%d listener(s)", n)
+	if err != nil {
+		detail = "query failed: " + err.Error()
+	}
+	d.record(fault{Kind: "listen-kill", At: at, Until: time.Now(), Detail: detail})
+}
+
+func sleepCtx(ctx context.Context, dur time.Duration) {
+	t := time.NewTimer(dur)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// waitTerminal polls until every job is completed or dead and the fault schedule ran,
+// or the deadline passes. It returns the number of jobs not terminal.
+func (d *driver) waitTerminal(ctx context.Context, faultsDone <-chan struct{}) (int, error) {
+	last := -1
+	lastLog := time.Now()
+	for {
+		var n int
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := d.pool.QueryRow(qctx, `SELECT count(*) FROM venturi_job WHERE state NOT IN ('completed', 'dead')`).Scan(&n)
+		cancel()
+		if err == nil {
+			last = n
+			select {
+			case <-faultsDone:
+				if n == 0 {
+					return 0, nil
+				}
+			default:
+			}
+			if time.Since(lastLog) > 10*time.Second {
+				d.logf("%d jobs not terminal yet", n)
+				lastLog = time.Now()
+			}
+		}
+		t := time.NewTimer(250 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return last, fmt.Errorf("deadline: %w", ctx.Err())
+		}
+	}
+}
+
+func (d *driver) saveFaults(ctx context.Context) error {
+	d.mu.Lock()
+	fs := slices.Clone(d.faults)
+	d.mu.Unlock()
+	var rows [][]any
+	for _, f := range fs {
+		var until any
+		if !f.Until.IsZero() {
+			until = f.Until
+		}
+		rows = append(rows, []any{f.Kind, f.At, until, f.Worker, f.PID, f.Detail})
+	}
+	var err error
+	for range 20 { // the database may still be coming back from the last restart
+		_, err = d.pool.CopyFrom(ctx, pgx.Identifier{"chaos_fault"},
+			[]string{"kind", "at", "until", "worker", "pid", "detail"}, pgx.CopyFromRows(rows))
+		if err == nil {
+			return nil
+		}
+		sleepCtx(ctx, 500*time.Millisecond)
+	}
+	return err
+}

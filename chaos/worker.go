@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/venturi-dev/venturi"
+)
+
+// workerMain is `chaos worker`: an ordinary venturi.Worker with the scripted handlers.
+// The driver passes the connection string (with search_path and application_name) in
+// CHAOS_DSN.
+func workerMain(args []string) error {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	slot := fs.Int("n", 0, "worker slot number (for application_name and start rows)")
+	lease := fs.Duration("lease", 2*time.Second, "venturi lease")
+	concurrency := fs.Int("concurrency", 8, "concurrent handlers")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	dsn := os.Getenv("CHAOS_DSN")
+	if dsn == "" {
+		return fmt.Errorf("CHAOS_DSN is not set (the worker is started by `chaos run`)")
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	// Never outlive the driver: if the parent goes away, exit at once.
+	ppid := os.Getppid()
+	go func() {
+		for range time.Tick(500 * time.Millisecond) {
+			if os.Getppid() != ppid {
+				log.Error("chaos worker: driver is gone; exiting")
+				os.Exit(3)
+			}
+		}
+	}()
+
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return err
+	}
+	cfg.MaxConns = int32(*concurrency + 2)
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var pool *pgxpool.Pool
+	for { // the database may be restarting right now
+		pool, err = pgxpool.NewWithConfig(cctx, cfg)
+		if err == nil {
+			if err = pool.Ping(cctx); err == nil {
+				break
+			}
+			pool.Close()
+		}
+		if cctx.Err() != nil {
+			return fmt.Errorf("connect: %w", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	defer pool.Close()
+
+	app := App{Pool: pool, Worker: *slot, PID: os.Getpid()}
+	w := venturi.NewWorker(pool, app, venturi.Config{
+		Concurrency:         *concurrency,
+		Lease:               *lease,
+		MaintenanceInterval: 250 * time.Millisecond,
+		PollInterval:        500 * time.Millisecond,
+		ShutdownGrace:       3 * time.Second,
+		Backoff:             venturi.Backoff{Base: 100 * time.Millisecond, Cap: 2 * time.Second},
+		Logger:              log,
+		ID:                  fmt.Sprintf("chaos-worker-%d-pid%d", *slot, os.Getpid()),
+	})
+	venturi.Register[Job](w)
+	venturi.Register[Dedup](w)
+	for { // Start pings the database; retry while it restarts
+		err = w.Start(ctx)
+		if err == nil {
+			break
+		}
+		if cctx.Err() != nil {
+			return fmt.Errorf("start: %w", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	<-ctx.Done()
+	sctx, scancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer scancel()
+	return w.Stop(sctx)
+}

@@ -1,0 +1,27 @@
+# Chaos (fault-injection) suite: chaos/README.md. Included by the root Makefile
+# (`include mk/chaos.mk`); also usable alone: make -f mk/chaos.mk test/chaos.
+#
+# The run restarts PostgreSQL, so it always uses a cluster of its own in .pgdata-chaos
+# (git-ignored), started on a free loopback port and stopped afterwards. DATABASE_URL and
+# TEST_DATABASE_URL are unset on purpose: inside `make test` they point at the shared
+# cluster, which must never be restarted.
+CHAOS_PGDATA ?= $(CURDIR)/.pgdata-chaos
+CHAOS_FLAGS ?=
+CHAOS_BIN := $(CURDIR)/.bin/chaos
+CHAOS_PG = env -u DATABASE_URL -u TEST_DATABASE_URL VENTURI_PGDATA=$(CHAOS_PGDATA) $(CURDIR)/scripts/pg.sh
+CHAOS_RUN = $(CHAOS_PG) with -- $(CHAOS_BIN) -pgsh $(CURDIR)/scripts/pg.sh
+
+.PHONY: chaos test/chaos chaos/control chaos/build
+chaos/build:
+	@mkdir -p $(dir $(CHAOS_BIN))
+	cd chaos && go build -o $(CHAOS_BIN) .
+
+chaos: chaos/build ## Full chaos run: 10,000 jobs, 3 workers x 8, ~100 kills, 3 PG restarts (~5 min)
+	@$(CHAOS_RUN) $(CHAOS_FLAGS)
+
+test/chaos: chaos/build ## Short chaos run (under two minutes) and a short fault-free control; part of make test
+	@$(CHAOS_RUN) -short $(CHAOS_FLAGS)
+	@$(CHAOS_RUN) -short -control -jobs 400 $(CHAOS_FLAGS)
+
+chaos/control: chaos/build ## Fault-free control run of the full profile: must show 0 duplicate starts
+	@$(CHAOS_RUN) -control $(CHAOS_FLAGS)
