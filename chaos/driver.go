@@ -39,10 +39,10 @@ type profile struct {
 }
 
 var (
-	fullProfile = profile{name: "full", jobs: 10000, arrival: 200 * time.Second, workMs: 200, workers: 3,
+	fullProfile = profile{name: "full", jobs: 10000, arrival: 200 * time.Second, workMs: 150, workers: 3,
 		kills: 100, stops: 1, restarts: []string{"immediate", "fast", "immediate"}, bursts: 3, listenKill: 2,
 		deadline: 15 * time.Minute}
-	shortProfile = profile{name: "short", jobs: 1500, arrival: 45 * time.Second, workMs: 300, workers: 3,
+	shortProfile = profile{name: "short", jobs: 1500, arrival: 45 * time.Second, workMs: 250, workers: 3,
 		kills: 15, stops: 1, restarts: []string{"immediate"}, bursts: 1, listenKill: 1,
 		deadline: 100 * time.Second}
 )
