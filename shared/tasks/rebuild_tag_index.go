@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"math"
 	"slices"
 
 	"github.com/venturi-dev/venturi"
@@ -63,12 +64,23 @@ func (t RebuildTagIndex) mergedInto(existing RebuildTagIndex) RebuildTagIndex {
 	merged := RebuildTagIndex{
 		Tags:     normalizeTags(append(slices.Clone(existing.Tags), t.Tags...)),
 		All:      existing.All || t.All,
-		Requests: max(existing.Requests, 1) + max(t.Requests, 1),
+		Requests: addRequests(existing.Requests, t.Requests),
 	}
 	if merged.All {
 		merged.Tags = nil
 	}
 	return merged
+}
+
+// addRequests adds two request counts, each at least 1, saturating instead of wrapping: a
+// stored payload with an absurd count must not turn negative when merged (and so lose its
+// priority boost).
+func addRequests(a, b int) int {
+	a, b = max(a, 1), max(b, 1)
+	if a > math.MaxInt-b {
+		return math.MaxInt
+	}
+	return a + b
 }
 
 // normalizeTags sorts tags and drops duplicates and empty strings.

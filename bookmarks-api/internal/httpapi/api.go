@@ -87,15 +87,15 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	e.GET("/healthz", a.healthz)
 	e.GET("/readyz", a.readyz)
 	small := middleware.BodyLimit(BodyLimit)
-	e.POST("/bookmarks", a.createBookmark, small)
+	e.POST("/bookmarks", a.createBookmark, small, requireJSON)
 	e.GET("/bookmarks", a.listBookmarks)
 	e.GET("/bookmarks/:id", a.getBookmark)
 	e.POST("/bookmarks/:id/refetch", a.refetchBookmark, small)
 	e.DELETE("/bookmarks/:id", a.deleteBookmark)
-	e.POST("/imports", a.createImport, middleware.BodyLimit(ImportBodyLimit))
+	e.POST("/imports", a.createImport, middleware.BodyLimit(ImportBodyLimit), requireJSON)
 	e.GET("/imports/:id", a.getImport)
 	e.GET("/tags", a.listTags)
-	e.POST("/tags/rebuild", a.rebuildTags, small)
+	e.POST("/tags/rebuild", a.rebuildTags, small, requireJSON)
 	return e
 }
 

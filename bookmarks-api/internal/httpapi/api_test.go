@@ -24,7 +24,7 @@ type testBundle struct {
 	pool *pgxpool.Pool
 }
 
-func setup(t *testing.T) *testBundle {
+func setup(t testing.TB) *testBundle {
 	t.Helper()
 	url := os.Getenv("TEST_DATABASE_URL")
 	if url == "" {

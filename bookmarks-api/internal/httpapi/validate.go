@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -22,6 +25,34 @@ const (
 )
 
 var tagPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+
+// requireJSON answers 415 to a request whose body is not declared as JSON: the Content-Type
+// must be application/json or application/*+json, without a charset or with charset=utf-8.
+// Besides telling a client what went wrong, it keeps out the cross-site "simple" requests a
+// browser sends without a preflight (text/plain, form encodings, no Content-Type at all).
+func requireJSON(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !isJSONContentType(c.Request().Header.Get(echo.HeaderContentType)) {
+			return echo.NewHTTPError(http.StatusUnsupportedMediaType,
+				"send the body as application/json (Content-Type: application/json)")
+		}
+		return next(c)
+	}
+}
+
+func isJSONContentType(ct string) bool {
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	if mt != "application/json" && !(strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
+		return false
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return false
+	}
+	return true
+}
 
 // decodeJSON reads the body into v: 400 when it is not one JSON value of the right shape,
 // 413 (from the body limit) when it is too long.
@@ -65,9 +96,12 @@ func jsonKind(goKind string) string {
 	return "number"
 }
 
-// checkURL validates a bookmark URL: absolute http(s), a host, no credentials, no control
-// characters. The worker's dial-time guard decides what may be fetched; this is for
-// friendly errors only.
+// checkURL validates a bookmark URL and returns its normal form: absolute http(s), a host, a
+// port (if any) from 1 to 65535, no credentials, no control characters, and at most
+// maxURLLen bytes in the normal form that is stored (percent-encoding can triple the length
+// of non-ASCII text, and the database refuses a longer URL). It does not judge addresses:
+// the worker's dial-time guard decides what may be fetched (loopback, private ranges,
+// decimal-encoded IPs, ...); this is for friendly errors only.
 func checkURL(raw string) (string, string) {
 	raw = strings.TrimSpace(raw)
 	switch {
@@ -89,9 +123,41 @@ func checkURL(raw string) (string, string) {
 	case u.User != nil:
 		return "", "must not contain credentials"
 	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", "must have a port from 1 to 65535"
+		}
+	}
 	u.Fragment, u.RawFragment = "", ""
 	u.Host = strings.ToLower(u.Host)
-	return u.String(), ""
+	u.RawQuery = escapeQuery(u.RawQuery)
+	out := u.String()
+	if len(out) > maxURLLen {
+		return "", fmt.Sprintf("must be at most %d bytes once normalized (non-ASCII characters are percent-encoded)", maxURLLen)
+	}
+	return out, ""
+}
+
+// escapeQuery percent-encodes what url.URL.String leaves raw in a query but a URL may not
+// contain: whitespace (a normal form ending in a space would not survive trimming, nor a
+// request line) and the ASCII characters RFC 3986 excludes. Other text is kept as it is.
+func escapeQuery(q string) string {
+	if !strings.ContainsFunc(q, needsQueryEscape) {
+		return q
+	}
+	var b strings.Builder
+	for _, r := range q {
+		if needsQueryEscape(r) {
+			b.WriteString(url.PathEscape(string(r)))
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func needsQueryEscape(r rune) bool {
+	return unicode.IsSpace(r) || strings.ContainsRune(`"<>\^`+"`{|}", r)
 }
 
 func checkTitle(title string) (string, string) {

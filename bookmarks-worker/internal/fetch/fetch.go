@@ -133,17 +133,7 @@ type Fetcher struct {
 // New returns a Fetcher with its own transport, guarded as the package describes.
 func New(cfg Config) *Fetcher {
 	cfg = cfg.withDefaults()
-	guard := ssrf.New(ssrf.WithPorts(cfg.Ports...))
-	control := func(network, address string, c syscall.RawConn) error {
-		if cfg.AllowLoopbackPort != 0 {
-			if ap, err := netip.ParseAddrPort(address); err == nil &&
-				ap.Addr() == netip.AddrFrom4([4]byte{127, 0, 0, 1}) && ap.Port() == cfg.AllowLoopbackPort {
-				return nil
-			}
-		}
-		return guard.Safe(network, address, c)
-	}
-	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: control}
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: dialControl(cfg)}
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if host, port, err := net.SplitHostPort(addr); err == nil {
 			if ip, ok := cfg.StaticHosts[strings.ToLower(host)]; ok {
@@ -179,6 +169,23 @@ func New(cfg Config) *Fetcher {
 	return &Fetcher{cfg: cfg, client: client}
 }
 
+// dialControl returns the dial-time guard of a Fetcher configured by cfg (with defaults
+// applied), for net.Dialer.Control: it is called with the network ("tcp4", "tcp6") and the
+// resolved "ip:port" of every connection before it connects, and refuses with an error
+// wrapping one of the ssrf.Err* values. It performs no I/O, so tests call it directly.
+func dialControl(cfg Config) func(network, address string, c syscall.RawConn) error {
+	guard := ssrf.New(ssrf.WithPorts(cfg.Ports...))
+	return func(network, address string, c syscall.RawConn) error {
+		if cfg.AllowLoopbackPort != 0 {
+			if ap, err := netip.ParseAddrPort(address); err == nil &&
+				ap.Addr() == netip.AddrFrom4([4]byte{127, 0, 0, 1}) && ap.Port() == cfg.AllowLoopbackPort {
+				return nil
+			}
+		}
+		return guard.Safe(network, address, c)
+	}
+}
+
 // CheckURL reports whether raw is a URL the fetcher would try: absolute http or https,
 // with a host and without credentials. The dial-time guard is the real control; this is
 // early, friendly validation.
@@ -198,8 +205,36 @@ func checkURL(u *url.URL) error {
 		return &Error{Reason: ReasonBadURL, Permanent: true, Err: errors.New("no host")}
 	case u.User != nil:
 		return &Error{Reason: ReasonBadURL, Permanent: true, Err: errors.New("credentials in URLs are not sent")}
+	case nonCanonicalIPv4(u.Hostname()):
+		return &Error{Reason: ReasonBlocked, Permanent: true,
+			Err: fmt.Errorf("host %q is an IPv4 address in a non-canonical form; only dotted quads are dialled", u.Hostname())}
 	}
 	return nil
+}
+
+// nonCanonicalIPv4 reports whether host "ends in a number" as the WHATWG URL standard puts
+// it (its last label is all decimal digits, or 0x and hex digits) without being a canonical
+// IP literal. Browsers and inet_aton-style resolvers read such hosts as IPv4 addresses in
+// decimal, octal, hex or shorthand (2130706433, 0x7f.1, 017700000001 and 127.1 are all
+// 127.0.0.1), while Go's resolver sends them to DNS. Refusing them outright means what is
+// dialled never depends on the resolver, and no such name leaks to DNS. A canonical dotted
+// quad passes here and is judged by the dial-time guard like any resolved address.
+func nonCanonicalIPv4(host string) bool {
+	if _, err := netip.ParseAddr(host); err == nil {
+		return false
+	}
+	last := host[strings.LastIndexByte(strings.TrimSuffix(host, "."), '.')+1:]
+	last = strings.TrimSuffix(last, ".")
+	if last == "" {
+		return false
+	}
+	digits := "0123456789"
+	if len(last) > 2 && (last[:2] == "0x" || last[:2] == "0X") {
+		last, digits = last[2:], "0123456789abcdefABCDEF"
+	} else if last == "0x" || last == "0X" {
+		return true
+	}
+	return strings.Trim(last, digits) == ""
 }
 
 // Fetch GETs raw and returns the page, or an *Error saying why not and whether retrying

@@ -1,0 +1,158 @@
+package handlers
+
+// Bad inputs that reach the worker's jobs, and the answer to each. The API's table is
+// bookmarks-api/internal/httpapi/bad_input_test.go; the fetcher's, with the guard's check
+// for each address, is ../fetch/bad_input_test.go.
+//
+//	row                                              answer
+//	unknown task kind inserted into venturi_job      stays available: never claimed, runs 0,
+//	                                                 empty journal, while jobs behind it run
+//	                                                 (also venturi's TestUnknownKindIsNeverClaimed)
+//	import_bookmarks carry {"next":"five"}           dead after one run, journal note "decode carry"
+//	import_bookmarks carry "v0-checkpoint"           dead, "decode carry" (a carry that no longer
+//	                                                 decodes; venturi's
+//	                                                 TestUndecodablePayloadOrCarryGoesDead)
+//	fetch_bookmark payload {"bookmark_id":5}         dead, "decode payload"
+//	fetch_bookmark payload of a non-ULID bookmark id dead, "bad bookmark id"
+//	fetch of http://[::1]/ (the API accepts it)      dead; bookmark failed, fetch_error "blocked: ..."
+//	                                                 (refused by the dial-time guard)
+//	fetch of http://2130706433/ (the API accepts it) dead; bookmark failed, "blocked: ..."
+//	fetch of file:///etc/passwd, gopher://...,       dead; bookmark failed, "bad_url: ..." (the API
+//	  https://u:p@a.example/                         refuses these with 422; a stored payload
+//	                                                 cannot get past the fetcher either)
+//	import of those six URLs                         [::1] imported and its fetch dies "blocked";
+//	                                                 the other five skipped (the fetcher would
+//	                                                 not try them); import done, 1 imported, 5
+//	                                                 skipped
+//
+// The fetch rows use the real fetcher with production defaults: the only connection
+// attempted is to [::1], refused by the guard before connect.
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/fetch"
+	"github.com/venturi-dev/bookmarks/shared/tasks"
+	"github.com/venturi-dev/venturi"
+)
+
+// insertJob writes a job row directly, as a buggy or older producer might have.
+func (b *testBundle) insertJob(t *testing.T, kind, payload string, carry any) ulid.ULID {
+	t.Helper()
+	id := ulid.Make()
+	if _, err := b.pool.Exec(context.Background(), `INSERT INTO venturi_job (id, kind, state, priority, payload, carry, run_at)
+		VALUES ($1, $2, 'available', 10, $3::jsonb, $4::jsonb, now() - interval '1 hour')`,
+		uuidOf(id), kind, payload, carry); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func TestBadInputJobs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	unknown := b.insertJob(t, "bookmarks_v0_export", `{"anything": true}`, nil)
+	dead := []struct {
+		name string
+		id   ulid.ULID
+		note string
+	}{
+		{"carry of the wrong field type", b.insertJob(t, tasks.KindImportBookmarks, `{"import_id":"`+ulid.Make().String()+`"}`, `{"next":"five"}`), "decode carry"},
+		{"carry of an old format", b.insertJob(t, tasks.KindImportBookmarks, `{"import_id":"`+ulid.Make().String()+`"}`, `"v0-checkpoint"`), "decode carry"},
+		{"payload of the wrong type", b.insertJob(t, tasks.KindFetchBookmark, `{"bookmark_id":5}`, nil), "decode payload"},
+		{"bookmark id not a ULID", b.insertJob(t, tasks.KindFetchBookmark, `{"bookmark_id":"../../etc","url":"https://a.example/"}`, nil), "bad bookmark id"},
+	}
+	b.start(t)
+	for _, d := range dead {
+		j := b.waitJob(t, d.id, venturi.StateDead)
+		if len(j.Journal) != 1 || !strings.Contains(j.Journal[0].Note, d.note) {
+			t.Fatalf("%s: journal %+v, want one entry noting %q", d.name, j.Journal, d.note)
+		}
+	}
+	// A job enqueued after the unknown one runs; the unknown one is still untouched.
+	_, job := b.bookmark(t, "https://after.example/")
+	b.waitJob(t, job, venturi.StateCompleted)
+	j, err := b.queue.Job(context.Background(), unknown)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != venturi.StateAvailable || j.RunCount != 0 || len(j.Journal) != 0 || j.AttemptedAt != nil {
+		t.Fatalf("the job of an unknown kind was touched: %+v", j)
+	}
+}
+
+func TestBadInputURLsReachingTheFetcher(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.app.Fetcher = fetch.New(fetch.Config{}) // the real fetcher, production defaults
+	b.start(t)
+	for _, tt := range []struct{ url, errPrefix string }{
+		{"http://[::1]/", "blocked: "},
+		{"http://2130706433/", "blocked: "},
+		{"http://0x7f.1/", "blocked: "},
+		{"file:///etc/passwd", "bad_url: "},
+		{"gopher://127.0.0.1:70/_GET", "bad_url: "},
+		{"https://u:p@a.example/", "bad_url: "},
+	} {
+		t.Run(tt.url, func(t *testing.T) {
+			id, job := b.bookmark(t, tt.url)
+			j := b.waitJob(t, job, venturi.StateDead)
+			status, _, errText, _ := b.row(t, id)
+			if status != "failed" || !strings.HasPrefix(errText, tt.errPrefix) {
+				t.Fatalf("bookmark %s %q, want failed %q...; journal %+v", status, errText, tt.errPrefix, j.Journal)
+			}
+		})
+	}
+
+	// The same URLs in an import.
+	ctx := context.Background()
+	imp := ulid.Make()
+	urls := []string{"http://[::1]/", "http://2130706433/", "http://0x7f.1/", "file:///etc/passwd",
+		"gopher://127.0.0.1:70/_GET", "https://u:p@a.example/"}
+	var job ulid.ULID
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		res, err := b.queue.EnqueueTx(ctx, tx, tasks.ImportBookmarks{ImportID: imp.String()})
+		if err != nil {
+			return err
+		}
+		job = res.ID
+		if _, err := tx.Exec(ctx, "INSERT INTO bookmark_import (id, job_id, total) VALUES ($1, $2, $3)",
+			uuidOf(imp), uuidOf(job), len(urls)); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO bookmark_import_item (import_id, position, url)
+			SELECT $1, o - 1, u FROM unnest($2::text[]) WITH ORDINALITY AS x(u, o)`, uuidOf(imp), urls)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitJob(t, job, venturi.StateCompleted)
+	var imported, skipped int
+	var status string
+	if err := b.pool.QueryRow(ctx, "SELECT imported, skipped, status FROM bookmark_import WHERE id = $1", uuidOf(imp)).
+		Scan(&imported, &skipped, &status); err != nil {
+		t.Fatal(err)
+	}
+	if imported != 1 || skipped != 5 || status != "done" {
+		t.Fatalf("import: %d imported, %d skipped, %s; want 1, 5, done", imported, skipped, status)
+	}
+	var fetchJob pgtype.UUID
+	var url string
+	if err := b.pool.QueryRow(ctx, "SELECT fetch_job_id, url FROM bookmark WHERE import_id = $1", uuidOf(imp)).
+		Scan(&fetchJob, &url); err != nil {
+		t.Fatal(err)
+	}
+	if url != "http://[::1]/" {
+		t.Fatalf("imported %q", url)
+	}
+	if j := b.waitJob(t, ulid.ULID(fetchJob.Bytes), venturi.StateDead); !strings.Contains(j.Journal[len(j.Journal)-1].Note, "blocked") {
+		t.Fatalf("imported [::1] fetch: journal %+v", j.Journal)
+	}
+}
