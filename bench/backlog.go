@@ -38,7 +38,7 @@ func (b *bencher) vacuumSettle(ctx context.Context) error {
 func (b *bencher) scenarioBacklog(ctx context.Context) error {
 	sizes := b.o.sz.backlogs
 	m := b.o.sz.backlogJobs
-	sameM := sizes[0] / 2
+	sameM := min(sizes[0]/2, m)
 	dedupName := "6a. dedup enqueue, 1 producer, backlog of another kind"
 	claimName := fmt.Sprintf("6b. claim throughput, %d jobs, backlog of another kind", m)
 	sameName := fmt.Sprintf("6c. claim throughput, first %d jobs of a same-kind backlog", sameM)

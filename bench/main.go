@@ -33,7 +33,7 @@ type sizes struct {
 
 var (
 	fullSizes  = sizes{3 * time.Second, 50, 100_000, 10 * time.Second, [2]int{10_000, 1_000_000}, 20_000}
-	quickSizes = sizes{600 * time.Millisecond, 15, 5_000, 2 * time.Second, [2]int{10_000, 100_000}, 4_000}
+	quickSizes = sizes{600 * time.Millisecond, 15, 5_000, 2 * time.Second, [2]int{10_000, 100_000}, 2_000}
 )
 
 type options struct {
