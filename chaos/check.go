@@ -86,6 +86,8 @@ type report struct {
 	killRecovery []time.Duration
 	killNoNext   int
 	killOutage   int
+	killRescue   []time.Duration
+	killClaim    []time.Duration
 	pgRecovery   []string
 	pgWorst      time.Duration
 	invariants   []invariant
@@ -234,9 +236,10 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 		}
 	}
 	type cut struct {
-		fault int
-		job   [16]byte
-		run   int
+		fault   int
+		job     [16]byte
+		run     int
+		rescued time.Time // the abandoned entry's time
 	}
 	var cuts []cut
 	for id, e := range expects {
@@ -439,7 +442,7 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 					r.fail(invDupStarts, "job %s run %d ended %s (%q) on %s with no fault to explain it",
 						ulidStr(id), run, en.Event, trunc(en.Note, 120), en.Worker)
 				} else if started && faults[fi].kind == "sigkill" {
-					cuts = append(cuts, cut{fault: fi, job: id, run: run})
+					cuts = append(cuts, cut{fault: fi, job: id, run: run, rescued: en.At})
 				}
 			}
 		}
@@ -478,8 +481,22 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 			continue
 		}
 		r.killRecovery = append(r.killRecovery, next.Sub(f.at))
+		// Breakdown: kill -> rescue (lease expiry + maintenance tick), rescue -> claim of
+		// the next run (poll, place in line), claim -> handler start.
+		var claimed time.Time
+		for _, en := range jobs[c.job].journal {
+			if endEvents[en.Event] && en.Run == c.run+1 {
+				claimed = en.StartedAt
+			}
+		}
+		if !c.rescued.IsZero() && !claimed.IsZero() {
+			r.killRescue = append(r.killRescue, c.rescued.Sub(f.at))
+			r.killClaim = append(r.killClaim, claimed.Sub(c.rescued))
+		}
 	}
 	slices.Sort(r.killRecovery)
+	slices.Sort(r.killRescue)
+	slices.Sort(r.killClaim)
 	if !cfg.control && len(r.killRecovery) > 0 {
 		if p99 := pct(r.killRecovery, 99); p99 > cfg.lease+2*time.Second {
 			r.fail(invKillRec, "p99 %v > %v", p99.Round(time.Millisecond), cfg.lease+2*time.Second)
@@ -631,6 +648,15 @@ func (r *report) print(w io.Writer, mode string, seed uint64, elapsed time.Durat
 		fmt.Fprintf(w, "  kill -> next start of a job the killed worker ran (n=%d, bound %v)\n", len(k), r.lease+2*time.Second)
 		fmt.Fprintf(w, "    p50 %v  p90 %v  p99 %v  max %v\n", pct(k, 50).Round(time.Millisecond), pct(k, 90).Round(time.Millisecond),
 			pct(k, 99).Round(time.Millisecond), k[len(k)-1].Round(time.Millisecond))
+		for _, b := range []struct {
+			name string
+			d    []time.Duration
+		}{{"kill -> rescued", r.killRescue}, {"rescued -> claimed", r.killClaim}} {
+			if len(b.d) > 0 {
+				fmt.Fprintf(w, "    %-20s p50 %v  p90 %v  p99 %v  max %v\n", b.name, pct(b.d, 50).Round(time.Millisecond),
+					pct(b.d, 90).Round(time.Millisecond), pct(b.d, 99).Round(time.Millisecond), b.d[len(b.d)-1].Round(time.Millisecond))
+			}
+		}
 	} else {
 		fmt.Fprintf(w, "  kill -> next start: no samples\n")
 	}

@@ -118,7 +118,8 @@ func driverMain(args []string) (int, error) {
 			o.pgsh = p
 		}
 	}
-	if o.logdir == "" {
+	tempLogs := o.logdir == ""
+	if tempLogs {
 		d, err := os.MkdirTemp("", "venturi-chaos-")
 		if err != nil {
 			return 1, err
@@ -139,7 +140,12 @@ func driverMain(args []string) (int, error) {
 			panic(r)
 		}
 	}()
-	return d.run(ctx)
+	code, err := d.run(ctx)
+	d.fleetKillAll()
+	if code == 0 && err == nil && tempLogs {
+		_ = os.RemoveAll(o.logdir) // kept (and printed) when the run failed
+	}
+	return code, err
 }
 
 func findPgSh() (string, error) {

@@ -8,7 +8,9 @@
 CHAOS_PGDATA ?= $(CURDIR)/.pgdata-chaos
 CHAOS_FLAGS ?=
 CHAOS_BIN := $(CURDIR)/.bin/chaos
-CHAOS_PG = env -u DATABASE_URL -u TEST_DATABASE_URL VENTURI_PGDATA=$(CHAOS_PGDATA) $(CURDIR)/scripts/pg.sh
+# flock: two chaos runs at once (several make test in one checkout) would restart each
+# other's database and drop each other's schema; they take turns instead.
+CHAOS_PG = flock -w 900 $(CHAOS_PGDATA).lock env -u DATABASE_URL -u TEST_DATABASE_URL VENTURI_PGDATA=$(CHAOS_PGDATA) $(CURDIR)/scripts/pg.sh
 CHAOS_RUN = $(CHAOS_PG) with -- $(CHAOS_BIN) -pgsh $(CURDIR)/scripts/pg.sh
 
 .PHONY: chaos test/chaos chaos/control chaos/build
@@ -19,7 +21,8 @@ chaos/build:
 chaos: chaos/build ## Full chaos run: 10,000 jobs, 3 workers x 8, ~100 kills, 3 PG restarts (~5 min)
 	@$(CHAOS_RUN) $(CHAOS_FLAGS)
 
-test/chaos: chaos/build ## Short chaos run (under two minutes) and a short fault-free control; part of make test
+test/chaos: chaos/build ## Checker unit tests, a short chaos run (under two minutes) and a short fault-free control
+	cd chaos && go test $(GOTEST_FLAGS) .
 	@$(CHAOS_RUN) -short $(CHAOS_FLAGS)
 	@$(CHAOS_RUN) -short -control -jobs 400 $(CHAOS_FLAGS)
 
