@@ -167,6 +167,7 @@ type activeRun struct {
 	job      *claimed
 	cancel   context.CancelCauseFunc
 	deadline time.Time // local monotonic estimate of the lease's expiry
+	finished bool      // the handler returned; its result is being written
 }
 
 var (
@@ -728,6 +729,11 @@ func (w *Worker[S]) startHandler(j *claimed) {
 		reg := w.reg[j.kind]
 		req := reg.run(hctx, w, j)
 		cancel(nil)
+		w.mu.Lock()
+		if a := w.active[j.id]; a != nil && a.job == j {
+			a.finished = true
+		}
+		w.mu.Unlock()
 		if req.finalized || req.lost {
 			w.untrack(j)
 			return
@@ -760,42 +766,47 @@ func (w *Worker[S]) leaseLoop(ctx context.Context) {
 		}
 		w.mu.Lock()
 		var p dbsqlc.ExtendLeasesParams
-		ids := make([]ulid.ULID, 0, len(w.active))
-		for id := range w.active {
-			ids = append(ids, id)
-		}
-		slices.SortFunc(ids, func(a, b ulid.ULID) int { return a.Compare(b) }) // lock rows in ID order
-		for _, id := range ids {
-			p.Ids = append(p.Ids, uuidOf(id))
-			p.Tokens = append(p.Tokens, w.active[id].job.token)
+		runs := make([]*claimed, 0, len(w.active))
+		for _, a := range w.active {
+			runs = append(runs, a.job)
 		}
 		w.mu.Unlock()
-		if len(ids) == 0 {
+		if len(runs) == 0 {
 			continue
+		}
+		slices.SortFunc(runs, func(a, b *claimed) int { return a.id.Compare(b.id) }) // lock rows in ID order
+		for _, j := range runs {
+			p.Ids = append(p.Ids, uuidOf(j.id))
+			p.Tokens = append(p.Tokens, j.token)
 		}
 		p.LeaseUs = delayOf(w.cfg.Lease)
 		sent := time.Now()
-		cctx, cancel := context.WithTimeout(ctx, every)
+		// The statement may take up to half a lease (a loaded server, a pool wait); a
+		// later tick or the self-fencing below covers what it could not extend.
+		cctx, cancel := context.WithTimeout(ctx, w.cfg.Lease/2)
 		kept, err := w.q.ExtendLeases(cctx, w.ctl, p)
 		cancel()
 		now := time.Now()
 		w.mu.Lock()
 		if err != nil {
-			w.log.Warn("venturi: lease extension failed", "err", err, "runs", len(ids))
+			w.log.Warn("venturi: lease extension failed", "err", err, "runs", len(runs))
 		} else {
 			ok := make(map[ulid.ULID]bool, len(kept))
 			for _, u := range kept {
 				ok[ulidOf(u)] = true
 			}
-			for _, id := range ids {
-				a := w.active[id]
-				if a == nil {
-					continue
+			for _, j := range runs {
+				a := w.active[j.id]
+				if a == nil || a.job != j {
+					continue // the run ended meanwhile, and the job may run again under a new token
 				}
-				if ok[id] {
+				switch {
+				case ok[j.id]:
 					a.deadline = sent.Add(w.cfg.Lease)
-				} else if a.cancel != nil {
-					w.log.Warn("venturi: lease lost; cancelling run", "job", id, "kind", a.job.kind)
+				case a.finished:
+					// Its result was written while the statement ran; the finisher untracks it.
+				case a.cancel != nil:
+					w.log.Warn("venturi: lease lost; cancelling run", "job", j.id, "kind", j.kind)
 					a.cancel(ErrLeaseLost)
 				}
 			}
