@@ -2,7 +2,6 @@ package venturi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"slices"
@@ -38,7 +37,7 @@ func newFinisher[S any](w *Worker[S]) *finisher {
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 		write: func(ctx context.Context, reqs []*finishReq) ([]pgtype.UUID, error) {
-			return w.q.FinishRuns(ctx, w.ctl, finishParams(reqs))
+			return w.q.FinishRuns(ctx, w.ctl, finishParams(w.cfg.ID, reqs))
 		},
 		untrack: w.untrack,
 		expired: func(j *claimed) bool {
@@ -139,10 +138,8 @@ func (f *finisher) flush(ctx context.Context, batch []*finishReq) {
 			if r := batch[0]; !r.degraded {
 				f.log.Error("venturi: run result refused by the database; storing it without carry and attachment",
 					"job", r.job.id, "kind", r.job.kind, "err", err)
-				var e JournalEntry
-				_ = json.Unmarshal(r.entry, &e)
-				e.Attachment, e.Note = nil, cleanNote("result could not be stored ("+err.Error()+"): "+e.Note)
-				r.entry, _ = json.Marshal(e)
+				r.entry.Attachment = nil
+				r.entry.Note = cleanNote("result could not be stored (" + err.Error() + "): " + r.entry.Note)
 				r.setCarry, r.carry, r.degraded = false, nil, true
 				continue
 			}

@@ -160,6 +160,8 @@ type claimed struct {
 	failures int
 	token    int64
 	journal  []byte
+	started  time.Time // attempted_at: the claim's database time
+	sent     time.Time // local clock when the claim was sent, for measuring the run
 }
 
 // activeRun is a claimed job whose result is not yet durable.
@@ -278,10 +280,11 @@ type finishReq struct {
 	failed    bool
 	setCarry  bool
 	carry     []byte
-	entry     []byte
-	finalized bool // written by Run.CompleteTx in the handler's transaction
-	lost      bool // the lease was lost: write nothing
-	degraded  bool // a first write was refused; retried without carry and attachment
+	entry     JournalEntry
+	ended     time.Time // local clock when the run ended
+	finalized bool      // written by Run.CompleteTx in the handler's transaction
+	lost      bool      // the lease was lost: write nothing
+	degraded  bool      // a first write was refused; retried without carry and attachment
 }
 
 func runTask[T Task, S, C any](ctx context.Context, w *Worker[S], j *claimed, handle HandlerFunc[T, S, C]) *finishReq {
@@ -328,7 +331,7 @@ func runTask[T Task, S, C any](ctx context.Context, w *Worker[S], j *claimed, ha
 		if err != nil {
 			return fmt.Errorf("venturi: %w", err)
 		}
-		ids, err := w.q.FinishRuns(fctx, tx, finishParams([]*finishReq{req}))
+		ids, err := w.q.FinishRuns(fctx, tx, finishParams(w.cfg.ID, []*finishReq{req}))
 		if err != nil {
 			return err
 		}
@@ -364,8 +367,8 @@ func safeHandle[T Task, S, C any](ctx context.Context, handle HandlerFunc[T, S, 
 }
 
 func (w *Worker[S]) deadReq(j *claimed, note string) *finishReq {
-	entry, _ := json.Marshal(JournalEntry{Event: EventDead, Note: cleanNote(note)})
-	return &finishReq{job: j, state: dbsqlc.VenturiJobStateDead, failed: true, entry: entry}
+	return &finishReq{job: j, state: dbsqlc.VenturiJobStateDead, failed: true, ended: time.Now(),
+		entry: JournalEntry{Event: EventDead, Note: cleanNote(note)}}
 }
 
 // outcomeReq turns a handler's result into the job's next state.
@@ -409,7 +412,7 @@ func (w *Worker[S]) outcomeReq(ctx context.Context, j *claimed, o Outcome, err e
 		}
 	}
 	e.Note = cleanNote(e.Note)
-	req.entry, _ = json.Marshal(e)
+	req.entry, req.ended = e, time.Now()
 	return req
 }
 
@@ -432,9 +435,17 @@ func pendingState(delay time.Duration) dbsqlc.VenturiJobState {
 	return dbsqlc.VenturiJobStateScheduled
 }
 
-func finishParams(reqs []*finishReq) dbsqlc.FinishRunsParams {
+// finishParams builds one FinishRuns statement. Each journal entry is complete: the run's
+// start is the claim's database time and its end that time plus the measured duration.
+func finishParams(worker string, reqs []*finishReq) dbsqlc.FinishRunsParams {
 	var p dbsqlc.FinishRunsParams
 	for _, r := range reqs {
+		e := r.entry
+		e.Run, e.Token, e.Worker, e.StartedAt = r.job.runs, r.job.token, worker, r.job.started
+		if !r.job.started.IsZero() {
+			e.At = r.job.started.Add(r.ended.Sub(r.job.sent))
+		}
+		entry, _ := json.Marshal([]JournalEntry{e})
 		p.Ids = append(p.Ids, uuidOf(r.job.id))
 		p.Tokens = append(p.Tokens, r.job.token)
 		p.States = append(p.States, string(r.state))
@@ -442,7 +453,7 @@ func finishParams(reqs []*finishReq) dbsqlc.FinishRunsParams {
 		p.Failed = append(p.Failed, r.failed)
 		p.SetCarry = append(p.SetCarry, r.setCarry)
 		p.Carries = append(p.Carries, string(r.carry))
-		p.Entries = append(p.Entries, string(r.entry))
+		p.Entries = append(p.Entries, string(entry))
 	}
 	return p
 }
@@ -552,14 +563,14 @@ func (w *Worker[S]) releaseStuck(ctx context.Context) {
 	w.mu.Lock()
 	var reqs []*finishReq
 	for _, a := range w.active {
-		entry, _ := json.Marshal(JournalEntry{Event: EventInterrupted, Note: "interrupted by shutdown: handler did not return after cancellation"})
-		reqs = append(reqs, &finishReq{job: a.job, state: dbsqlc.VenturiJobStateAvailable, entry: entry})
+		reqs = append(reqs, &finishReq{job: a.job, state: dbsqlc.VenturiJobStateAvailable, ended: time.Now(),
+			entry: JournalEntry{Event: EventInterrupted, Note: "interrupted by shutdown: handler did not return after cancellation"}})
 	}
 	w.mu.Unlock()
 	if len(reqs) == 0 {
 		return
 	}
-	if _, err := w.q.FinishRuns(ctx, w.ctl, finishParams(reqs)); err != nil {
+	if _, err := w.q.FinishRuns(ctx, w.ctl, finishParams(w.cfg.ID, reqs)); err != nil {
 		w.log.Warn("venturi: release of stuck runs failed; their leases will expire", "err", err)
 	}
 	for _, r := range reqs {
@@ -654,10 +665,14 @@ func (w *Worker[S]) claim(ctx context.Context, n int) ([]*claimed, error) {
 					fails int32
 					tok   pgtype.Int8
 				)
-				if err := rows.Scan(&id, &j.kind, &j.payload, &j.carry, &runs, &fails, &tok, &j.journal); err != nil {
+				var started *time.Time
+				if err := rows.Scan(&id, &j.kind, &j.payload, &j.carry, &runs, &fails, &tok, &j.journal, &started); err != nil {
 					return err
 				}
-				j.id, j.runs, j.failures, j.token = ulidOf(id), int(runs), int(fails), tok.Int64
+				j.id, j.runs, j.failures, j.token, j.sent = ulidOf(id), int(runs), int(fails), tok.Int64, sent
+				if started != nil {
+					j.started = *started
+				}
 				jobs = append(jobs, &j)
 			}
 			return rows.Err()

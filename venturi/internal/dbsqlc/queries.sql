@@ -109,11 +109,13 @@ UPDATE venturi_job j SET
     max_failures     = @max_failures::int
 FROM picked
 WHERE j.id = picked.id
-RETURNING j.id, j.kind, j.payload, j.carry, j.runs, j.failures, j.lease_token, j.journal;
+RETURNING j.id, j.kind, j.payload, j.carry, j.runs, j.failures, j.lease_token, j.journal, j.attempted_at;
 
 -- name: FinishRuns :many
 -- Ends runs: one row per run, each fenced by its token. Rows whose token no longer
--- matches are not returned; their run was lost and its result is discarded.
+-- matches are not returned; their run was lost and its result is discarded. Each entry
+-- is a one-element JSON array, built by the worker from the run's claim time (database
+-- clock) plus its measured duration.
 UPDATE venturi_job j SET
     state            = u.state::venturi_job_state,
     run_at           = CASE WHEN u.state IN ('available', 'scheduled')
@@ -123,9 +125,7 @@ UPDATE venturi_job j SET
     lease_token      = NULL,
     lease_expires_at = NULL,
     finished_at      = CASE WHEN u.state IN ('completed', 'dead') THEN now() END,
-    journal          = j.journal || jsonb_build_array(u.entry::jsonb || jsonb_build_object(
-                           'run', j.runs, 'token', j.lease_token, 'worker', j.worker_id,
-                           'started_at', j.attempted_at, 'at', clock_timestamp()))
+    journal          = j.journal || u.entry::jsonb
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token, unnest(@states::text[]) AS state, unnest(@delays_us::bigint[]) AS delay_us, unnest(@failed::bool[]) AS failed, unnest(@set_carry::bool[]) AS set_carry, unnest(@carries::text[]) AS carry, unnest(@entries::text[]) AS entry) AS u
 WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
 RETURNING j.id;

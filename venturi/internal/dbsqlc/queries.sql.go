@@ -37,7 +37,7 @@ UPDATE venturi_job j SET
     max_failures     = $3::int
 FROM picked
 WHERE j.id = picked.id
-RETURNING j.id, j.kind, j.payload, j.carry, j.runs, j.failures, j.lease_token, j.journal
+RETURNING j.id, j.kind, j.payload, j.carry, j.runs, j.failures, j.lease_token, j.journal, j.attempted_at
 `
 
 type ClaimParams struct {
@@ -49,14 +49,15 @@ type ClaimParams struct {
 }
 
 type ClaimRow struct {
-	ID         pgtype.UUID
-	Kind       string
-	Payload    []byte
-	Carry      []byte
-	Runs       int32
-	Failures   int32
-	LeaseToken pgtype.Int8
-	Journal    []byte
+	ID          pgtype.UUID
+	Kind        string
+	Payload     []byte
+	Carry       []byte
+	Runs        int32
+	Failures    int32
+	LeaseToken  pgtype.Int8
+	Journal     []byte
+	AttemptedAt *time.Time
 }
 
 // Claims up to max due jobs of the given kinds, most urgent first, then by due time, then
@@ -85,6 +86,7 @@ func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]*Claim
 			&i.Failures,
 			&i.LeaseToken,
 			&i.Journal,
+			&i.AttemptedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -233,9 +235,7 @@ UPDATE venturi_job j SET
     lease_token      = NULL,
     lease_expires_at = NULL,
     finished_at      = CASE WHEN u.state IN ('completed', 'dead') THEN now() END,
-    journal          = j.journal || jsonb_build_array(u.entry::jsonb || jsonb_build_object(
-                           'run', j.runs, 'token', j.lease_token, 'worker', j.worker_id,
-                           'started_at', j.attempted_at, 'at', clock_timestamp()))
+    journal          = j.journal || u.entry::jsonb
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::bigint[]) AS token, unnest($3::text[]) AS state, unnest($4::bigint[]) AS delay_us, unnest($5::bool[]) AS failed, unnest($6::bool[]) AS set_carry, unnest($7::text[]) AS carry, unnest($8::text[]) AS entry) AS u
 WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
 RETURNING j.id
@@ -253,7 +253,9 @@ type FinishRunsParams struct {
 }
 
 // Ends runs: one row per run, each fenced by its token. Rows whose token no longer
-// matches are not returned; their run was lost and its result is discarded.
+// matches are not returned; their run was lost and its result is discarded. Each entry
+// is a one-element JSON array, built by the worker from the run's claim time (database
+// clock) plus its measured duration.
 func (q *Queries) FinishRuns(ctx context.Context, db DBTX, arg FinishRunsParams) ([]pgtype.UUID, error) {
 	rows, err := db.Query(ctx, finishRuns,
 		arg.Ids,
