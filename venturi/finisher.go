@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -15,13 +16,13 @@ import (
 )
 
 // finisher writes the ends of runs in batches: whatever has queued up while the previous
-// batch was in flight goes in the next FinishRuns statement, so a busy worker writes many
-// results per round trip and an idle one adds no delay. A result counts as reported once
-// its batch has committed.
+// batches were in flight goes in the next FinishRuns statement, so a busy worker writes
+// many results per round trip and an idle one adds no delay. A result counts as reported
+// once its batch has committed.
 type finisher struct {
 	in      chan *finishReq
 	closing chan struct{}
-	done    chan struct{}
+	loops   sync.WaitGroup
 	write   func(ctx context.Context, reqs []*finishReq) ([]pgtype.UUID, error)
 	untrack func(j *claimed)
 	expired func(j *claimed) bool
@@ -35,7 +36,6 @@ func newFinisher[S any](w *Worker[S]) *finisher {
 	return &finisher{
 		in:      make(chan *finishReq, 2*w.cfg.Concurrency),
 		closing: make(chan struct{}),
-		done:    make(chan struct{}),
 		write: func(ctx context.Context, reqs []*finishReq) ([]pgtype.UUID, error) {
 			return w.q.FinishRuns(ctx, w.ctl, finishParams(w.cfg.ID, reqs))
 		},
@@ -60,14 +60,28 @@ func (f *finisher) submit(r *finishReq) {
 	}
 }
 
-// close flushes what was submitted and stops the loop.
+// close flushes what was submitted and stops the loops.
 func (f *finisher) close() {
 	close(f.closing)
-	<-f.done
+	f.loops.Wait()
+}
+
+// finishLoops is how many batches may be in flight at once: while one waits for its
+// commit to be flushed, the next collects results, and the server can flush several
+// commits together.
+const finishLoops = 3
+
+func (f *finisher) start(ctx context.Context) {
+	for range finishLoops {
+		f.loops.Add(1)
+		go func() {
+			defer f.loops.Done()
+			f.loop(ctx)
+		}()
+	}
 }
 
 func (f *finisher) loop(ctx context.Context) {
-	defer close(f.done)
 	for {
 		var first *finishReq
 		select {

@@ -45,6 +45,11 @@ type Config struct {
 	// FetchCooldown is the pause between two fetches while jobs keep arriving; it lets
 	// several finished handlers free their slots before the next claim. Default 1ms.
 	FetchCooldown time.Duration
+	// Prefetch is how many claimed jobs may wait for a free handler slot. A buffer keeps
+	// slots busy while the next claim is in flight; its jobs are leased like running ones
+	// and released at once by Stop. A job that arrives with a higher priority than the
+	// buffered ones waits behind them. Default: Concurrency; negative disables.
+	Prefetch int
 	// ClaimBatch is the most jobs one claim takes. Default: Concurrency.
 	ClaimBatch int
 	// Backoff is the default retry backoff; a task's BackoffPolicy overrides it.
@@ -82,7 +87,13 @@ func (c Config) withDefaults() Config {
 	if c.Concurrency <= 0 {
 		c.Concurrency = 100
 	}
-	if c.ClaimBatch <= 0 || c.ClaimBatch > c.Concurrency {
+	switch {
+	case c.Prefetch == 0:
+		c.Prefetch = c.Concurrency
+	case c.Prefetch < 0:
+		c.Prefetch = 0
+	}
+	if c.ClaimBatch <= 0 || c.ClaimBatch > c.Concurrency+c.Prefetch {
 		c.ClaimBatch = c.Concurrency
 	}
 	def(&c.Lease, 30*time.Second)
@@ -470,7 +481,7 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 		return errors.New("venturi: no task types registered")
 	}
 	cc := w.pool.Config()
-	cc.MaxConns, cc.MinConns = 4, 0
+	cc.MaxConns, cc.MinConns = 3+finishLoops, 0 // fetch, leases, maintenance, finishers
 	ctl, err := pgxpool.NewWithConfig(ctx, cc)
 	if err != nil {
 		return fmt.Errorf("venturi: control pool: %w", err)
@@ -493,7 +504,7 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 	w.fetchStop = stopFetch
 	w.fetchWG.Add(1)
 	go func() { defer w.fetchWG.Done(); w.fetchLoop(fetchCtx) }()
-	w.goBg(func() { w.fin.loop(bgCtx) })
+	w.fin.start(bgCtx)
 	w.goBg(func() { w.leaseLoop(bgCtx) })
 	w.goBg(func() { w.maintenanceLoop(bgCtx) })
 	if !w.cfg.PollOnly {
@@ -583,10 +594,17 @@ func (w *Worker[S]) fetchLoop(ctx context.Context) {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	var lastFetch time.Time
+	var buffer []*claimed // claimed, not started: at most Prefetch beyond the free slots
+	defer func() { w.release(buffer) }()
 	errDelay := 50 * time.Millisecond
 	for ctx.Err() == nil {
-		free := cap(w.slots) - len(w.slots)
-		if free == 0 {
+		for len(buffer) > 0 && len(w.slots) < cap(w.slots) {
+			w.slots <- struct{}{}
+			w.startHandler(buffer[0])
+			buffer = buffer[1:]
+		}
+		room := cap(w.slots) - len(w.slots) + w.cfg.Prefetch - len(buffer)
+		if room <= 0 {
 			select {
 			case <-w.freed:
 			case <-ctx.Done():
@@ -597,12 +615,11 @@ func (w *Worker[S]) fetchLoop(ctx context.Context) {
 			select {
 			case <-time.After(wait):
 			case <-ctx.Done():
-				continue
 			}
-			free = cap(w.slots) - len(w.slots)
+			continue // slots may have been freed meanwhile: recount
 		}
 		lastFetch = time.Now()
-		jobs, err := w.claim(ctx, min(free, w.cfg.ClaimBatch))
+		jobs, err := w.claim(ctx, min(room, w.cfg.ClaimBatch))
 		if err != nil {
 			if ctx.Err() == nil {
 				w.log.Warn("venturi: claim failed", "err", err)
@@ -612,16 +629,16 @@ func (w *Worker[S]) fetchLoop(ctx context.Context) {
 			continue
 		}
 		errDelay = 50 * time.Millisecond
-		for i, j := range jobs {
-			if ctx.Err() != nil {
-				w.release(jobs[i:])
-				return
-			}
-			w.slots <- struct{}{}
-			w.startHandler(j)
-		}
+		buffer = append(buffer, jobs...)
 		if len(jobs) > 0 {
 			continue // more may be waiting: fetch again after the cooldown
+		}
+		if len(buffer) > 0 {
+			select { // wait for a slot for the buffered jobs
+			case <-w.freed:
+			case <-ctx.Done():
+			}
+			continue
 		}
 		// Nothing due. Right after a notification, keep looking briefly: producers debounce
 		// their NOTIFYs, so a job committed just after the last one may have sent none.
@@ -719,11 +736,18 @@ func (w *Worker[S]) startHandler(j *claimed) {
 	ctx, cancel := context.WithCancelCause(w.hardCtx)
 	w.mu.Lock()
 	a := w.active[j.id]
-	a.cancel = cancel
-	expired := time.Now().After(a.deadline)
+	lost := a == nil || a.job != j || time.Now().After(a.deadline)
+	if !lost {
+		a.cancel = cancel
+	}
 	w.mu.Unlock()
-	if expired {
+	if lost {
+		// Its lease ran out while it waited in the prefetch buffer: the job is (or will
+		// be) rescued, so do not start a run whose writes would be discarded.
 		cancel(ErrLeaseLost)
+		w.untrack(j)
+		<-w.slots
+		return
 	}
 	w.handlers.Add(1)
 	go func() {
@@ -818,6 +842,8 @@ func (w *Worker[S]) leaseLoop(ctx context.Context) {
 				switch {
 				case ok[j.id]:
 					a.deadline = sent.Add(w.cfg.Lease)
+				case a.cancel == nil:
+					a.deadline = time.Time{} // buffered, not started: it will not start
 				case a.finished:
 					// Its result was written while the statement ran; the finisher untracks it.
 				case a.cancel != nil:
