@@ -79,6 +79,7 @@ func driverMain(args []string) (int, error) {
 	schema := fs.String("schema", "", "schema to (re)create (default chaos, or chaos_control)")
 	pgsh := fs.String("pgsh", "", "path to scripts/pg.sh (default: found upwards from the working directory)")
 	logdir := fs.String("logdir", "", "directory for worker logs (default: a temporary directory)")
+	checkOnly := fs.Bool("check", false, "only check the schema an earlier run left (no setup, no workers, no faults)")
 	if err := fs.Parse(args); err != nil {
 		return 2, err
 	}
@@ -103,6 +104,9 @@ func driverMain(args []string) (int, error) {
 	o.dsn = os.Getenv("DATABASE_URL")
 	if o.dsn == "" {
 		return 2, errors.New("DATABASE_URL is not set: run under `VENTURI_PGDATA=$PWD/.pgdata-chaos scripts/pg.sh with -- ...` (see chaos/README.md)")
+	}
+	if *checkOnly {
+		return checkOnlyMain(o)
 	}
 	if !o.control {
 		// The run restarts PostgreSQL: refuse anything but a cluster of our own.
@@ -815,4 +819,28 @@ func (d *driver) saveFaults(ctx context.Context) error {
 		sleepCtx(ctx, 500*time.Millisecond)
 	}
 	return err
+}
+
+// checkOnlyMain re-runs the checker on the schema an earlier run left behind.
+func checkOnlyMain(o options) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dsn, err := withParams(o.dsn, "search_path", o.schema, "application_name", "chaos-driver")
+	if err != nil {
+		return 2, err
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return 1, err
+	}
+	defer pool.Close()
+	rep, err := check(ctx, pool, checkConfig{lease: o.lease, control: o.control})
+	if err != nil {
+		return 1, fmt.Errorf("check: %w", err)
+	}
+	rep.print(os.Stdout, "check of schema "+o.schema, o.seed, 0, 0)
+	if len(rep.violations) > 0 {
+		return 1, fmt.Errorf("%d invariant violation(s)", len(rep.violations))
+	}
+	return 0, nil
 }
