@@ -127,7 +127,10 @@ UPDATE venturi_job j SET
     finished_at      = CASE WHEN u.state IN ('completed', 'dead') THEN now() END,
     journal          = j.journal || u.entry::jsonb
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token, unnest(@states::text[]) AS state, unnest(@delays_us::bigint[]) AS delay_us, unnest(@failed::bool[]) AS failed, unnest(@set_carry::bool[]) AS set_carry, unnest(@carries::text[]) AS carry, unnest(@entries::text[]) AS entry) AS u
-WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
+-- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
+-- testing the state keeps the planner on primary-key lookups instead of scanning every
+-- running job through the lease index.
+WHERE j.id = u.id AND j.lease_token = u.token
 RETURNING j.id;
 
 -- name: ReleaseUnstarted :many
@@ -135,14 +138,20 @@ RETURNING j.id;
 UPDATE venturi_job j SET
     state = 'available', runs = j.runs - 1, lease_token = NULL, lease_expires_at = NULL
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token) AS u
-WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
+-- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
+-- testing the state keeps the planner on primary-key lookups instead of scanning every
+-- running job through the lease index.
+WHERE j.id = u.id AND j.lease_token = u.token
 RETURNING j.id;
 
 -- name: ExtendLeases :many
 -- Extends the leases of one worker's running jobs in one statement.
 UPDATE venturi_job j SET lease_expires_at = now() + interval '1 microsecond' * @lease_us::bigint
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token) AS u
-WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
+-- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
+-- testing the state keeps the planner on primary-key lookups instead of scanning every
+-- running job through the lease index.
+WHERE j.id = u.id AND j.lease_token = u.token
 RETURNING j.id;
 
 -- name: TryMaintenanceLock :one
