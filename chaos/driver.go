@@ -679,8 +679,36 @@ func (d *driver) kill(ctx context.Context) {
 	}
 }
 
+// pickBusiest chooses the (not stopped) worker that holds the most running jobs, so
+// that a stall has runs to cut; a random one if the query fails.
+func (d *driver) pickBusiest(ctx context.Context) *proc {
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	rows, err := d.pool.Query(qctx, `SELECT worker_id, count(*) FROM venturi_job WHERE state = 'running' GROUP BY 1 ORDER BY 2 DESC`)
+	if err == nil {
+		defer rows.Close()
+		for rows.Next() {
+			var w string
+			var n int
+			if rows.Scan(&w, &n) != nil {
+				break
+			}
+			pid := pidOf(w)
+			d.mu.Lock()
+			for _, p := range d.procs {
+				if p != nil && p.pid == pid && !p.stopped {
+					d.mu.Unlock()
+					return p
+				}
+			}
+			d.mu.Unlock()
+		}
+	}
+	return d.pickRunning()
+}
+
 func (d *driver) stop(ctx context.Context) {
-	p := d.pickRunning()
+	p := d.pickBusiest(ctx)
 	if p == nil {
 		return
 	}
