@@ -46,9 +46,10 @@ type Config struct {
 	// several finished handlers free their slots before the next claim. Default 1ms.
 	FetchCooldown time.Duration
 	// Prefetch is how many claimed jobs may wait for a free handler slot. A buffer keeps
-	// slots busy while the next claim is in flight; its jobs are leased like running ones
-	// and released at once by Stop. A job that arrives with a higher priority than the
-	// buffered ones waits behind them. Default: Concurrency; negative disables.
+	// slots busy while the next claim is in flight; its jobs are leased like running ones,
+	// released to other workers when they wait more than a second (or Lease/3) and at once
+	// by Stop. A job that arrives with a higher priority than the buffered ones waits
+	// behind them. Default: Concurrency; negative disables.
 	Prefetch int
 	// ClaimBatch is the most jobs one claim takes. Default: Concurrency.
 	ClaimBatch int
@@ -603,12 +604,10 @@ func (w *Worker[S]) fetchLoop(ctx context.Context) {
 			w.startHandler(buffer[0])
 			buffer = buffer[1:]
 		}
+		buffer = w.releaseStale(buffer)
 		room := cap(w.slots) - len(w.slots) + w.cfg.Prefetch - len(buffer)
 		if room <= 0 {
-			select {
-			case <-w.freed:
-			case <-ctx.Done():
-			}
+			w.waitSlot(ctx, buffer)
 			continue
 		}
 		if wait := w.cfg.FetchCooldown - time.Since(lastFetch); wait > 0 {
@@ -634,10 +633,7 @@ func (w *Worker[S]) fetchLoop(ctx context.Context) {
 			continue // more may be waiting: fetch again after the cooldown
 		}
 		if len(buffer) > 0 {
-			select { // wait for a slot for the buffered jobs
-			case <-w.freed:
-			case <-ctx.Done():
-			}
+			w.waitSlot(ctx, buffer)
 			continue
 		}
 		// Nothing due. Right after a notification, keep looking briefly: producers debounce
@@ -655,6 +651,38 @@ func (w *Worker[S]) fetchLoop(ctx context.Context) {
 		case <-ctx.Done():
 		}
 	}
+}
+
+// prefetchWait is the longest a prefetched job waits for a slot before it is released
+// for other workers: busy handlers must not hold claimed jobs hostage.
+func (w *Worker[S]) prefetchWait() time.Duration { return min(time.Second, w.cfg.Lease/3) }
+
+// waitSlot waits for a free slot, or until the oldest buffered job has waited too long.
+func (w *Worker[S]) waitSlot(ctx context.Context, buffer []*claimed) {
+	var stale <-chan time.Time
+	if len(buffer) > 0 {
+		t := time.NewTimer(w.prefetchWait() - time.Since(buffer[0].sent))
+		defer t.Stop()
+		stale = t.C
+	}
+	select {
+	case <-w.freed:
+	case <-stale:
+	case <-ctx.Done():
+	}
+}
+
+// releaseStale returns buffered jobs that waited longer than prefetchWait to the queue.
+func (w *Worker[S]) releaseStale(buffer []*claimed) []*claimed {
+	n := 0
+	for n < len(buffer) && time.Since(buffer[n].sent) > w.prefetchWait() {
+		n++
+	}
+	if n == 0 {
+		return buffer
+	}
+	w.release(buffer[:n])
+	return buffer[n:]
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
