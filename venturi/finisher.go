@@ -34,7 +34,7 @@ const maxFinishBatch = 1000
 
 func newFinisher[S any](w *Worker[S]) *finisher {
 	return &finisher{
-		in:      make(chan *finishReq, 2*w.cfg.Concurrency),
+		in:      make(chan *finishReq, max(maxFinishBatch, 4*w.cfg.Concurrency)),
 		closing: make(chan struct{}),
 		write: func(ctx context.Context, reqs []*finishReq) ([]pgtype.UUID, error) {
 			return w.q.FinishRuns(ctx, w.ctl, finishParams(w.cfg.ID, reqs))
@@ -66,27 +66,30 @@ func (f *finisher) close() {
 	f.loops.Wait()
 }
 
-// finishLoops is how many batches may be in flight at once: while one waits for its
-// commit to be flushed, the next collects results, and the server can flush several
-// commits together.
+// finishLoops is how many batches may be in flight at once. One collector forms the
+// batches: while every flusher waits for its commit, results accumulate, and the next free
+// flusher takes all of them. An idle worker writes each result at once; a busy one writes
+// hundreds per statement, with several commits flushed together by the server.
 const finishLoops = 3
 
 func (f *finisher) start(ctx context.Context) {
-	for range finishLoops {
-		f.loops.Add(1)
-		go func() {
-			defer f.loops.Done()
-			f.loop(ctx)
-		}()
-	}
+	f.loops.Add(1)
+	go func() {
+		defer f.loops.Done()
+		f.collect(ctx)
+	}()
 }
 
-func (f *finisher) loop(ctx context.Context) {
+func (f *finisher) collect(ctx context.Context) {
+	sem := make(chan struct{}, finishLoops)
+	var flushing sync.WaitGroup
+	defer flushing.Wait()
 	for {
 		var first *finishReq
 		select {
 		case first = <-f.in:
 		case <-f.closing:
+			flushing.Wait()
 			for {
 				batch := f.drain(nil)
 				if len(batch) == 0 {
@@ -95,7 +98,14 @@ func (f *finisher) loop(ctx context.Context) {
 				f.flush(ctx, batch)
 			}
 		}
-		f.flush(ctx, f.drain([]*finishReq{first}))
+		sem <- struct{}{} // wait for a free flusher; results accumulate meanwhile
+		batch := f.drain([]*finishReq{first})
+		flushing.Add(1)
+		go func() {
+			defer flushing.Done()
+			f.flush(ctx, batch)
+			<-sem
+		}()
 	}
 }
 
