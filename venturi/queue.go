@@ -165,6 +165,9 @@ func (q *Queue) Enqueue(ctx context.Context, task Task, opts ...EnqueueOption) (
 		q.queueInsert(b, p)
 		return Result{ID: p.id, Action: ActionInserted}, q.pool.SendBatch(ctx, b).Close()
 	}
+	if res, ok, err := q.replaceFast(ctx, q.pool, p); ok || err != nil {
+		return res, err
+	}
 	// The common dedup case, in one round trip: lock the key, insert unless a pending job
 	// has it. The batch is one implicit transaction, so the lock covers the insert.
 	var iso string
@@ -414,8 +417,48 @@ func (q *Queue) notifyNow(ctx context.Context, db dbsqlc.DBTX, kind string) {
 	_ = q.q.Notify(ctx, db, dbsqlc.NotifyParams{Channel: q.channel, Payload: kind})
 }
 
+// replaceFast enqueues a dedup task whose type has no merge method, so a collision is
+// always Replace: lock the key and replace-or-insert in one round trip. ok is false when
+// the type has a merge method, or when db's transaction is not READ COMMITTED (the caller
+// then takes the general path, which reports ErrIsolation where it applies).
+func (q *Queue) replaceFast(ctx context.Context, db interface {
+	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+}, p *plan) (Result, bool, error) {
+	if m, err := mergerFor(reflect.TypeOf(p.task)); err != nil || m.method.Func.IsValid() {
+		return Result{}, false, nil // the general path reports a malformed merge on collision
+	}
+	entry, _ := json.Marshal(JournalEntry{Event: EventMerged, Merge: Replace.String(), Note: "merged enqueue " + p.id.String()})
+	var (
+		iso           string
+		id            pgtype.UUID
+		replaced, due bool
+	)
+	b := &pgx.Batch{}
+	b.Queue(dbsqlc.DedupLockSQL, p.kind, p.key).QueryRow(func(r pgx.Row) error { return r.Scan(&iso) })
+	b.Queue(dbsqlc.InsertOrReplaceSQL, p.atParam(), delayOf(p.opts.delay), p.kind, p.key, string(p.payload),
+		int16(p.priority), string(entry), uuidOf(p.id)).QueryRow(func(r pgx.Row) error {
+		return r.Scan(&id, &replaced, &due)
+	})
+	if p.dueNow() && !q.poll && q.notify.allow(p.kind) {
+		b.Queue(dbsqlc.NotifySQL, q.channel, p.kind) // delivered at commit
+	}
+	if err := db.SendBatch(ctx, b).Close(); err != nil {
+		return Result{}, false, err
+	}
+	if !id.Valid {
+		return Result{}, false, nil
+	}
+	if replaced {
+		return Result{ID: ulidOf(id), Action: ActionReplaced}, true, nil
+	}
+	return Result{ID: p.id, Action: ActionInserted}, true, nil
+}
+
 // enqueueTx is the dedup path inside a transaction that holds (or takes) the key's lock.
 func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, error) {
+	if res, ok, err := q.replaceFast(ctx, tx, p); ok || err != nil {
+		return res, err
+	}
 	var iso string
 	var ins dbsqlc.InsertIfNoCandidateRow
 	b := &pgx.Batch{}

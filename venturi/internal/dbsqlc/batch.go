@@ -8,6 +8,7 @@ const (
 	InsertIfNoCandidateSQL = insertIfNoCandidate
 	InsertJobSQL           = insertJob
 	InsertJobsSQL          = insertJobs
+	InsertOrReplaceSQL     = insertOrReplace
 	NotifySQL              = notify
 	PromoteDueSQL          = promoteDue
 )

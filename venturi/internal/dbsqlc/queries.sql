@@ -208,3 +208,40 @@ SELECT kind, state, count(*)::bigint AS jobs
 FROM venturi_job
 GROUP BY kind, state
 ORDER BY kind, state;
+
+-- name: InsertOrReplace :one
+-- The dedup enqueue of a task type without a merge method (its decision is always
+-- Replace), in one statement: replace the newest pending job with the key, or insert.
+-- Runs after DedupLock in the same transaction. Returns NULL id unless READ COMMITTED.
+WITH t AS (
+    SELECT COALESCE(sqlc.narg(at)::timestamptz, now()) + interval '1 microsecond' * @delay_us::bigint AS at
+), cand AS (
+    SELECT j.id FROM venturi_job j
+    WHERE j.kind = @kind AND j.dedup_key = @dedup_key::text AND j.state IN ('scheduled', 'available')
+      AND current_setting('transaction_isolation') = 'read committed'
+    ORDER BY j.id DESC
+    LIMIT 1
+    FOR UPDATE
+), upd AS (
+    UPDATE venturi_job j SET
+        payload  = (@payload::text)::jsonb,
+        priority = @priority,
+        carry    = NULL,
+        run_at   = LEAST(j.run_at, t.at),
+        state    = CASE WHEN LEAST(j.run_at, t.at) <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+        journal  = j.journal || jsonb_build_array((@entry::text)::jsonb || jsonb_build_object('at', now()))
+    FROM cand, t
+    WHERE j.id = cand.id
+    RETURNING j.id, j.state
+), ins AS (
+    INSERT INTO venturi_job (id, kind, state, priority, dedup_key, payload, run_at)
+    SELECT @id, @kind, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+           @priority, @dedup_key::text, (@payload::text)::jsonb, t.at
+    FROM t
+    WHERE NOT EXISTS (SELECT 1 FROM cand)
+      AND current_setting('transaction_isolation') = 'read committed'
+    RETURNING venturi_job.id, venturi_job.state
+)
+SELECT COALESCE((SELECT id FROM upd), (SELECT id FROM ins))::uuid AS job_id,
+       EXISTS (SELECT 1 FROM upd)::bool AS replaced,
+       COALESCE((SELECT state = 'available' FROM upd), (SELECT state = 'available' FROM ins), false)::bool AS due;

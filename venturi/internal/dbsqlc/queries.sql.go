@@ -452,6 +452,77 @@ func (q *Queries) InsertJobs(ctx context.Context, db DBTX, arg InsertJobsParams)
 	return err
 }
 
+const insertOrReplace = `-- name: InsertOrReplace :one
+WITH t AS (
+    SELECT COALESCE($1::timestamptz, now()) + interval '1 microsecond' * $2::bigint AS at
+), cand AS (
+    SELECT j.id FROM venturi_job j
+    WHERE j.kind = $3 AND j.dedup_key = $4::text AND j.state IN ('scheduled', 'available')
+      AND current_setting('transaction_isolation') = 'read committed'
+    ORDER BY j.id DESC
+    LIMIT 1
+    FOR UPDATE
+), upd AS (
+    UPDATE venturi_job j SET
+        payload  = ($5::text)::jsonb,
+        priority = $6,
+        carry    = NULL,
+        run_at   = LEAST(j.run_at, t.at),
+        state    = CASE WHEN LEAST(j.run_at, t.at) <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+        journal  = j.journal || jsonb_build_array(($7::text)::jsonb || jsonb_build_object('at', now()))
+    FROM cand, t
+    WHERE j.id = cand.id
+    RETURNING j.id, j.state
+), ins AS (
+    INSERT INTO venturi_job (id, kind, state, priority, dedup_key, payload, run_at)
+    SELECT $8, $3, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+           $6, $4::text, ($5::text)::jsonb, t.at
+    FROM t
+    WHERE NOT EXISTS (SELECT 1 FROM cand)
+      AND current_setting('transaction_isolation') = 'read committed'
+    RETURNING venturi_job.id, venturi_job.state
+)
+SELECT COALESCE((SELECT id FROM upd), (SELECT id FROM ins))::uuid AS job_id,
+       EXISTS (SELECT 1 FROM upd)::bool AS replaced,
+       COALESCE((SELECT state = 'available' FROM upd), (SELECT state = 'available' FROM ins), false)::bool AS due
+`
+
+type InsertOrReplaceParams struct {
+	At       *time.Time
+	DelayUs  int64
+	Kind     string
+	DedupKey string
+	Payload  string
+	Priority int16
+	Entry    string
+	ID       pgtype.UUID
+}
+
+type InsertOrReplaceRow struct {
+	JobID    pgtype.UUID
+	Replaced bool
+	Due      bool
+}
+
+// The dedup enqueue of a task type without a merge method (its decision is always
+// Replace), in one statement: replace the newest pending job with the key, or insert.
+// Runs after DedupLock in the same transaction. Returns NULL id unless READ COMMITTED.
+func (q *Queries) InsertOrReplace(ctx context.Context, db DBTX, arg InsertOrReplaceParams) (*InsertOrReplaceRow, error) {
+	row := db.QueryRow(ctx, insertOrReplace,
+		arg.At,
+		arg.DelayUs,
+		arg.Kind,
+		arg.DedupKey,
+		arg.Payload,
+		arg.Priority,
+		arg.Entry,
+		arg.ID,
+	)
+	var i InsertOrReplaceRow
+	err := row.Scan(&i.JobID, &i.Replaced, &i.Due)
+	return &i, err
+}
+
 const mergeInto = `-- name: MergeInto :one
 UPDATE venturi_job j SET
     payload  = CASE WHEN $1::bool THEN ($2::text)::jsonb ELSE j.payload END,
