@@ -21,8 +21,8 @@ chaos/build:
 chaos: chaos/build ## Full chaos run: 10,000 jobs, 3 workers x 8, ~100 kills, 3 PG restarts (~5 min)
 	@$(CHAOS_RUN) $(CHAOS_FLAGS)
 
-test/chaos: chaos/build ## Checker unit tests, a short chaos run (under two minutes) and a short fault-free control
-	cd chaos && go test $(GOTEST_FLAGS) .
+test/chaos: chaos/build ## Checker and lease-loop tests, a short chaos run (under two minutes), a short fault-free control
+	@$(CHAOS_PG) with -- bash -c 'cd chaos && go test $(GOTEST_FLAGS) .'
 	@$(CHAOS_RUN) -short $(CHAOS_FLAGS)
 	@$(CHAOS_RUN) -short -control -jobs 400 $(CHAOS_FLAGS)
 
