@@ -12,10 +12,10 @@ import (
 // Kinds shared by both libraries. River routes by queue, venturi by kind: the backlog kind
 // is never registered on a venturi worker, and River's backlog lives in its own queue.
 const (
-	kindNoop    = "bench_noop"
-	kindDedup   = "bench_dedup"
-	kindPickup  = "bench_pickup"
-	kindBacklog = "bench_backlog"
+	kindNoop          = "bench_noop"
+	kindDedup         = "bench_dedup"
+	kindPickup        = "bench_pickup"
+	kindBacklog       = "bench_backlog"
 	riverBacklogQueue = "bench_backlog"
 )
 
