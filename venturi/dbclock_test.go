@@ -1,0 +1,65 @@
+package venturi_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"slices"
+	"testing"
+)
+
+// TestWorkerSendsNoTimestamps guards "database time only": every decision about due
+// times, leases, backoff and retention is made with the server's now(), and workers pass
+// durations. The only timestamps any statement accepts are the run-at times a producer
+// chooses explicitly with venturi.At. A worker whose clock is an hour off therefore
+// cannot move a lease, a retry or a rescue. (A process's wall clock cannot be faked for
+// a Go binary here: Go reads it through the vDSO, and time namespaces do not offset it.)
+func TestWorkerSendsNoTimestamps(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "internal/dbsqlc/queries.sql.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := []string{"InsertJobParams.At", "InsertJobsParams.Ats", "InsertIfNoCandidateParams.At",
+		"MergeIntoParams.At", "InsertOrReplaceParams.At"}
+	var found []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		ts, ok := n.(*ast.TypeSpec)
+		if !ok {
+			return true
+		}
+		st, ok := ts.Type.(*ast.StructType)
+		if !ok || len(ts.Name.Name) < 6 || ts.Name.Name[len(ts.Name.Name)-6:] != "Params" {
+			return false
+		}
+		for _, field := range st.Fields.List {
+			if isTime(field.Type) {
+				for _, name := range field.Names {
+					found = append(found, ts.Name.Name+"."+name.Name)
+				}
+			}
+		}
+		return false
+	})
+	for _, f := range found {
+		if !slices.Contains(allowed, f) {
+			t.Errorf("statement parameter %s is a timestamp: pass a duration and compute with now()", f)
+		}
+	}
+	if len(found) != len(allowed) {
+		t.Errorf("timestamp parameters = %v, want exactly %v", found, allowed)
+	}
+}
+
+// isTime reports whether e is time.Time, *time.Time or []time.Time.
+func isTime(e ast.Expr) bool {
+	switch x := e.(type) {
+	case *ast.StarExpr:
+		return isTime(x.X)
+	case *ast.ArrayType:
+		return isTime(x.Elt)
+	case *ast.SelectorExpr:
+		id, ok := x.X.(*ast.Ident)
+		return ok && id.Name == "time" && x.Sel.Name == "Time"
+	}
+	return false
+}
