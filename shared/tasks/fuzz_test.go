@@ -10,8 +10,8 @@ import (
 )
 
 // FuzzTaskPayloadDecode decodes arbitrary bytes the way the worker does (json.Unmarshal
-// into the payload and carry types, which the worker's handler types share field for
-// field) and exercises every enqueue-time policy on what decoded. Properties: nothing
+// into the payload and carry types, which the worker's handler functions take as they
+// are) and exercises every enqueue-time policy on what decoded. Properties: nothing
 // panics; a decoded value survives an encode/decode round trip unchanged; merging two
 // rebuilds never loses a request (Requests is at least each side's, with no overflow to a
 // negative count) and yields sorted, unique tags; Size is always from 1 to 1000; dedup keys
@@ -59,7 +59,14 @@ func FuzzTaskPayloadDecode(f *testing.F) {
 			_ = rb.DedupKey()
 			_ = rb.Priority()
 			other := NewRebuildTagIndex("go")
-			for _, m := range []RebuildTagIndex{rb.mergedInto(other), other.mergedInto(rb), rb.mergedInto(rb)} {
+			merge := func(existing, incoming RebuildTagIndex) RebuildTagIndex {
+				m := incoming.Merge(venturi.Pending[RebuildTagIndex, TagIndexCarry]{Payload: existing})
+				if m.Decision() != venturi.With || m.Carry().Merged != 1 {
+					t.Fatalf("Merge = %v with carry %+v, want with and one merge counted", m.Decision(), m.Carry())
+				}
+				return m.Task()
+			}
+			for _, m := range []RebuildTagIndex{merge(other, rb), merge(rb, other), merge(rb, rb)} {
 				if m.Requests < max(rb.Requests, 1) || m.Requests < 1 {
 					t.Fatalf("merged requests %d < %d: a merge lost requests", m.Requests, rb.Requests)
 				}
@@ -72,7 +79,6 @@ func FuzzTaskPayloadDecode(f *testing.F) {
 					t.Fatalf("a rebuild of all tags lists tags %q", m.Tags)
 				}
 			}
-			_ = other.Merge(venturi.Pending[RebuildTagIndex, TagIndexCarry]{Payload: rb}).Decision()
 		}
 		var ic ImportCarry
 		if json.Unmarshal(data, &ic) == nil {

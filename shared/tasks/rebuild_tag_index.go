@@ -54,22 +54,17 @@ func (t RebuildTagIndex) Priority() venturi.Priority {
 
 // Merge unions the incoming tags into the pending rebuild and counts the merge.
 func (t RebuildTagIndex) Merge(existing venturi.Pending[RebuildTagIndex, TagIndexCarry]) venturi.Merge[RebuildTagIndex, TagIndexCarry] {
-	carry := existing.Carry
-	carry.Merged++
-	return existing.With(t.mergedInto(existing.Payload), carry)
-}
-
-// mergedInto returns the rebuild that stands for both existing and t.
-func (t RebuildTagIndex) mergedInto(existing RebuildTagIndex) RebuildTagIndex {
 	merged := RebuildTagIndex{
-		Tags:     normalizeTags(append(slices.Clone(existing.Tags), t.Tags...)),
-		All:      existing.All || t.All,
-		Requests: addRequests(existing.Requests, t.Requests),
+		Tags:     normalizeTags(append(slices.Clone(existing.Payload.Tags), t.Tags...)),
+		All:      existing.Payload.All || t.All,
+		Requests: addRequests(existing.Payload.Requests, t.Requests),
 	}
 	if merged.All {
 		merged.Tags = nil
 	}
-	return merged
+	carry := existing.Carry
+	carry.Merged++
+	return existing.With(merged, carry)
 }
 
 // addRequests adds two request counts, each at least 1, saturating instead of wrapping: a

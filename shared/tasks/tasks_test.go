@@ -43,24 +43,29 @@ func TestRebuildTagIndexMergeUnions(t *testing.T) {
 	for _, tt := range []struct {
 		name          string
 		existing, new RebuildTagIndex
+		carry         TagIndexCarry
 		want          RebuildTagIndex
+		wantCarry     TagIndexCarry
 	}{
-		{"union", NewRebuildTagIndex("go", "db"), NewRebuildTagIndex("web", "go"),
-			RebuildTagIndex{Tags: []string{"db", "go", "web"}, Requests: 2}},
-		{"all wins", NewRebuildTagIndex("go"), RebuildTagIndex{All: true, Requests: 1},
-			RebuildTagIndex{All: true, Requests: 2}},
-		{"requests add up", RebuildTagIndex{Tags: []string{"a"}, Requests: 9}, NewRebuildTagIndex("a"),
-			RebuildTagIndex{Tags: []string{"a"}, Requests: 10}},
+		{"union", NewRebuildTagIndex("go", "db"), NewRebuildTagIndex("web", "go"), TagIndexCarry{},
+			RebuildTagIndex{Tags: []string{"db", "go", "web"}, Requests: 2}, TagIndexCarry{Merged: 1}},
+		{"all wins", NewRebuildTagIndex("go"), RebuildTagIndex{All: true, Requests: 1}, TagIndexCarry{Merged: 4},
+			RebuildTagIndex{All: true, Requests: 2}, TagIndexCarry{Merged: 5}},
+		{"requests add up", RebuildTagIndex{Tags: []string{"a"}, Requests: 9}, NewRebuildTagIndex("a"), TagIndexCarry{Merged: 8},
+			RebuildTagIndex{Tags: []string{"a"}, Requests: 10}, TagIndexCarry{Merged: 9}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := tt.new.mergedInto(tt.existing)
-			if !reflect.DeepEqual(got, tt.want) {
+			p := venturi.Pending[RebuildTagIndex, TagIndexCarry]{Payload: tt.existing, Carry: tt.carry}
+			m := tt.new.Merge(p)
+			if d := m.Decision(); d != venturi.With {
+				t.Fatalf("Merge = %v, want with", d)
+			}
+			if got := m.Task(); !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("merged = %+v, want %+v", got, tt.want)
 			}
-			p := venturi.Pending[RebuildTagIndex, TagIndexCarry]{Payload: tt.existing}
-			if d := tt.new.Merge(p).Decision(); d != venturi.With {
-				t.Fatalf("Merge = %v, want with", d)
+			if got := m.Carry(); got != tt.wantCarry {
+				t.Fatalf("merged carry = %+v, want %+v", got, tt.wantCarry)
 			}
 		})
 	}

@@ -109,6 +109,10 @@ type Error struct {
 	Status    int // the HTTP status, when a response arrived
 	Permanent bool
 	Err       error
+	// RetryAfter is the wait a 429 or 503 response asked for in its Retry-After header
+	// (delay-seconds or an HTTP-date); zero when the header is absent, unparsable, or
+	// asks for no wait.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -255,9 +259,12 @@ func (f *Fetcher) Fetch(ctx context.Context, raw string) (*Result, error) {
 	}
 	defer resp.Body.Close()
 	final := resp.Request.URL.String()
-	if err := statusError(resp.StatusCode); err != nil {
+	if fe := statusError(resp.StatusCode); fe != nil {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
-		return nil, err
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+			fe.RetryAfter = RetryAfter(resp.Header.Get("Retry-After"), time.Now())
+		}
+		return nil, fe
 	}
 	mediaType, params, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch mediaType {
@@ -285,7 +292,7 @@ func (f *Fetcher) Fetch(ctx context.Context, raw string) (*Result, error) {
 	return res, nil
 }
 
-func statusError(code int) error {
+func statusError(code int) *Error {
 	switch {
 	case code >= 200 && code < 300:
 		return nil
@@ -333,10 +340,29 @@ func unwrapDial(err error) error {
 	return err
 }
 
-// RetryAfter parses a Retry-After header in seconds; zero when absent or a date.
-func RetryAfter(h string) time.Duration {
-	if s, err := strconv.Atoi(strings.TrimSpace(h)); err == nil && s > 0 {
+// maxRetryAfter bounds what RetryAfter returns, so that absurd values cannot overflow.
+// Callers apply their own, smaller cap.
+const maxRetryAfter = 30 * 24 * time.Hour
+
+// RetryAfter parses a Retry-After header value (RFC 9110 section 10.2.3): delay-seconds or
+// an HTTP-date, read relative to now. It returns zero when h is empty or unparsable, or
+// asks for no wait (0 seconds, a date not after now), and at most 30 days.
+func RetryAfter(h string, now time.Time) time.Duration {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return 0
+	}
+	if s, err := strconv.ParseUint(h, 10, 64); err == nil {
+		if s > uint64(maxRetryAfter/time.Second) {
+			return maxRetryAfter
+		}
 		return time.Duration(s) * time.Second
+	}
+	if strings.Trim(h, "0123456789") == "" {
+		return maxRetryAfter // all digits but too large for uint64
+	}
+	if t, err := http.ParseTime(h); err == nil && t.After(now) {
+		return min(t.Sub(now), maxRetryAfter)
 	}
 	return 0
 }

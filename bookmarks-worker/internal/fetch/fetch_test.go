@@ -82,6 +82,71 @@ func TestFetchStatusClassification(t *testing.T) {
 	}
 }
 
+func TestRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		h    string
+		want time.Duration
+	}{
+		{"", 0},
+		{"120", 2 * time.Minute},
+		{" 7 ", 7 * time.Second},
+		{"0", 0},
+		{"-5", 0},
+		{"1.5", 0},
+		{"soon", 0},
+		{"99999999999", 30 * 24 * time.Hour},
+		{"999999999999999999999999", 30 * 24 * time.Hour},
+		{"Sun, 01 Mar 2026 12:30:00 GMT", 30 * time.Minute},
+		{"Sunday, 01-Mar-26 12:00:10 GMT", 10 * time.Second}, // RFC 850
+		{"Sun Mar  1 13:00:00 2026", time.Hour},              // asctime
+		{"Sun, 01 Mar 2026 11:00:00 GMT", 0},                 // in the past
+		{"Sun, 01 Mar 2099 12:00:00 GMT", 30 * 24 * time.Hour},
+	} {
+		if got := RetryAfter(tt.h, now); got != tt.want {
+			t.Errorf("RetryAfter(%q) = %v, want %v", tt.h, got, tt.want)
+		}
+	}
+}
+
+// TestFetchRetryAfter: a 429 or 503 carries its Retry-After wait in the error; other
+// statuses ignore the header.
+func TestFetchRetryAfter(t *testing.T) {
+	t.Parallel()
+	date := time.Now().Add(10 * time.Minute).UTC().Format(http.TimeFormat)
+	srv, f := testServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		status, _ := strconv.Atoi(r.URL.Query().Get("status"))
+		if h := r.URL.Query().Get("after"); h != "" {
+			w.Header().Set("Retry-After", h)
+		}
+		w.WriteHeader(status)
+	}), Config{})
+	for _, tt := range []struct {
+		status   int
+		after    string
+		min, max time.Duration
+	}{
+		{429, "120", 2 * time.Minute, 2 * time.Minute},
+		{503, "30", 30 * time.Second, 30 * time.Second},
+		{503, date, 9 * time.Minute, 10 * time.Minute},
+		{429, "", 0, 0},
+		{429, "later", 0, 0},
+		{500, "120", 0, 0},
+		{408, "120", 0, 0},
+	} {
+		q := url.Values{"status": {strconv.Itoa(tt.status)}, "after": {tt.after}}
+		_, err := f.Fetch(t.Context(), srv.URL+"/?"+q.Encode())
+		var fe *Error
+		if !errors.As(err, &fe) || fe.Status != tt.status || fe.Permanent {
+			t.Fatalf("%d %q: err = %v", tt.status, tt.after, err)
+		}
+		if fe.RetryAfter < tt.min || fe.RetryAfter > tt.max {
+			t.Errorf("%d Retry-After %q: RetryAfter = %v, want %v..%v", tt.status, tt.after, fe.RetryAfter, tt.min, tt.max)
+		}
+	}
+}
+
 func TestFetchLimits(t *testing.T) {
 	t.Parallel()
 	srv, f := testServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -1,10 +1,12 @@
 // Package handlers holds the worker's side of every task kind in shared/tasks: one file per
-// kind, each a handler type over the shared payload, and App, the state they share.
+// kind, each a handler function over the shared payload type, and App, the state they share.
 //
-// Go cannot add methods to another package's type, so each handler type is a defined type
-// with the payload's underlying struct (type FetchBookmark tasks.FetchBookmark): the JSON is
-// the same, Kind delegates to the payload, and Handle is added here. Enqueue-time policy
-// (DedupKey, Merge, Priority) stays on the shared payload, where the producer uses it.
+// Go cannot add a Handle method to another package's type, so each kind is registered with
+// venturi.RegisterFuncSafely and a function of type venturi.HandlerFunc[T, *App, C], for
+// example handleFetchBookmark(ctx, tasks.FetchBookmark, *venturi.Run[tasks.FetchCarry],
+// *App). The payload type itself is registered, so its Kind and its enqueue-time policy
+// (DedupKey, Merge, Priority) are the ones the producer uses, and registration fails if
+// the carry type of the payload's Merge method is not the handler's carry type.
 package handlers
 
 import (

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -14,14 +16,14 @@ import (
 	"github.com/venturi-dev/venturi"
 )
 
-// FetchBookmark runs tasks.FetchBookmark.
-type FetchBookmark tasks.FetchBookmark
+// RegisterFetchBookmark registers handleFetchBookmark for tasks.FetchBookmark.
+func RegisterFetchBookmark(w *Worker) error {
+	return venturi.RegisterFuncSafely(w, handleFetchBookmark)
+}
 
-// Kind implements venturi.Task.
-func (t FetchBookmark) Kind() string { return tasks.FetchBookmark(t).Kind() }
-
-// RegisterFetchBookmark registers FetchBookmark.
-func RegisterFetchBookmark(w *Worker) error { return venturi.RegisterSafely[FetchBookmark](w) }
+// MaxRetryAfter caps the wait a Retry-After header can impose on a fetch's retry, so that
+// a server cannot park a bookmark for days.
+const MaxRetryAfter = time.Hour
 
 // FetchAttachment is the evidence each fetch run records in the job's journal.
 type FetchAttachment struct {
@@ -31,13 +33,18 @@ type FetchAttachment struct {
 	ContentType string `json:"content_type,omitempty"`
 	FinalURL    string `json:"final_url,omitempty"`
 	Reason      string `json:"reason,omitempty"`
+	// RetryAfter is the wait a 429 or 503 asked for with Retry-After, when it set the
+	// retry's delay (before the MaxRetryAfter cap).
+	RetryAfter string `json:"retry_after,omitempty"`
 }
 
-// Handle fetches the page and stores its title and text with the bookmark. The result and
-// the job's completion commit in one transaction. A refused address, 410 Gone and other
-// permanent failures kill the job and mark the bookmark failed; 5xx, 429 and timeouts
-// retry with backoff until the bookmark's attempts run out.
-func (t FetchBookmark) Handle(ctx context.Context, run *venturi.Run[tasks.FetchCarry], app *App) (venturi.Outcome, error) {
+// handleFetchBookmark fetches the page and stores its title and text with the bookmark.
+// The result and the job's completion commit in one transaction. A refused address, 410
+// Gone and other permanent failures kill the job and mark the bookmark failed; 5xx, 429
+// and timeouts retry with backoff until the bookmark's attempts run out, except that a 429
+// or 503 with a Retry-After header retries after the wait it asks for (at most
+// MaxRetryAfter).
+func handleFetchBookmark(ctx context.Context, t tasks.FetchBookmark, run *venturi.Run[tasks.FetchCarry], app *App) (venturi.Outcome, error) {
 	id, err := parseID(t.BookmarkID)
 	if err != nil {
 		return venturi.Outcome{}, venturi.Permanentf("bad bookmark id %q: %v", t.BookmarkID, err)
@@ -61,6 +68,10 @@ func (t FetchBookmark) Handle(ctx context.Context, run *venturi.Run[tasks.FetchC
 			fe = &fetch.Error{Reason: fetch.ReasonNetwork, Err: ferr}
 		}
 		att.Reason, att.Status = fe.Reason, fe.Status
+		retryAfter := retryAfterOf(fe)
+		if retryAfter > 0 {
+			att.RetryAfter = fe.RetryAfter.String()
+		}
 		_ = run.SetAttachment(att)
 		final := fe.Permanent || run.Failures()+1 >= app.MaxFetchAttempts
 		status := pgtype.Int4{Int32: int32(fe.Status), Valid: fe.Status != 0}
@@ -74,6 +85,9 @@ func (t FetchBookmark) Handle(ctx context.Context, run *venturi.Run[tasks.FetchC
 				return venturi.Outcome{}, venturi.Permanentf("giving up after %d attempts: %w", run.Failures()+1, fe)
 			}
 			return venturi.Outcome{}, venturi.Permanent(fe)
+		}
+		if retryAfter > 0 {
+			return venturi.Outcome{}, venturi.RetryIn(retryAfter, fe)
 		}
 		return venturi.Outcome{}, fe
 	}
@@ -100,4 +114,14 @@ func (t FetchBookmark) Handle(ctx context.Context, run *venturi.Run[tasks.FetchC
 		return err
 	})
 	return out, err
+}
+
+// retryAfterOf returns the delay before the retry of a failed fetch that a 429 or 503
+// asked for with Retry-After, capped at MaxRetryAfter; zero means the usual backoff.
+func retryAfterOf(fe *fetch.Error) time.Duration {
+	if fe.Permanent || fe.RetryAfter <= 0 ||
+		(fe.Status != http.StatusTooManyRequests && fe.Status != http.StatusServiceUnavailable) {
+		return 0
+	}
+	return min(fe.RetryAfter, MaxRetryAfter)
 }

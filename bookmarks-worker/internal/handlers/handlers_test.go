@@ -8,8 +8,12 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"reflect"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -332,7 +336,7 @@ func TestRebuildTagIndexMergesBursts(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.start(t)
-	res, err := b.queue.Enqueue(ctx, RebuildTagIndex{All: true, Requests: 1})
+	res, err := b.queue.Enqueue(ctx, tasks.RebuildTagIndex{All: true, Requests: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,32 +348,113 @@ func TestRebuildTagIndexMergesBursts(t *testing.T) {
 	}
 }
 
-// TestCarryTypesMatchMergeMethods guards what venturi.Register cannot see: the handler
-// types have no Merge method (it lives on the shared payload), so the carry named by the
-// payload's Merge must be checked against the handler's carry here.
-func TestCarryTypesMatchMergeMethods(t *testing.T) {
+// TestRegistrationsSucceedOnAFreshWorker: registering a handler function checks the
+// payload's kind and that the carry type of its Merge method is the handler's carry type,
+// so every kind registering once on a fresh worker is the whole check.
+func TestRegistrationsSucceedOnAFreshWorker(t *testing.T) {
 	t.Parallel()
-	for _, tt := range []struct{ payload, handler reflect.Type }{
-		{reflect.TypeFor[tasks.FetchBookmark](), reflect.TypeFor[FetchBookmark]()},
-		{reflect.TypeFor[tasks.ImportBookmarks](), reflect.TypeFor[ImportBookmarks]()},
-		{reflect.TypeFor[tasks.RebuildTagIndex](), reflect.TypeFor[RebuildTagIndex]()},
+	cfg, err := pgxpool.ParseConfig("postgres://registration.invalid/none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg) // connects only when used
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	w := venturi.NewWorker(pool, &App{}, venturi.Config{})
+	for i, r := range Registrations() {
+		if err := r(w); err != nil {
+			t.Fatalf("registration %d: %v", i, err)
+		}
+	}
+	if err := RegisterFetchBookmark(w); err == nil {
+		t.Fatal("a kind registered twice on one worker")
+	}
+}
+
+// TestFetchBookmarkHonoursRetryAfter runs the real fetcher against a loopback server: a
+// 429 or 503 with Retry-After retries after the wait it asks for, at most MaxRetryAfter;
+// without the header the retry takes the backoff delay.
+func TestFetchBookmarkHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var mu sync.Mutex
+	hits := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.URL.Path]++
+		first := hits[r.URL.Path] == 1
+		mu.Unlock()
+		if first {
+			switch r.URL.Path {
+			case "/limited":
+				w.Header().Set("Retry-After", "7200")
+				w.WriteHeader(http.StatusTooManyRequests)
+				return
+			case "/dated":
+				w.Header().Set("Retry-After", time.Now().Add(30*time.Minute).UTC().Format(http.TimeFormat))
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			case "/busy":
+				w.Header().Set("Retry-After", "1")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			case "/plain":
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte("<title>Up</title>"))
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	port, _ := strconv.Atoi(u.Port())
+	b.app.Fetcher = fetch.New(fetch.Config{AllowLoopbackPort: uint16(port), Timeout: 5 * time.Second})
+	b.start(t)
+
+	// Waits of an hour or more leave the job scheduled after one failed run.
+	for path, want := range map[string]struct{ min, max time.Duration }{
+		"/limited": {MaxRetryAfter, MaxRetryAfter}, // 2h asked, capped
+		"/dated":   {29 * time.Minute, 30 * time.Minute},
 	} {
-		m, ok := tt.payload.MethodByName("Merge")
-		if !ok {
-			continue
+		id, job := b.bookmark(t, srv.URL+path)
+		j := b.waitJob(t, job, venturi.StateScheduled)
+		if j.Failures != 1 || len(j.Journal) != 1 || j.Journal[0].Event != venturi.EventFailed {
+			t.Fatalf("%s: job %+v journal %+v", path, j, j.Journal)
 		}
-		carry, _ := m.Type.In(1).FieldByName("Carry")
-		h, _ := tt.handler.MethodByName("Handle")
-		runC, _ := h.Type.In(2).MethodByName("Carry")
-		if got := runC.Type.Out(0); got != carry.Type {
-			t.Errorf("%v: Merge sees carry %v, handler %v uses %v", tt.payload, carry.Type, tt.handler, got)
+		if d := j.Journal[0].ResumeIn; d < want.min || d > want.max {
+			t.Fatalf("%s: retry in %v, want %v..%v", path, d, want.min, want.max)
 		}
-		if tt.payload.Size() != tt.handler.Size() || tt.payload.NumField() != tt.handler.NumField() {
-			t.Errorf("%v and %v differ", tt.payload, tt.handler)
+		if left := time.Until(j.RunAt); left < want.min-time.Minute || left > want.max {
+			t.Fatalf("%s: run_at in %v, want about %v", path, left, want.max)
 		}
-		var zero = reflect.Zero(tt.handler).Interface().(venturi.Task)
-		if zero.Kind() != reflect.Zero(tt.payload).Interface().(venturi.Task).Kind() {
-			t.Errorf("%v: kinds differ", tt.handler)
+		var att FetchAttachment
+		if err := json.Unmarshal(j.Journal[0].Attachment, &att); err != nil || att.RetryAfter == "" {
+			t.Fatalf("%s: attachment %+v (%v), want the Retry-After wait", path, att, err)
+		}
+		if status, _, errText, attempts := b.row(t, id); status == "failed" || attempts != 1 || errText == "" {
+			t.Fatalf("%s: bookmark %s %q attempts %d", path, status, errText, attempts)
+		}
+	}
+
+	// A short wait is honoured and the retry succeeds; without the header the backoff
+	// (a millisecond here) applies.
+	for path, want := range map[string]struct{ min, max time.Duration }{
+		"/busy":  {time.Second, time.Second},
+		"/plain": {0, 500 * time.Millisecond},
+	} {
+		id, job := b.bookmark(t, srv.URL+path)
+		j := b.waitJob(t, job, venturi.StateCompleted)
+		if len(j.Journal) != 2 || j.Journal[0].Event != venturi.EventFailed {
+			t.Fatalf("%s: journal %+v", path, j.Journal)
+		}
+		if d := j.Journal[0].ResumeIn; d < want.min || d > want.max {
+			t.Fatalf("%s: retry in %v, want %v..%v", path, d, want.min, want.max)
+		}
+		if status, title, _, attempts := b.row(t, id); status != "fetched" || title != "Up" || attempts != 2 {
+			t.Fatalf("%s: bookmark %s %q attempts %d", path, status, title, attempts)
 		}
 	}
 }

@@ -15,22 +15,18 @@ import (
 	"github.com/venturi-dev/venturi"
 )
 
-// ImportBookmarks runs tasks.ImportBookmarks.
-type ImportBookmarks tasks.ImportBookmarks
-
-// Kind implements venturi.Task.
-func (t ImportBookmarks) Kind() string { return tasks.ImportBookmarks(t).Kind() }
-
-// RegisterImportBookmarks registers ImportBookmarks.
-func RegisterImportBookmarks(w *Worker) error { return venturi.RegisterSafely[ImportBookmarks](w) }
+// RegisterImportBookmarks registers handleImportBookmarks for tasks.ImportBookmarks.
+func RegisterImportBookmarks(w *Worker) error {
+	return venturi.RegisterFuncSafely(w, handleImportBookmarks)
+}
 
 // ImportPause is the pause between two pages: zero yields at once, letting other jobs run.
 const ImportPause = 0 * time.Second
 
-// Handle imports one page of the import, starting at the carry's checkpoint: it creates the
+// handleImportBookmarks imports one page of the import, starting at the carry's checkpoint: it creates the
 // page's bookmarks, enqueues their fetches, advances the checkpoint and records the outcome
 // in one transaction, then pauses until the next page (or completes after the last one).
-func (t ImportBookmarks) Handle(ctx context.Context, run *venturi.Run[tasks.ImportCarry], app *App) (venturi.Outcome, error) {
+func handleImportBookmarks(ctx context.Context, t tasks.ImportBookmarks, run *venturi.Run[tasks.ImportCarry], app *App) (venturi.Outcome, error) {
 	id, err := parseID(t.ImportID)
 	if err != nil {
 		return venturi.Outcome{}, venturi.Permanentf("bad import id %q: %v", t.ImportID, err)
@@ -42,7 +38,7 @@ func (t ImportBookmarks) Handle(ctx context.Context, run *venturi.Run[tasks.Impo
 	if err != nil {
 		return venturi.Outcome{}, err
 	}
-	size := tasks.ImportBookmarks(t).Size()
+	size := t.Size()
 	saved := run.Carry()
 	var out venturi.Outcome
 	err = pgx.BeginFunc(ctx, app.Pool, func(tx pgx.Tx) error {

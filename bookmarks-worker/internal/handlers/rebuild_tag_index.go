@@ -10,14 +10,10 @@ import (
 	"github.com/venturi-dev/venturi"
 )
 
-// RebuildTagIndex runs tasks.RebuildTagIndex.
-type RebuildTagIndex tasks.RebuildTagIndex
-
-// Kind implements venturi.Task.
-func (t RebuildTagIndex) Kind() string { return tasks.RebuildTagIndex(t).Kind() }
-
-// RegisterRebuildTagIndex registers RebuildTagIndex.
-func RegisterRebuildTagIndex(w *Worker) error { return venturi.RegisterSafely[RebuildTagIndex](w) }
+// RegisterRebuildTagIndex registers handleRebuildTagIndex for tasks.RebuildTagIndex.
+func RegisterRebuildTagIndex(w *Worker) error {
+	return venturi.RegisterFuncSafely(w, handleRebuildTagIndex)
+}
 
 // TagIndexAttachment records what one rebuild covered.
 type TagIndexAttachment struct {
@@ -27,9 +23,9 @@ type TagIndexAttachment struct {
 	Merged   int      `json:"merged"`
 }
 
-// Handle recounts the payload's tags (or all tags) in one transaction with the job's
-// completion.
-func (t RebuildTagIndex) Handle(ctx context.Context, run *venturi.Run[tasks.TagIndexCarry], app *App) (venturi.Outcome, error) {
+// handleRebuildTagIndex recounts the payload's tags (or all tags) in one transaction with
+// the job's completion.
+func handleRebuildTagIndex(ctx context.Context, t tasks.RebuildTagIndex, run *venturi.Run[tasks.TagIndexCarry], app *App) (venturi.Outcome, error) {
 	_ = run.SetAttachment(TagIndexAttachment{Tags: t.Tags, All: t.All, Requests: t.Requests, Merged: run.Carry().Merged})
 	var out venturi.Outcome
 	err := pgx.BeginFunc(ctx, app.Pool, func(tx pgx.Tx) error {
