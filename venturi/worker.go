@@ -920,6 +920,12 @@ func (w *Worker[S]) maintenanceLoop(ctx context.Context) {
 func (w *Worker[S]) maintain(ctx context.Context, rescue, prune bool) (held bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	pokeAfter := false
+	defer func() {
+		if err == nil && pokeAfter {
+			w.poke() // rescued jobs are claimable once the transaction has committed
+		}
+	}()
 	err = pgx.BeginFunc(ctx, w.ctl, func(tx pgx.Tx) error {
 		locked, err := w.q.TryMaintenanceLock(ctx, tx)
 		if err != nil || !locked {
@@ -935,9 +941,7 @@ func (w *Worker[S]) maintain(ctx context.Context, rescue, prune bool) (held bool
 			for _, r := range rescued {
 				w.log.Warn("venturi: rescued a run whose lease expired", "job", ulidOf(r.ID), "kind", r.Kind, "state", r.State)
 			}
-			if len(rescued) > 0 {
-				w.poke()
-			}
+			pokeAfter = len(rescued) > 0
 		}
 		if _, err := w.q.PromoteDue(ctx, tx, 1000); err != nil {
 			return err

@@ -159,7 +159,8 @@ SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || '.venturi_
 
 -- name: RescueExpired :many
 -- Ends runs whose lease expired (their worker died or stalled): an abandoned run counts as
--- a failure, so the backstop still applies.
+-- a failure, so the backstop still applies. The job keeps its due time, and so its place
+-- among the jobs that are due.
 WITH expired AS (
     SELECT id FROM venturi_job
     WHERE state = 'running' AND lease_expires_at < now()
@@ -174,7 +175,6 @@ UPDATE venturi_job j SET
                  THEN 'dead' ELSE 'available' END::venturi_job_state,
     finished_at = CASE WHEN j.max_failures > 0 AND j.failures + 1 >= j.max_failures THEN now() END,
     failures = j.failures + 1,
-    run_at = now(),
     lease_token = NULL,
     lease_expires_at = NULL,
     journal = j.journal || jsonb_build_array(jsonb_build_object(

@@ -685,7 +685,6 @@ UPDATE venturi_job j SET
                  THEN 'dead' ELSE 'available' END::venturi_job_state,
     finished_at = CASE WHEN j.max_failures > 0 AND j.failures + 1 >= j.max_failures THEN now() END,
     failures = j.failures + 1,
-    run_at = now(),
     lease_token = NULL,
     lease_expires_at = NULL,
     journal = j.journal || jsonb_build_array(jsonb_build_object(
@@ -710,7 +709,8 @@ type RescueExpiredRow struct {
 }
 
 // Ends runs whose lease expired (their worker died or stalled): an abandoned run counts as
-// a failure, so the backstop still applies.
+// a failure, so the backstop still applies. The job keeps its due time, and so its place
+// among the jobs that are due.
 func (q *Queries) RescueExpired(ctx context.Context, db DBTX, arg RescueExpiredParams) ([]*RescueExpiredRow, error) {
 	rows, err := db.Query(ctx, rescueExpired, arg.MinUptimeUs, arg.Max)
 	if err != nil {
