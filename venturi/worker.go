@@ -185,8 +185,8 @@ type activeRun struct {
 }
 
 var (
-	errShutdown  = errors.New("venturi: worker shut down")
-	errJobTimout = errors.New("venturi: job timeout")
+	errShutdown   = errors.New("venturi: worker shut down")
+	errJobTimeout = errors.New("venturi: job timeout")
 )
 
 // NewWorker returns a worker on pool with shared state passed to every handler. Register
@@ -400,8 +400,8 @@ func (w *Worker[S]) outcomeReq(ctx context.Context, j *claimed, o Outcome, err e
 	case context.Cause(ctx) == ErrLeaseLost:
 		req.lost = true
 	default:
-		if context.Cause(ctx) == errJobTimout {
-			err = fmt.Errorf("%w after %v: %w", errJobTimout, w.cfg.JobTimeout, err)
+		if context.Cause(ctx) == errJobTimeout {
+			err = fmt.Errorf("%w after %v: %w", errJobTimeout, w.cfg.JobTimeout, err)
 		}
 		failures := j.failures + 1
 		req.failed = true
@@ -552,7 +552,9 @@ func (w *Worker[S]) Stop(ctx context.Context) error {
 	case <-time.After(min(5*time.Second, w.cfg.Lease/2)):
 		// Handlers that ignore cancellation: release their jobs now; their late writes
 		// fail the fencing token.
-		w.releaseStuck(ctx)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		w.releaseStuck(rctx)
+		cancel()
 	}
 	w.fin.close()
 	w.stopBg()
@@ -575,6 +577,9 @@ func (w *Worker[S]) releaseStuck(ctx context.Context) {
 	w.mu.Lock()
 	var reqs []*finishReq
 	for _, a := range w.active {
+		if a.cancel == nil || a.finished {
+			continue // not started (the fetch loop released it), or its result is being written
+		}
 		reqs = append(reqs, &finishReq{job: a.job, state: dbsqlc.VenturiJobStateAvailable, ended: time.Now(),
 			entry: JournalEntry{Event: EventInterrupted, Note: "interrupted by shutdown: handler did not return after cancellation"}})
 	}
@@ -582,6 +587,7 @@ func (w *Worker[S]) releaseStuck(ctx context.Context) {
 	if len(reqs) == 0 {
 		return
 	}
+	slices.SortFunc(reqs, func(a, b *finishReq) int { return a.job.id.Compare(b.job.id) }) // lock order
 	if _, err := w.q.FinishRuns(ctx, w.ctl, finishParams(w.cfg.ID, reqs)); err != nil {
 		w.log.Warn("venturi: release of stuck runs failed; their leases will expire", "err", err)
 	}
@@ -790,7 +796,7 @@ func (w *Worker[S]) startHandler(j *claimed) {
 		hctx := ctx
 		if w.cfg.JobTimeout > 0 {
 			var stop context.CancelFunc
-			hctx, stop = context.WithTimeoutCause(ctx, w.cfg.JobTimeout, errJobTimout)
+			hctx, stop = context.WithTimeoutCause(ctx, w.cfg.JobTimeout, errJobTimeout)
 			defer stop()
 		}
 		reg := w.reg[j.kind]
