@@ -81,15 +81,33 @@ func (f *finisher) start(ctx context.Context) {
 }
 
 func (f *finisher) collect(ctx context.Context) {
-	sem := make(chan struct{}, finishLoops)
-	var flushing sync.WaitGroup
-	defer flushing.Wait()
+	ready := make(chan struct{}, finishLoops) // a flusher is idle
+	batches := make(chan []*finishReq)
+	var flushers sync.WaitGroup
+	for range finishLoops {
+		flushers.Add(1)
+		go func() { // long-lived, so their grown stacks are reused
+			defer flushers.Done()
+			for {
+				ready <- struct{}{}
+				b, ok := <-batches
+				if !ok {
+					return
+				}
+				f.flush(ctx, b)
+			}
+		}()
+	}
+	stop := func() {
+		close(batches)
+		flushers.Wait()
+	}
 	for {
 		var first *finishReq
 		select {
 		case first = <-f.in:
 		case <-f.closing:
-			flushing.Wait()
+			stop()
 			for {
 				batch := f.drain(nil)
 				if len(batch) == 0 {
@@ -98,14 +116,8 @@ func (f *finisher) collect(ctx context.Context) {
 				f.flush(ctx, batch)
 			}
 		}
-		sem <- struct{}{} // wait for a free flusher; results accumulate meanwhile
-		batch := f.drain([]*finishReq{first})
-		flushing.Add(1)
-		go func() {
-			defer flushing.Done()
-			f.flush(ctx, batch)
-			<-sem
-		}()
+		<-ready // wait for an idle flusher; results accumulate meanwhile
+		batches <- f.drain([]*finishReq{first})
 	}
 }
 

@@ -62,8 +62,9 @@ type Config struct {
 	// MaxFailures is the backstop: a job whose failed runs reach it goes to dead. Pauses
 	// never count. Default 25; a negative value disables the backstop.
 	MaxFailures int
-	// JobTimeout bounds one run; a run that exceeds it fails and retries. Default 30m;
-	// a negative value disables it.
+	// JobTimeout bounds one run; a run that exceeds it fails and retries. It is checked
+	// at every lease tick (Lease/3), so a run is cancelled within Lease/3 after its
+	// timeout. Default 30m; a negative value disables it.
 	JobTimeout time.Duration
 	// RetainCompleted is how long completed jobs are kept before pruning. Default 24h.
 	RetainCompleted time.Duration
@@ -139,6 +140,7 @@ type Worker[S any] struct {
 	channel   string
 	slots     chan struct{}
 	freed     chan struct{} // a slot was freed
+	starts    chan start    // claimed jobs for the handler goroutines
 	wake      chan struct{} // a notification or a reconnect asks for a fetch
 	shutdown  chan struct{} // closed when graceful shutdown begins
 	hardCtx   context.Context
@@ -182,6 +184,7 @@ type activeRun struct {
 	cancel   context.CancelCauseFunc
 	deadline time.Time // local monotonic estimate of the lease's expiry
 	finished bool      // the handler returned; its result is being written
+	started  time.Time // local clock when the handler started, for JobTimeout
 }
 
 var (
@@ -494,6 +497,10 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 	w.ctl = ctl
 	w.started = true
 	w.slots = make(chan struct{}, w.cfg.Concurrency)
+	w.starts = make(chan start, w.cfg.Concurrency)
+	for range w.cfg.Concurrency {
+		go w.handlerLoop()
+	}
 	w.freed = make(chan struct{}, 1)
 	w.wake = make(chan struct{}, 1)
 	w.shutdown = make(chan struct{})
@@ -536,6 +543,7 @@ func (w *Worker[S]) Stop(ctx context.Context) error {
 
 	w.fetchStop()
 	w.fetchWG.Wait() // no handler starts after this
+	close(w.starts)  // the handler goroutines exit once their runs return
 	close(w.shutdown)
 	done := make(chan struct{})
 	go func() { w.handlers.Wait(); close(done) }()
@@ -770,9 +778,10 @@ func (w *Worker[S]) startHandler(j *claimed) {
 	ctx, cancel := context.WithCancelCause(w.hardCtx)
 	w.mu.Lock()
 	a := w.active[j.id]
-	lost := a == nil || a.job != j || time.Now().After(a.deadline)
+	now := time.Now()
+	lost := a == nil || a.job != j || now.After(a.deadline)
 	if !lost {
-		a.cancel = cancel
+		a.cancel, a.started = cancel, now
 	}
 	w.mu.Unlock()
 	if lost {
@@ -784,39 +793,47 @@ func (w *Worker[S]) startHandler(j *claimed) {
 		return
 	}
 	w.handlers.Add(1)
-	go func() {
-		defer w.handlers.Done()
-		defer func() {
-			<-w.slots
-			select {
-			case w.freed <- struct{}{}:
-			default:
-			}
-		}()
-		hctx := ctx
-		if w.cfg.JobTimeout > 0 {
-			var stop context.CancelFunc
-			hctx, stop = context.WithTimeoutCause(ctx, w.cfg.JobTimeout, errJobTimeout)
-			defer stop()
-		}
-		reg := w.reg[j.kind]
-		req := reg.run(hctx, w, j)
-		cancel(nil)
-		w.mu.Lock()
-		if a := w.active[j.id]; a != nil && a.job == j {
-			a.finished = true
-		}
-		w.mu.Unlock()
-		if req.finalized || req.lost {
-			w.untrack(j)
-			return
-		}
-		w.fin.submit(req)
-	}()
+	w.starts <- start{job: j, ctx: ctx, cancel: cancel}
 }
 
-// untrack forgets run j, unless the job has since been claimed again by this worker under
-// a new token: a stale run must not drop the tracking (and lease extension) of its successor.
+// start hands a claimed job to a handler goroutine.
+type start struct {
+	job    *claimed
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// handlerLoop is one of Concurrency long-lived handler goroutines. Reusing goroutines
+// keeps their grown stacks: a goroutine per job would grow a fresh stack every time.
+func (w *Worker[S]) handlerLoop() {
+	for s := range w.starts {
+		w.runHandler(s.job, s.ctx, s.cancel)
+	}
+}
+
+func (w *Worker[S]) runHandler(j *claimed, ctx context.Context, cancel context.CancelCauseFunc) {
+	defer w.handlers.Done()
+	defer func() {
+		<-w.slots
+		select {
+		case w.freed <- struct{}{}:
+		default:
+		}
+	}()
+	req := w.reg[j.kind].run(ctx, w, j)
+	cancel(nil)
+	w.mu.Lock()
+	if a := w.active[j.id]; a != nil && a.job == j {
+		a.finished = true
+	}
+	w.mu.Unlock()
+	if req.finalized || req.lost {
+		w.untrack(j)
+		return
+	}
+	w.fin.submit(req)
+}
+
 func (w *Worker[S]) untrack(j *claimed) {
 	w.mu.Lock()
 	if a := w.active[j.id]; a != nil && a.job == j {
@@ -886,10 +903,15 @@ func (w *Worker[S]) leaseLoop(ctx context.Context) {
 				}
 			}
 		}
-		// Self-fencing: a run whose lease could not be extended stops before it expires.
 		for _, a := range w.active {
-			if a.cancel != nil && now.Add(every/2).After(a.deadline) {
+			switch {
+			case a.cancel == nil || a.finished:
+			case now.Add(every / 2).After(a.deadline):
+				// Self-fencing: a run whose lease could not be extended stops before it expires.
 				a.cancel(ErrLeaseLost)
+			case w.cfg.JobTimeout > 0 && now.Sub(a.started) > w.cfg.JobTimeout:
+				// Checked here rather than with a timer per run: one tick serves every run.
+				a.cancel(errJobTimeout)
 			}
 		}
 		w.mu.Unlock()
