@@ -58,7 +58,7 @@
 //
 // A worker claims due jobs of the kinds it registered with FOR UPDATE SKIP LOCKED, most
 // urgent priority first, then by due time, then by ID, in batches that fill its free
-// handler slots. Each claim sets a lease (now() + Config.Lease) and a fresh fencing token.
+// handler slots and a small prefetch buffer (Config.Prefetch). Each claim sets a lease (now() + Config.Lease) and a fresh fencing token.
 // Every later write of the run (lease extension, completion, pause, failure, carry,
 // attachment, [Run.CompleteTx]) matches the token and must affect exactly one row;
 // otherwise the run was lost and its writes are discarded ([ErrLeaseLost]). Leases of
