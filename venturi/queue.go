@@ -170,21 +170,8 @@ func (q *Queue) Enqueue(ctx context.Context, task Task, opts ...EnqueueOption) (
 	}
 	// The common dedup case, in one round trip: lock the key, insert unless a pending job
 	// has it. The batch is one implicit transaction, so the lock covers the insert.
-	var iso string
-	var row dbsqlc.InsertIfNoCandidateRow
-	b := &pgx.Batch{}
-	b.Queue(dbsqlc.DedupLockSQL, p.kind, p.key).QueryRow(func(r pgx.Row) error { return r.Scan(&iso) })
-	b.Queue(dbsqlc.InsertIfNoCandidateSQL, p.insertIfNoCandidate()...).QueryRow(func(r pgx.Row) error {
-		return r.Scan(&row.Inserted, &row.Due)
-	})
-	if err := q.pool.SendBatch(ctx, b).Close(); err != nil {
-		return Result{}, err
-	}
-	if row.Inserted {
-		if row.Due {
-			q.notifyNow(ctx, q.pool, p.kind)
-		}
-		return Result{ID: p.id, Action: ActionInserted}, nil
+	if _, inserted, err := q.lockAndInsert(ctx, q.pool, p); err != nil || inserted {
+		return Result{ID: p.id, Action: ActionInserted}, err
 	}
 	// A collision (or a server whose default isolation is not READ COMMITTED): merge
 	// under the key's lock in an explicit READ COMMITTED transaction.
@@ -400,13 +387,12 @@ func containsEscapedNUL(b []byte) bool {
 	return false
 }
 
+// queueInsert adds the plain insert of p (and its NOTIFY) to b.
 func (q *Queue) queueInsert(b *pgx.Batch, p *plan) {
-	var key pgtype.Text
+	key := pgtype.Text{String: p.key, Valid: p.key != ""}
 	b.Queue(dbsqlc.InsertJobSQL, uuidOf(p.id), p.kind, int16(p.priority), key, string(p.payload),
 		p.atParam(), delayOf(p.opts.delay))
-	if p.dueNow() && !q.poll && q.notify.allow(p.kind) {
-		b.Queue(dbsqlc.NotifySQL, q.channel, p.kind)
-	}
+	q.queueNotify(b, p)
 }
 
 func (q *Queue) notifyNow(ctx context.Context, db dbsqlc.DBTX, kind string) {
@@ -417,13 +403,39 @@ func (q *Queue) notifyNow(ctx context.Context, db dbsqlc.DBTX, kind string) {
 	_ = q.q.Notify(ctx, db, dbsqlc.NotifyParams{Channel: q.channel, Payload: kind})
 }
 
+// batcher is a pool or a transaction.
+type batcher interface {
+	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+}
+
+// lockAndInsert takes the key's lock and inserts the task unless a pending job has the
+// key, in one round trip; a NOTIFY for due work rides the same batch and is delivered at
+// commit. It reports the transaction's isolation level (nothing is inserted unless it is
+// READ COMMITTED) and whether the task was inserted.
+func (q *Queue) lockAndInsert(ctx context.Context, db batcher, p *plan) (iso string, inserted bool, err error) {
+	b := &pgx.Batch{}
+	b.Queue(dbsqlc.DedupLockSQL, p.kind, p.key).QueryRow(func(r pgx.Row) error { return r.Scan(&iso) })
+	b.Queue(dbsqlc.InsertIfNoCandidateSQL, p.insertIfNoCandidate()...).QueryRow(func(r pgx.Row) error {
+		var due bool
+		return r.Scan(&inserted, &due)
+	})
+	q.queueNotify(b, p)
+	err = db.SendBatch(ctx, b).Close()
+	return iso, inserted, err
+}
+
+// queueNotify adds a debounced NOTIFY to b when p is due at once.
+func (q *Queue) queueNotify(b *pgx.Batch, p *plan) {
+	if p.dueNow() && !q.poll && q.notify.allow(p.kind) {
+		b.Queue(dbsqlc.NotifySQL, q.channel, p.kind) // delivered at commit
+	}
+}
+
 // replaceFast enqueues a dedup task whose type has no merge method, so a collision is
 // always Replace: lock the key and replace-or-insert in one round trip. ok is false when
 // the type has a merge method, or when db's transaction is not READ COMMITTED (the caller
 // then takes the general path, which reports ErrIsolation where it applies).
-func (q *Queue) replaceFast(ctx context.Context, db interface {
-	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
-}, p *plan) (Result, bool, error) {
+func (q *Queue) replaceFast(ctx context.Context, db batcher, p *plan) (Result, bool, error) {
 	if m, err := mergerFor(reflect.TypeOf(p.task)); err != nil || m.method.Func.IsValid() {
 		return Result{}, false, nil // the general path reports a malformed merge on collision
 	}
@@ -439,9 +451,7 @@ func (q *Queue) replaceFast(ctx context.Context, db interface {
 		int16(p.priority), string(entry), uuidOf(p.id)).QueryRow(func(r pgx.Row) error {
 		return r.Scan(&id, &replaced, &due)
 	})
-	if p.dueNow() && !q.poll && q.notify.allow(p.kind) {
-		b.Queue(dbsqlc.NotifySQL, q.channel, p.kind) // delivered at commit
-	}
+	q.queueNotify(b, p)
 	if err := db.SendBatch(ctx, b).Close(); err != nil {
 		return Result{}, false, err
 	}
@@ -459,23 +469,14 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 	if res, ok, err := q.replaceFast(ctx, tx, p); ok || err != nil {
 		return res, err
 	}
-	var iso string
-	var ins dbsqlc.InsertIfNoCandidateRow
-	b := &pgx.Batch{}
-	b.Queue(dbsqlc.DedupLockSQL, p.kind, p.key).QueryRow(func(r pgx.Row) error { return r.Scan(&iso) })
-	b.Queue(dbsqlc.InsertIfNoCandidateSQL, p.insertIfNoCandidate()...).QueryRow(func(r pgx.Row) error {
-		return r.Scan(&ins.Inserted, &ins.Due)
-	})
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	iso, inserted, err := q.lockAndInsert(ctx, tx, p)
+	if err != nil {
 		return Result{}, err
 	}
 	if iso != "read committed" {
 		return Result{}, fmt.Errorf("%w (the transaction is %s)", ErrIsolation, iso)
 	}
-	if ins.Inserted {
-		if ins.Due {
-			q.notifyNow(ctx, tx, p.kind)
-		}
+	if inserted {
 		return Result{ID: p.id, Action: ActionInserted}, nil
 	}
 	row, err := q.q.DedupCandidate(ctx, tx, dbsqlc.DedupCandidateParams{Kind: p.kind, DedupKey: p.key})
@@ -537,11 +538,7 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 
 func (q *Queue) insertKeyed(ctx context.Context, tx pgx.Tx, p *plan, action Action) (Result, error) {
 	b := &pgx.Batch{}
-	b.Queue(dbsqlc.InsertJobSQL, uuidOf(p.id), p.kind, int16(p.priority), pgtype.Text{String: p.key, Valid: true},
-		string(p.payload), p.atParam(), delayOf(p.opts.delay))
-	if p.dueNow() && !q.poll && q.notify.allow(p.kind) {
-		b.Queue(dbsqlc.NotifySQL, q.channel, p.kind)
-	}
+	q.queueInsert(b, p)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return Result{}, err
 	}
