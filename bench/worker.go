@@ -31,8 +31,10 @@ func workerMain(args []string) error {
 	lib := fs.String("lib", libVenturi, "venturi, river or river-tuned")
 	url := fs.String("db", defaultURL(), "database URL")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
+	memprofile := fs.String("memprofile", "", "write a heap profile (allocations since start) to this file on exit")
 	trace := fs.Bool("trace", false, "time every query and batch and print a summary to stderr on exit")
 	concurrency := fs.Int("concurrency", 0, "what-if: venturi Config.Concurrency (0 keeps the default)")
+	prefetch := fs.Int("prefetch", 0, "what-if: venturi Config.Prefetch (0 keeps the default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -51,6 +53,14 @@ func workerMain(args []string) error {
 			return err
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	if *memprofile != "" {
+		defer func() {
+			if f, err := os.Create(*memprofile); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+		}()
 	}
 	schema := venturiSchema
 	if *lib != libVenturi {
@@ -79,7 +89,7 @@ func workerMain(args []string) error {
 	t0 := time.Now()
 	switch *lib {
 	case libVenturi:
-		w := venturi.NewWorker(pool, &benchState{}, venturi.Config{Concurrency: *concurrency})
+		w := venturi.NewWorker(pool, &benchState{}, venturi.Config{Concurrency: *concurrency, Prefetch: *prefetch})
 		venturi.Register[NoopTask](w)
 		t0 = time.Now()
 		if err := w.Start(ctx); err != nil {
@@ -318,9 +328,12 @@ func (b *bencher) workUntilCPU(ctx context.Context, lib, profile string, done fu
 	return end.Sub(q.t0), rss, cpu, nil
 }
 
-// allDone polls the number of unfinished jobs of the no-op kind: coarsely while many
-// remain, every 2ms near the end (the poll uses the state indexes and costs little then).
+// allDone polls the number of unfinished jobs of the no-op kind. Counting a large backlog
+// is not free (tens of milliseconds of server CPU, competing with the worker under test),
+// so the poll waits a third of the estimated time left, from the rate so far, and polls
+// every 2ms only near the end, where the count is cheap.
 func (b *bencher) allDone(lib string, n int) func(ctx context.Context) (bool, time.Duration, error) {
+	start := time.Now()
 	return func(ctx context.Context) (bool, time.Duration, error) {
 		left, err := pendingCount(ctx, b.admin, lib, kindNoop)
 		if err != nil {
@@ -329,10 +342,12 @@ func (b *bencher) allDone(lib string, n int) func(ctx context.Context) (bool, ti
 		if left == 0 {
 			return true, 0, nil
 		}
-		if left > int64(n)/20 {
+		finished := int64(n) - left
+		if finished <= 0 {
 			return false, 50 * time.Millisecond, nil
 		}
-		return false, 2 * time.Millisecond, nil
+		eta := time.Duration(float64(time.Since(start)) * float64(left) / float64(finished))
+		return false, min(max(eta/3, 2*time.Millisecond), time.Second), nil
 	}
 }
 

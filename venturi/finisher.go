@@ -67,10 +67,12 @@ func (f *finisher) close() {
 }
 
 // finishLoops is how many batches may be in flight at once. One collector forms the
-// batches: while every flusher waits for its commit, results accumulate, and the next free
-// flusher takes all of them. An idle worker writes each result at once; a busy one writes
-// hundreds per statement, with several commits flushed together by the server.
-const finishLoops = 3
+// batches: while the flusher waits for its commit, results accumulate, and the next flush
+// takes all of them. An idle worker writes each result at once; a busy one writes
+// hundreds per statement. One in flight measured best: parallel FinishRuns statements on
+// neighbouring rows contend for the same heap and index pages, and cost more server CPU
+// per row than their overlap saves (bench/FINDINGS.md).
+const finishLoops = 1
 
 func (f *finisher) start(ctx context.Context) {
 	f.loops.Add(1)

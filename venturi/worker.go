@@ -45,13 +45,20 @@ type Config struct {
 	// FetchCooldown is the pause between two fetches while jobs keep arriving; it lets
 	// several finished handlers free their slots before the next claim. Default 1ms.
 	FetchCooldown time.Duration
-	// Prefetch is how many claimed jobs may wait for a free handler slot. A buffer keeps
-	// slots busy while the next claim is in flight; its jobs are leased like running ones,
-	// released to other workers when they wait more than a second (or Lease/3) and at once
-	// by Stop. A job that arrives with a higher priority than the buffered ones waits
-	// behind them. Default: Concurrency; negative disables.
+	// Prefetch is the most claimed jobs that may wait for a free handler slot. A buffer
+	// keeps slots busy while the next claim is in flight; its jobs are leased like running
+	// ones, released to other workers when they wait more than a second (or Lease/3) and
+	// at once by Stop. A job that arrives with a higher priority than the buffered ones
+	// waits behind them.
+	//
+	// The buffer adapts between min(Concurrency, Prefetch) and Prefetch: it doubles when
+	// a full claim arrives to find every buffered job started and slots free (handlers are
+	// faster than claims), and halves when a buffered job waited more than four claim
+	// round trips (handlers are the bottleneck; other workers may take the jobs).
+	// Default: max(Concurrency, 1000); negative disables.
 	Prefetch int
-	// ClaimBatch is the most jobs one claim takes. Default: Concurrency.
+	// ClaimBatch is the most jobs one claim takes. Default: Concurrency + Prefetch, at
+	// most 1000.
 	ClaimBatch int
 	// Backoff is the default retry backoff; a task's BackoffPolicy overrides it.
 	// Default DefaultBackoff (1s base, 1h cap).
@@ -91,13 +98,14 @@ func (c Config) withDefaults() Config {
 	}
 	switch {
 	case c.Prefetch == 0:
-		c.Prefetch = c.Concurrency
+		c.Prefetch = max(c.Concurrency, 1000)
 	case c.Prefetch < 0:
 		c.Prefetch = 0
 	}
-	if c.ClaimBatch <= 0 || c.ClaimBatch > c.Concurrency+c.Prefetch {
-		c.ClaimBatch = c.Concurrency
+	if c.ClaimBatch <= 0 {
+		c.ClaimBatch = min(c.Concurrency+c.Prefetch, 1000)
 	}
+	c.ClaimBatch = min(c.ClaimBatch, c.Concurrency+c.Prefetch)
 	def(&c.Lease, 30*time.Second)
 	def(&c.ShutdownGrace, 10*time.Second)
 	def(&c.PollInterval, time.Second)
@@ -485,7 +493,7 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 		return errors.New("venturi: no task types registered")
 	}
 	cc := w.pool.Config()
-	cc.MaxConns, cc.MinConns = 3+finishLoops, 0 // fetch, leases, maintenance, finishers
+	cc.MaxConns, cc.MinConns = 3+finishLoops, 0 // claims, leases, maintenance, finishers
 	ctl, err := pgxpool.NewWithConfig(ctx, cc)
 	if err != nil {
 		return fmt.Errorf("venturi: control pool: %w", err)
@@ -604,87 +612,135 @@ func (w *Worker[S]) releaseStuck(ctx context.Context) {
 	}
 }
 
-// fetchLoop claims jobs while slots are free and starts their handlers.
+// claimResult is what a claim returned, with the room it had reserved.
+type claimResult struct {
+	jobs     []*claimed
+	reserved int
+	wakes    uint64    // the fetch loop's wake count when the claim was sent
+	sent     time.Time // when the claim was sent
+	err      error
+}
+
+// fetchLoop claims jobs while there is room and starts their handlers. One claim is in
+// flight at a time (two in parallel measured slower: they contend for the same index and
+// heap pages); while it is, the loop keeps moving buffered jobs into freed slots.
+//
+// The room is the free slots plus the prefetch buffer's limit, which adapts to the
+// handlers (see Config.Prefetch): fast handlers get large claims, whose per-row cost on
+// the server is far lower than that of many small ones, and slow handlers do not hoard
+// jobs that other workers could run.
 func (w *Worker[S]) fetchLoop(ctx context.Context) {
-	poll := time.NewTimer(0)
-	defer poll.Stop()
-	var lastFetch time.Time
-	var buffer []*claimed // claimed, not started: at most Prefetch beyond the free slots
-	defer func() { w.release(buffer) }()
-	errDelay := 50 * time.Millisecond
+	var (
+		buffer    []*claimed // claimed, not started: at most prefetch beyond the free slots
+		base      = min(w.cfg.Concurrency, w.cfg.Prefetch)
+		prefetch  = base        // the buffer's current limit, in [base, Prefetch]
+		rtt       time.Duration // how long the last claim took
+		shrink    bool          // prefetch may shrink (once per claim)
+		claiming  bool          // a claim is in flight
+		lastFetch time.Time     // when it (or the last one) was sent
+		idle      bool          // the last claim found nothing: wait for a wake-up or the poll
+		wakes     uint64        // wake-ups received
+		notBefore time.Time     // after a failed claim, no new one before this
+		errDelay  = 50 * time.Millisecond
+	)
+	timer := time.NewTimer(time.Hour) // Go 1.23 timers: Stop and Reset leave no stale tick
+	timer.Stop()
+	done := make(chan claimResult, 1)
+	defer func() {
+		if claiming {
+			buffer = append(buffer, (<-done).jobs...)
+		}
+		w.release(buffer)
+	}()
 	for ctx.Err() == nil {
 		for len(buffer) > 0 && len(w.slots) < cap(w.slots) {
+			if shrink && time.Since(buffer[0].sent) > max(4*rtt, 10*time.Millisecond) {
+				prefetch, shrink = max(prefetch/2, base), false // handlers are the bottleneck
+			}
 			w.slots <- struct{}{}
 			w.startHandler(buffer[0])
 			buffer = buffer[1:]
 		}
 		buffer = w.releaseStale(buffer)
-		room := cap(w.slots) - len(w.slots) + w.cfg.Prefetch - len(buffer)
-		if room <= 0 {
-			w.waitSlot(ctx, buffer)
-			continue
-		}
-		if wait := w.cfg.FetchCooldown - time.Since(lastFetch); wait > 0 {
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
+		room := cap(w.slots) - len(w.slots) + prefetch - len(buffer)
+		next := time.Duration(-1) // when to look again without an event; -1: never
+		after := func(d time.Duration) {
+			if next < 0 || d < next {
+				next = max(d, 0)
 			}
-			continue // slots may have been freed meanwhile: recount
 		}
-		lastFetch = time.Now()
-		jobs, err := w.claim(ctx, min(room, w.cfg.ClaimBatch))
-		if err != nil {
-			if ctx.Err() == nil {
-				w.log.Warn("venturi: claim failed", "err", err)
-				sleepCtx(ctx, errDelay)
-				errDelay = min(errDelay*2, 5*time.Second)
+		if !claiming && !idle && room > 0 {
+			wait := max(w.cfg.FetchCooldown-time.Since(lastFetch), time.Until(notBefore))
+			if wait <= 0 {
+				n, seq := min(room, w.cfg.ClaimBatch), wakes
+				lastFetch, claiming = time.Now(), true
+				go func(sent time.Time) {
+					jobs, err := w.claim(ctx, n)
+					done <- claimResult{jobs: jobs, reserved: n, wakes: seq, sent: sent, err: err}
+				}(lastFetch)
+				continue
 			}
-			continue
-		}
-		errDelay = 50 * time.Millisecond
-		buffer = append(buffer, jobs...)
-		if len(jobs) > 0 {
-			continue // more may be waiting: fetch again after the cooldown
+			after(wait)
 		}
 		if len(buffer) > 0 {
-			w.waitSlot(ctx, buffer)
-			continue
+			after(w.prefetchWait() - time.Since(buffer[0].sent)) // release stale prefetches
 		}
-		// Nothing due. Right after a notification, keep looking briefly: producers debounce
-		// their NOTIFYs, so a job committed just after the last one may have sent none.
-		w.mu.Lock()
-		recent := time.Since(w.lastWake) < 20*time.Millisecond
-		w.mu.Unlock()
-		if recent {
-			continue
+		polling := idle && !claiming && len(buffer) == 0
+		if polling {
+			// Nothing due. Right after a notification, keep looking briefly: producers
+			// debounce their NOTIFYs, so a job committed just after the last one may have
+			// sent none.
+			w.mu.Lock()
+			recent := time.Since(w.lastWake) < 20*time.Millisecond
+			w.mu.Unlock()
+			if recent {
+				idle = false
+				continue
+			}
+			after(w.cfg.PollInterval)
 		}
-		poll.Reset(w.cfg.PollInterval)
+		var tick <-chan time.Time
+		if next >= 0 {
+			timer.Reset(next)
+			tick = timer.C
+		}
 		select {
+		case r := <-done:
+			claiming = false
+			if r.err != nil {
+				if ctx.Err() == nil {
+					w.log.Warn("venturi: claim failed", "err", r.err)
+					notBefore = time.Now().Add(errDelay)
+					errDelay = min(errDelay*2, 5*time.Second)
+				}
+				break
+			}
+			errDelay = 50 * time.Millisecond
+			rtt, shrink = time.Since(r.sent), true
+			full := len(r.jobs) == r.reserved
+			if full && len(buffer) == 0 && len(w.slots) < cap(w.slots) {
+				prefetch = min(prefetch*2, w.cfg.Prefetch) // handlers waited for this claim
+			}
+			buffer = append(buffer, r.jobs...)
+			// An empty claim means nothing is due, unless a notification came meanwhile.
+			idle = len(r.jobs) == 0 && r.wakes == wakes
+		case <-w.freed:
+		case <-tick:
+			if polling {
+				idle = false // the poll interval passed
+			}
 		case <-w.wake:
-		case <-poll.C:
+			wakes++
+			idle = false
 		case <-ctx.Done():
 		}
+		timer.Stop()
 	}
 }
 
 // prefetchWait is the longest a prefetched job waits for a slot before it is released
 // for other workers: busy handlers must not hold claimed jobs hostage.
 func (w *Worker[S]) prefetchWait() time.Duration { return min(time.Second, w.cfg.Lease/3) }
-
-// waitSlot waits for a free slot, or until the oldest buffered job has waited too long.
-func (w *Worker[S]) waitSlot(ctx context.Context, buffer []*claimed) {
-	var stale <-chan time.Time
-	if len(buffer) > 0 {
-		t := time.NewTimer(w.prefetchWait() - time.Since(buffer[0].sent))
-		defer t.Stop()
-		stale = t.C
-	}
-	select {
-	case <-w.freed:
-	case <-stale:
-	case <-ctx.Done():
-	}
-}
 
 // releaseStale returns buffered jobs that waited longer than prefetchWait to the queue.
 func (w *Worker[S]) releaseStale(buffer []*claimed) []*claimed {
