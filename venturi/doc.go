@@ -58,7 +58,12 @@
 //
 // A worker claims due jobs of the kinds it registered with FOR UPDATE SKIP LOCKED, most
 // urgent priority first, then by due time, then by ID, in batches that fill its free
-// handler slots and a small prefetch buffer (Config.Prefetch). Each claim sets a lease (now() + Config.Lease) and a fresh fencing token.
+// handler slots and a prefetch buffer (Config.Prefetch). The buffer adapts: it grows
+// while handlers finish faster than claims arrive, so that a backlog of quick jobs is
+// worked in large claims, and stays small while handlers are busy, so that a worker does
+// not hoard jobs other workers could run. One claim and one batch of results are in
+// flight at a time. Each claim sets a lease (now() + Config.Lease) and a fresh fencing
+// token.
 // Every later write of the run (lease extension, completion, pause, failure, carry,
 // attachment, [Run.CompleteTx]) matches the token and must affect exactly one row;
 // otherwise the run was lost and its writes are discarded ([ErrLeaseLost]). Leases of

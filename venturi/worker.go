@@ -636,6 +636,7 @@ func (w *Worker[S]) fetchLoop(ctx context.Context) {
 		prefetch  = base        // the buffer's current limit, in [base, Prefetch]
 		rtt       time.Duration // how long the last claim took
 		shrink    bool          // prefetch may shrink (once per claim)
+		fed       int           // jobs started since the last claim returned
 		claiming  bool          // a claim is in flight
 		lastFetch time.Time     // when it (or the last one) was sent
 		idle      bool          // the last claim found nothing: wait for a wake-up or the poll
@@ -660,6 +661,7 @@ func (w *Worker[S]) fetchLoop(ctx context.Context) {
 			w.slots <- struct{}{}
 			w.startHandler(buffer[0])
 			buffer = buffer[1:]
+			fed++
 		}
 		buffer = w.releaseStale(buffer)
 		room := cap(w.slots) - len(w.slots) + prefetch - len(buffer)
@@ -717,10 +719,12 @@ func (w *Worker[S]) fetchLoop(ctx context.Context) {
 			}
 			errDelay = 50 * time.Millisecond
 			rtt, shrink = time.Since(r.sent), true
-			full := len(r.jobs) == r.reserved
-			if full && len(buffer) == 0 && len(w.slots) < cap(w.slots) {
-				prefetch = min(prefetch*2, w.cfg.Prefetch) // handlers waited for this claim
+			// Handlers ran through everything the last claim brought and waited for this one,
+			// which found more than it had room for: claim more at a time.
+			if len(r.jobs) == r.reserved && fed > 0 && len(buffer) == 0 && len(w.slots) < cap(w.slots) {
+				prefetch = min(prefetch*2, w.cfg.Prefetch)
 			}
+			fed = 0
 			buffer = append(buffer, r.jobs...)
 			// An empty claim means nothing is due, unless a notification came meanwhile.
 			idle = len(r.jobs) == 0 && r.wakes == wakes

@@ -1,0 +1,97 @@
+package venturi_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/venturi-dev/venturi"
+)
+
+type prefetchTask struct{ N int }
+
+func (prefetchTask) Kind() string { return "prefetch" }
+
+// Fast handlers outrun claims of Concurrency + Concurrency jobs: the buffer grows and
+// later claims take more than the initial window. Every row one claim statement updates
+// gets the same attempted_at (its now()), so grouping by it gives the claims' sizes.
+func TestPrefetchGrowsForFastHandlers(t *testing.T) {
+	ctx := context.Background()
+	pool := newDB(t)
+	q := venturi.NewQueue(pool, nil)
+	tasks := make([]venturi.Task, 3000)
+	for i := range tasks {
+		tasks[i] = prefetchTask{N: i}
+	}
+	if _, err := q.EnqueueMany(ctx, tasks); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fastConfig() // Concurrency 4, Prefetch defaults to 1000: initial window 4 + 4
+	w := venturi.NewWorker(pool, struct{}{}, cfg)
+	venturi.RegisterFunc(w, func(context.Context, prefetchTask, *venturi.Run[struct{}], struct{}) (venturi.Outcome, error) {
+		return venturi.Completed(), nil
+	})
+	startWorker(t, w)
+	eventually(t, within, "3000 jobs completed", func() bool {
+		return countJobs(t, pool, "kind = 'prefetch' AND state = 'completed'") == len(tasks)
+	})
+	var largest int
+	if err := pool.QueryRow(ctx, `SELECT max(n) FROM (
+		SELECT count(*) AS n FROM venturi_job WHERE kind = 'prefetch' GROUP BY attempted_at) c`).Scan(&largest); err != nil {
+		t.Fatal(err)
+	}
+	if window := cfg.Concurrency * 2; largest <= window {
+		t.Fatalf("largest claim took %d jobs; the buffer never grew past the initial window of %d", largest, window)
+	}
+}
+
+// Handlers that hold their slots keep the buffer at its base, min(Concurrency, Prefetch):
+// the worker does not hoard jobs that another worker could run.
+func TestPrefetchStaysSmallForBusyHandlers(t *testing.T) {
+	ctx := context.Background()
+	pool := newDB(t)
+	q := venturi.NewQueue(pool, nil)
+	tasks := make([]venturi.Task, 40)
+	for i := range tasks {
+		tasks[i] = prefetchTask{N: i}
+	}
+	if _, err := q.EnqueueMany(ctx, tasks); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	started := make(chan int, len(tasks))
+	handle := func(ctx context.Context, p prefetchTask, _ *venturi.Run[struct{}], _ struct{}) (venturi.Outcome, error) {
+		started <- p.N
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return venturi.Completed(), nil
+	}
+	cfg := fastConfig()
+	cfg.Concurrency = 2
+	a := venturi.NewWorker(pool, struct{}{}, cfg)
+	venturi.RegisterFunc(a, handle)
+	startWorker(t, a)
+	recv(t, started, "first handler of worker A")
+	recv(t, started, "second handler of worker A")
+	// A holds its 2 running jobs and at most 2 buffered ones; it claims nothing more
+	// while its handlers block.
+	held := func() int { return countJobs(t, pool, "state = 'running' AND worker_id = $1", a.ID()) }
+	if n := held(); n > 4 {
+		t.Fatalf("worker A holds %d jobs with 2 slots, want at most 4", n)
+	}
+	// Another worker gets the rest.
+	cfg.ID = "worker-b"
+	b := venturi.NewWorker(pool, struct{}{}, cfg)
+	venturi.RegisterFunc(b, handle)
+	startWorker(t, b)
+	recv(t, started, "first handler of worker B")
+	recv(t, started, "second handler of worker B")
+	if n := held(); n > 4 {
+		t.Fatalf("worker A holds %d jobs with 2 slots, want at most 4", n)
+	}
+	close(release)
+	eventually(t, within, "40 jobs completed", func() bool {
+		return countJobs(t, pool, "kind = 'prefetch' AND state = 'completed'") == len(tasks)
+	})
+}
