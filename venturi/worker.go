@@ -354,7 +354,7 @@ func runTask[T Task, S, C any](ctx context.Context, w *Worker[S], j *claimed, ha
 		if err != nil {
 			return fmt.Errorf("venturi: %w", err)
 		}
-		ids, err := w.q.FinishRuns(fctx, tx, finishParams(w.cfg.ID, []*finishReq{req}))
+		ids, err := w.q.FinishRuns(fctx, tx, appendFinishRuns(nil, w.cfg.ID, []*finishReq{req}))
 		if err != nil {
 			return err
 		}
@@ -456,29 +456,6 @@ func pendingState(delay time.Duration) dbsqlc.VenturiJobState {
 		return dbsqlc.VenturiJobStateAvailable
 	}
 	return dbsqlc.VenturiJobStateScheduled
-}
-
-// finishParams builds one FinishRuns statement. Each journal entry is complete: the run's
-// start is the claim's database time and its end that time plus the measured duration.
-func finishParams(worker string, reqs []*finishReq) dbsqlc.FinishRunsParams {
-	var p dbsqlc.FinishRunsParams
-	for _, r := range reqs {
-		e := r.entry
-		e.Run, e.Token, e.Worker, e.StartedAt = r.job.runs, r.job.token, worker, r.job.started
-		if !r.job.started.IsZero() {
-			e.At = r.job.started.Add(r.ended.Sub(r.job.sent))
-		}
-		entry, _ := json.Marshal([]JournalEntry{e})
-		p.Ids = append(p.Ids, uuidOf(r.job.id))
-		p.Tokens = append(p.Tokens, r.job.token)
-		p.States = append(p.States, string(r.state))
-		p.DelaysUs = append(p.DelaysUs, delayOf(r.delay))
-		p.Failed = append(p.Failed, r.failed)
-		p.SetCarry = append(p.SetCarry, r.setCarry)
-		p.Carries = append(p.Carries, string(r.carry))
-		p.Entries = append(p.Entries, string(entry))
-	}
-	return p
 }
 
 // Start connects the worker's control connections and starts claiming. It returns at
@@ -604,7 +581,7 @@ func (w *Worker[S]) releaseStuck(ctx context.Context) {
 		return
 	}
 	slices.SortFunc(reqs, func(a, b *finishReq) int { return a.job.id.Compare(b.job.id) }) // lock order
-	if _, err := w.q.FinishRuns(ctx, w.ctl, finishParams(w.cfg.ID, reqs)); err != nil {
+	if _, err := w.q.FinishRuns(ctx, w.ctl, appendFinishRuns(nil, w.cfg.ID, reqs)); err != nil {
 		w.log.Warn("venturi: release of stuck runs failed; their leases will expire", "err", err)
 	}
 	for _, r := range reqs {
