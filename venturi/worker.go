@@ -471,6 +471,9 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 	}
 	cc := w.pool.Config()
 	cc.MaxConns, cc.MinConns = 3+finishLoops, 0 // claims, leases, maintenance, finishers
+	// These connections run a dozen statements: pgx's default caches (512 entries each,
+	// allocated up front) would be most of their memory.
+	cc.ConnConfig.StatementCacheCapacity, cc.ConnConfig.DescriptionCacheCapacity = 32, 32
 	ctl, err := pgxpool.NewWithConfig(ctx, cc)
 	if err != nil {
 		return fmt.Errorf("venturi: control pool: %w", err)
