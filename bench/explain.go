@@ -164,20 +164,25 @@ func explainSet(ctx context.Context, pool *pgxpool.Pool, sqls map[string]string,
 		if err != nil {
 			return nil, err
 		}
-		var runs []string
+		var ids []pgtype.UUID
+		var tokens []int64
 		for rows.Next() {
 			vals, err := rows.Values()
 			if err != nil {
 				return nil, err
 			}
-			id := pgtype.UUID{Bytes: vals[0].([16]byte), Valid: true}
-			runs = append(runs, fmt.Sprintf(`{"id":%q,"token":%d,"state":"completed","delay_us":0,"failed":false,"set_carry":false,"carry":null,"entry":[{"event":"completed"}]}`,
-				id.String(), vals[6].(int64)))
+			ids = append(ids, pgtype.UUID{Bytes: vals[0].([16]byte), Valid: true})
+			tokens = append(tokens, vals[6].(int64))
 		}
 		if err := rows.Err(); err != nil {
 			return nil, err
 		}
-		return []any{"[" + strings.Join(runs, ",") + "]"}, nil
+		n := len(ids)
+		states, delays, failed, setCarry, carries, entries := make([]string, n), make([]int64, n), make([]bool, n), make([]bool, n), make([]string, n), make([]string, n)
+		for i := range n {
+			states[i], entries[i] = "completed", `{"event":"completed"}`
+		}
+		return []any{ids, tokens, states, delays, failed, setCarry, carries, entries}, nil
 	}); err != nil {
 		return err
 	}

@@ -330,10 +330,13 @@ func (b *bencher) workUntilCPU(ctx context.Context, lib, profile string, done fu
 
 // allDone polls the number of unfinished jobs of the no-op kind. Counting a large backlog
 // is not free (tens of milliseconds of server CPU, competing with the worker under test),
-// so the poll waits a third of the estimated time left, from the rate so far, and polls
-// every 2ms only near the end, where the count is cheap.
+// so between polls it waits a third of the time the rate since the previous poll says is
+// left (at most 200ms), and every 2ms only near the end, where the count is cheap.
 func (b *bencher) allDone(lib string, n int) func(ctx context.Context) (bool, time.Duration, error) {
-	start := time.Now()
+	var (
+		prevAt   time.Time
+		prevDone int64 = -1
+	)
 	return func(ctx context.Context) (bool, time.Duration, error) {
 		left, err := pendingCount(ctx, b.admin, lib, kindNoop)
 		if err != nil {
@@ -342,12 +345,14 @@ func (b *bencher) allDone(lib string, n int) func(ctx context.Context) (bool, ti
 		if left == 0 {
 			return true, 0, nil
 		}
-		finished := int64(n) - left
-		if finished <= 0 {
-			return false, 50 * time.Millisecond, nil
+		now, finished := time.Now(), int64(n)-left
+		wait := 20 * time.Millisecond // the worker has not started yet
+		if prevDone >= 0 && finished > prevDone {
+			perJob := float64(now.Sub(prevAt)) / float64(finished-prevDone)
+			wait = min(max(time.Duration(perJob*float64(left))/3, 2*time.Millisecond), 200*time.Millisecond)
 		}
-		eta := time.Duration(float64(time.Since(start)) * float64(left) / float64(finished))
-		return false, min(max(eta/3, 2*time.Millisecond), time.Second), nil
+		prevAt, prevDone = now, finished
+		return false, wait, nil
 	}
 }
 

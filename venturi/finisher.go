@@ -32,24 +32,12 @@ type finisher struct {
 
 const maxFinishBatch = 1000
 
-// finishBufs holds the buffers FinishRuns parameters are written into; one larger than
-// maxKeptFinishBuf (runs with large notes or attachments) is left to the collector.
-var finishBufs = sync.Pool{New: func() any { return new([]byte) }}
-
-const maxKeptFinishBuf = 1 << 20
-
 func newFinisher[S any](w *Worker[S]) *finisher {
 	return &finisher{
 		in:      make(chan *finishReq, max(maxFinishBatch, 4*w.cfg.Concurrency)),
 		closing: make(chan struct{}),
 		write: func(ctx context.Context, reqs []*finishReq) ([]pgtype.UUID, error) {
-			bp := finishBufs.Get().(*[]byte)
-			*bp = appendFinishRuns((*bp)[:0], w.cfg.ID, reqs)
-			ids, err := w.q.FinishRuns(ctx, w.ctl, *bp)
-			if cap(*bp) <= maxKeptFinishBuf {
-				finishBufs.Put(bp)
-			}
-			return ids, err
+			return w.q.FinishRuns(ctx, w.ctl, finishParams(w.cfg.ID, reqs))
 		},
 		untrack: w.untrack,
 		expired: func(j *claimed) bool {

@@ -354,7 +354,7 @@ func runTask[T Task, S, C any](ctx context.Context, w *Worker[S], j *claimed, ha
 		if err != nil {
 			return fmt.Errorf("venturi: %w", err)
 		}
-		ids, err := w.q.FinishRuns(fctx, tx, appendFinishRuns(nil, w.cfg.ID, []*finishReq{req}))
+		ids, err := w.q.FinishRuns(fctx, tx, finishParams(w.cfg.ID, []*finishReq{req}))
 		if err != nil {
 			return err
 		}
@@ -584,7 +584,7 @@ func (w *Worker[S]) releaseStuck(ctx context.Context) {
 		return
 	}
 	slices.SortFunc(reqs, func(a, b *finishReq) int { return a.job.id.Compare(b.job.id) }) // lock order
-	if _, err := w.q.FinishRuns(ctx, w.ctl, appendFinishRuns(nil, w.cfg.ID, reqs)); err != nil {
+	if _, err := w.q.FinishRuns(ctx, w.ctl, finishParams(w.cfg.ID, reqs)); err != nil {
 		w.log.Warn("venturi: release of stuck runs failed; their leases will expire", "err", err)
 	}
 	for _, r := range reqs {
@@ -651,7 +651,9 @@ func (w *Worker[S]) fetchLoop(ctx context.Context) {
 				next = max(d, 0)
 			}
 		}
-		if !claiming && !idle && room > 0 {
+		// While the buffer still holds more than the claim could add, a claim can wait:
+		// this keeps claims large instead of one round trip per freed slot.
+		if !claiming && !idle && room > 0 && len(buffer) < room {
 			wait := max(w.cfg.FetchCooldown-time.Since(lastFetch), time.Until(notBefore))
 			if wait <= 0 {
 				n, seq := min(room, w.cfg.ClaimBatch), wakes

@@ -113,22 +113,20 @@ RETURNING j.id, j.kind, j.payload, j.carry, j.runs, j.failures, j.lease_token, j
 
 -- name: FinishRuns :many
 -- Ends runs: one row per run, each fenced by its token. Rows whose token no longer
--- matches are not returned; their run was lost and its result is discarded. The runs
--- come as one JSON array (one object per run, written by the worker); each entry is a
--- one-element JSON array built from the run's claim time (database clock) plus its
--- measured duration. A JSON null carry stores SQL NULL: the carry type's zero value.
+-- matches are not returned; their run was lost and its result is discarded. Each entry
+-- is a one-element JSON array, built by the worker from the run's claim time (database
+-- clock) plus its measured duration.
 UPDATE venturi_job j SET
-    state            = u.state,
+    state            = u.state::venturi_job_state,
     run_at           = CASE WHEN u.state IN ('available', 'scheduled')
                             THEN now() + u.delay_us * interval '1 microsecond' ELSE j.run_at END,
     failures         = j.failures + u.failed::int,
-    carry            = CASE WHEN u.set_carry THEN u.carry ELSE j.carry END,
+    carry            = CASE WHEN u.set_carry THEN NULLIF(u.carry, '')::jsonb ELSE j.carry END,
     lease_token      = NULL,
     lease_expires_at = NULL,
     finished_at      = CASE WHEN u.state IN ('completed', 'dead') THEN now() END,
-    journal          = j.journal || u.entry
-FROM jsonb_to_recordset(@runs::jsonb) AS u(id uuid, token bigint, state venturi_job_state,
-    delay_us bigint, failed bool, set_carry bool, carry jsonb, entry jsonb)
+    journal          = j.journal || u.entry::jsonb
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token, unnest(@states::text[]) AS state, unnest(@delays_us::bigint[]) AS delay_us, unnest(@failed::bool[]) AS failed, unnest(@set_carry::bool[]) AS set_carry, unnest(@carries::text[]) AS carry, unnest(@entries::text[]) AS entry) AS u
 -- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
 -- testing the state keeps the planner on primary-key lookups instead of scanning every
 -- running job through the lease index.

@@ -230,31 +230,49 @@ func (q *Queries) ExtendLeases(ctx context.Context, db DBTX, arg ExtendLeasesPar
 
 const finishRuns = `-- name: FinishRuns :many
 UPDATE venturi_job j SET
-    state            = u.state,
+    state            = u.state::venturi_job_state,
     run_at           = CASE WHEN u.state IN ('available', 'scheduled')
                             THEN now() + u.delay_us * interval '1 microsecond' ELSE j.run_at END,
     failures         = j.failures + u.failed::int,
-    carry            = CASE WHEN u.set_carry THEN u.carry ELSE j.carry END,
+    carry            = CASE WHEN u.set_carry THEN NULLIF(u.carry, '')::jsonb ELSE j.carry END,
     lease_token      = NULL,
     lease_expires_at = NULL,
     finished_at      = CASE WHEN u.state IN ('completed', 'dead') THEN now() END,
-    journal          = j.journal || u.entry
-FROM jsonb_to_recordset($1::jsonb) AS u(id uuid, token bigint, state venturi_job_state,
-    delay_us bigint, failed bool, set_carry bool, carry jsonb, entry jsonb)
+    journal          = j.journal || u.entry::jsonb
+FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::bigint[]) AS token, unnest($3::text[]) AS state, unnest($4::bigint[]) AS delay_us, unnest($5::bool[]) AS failed, unnest($6::bool[]) AS set_carry, unnest($7::text[]) AS carry, unnest($8::text[]) AS entry) AS u
 WHERE j.id = u.id AND j.lease_token = u.token
 RETURNING j.id
 `
 
+type FinishRunsParams struct {
+	Ids      []pgtype.UUID
+	Tokens   []int64
+	States   []string
+	DelaysUs []int64
+	Failed   []bool
+	SetCarry []bool
+	Carries  []string
+	Entries  []string
+}
+
 // Ends runs: one row per run, each fenced by its token. Rows whose token no longer
-// matches are not returned; their run was lost and its result is discarded. The runs
-// come as one JSON array (one object per run, written by the worker); each entry is a
-// one-element JSON array built from the run's claim time (database clock) plus its
-// measured duration. A JSON null carry stores SQL NULL: the carry type's zero value.
+// matches are not returned; their run was lost and its result is discarded. Each entry
+// is a one-element JSON array, built by the worker from the run's claim time (database
+// clock) plus its measured duration.
 // A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
 // testing the state keeps the planner on primary-key lookups instead of scanning every
 // running job through the lease index.
-func (q *Queries) FinishRuns(ctx context.Context, db DBTX, runs []byte) ([]pgtype.UUID, error) {
-	rows, err := db.Query(ctx, finishRuns, runs)
+func (q *Queries) FinishRuns(ctx context.Context, db DBTX, arg FinishRunsParams) ([]pgtype.UUID, error) {
+	rows, err := db.Query(ctx, finishRuns,
+		arg.Ids,
+		arg.Tokens,
+		arg.States,
+		arg.DelaysUs,
+		arg.Failed,
+		arg.SetCarry,
+		arg.Carries,
+		arg.Entries,
+	)
 	if err != nil {
 		return nil, err
 	}

@@ -12,9 +12,10 @@ import (
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
 )
 
-// The hand-written FinishRuns parameter decodes, with encoding/json, to exactly the runs
-// and journal entries it was built from.
-func TestAppendFinishRunsRoundTrip(t *testing.T) {
+// The FinishRuns parameters carry exactly the runs they were built from, and each
+// hand-written journal entry decodes, with encoding/json, to the entry encoding/json
+// would have written.
+func TestFinishParamsRoundTrip(t *testing.T) {
 	started := time.Date(2026, 11, 29, 10, 0, 0, 123456000, time.UTC)
 	sent := time.Now()
 	job := func(n int) *claimed {
@@ -33,36 +34,19 @@ func TestAppendFinishRunsRoundTrip(t *testing.T) {
 			entry: JournalEntry{Event: EventDead, Note: strings.Repeat("é", 100)}},
 	}
 	const worker = `host-1-"odd"\worker`
-	buf := appendFinishRuns([]byte("garbage"), worker, reqs)
-	buf = buf[len("garbage"):]
-	var rows []struct {
-		ID       string          `json:"id"`
-		Token    int64           `json:"token"`
-		State    string          `json:"state"`
-		DelayUs  int64           `json:"delay_us"`
-		Failed   bool            `json:"failed"`
-		SetCarry bool            `json:"set_carry"`
-		Carry    json.RawMessage `json:"carry"`
-		Entry    []JournalEntry  `json:"entry"`
-	}
-	if err := json.Unmarshal(buf, &rows); err != nil {
-		t.Fatalf("parameter is not JSON: %v\n%s", err, buf)
-	}
-	if len(rows) != len(reqs) {
-		t.Fatalf("%d rows for %d runs", len(rows), len(reqs))
+	p := finishParams(worker, reqs)
+	if len(p.Ids) != len(reqs) || len(p.Entries) != len(reqs) || len(p.Carries) != len(reqs) {
+		t.Fatalf("%d ids, %d entries, %d carries for %d runs", len(p.Ids), len(p.Entries), len(p.Carries), len(reqs))
 	}
 	for i, r := range reqs {
-		got := rows[i]
-		if got.ID != uuidOf(r.job.id).String() || got.Token != r.job.token || got.State != string(r.state) ||
-			got.DelayUs != delayOf(r.delay) || got.Failed != r.failed || got.SetCarry != r.setCarry {
-			t.Errorf("run %d: got %+v", i, got)
+		if p.Ids[i] != uuidOf(r.job.id) || p.Tokens[i] != r.job.token || p.States[i] != string(r.state) ||
+			p.DelaysUs[i] != delayOf(r.delay) || p.Failed[i] != r.failed || p.SetCarry[i] != r.setCarry ||
+			p.Carries[i] != string(r.carry) {
+			t.Errorf("run %d: params differ from the request", i)
 		}
-		wantCarry := string(r.carry)
-		if wantCarry == "" {
-			wantCarry = "null"
-		}
-		if string(got.Carry) != wantCarry {
-			t.Errorf("run %d: carry %s, want %s", i, got.Carry, wantCarry)
+		var entries []JournalEntry
+		if err := json.Unmarshal([]byte(p.Entries[i]), &entries); err != nil {
+			t.Fatalf("run %d: entry is not JSON: %v\n%s", i, err, p.Entries[i])
 		}
 		// The reference: what encoding/json makes of the same entry.
 		e := r.entry
@@ -79,8 +63,8 @@ func TestAppendFinishRunsRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		want.Note = strings.ReplaceAll(want.Note, "\x00", "") // jsonb cannot store NUL
-		if len(got.Entry) != 1 || !reflect.DeepEqual(got.Entry[0], want) {
-			t.Errorf("run %d: entry\n got %+v\nwant %+v", i, got.Entry, want)
+		if len(entries) != 1 || !reflect.DeepEqual(entries[0], want) {
+			t.Errorf("run %d: entry\n got %+v\nwant %+v", i, entries, want)
 		}
 	}
 }
