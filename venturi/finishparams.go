@@ -70,16 +70,8 @@ func appendEntry(buf []byte, e *JournalEntry) []byte {
 		buf = append(buf, `,"worker":`...)
 		buf = appendJSONString(buf, e.Worker)
 	}
-	if !e.StartedAt.IsZero() {
-		buf = append(buf, `,"started_at":"`...)
-		buf = e.StartedAt.AppendFormat(buf, time.RFC3339Nano)
-		buf = append(buf, '"')
-	}
-	if !e.At.IsZero() {
-		buf = append(buf, `,"at":"`...)
-		buf = e.At.AppendFormat(buf, time.RFC3339Nano)
-		buf = append(buf, '"')
-	}
+	buf = appendTimeField(buf, `,"started_at":"`, e.StartedAt)
+	buf = appendTimeField(buf, `,"at":"`, e.At)
 	if e.ResumeIn != 0 {
 		buf = append(buf, `,"resume_in":`...)
 		buf = strconv.AppendInt(buf, int64(e.ResumeIn), 10)
@@ -89,6 +81,16 @@ func appendEntry(buf []byte, e *JournalEntry) []byte {
 		buf = appendJSONString(buf, e.Merge)
 	}
 	return append(buf, '}')
+}
+
+// appendTimeField appends prefix and t as time.Time marshals to JSON, unless t is zero.
+func appendTimeField(buf []byte, prefix string, t time.Time) []byte {
+	if t.IsZero() {
+		return buf
+	}
+	buf = append(buf, prefix...)
+	buf = t.AppendFormat(buf, time.RFC3339Nano)
+	return append(buf, '"')
 }
 
 // appendJSONString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as with

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/venturi-dev/venturi"
 )
 
@@ -11,20 +13,26 @@ type prefetchTask struct{ N int }
 
 func (prefetchTask) Kind() string { return "prefetch" }
 
+// enqueuePrefetch enqueues n prefetch tasks in one call.
+func enqueuePrefetch(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	tasks := make([]venturi.Task, n)
+	for i := range tasks {
+		tasks[i] = prefetchTask{N: i}
+	}
+	if _, err := venturi.NewQueue(pool, nil).EnqueueMany(context.Background(), tasks); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Fast handlers outrun claims of Concurrency + Concurrency jobs: the buffer grows and
 // later claims take more than the initial window. Every row one claim statement updates
 // gets the same attempted_at (its now()), so grouping by it gives the claims' sizes.
 func TestPrefetchGrowsForFastHandlers(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
-	tasks := make([]venturi.Task, 3000)
-	for i := range tasks {
-		tasks[i] = prefetchTask{N: i}
-	}
-	if _, err := q.EnqueueMany(ctx, tasks); err != nil {
-		t.Fatal(err)
-	}
+	const n = 3000
+	enqueuePrefetch(t, pool, n)
 	cfg := fastConfig() // Concurrency 4, Prefetch defaults to 1000: initial window 4 + 4
 	w := venturi.NewWorker(pool, struct{}{}, cfg)
 	venturi.RegisterFunc(w, func(context.Context, prefetchTask, *venturi.Run[struct{}], struct{}) (venturi.Outcome, error) {
@@ -32,7 +40,7 @@ func TestPrefetchGrowsForFastHandlers(t *testing.T) {
 	})
 	startWorker(t, w)
 	eventually(t, within, "3000 jobs completed", func() bool {
-		return countJobs(t, pool, "kind = 'prefetch' AND state = 'completed'") == len(tasks)
+		return countJobs(t, pool, "kind = 'prefetch' AND state = 'completed'") == n
 	})
 	var largest int
 	if err := pool.QueryRow(ctx, `SELECT max(n) FROM (
@@ -47,18 +55,11 @@ func TestPrefetchGrowsForFastHandlers(t *testing.T) {
 // Handlers that hold their slots keep the buffer at its base, min(Concurrency, Prefetch):
 // the worker does not hoard jobs that another worker could run.
 func TestPrefetchStaysSmallForBusyHandlers(t *testing.T) {
-	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
-	tasks := make([]venturi.Task, 40)
-	for i := range tasks {
-		tasks[i] = prefetchTask{N: i}
-	}
-	if _, err := q.EnqueueMany(ctx, tasks); err != nil {
-		t.Fatal(err)
-	}
+	const n = 40
+	enqueuePrefetch(t, pool, n)
 	release := make(chan struct{})
-	started := make(chan int, len(tasks))
+	started := make(chan int, n)
 	handle := func(ctx context.Context, p prefetchTask, _ *venturi.Run[struct{}], _ struct{}) (venturi.Outcome, error) {
 		started <- p.N
 		select {
@@ -92,6 +93,6 @@ func TestPrefetchStaysSmallForBusyHandlers(t *testing.T) {
 	}
 	close(release)
 	eventually(t, within, "40 jobs completed", func() bool {
-		return countJobs(t, pool, "kind = 'prefetch' AND state = 'completed'") == len(tasks)
+		return countJobs(t, pool, "kind = 'prefetch' AND state = 'completed'") == n
 	})
 }
