@@ -3,6 +3,7 @@ package venturi_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -95,4 +96,60 @@ func TestPrefetchStaysSmallForBusyHandlers(t *testing.T) {
 	eventually(t, within, "40 jobs completed", func() bool {
 		return countJobs(t, pool, "kind = 'prefetch' AND state = 'completed'") == n
 	})
+}
+
+// An idle worker's poll is a deadline, not an interval restarted by every freed slot:
+// while busy handlers keep finishing more often than PollInterval, a job that arrives
+// without a notification (PollOnly) is still claimed at the next poll. (The fetch loop
+// once re-armed the poll timer on every freed slot, so such a job waited for the stream
+// of completions to stop.)
+func TestIdlePollNotDeferredByFinishingHandlers(t *testing.T) {
+	pool := newDB(t)
+	const blockers = 40
+	enqueuePrefetch(t, pool, blockers)
+	release := make(chan struct{})
+	started := make(chan int, blockers+1)
+	cfg := fastConfig()
+	cfg.Concurrency, cfg.Prefetch, cfg.PollOnly, cfg.PollInterval = blockers+1, -1, true, 200*time.Millisecond
+	w := venturi.NewWorker(pool, struct{}{}, cfg)
+	venturi.RegisterFunc(w, func(ctx context.Context, p prefetchTask, _ *venturi.Run[struct{}], _ struct{}) (venturi.Outcome, error) {
+		started <- p.N
+		if p.N < blockers {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return venturi.Completed(), nil
+	})
+	startWorker(t, w)
+	for range blockers {
+		recv(t, started, "a blocking handler")
+	}
+	// Every blocker runs; the last claim found nothing, so the worker is idle. The probe
+	// arrives with no notification to wake it.
+	if _, err := venturi.NewQueue(pool, nil).Enqueue(context.Background(), prefetchTask{N: blockers}); err != nil {
+		t.Fatal(err)
+	}
+	// Free one slot every 50ms, four times per poll interval, until the probe starts.
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	released := 0
+	for {
+		select {
+		case n := <-started:
+			if n != blockers {
+				t.Fatalf("handler %d started twice", n)
+			}
+			t.Logf("probe started after %d of %d blockers finished", released, blockers)
+			close(release)
+			return
+		case <-tick.C:
+			if released == blockers {
+				t.Fatalf("the probe did not start while handlers kept finishing: the idle poll was deferred by every freed slot")
+			}
+			release <- struct{}{}
+			released++
+		}
+	}
 }

@@ -470,7 +470,8 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 		return errors.New("venturi: no task types registered")
 	}
 	cc := w.pool.Config()
-	cc.MaxConns, cc.MinConns = 3+finishLoops, 0 // claims, leases, maintenance, finishers
+	// claims, releases of stale prefetches, leases, maintenance, finishers
+	cc.MaxConns, cc.MinConns = 4+finishLoops, 0
 	// These connections run a dozen statements: pgx's default caches (512 entries each,
 	// allocated up front) would be most of their memory.
 	cc.ConnConfig.StatementCacheCapacity, cc.ConnConfig.DescriptionCacheCapacity = 32, 32
@@ -620,6 +621,7 @@ func (w *Worker[S]) fetchLoop(ctx context.Context) {
 		claiming  bool          // a claim is in flight
 		lastFetch time.Time     // when it (or the last one) was sent
 		idle      bool          // the last claim found nothing: wait for a wake-up or the poll
+		pollAt    time.Time     // when an idle loop looks again without a wake-up
 		wakes     uint64        // wake-ups received
 		notBefore time.Time     // after a failed claim, no new one before this
 		errDelay  = 50 * time.Millisecond
@@ -681,7 +683,7 @@ func (w *Worker[S]) fetchLoop(ctx context.Context) {
 				idle = false
 				continue
 			}
-			after(w.cfg.PollInterval)
+			after(time.Until(pollAt)) // a deadline, not an interval: freed slots must not defer it
 		}
 		var tick <-chan time.Time
 		if next >= 0 {
@@ -710,9 +712,12 @@ func (w *Worker[S]) fetchLoop(ctx context.Context) {
 			buffer = append(buffer, r.jobs...)
 			// An empty claim means nothing is due, unless a notification came meanwhile.
 			idle = len(r.jobs) == 0 && r.wakes == wakes
+			if idle {
+				pollAt = time.Now().Add(w.cfg.PollInterval)
+			}
 		case <-w.freed:
 		case <-tick:
-			if polling {
+			if polling && !time.Now().Before(pollAt) {
 				idle = false // the poll interval passed
 			}
 		case <-w.wake:
