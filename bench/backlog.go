@@ -40,107 +40,107 @@ func (b *bencher) vacuumSettle(ctx context.Context) error {
 
 // scenario 6: venturi's dedup-enqueue latency and claim throughput with a small and a
 // large pending backlog. The backlog is of a kind no worker handles (and, for claim
-// throughput, also of the worked kind itself).
+// throughput, also of the worked kind itself). The two sizes alternate repetition by
+// repetition, each on a freshly loaded backlog, so that the machine's load drifting over a
+// minute does not land on one size only (run back to back, the same code measured the
+// large backlog anywhere from 0.7 to 1.6 times slower than the small one).
 func (b *bencher) scenarioBacklog(ctx context.Context) error {
 	sizes := b.o.sz.backlogs
-	m := b.o.sz.backlogJobs
-	sameM := min(sizes[0]/2, m)
-	dedupName := "6a. dedup enqueue, 1 producer, backlog of another kind"
-	claimName := fmt.Sprintf("6b. claim throughput, %d jobs, backlog of another kind", m)
-	sameName := fmt.Sprintf("6c. claim throughput, first %d jobs of a same-kind backlog", sameM)
-	for _, size := range sizes {
-		col := fmt.Sprintf("%d", size)
-		logf("  backlog %d of another kind", size)
-		if err := resetJobs(ctx, b.admin); err != nil {
-			return err
+	for rep := range b.o.reps {
+		order := []int{sizes[0], sizes[1]}
+		if rep%2 == 1 {
+			order[0], order[1] = order[1], order[0]
 		}
-		if err := loadBacklog(ctx, b.admin, kindBacklog, size); err != nil {
-			return err
-		}
-		if err := b.vacuumSettle(ctx); err != nil {
-			return err
-		}
-		for rep := range b.o.reps {
-			// Dedup enqueue latency.
-			p, err := b.openProducers(ctx, libVenturi)
-			if err != nil {
+		for _, size := range order {
+			if err := b.backlogOtherKind(ctx, size, rep); err != nil {
 				return err
 			}
-			run := fmt.Sprintf("b%d-%d", size, rep)
-			count, lats, el, err := drive(ctx, 1, b.o.sz.enqueueDur, func(ctx context.Context, i int) error {
-				_, err := p.dedupEnqueue(ctx, dedupKey(run, i))
-				return err
-			})
-			p.close()
-			if err != nil {
-				return err
+			if !b.o.sameKind {
+				continue
 			}
-			logf("  %s backlog %d rep %d: %.0f enq/s p50 %.2fms p99 %.2fms", dedupName, size, rep, float64(count)/el.Seconds(), pct(lats, .5), pct(lats, .99))
-			b.backlogRow(dedupName, "p50 latency (ms)", false, col, pct(lats, .5), true)
-			b.backlogRow(dedupName, "p99 latency (ms)", false, col, pct(lats, .99), false)
-			b.backlogRow(dedupName, "enqueues/s", true, col, float64(count)/el.Seconds(), false)
-
-			// Claim throughput.
-			if err := b.enqueueBulk(ctx, libVenturi, m); err != nil {
-				return err
-			}
-			if _, err := b.admin.Exec(ctx, "ANALYZE "+jobTable(libVenturi)+"; CHECKPOINT"); err != nil {
-				return err
-			}
-			el, _, err = b.workUntil(ctx, libVenturi, "", b.allDone(libVenturi, m))
-			if err != nil {
-				return err
-			}
-			logf("  %s backlog %d rep %d: %.0f jobs/s", claimName, size, rep, float64(m)/el.Seconds())
-			b.backlogRow(claimName, "jobs/s", true, col, float64(m)/el.Seconds(), true)
-			if _, err := b.admin.Exec(ctx, "DELETE FROM "+jobTable(libVenturi)+" WHERE kind <> $1", kindBacklog); err != nil {
-				return err
-			}
-			if err := b.vacuumSettle(ctx); err != nil {
-				return err
-			}
-		}
-		if !b.o.sameKind {
-			continue
-		}
-		logf("  backlog %d of the worked kind", size)
-		if err := resetJobs(ctx, b.admin); err != nil {
-			return err
-		}
-		if err := loadBacklog(ctx, b.admin, kindNoop, size); err != nil {
-			return err
-		}
-		if err := b.vacuumSettle(ctx); err != nil {
-			return err
-		}
-		for rep := range b.o.reps {
-			el, _, err := b.workUntil(ctx, libVenturi, "", func(ctx context.Context) (bool, time.Duration, error) {
-				n, err := completedCount(ctx, b.admin, libVenturi, kindNoop)
-				return n >= int64(sameM), 5 * time.Millisecond, err
-			})
-			if err != nil {
-				return err
-			}
-			logf("  %s backlog %d rep %d: %.0f jobs/s", sameName, size, rep, float64(sameM)/el.Seconds())
-			b.backlogRow(sameName, "jobs/s", true, col, float64(sameM)/el.Seconds(), true)
-			// Restore the backlog: drop what was worked, top it up again.
-			var left int
-			if _, err := b.admin.Exec(ctx, "DELETE FROM "+jobTable(libVenturi)+" WHERE state <> 'available'"); err != nil {
-				return err
-			}
-			if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM "+jobTable(libVenturi)).Scan(&left); err != nil {
-				return err
-			}
-			if err := loadBacklog(ctx, b.admin, kindNoop, size-left); err != nil {
-				return err
-			}
-			if err := b.vacuumSettle(ctx); err != nil {
+			if err := b.backlogSameKind(ctx, size, rep); err != nil {
 				return err
 			}
 		}
 	}
-	b.rep.notes = append(b.rep.notes, "Backlog (6): the pending backlog is bulk-loaded with INSERT … SELECT generate_series (ULID-shaped, time-ordered IDs and increasing due times, like jobs enqueued one after another), then VACUUM ANALYZE and CHECKPOINT; repetitions at one backlog size run back to back (not alternated with the other size). Claim throughput is measured like scenario 4, with a worker process and database polling.")
+	b.rep.notes = append(b.rep.notes, "Backlog (6): the pending backlog is bulk-loaded with INSERT … SELECT generate_series (ULID-shaped, time-ordered IDs and increasing due times, like jobs enqueued one after another), then VACUUM ANALYZE and CHECKPOINT, afresh for every repetition; the two backlog sizes alternate repetition by repetition. Claim throughput is measured like scenario 4, with a worker process and database polling.")
 	return nil
+}
+
+// backlogOtherKind measures dedup-enqueue latency (6a) and claim throughput (6b) beside a
+// backlog of size jobs of a kind no worker handles.
+func (b *bencher) backlogOtherKind(ctx context.Context, size, rep int) error {
+	m := b.o.sz.backlogJobs
+	dedupName := "6a. dedup enqueue, 1 producer, backlog of another kind"
+	claimName := fmt.Sprintf("6b. claim throughput, %d jobs, backlog of another kind", m)
+	col := fmt.Sprintf("%d", size)
+	logf("  backlog %d of another kind, rep %d", size, rep)
+	if err := b.freshBacklog(ctx, kindBacklog, size); err != nil {
+		return err
+	}
+	p, err := b.openProducers(ctx, libVenturi)
+	if err != nil {
+		return err
+	}
+	run := fmt.Sprintf("b%d-%d", size, rep)
+	count, lats, el, err := drive(ctx, 1, b.o.sz.enqueueDur, func(ctx context.Context, i int) error {
+		_, err := p.dedupEnqueue(ctx, dedupKey(run, i))
+		return err
+	})
+	p.close()
+	if err != nil {
+		return err
+	}
+	logf("  %s backlog %d rep %d: %.0f enq/s p50 %.2fms p99 %.2fms", dedupName, size, rep, float64(count)/el.Seconds(), pct(lats, .5), pct(lats, .99))
+	b.backlogRow(dedupName, "p50 latency (ms)", false, col, pct(lats, .5), true)
+	b.backlogRow(dedupName, "p99 latency (ms)", false, col, pct(lats, .99), false)
+	b.backlogRow(dedupName, "enqueues/s", true, col, float64(count)/el.Seconds(), false)
+
+	if err := b.enqueueBulk(ctx, libVenturi, m); err != nil {
+		return err
+	}
+	if _, err := b.admin.Exec(ctx, "ANALYZE "+jobTable(libVenturi)+"; CHECKPOINT"); err != nil {
+		return err
+	}
+	el, _, err = b.workUntil(ctx, libVenturi, "", b.allDone(libVenturi, m))
+	if err != nil {
+		return err
+	}
+	logf("  %s backlog %d rep %d: %.0f jobs/s", claimName, size, rep, float64(m)/el.Seconds())
+	b.backlogRow(claimName, "jobs/s", true, col, float64(m)/el.Seconds(), true)
+	return nil
+}
+
+// backlogSameKind measures how fast a worker claims the first jobs of a backlog of size
+// jobs of its own kind (6c).
+func (b *bencher) backlogSameKind(ctx context.Context, size, rep int) error {
+	sameM := min(b.o.sz.backlogs[0]/2, b.o.sz.backlogJobs)
+	sameName := fmt.Sprintf("6c. claim throughput, first %d jobs of a same-kind backlog", sameM)
+	logf("  backlog %d of the worked kind, rep %d", size, rep)
+	if err := b.freshBacklog(ctx, kindNoop, size); err != nil {
+		return err
+	}
+	el, _, err := b.workUntil(ctx, libVenturi, "", func(ctx context.Context) (bool, time.Duration, error) {
+		n, err := completedCount(ctx, b.admin, libVenturi, kindNoop)
+		return n >= int64(sameM), 5 * time.Millisecond, err
+	})
+	if err != nil {
+		return err
+	}
+	logf("  %s backlog %d rep %d: %.0f jobs/s", sameName, size, rep, float64(sameM)/el.Seconds())
+	b.backlogRow(sameName, "jobs/s", true, fmt.Sprintf("%d", size), float64(sameM)/el.Seconds(), true)
+	return nil
+}
+
+// freshBacklog empties the job table and loads a settled backlog of n jobs of kind.
+func (b *bencher) freshBacklog(ctx context.Context, kind string, n int) error {
+	if err := resetJobs(ctx, b.admin); err != nil {
+		return err
+	}
+	if err := loadBacklog(ctx, b.admin, kind, n); err != nil {
+		return err
+	}
+	return b.vacuumSettle(ctx)
 }
 
 // backlogRow records one value; the ratio is large backlog over small, and the target is
