@@ -642,6 +642,7 @@ func (w *Worker[S]) fetchLoop(ctx context.Context) {
 			}
 			w.slots <- struct{}{}
 			w.startHandler(buffer[0])
+			buffer[0] = nil // the backing array outlives the slice: do not keep the job alive
 			buffer = buffer[1:]
 			fed++
 		}
@@ -743,6 +744,7 @@ func (w *Worker[S]) releaseStale(buffer []*claimed) []*claimed {
 		return buffer
 	}
 	w.release(buffer[:n])
+	clear(buffer[:n]) // the backing array outlives the slice: do not keep the jobs alive
 	return buffer[n:]
 }
 
