@@ -50,37 +50,35 @@ func finishParams(worker string, reqs []*finishReq) dbsqlc.FinishRunsParams {
 func appendEntry(buf []byte, e *JournalEntry) []byte {
 	buf = append(buf, `{"event":`...)
 	buf = appendJSONString(buf, string(e.Event))
-	if e.Run != 0 {
-		buf = append(buf, `,"run":`...)
-		buf = strconv.AppendInt(buf, int64(e.Run), 10)
-	}
-	if e.Note != "" {
-		buf = append(buf, `,"note":`...)
-		buf = appendJSONString(buf, e.Note)
-	}
+	buf = appendIntField(buf, `,"run":`, int64(e.Run))
+	buf = appendStringField(buf, `,"note":`, e.Note)
 	if len(e.Attachment) > 0 {
 		buf = append(buf, `,"attachment":`...)
 		buf = append(buf, e.Attachment...) // JSON from encodeJSON
 	}
-	if e.Token != 0 {
-		buf = append(buf, `,"token":`...)
-		buf = strconv.AppendInt(buf, e.Token, 10)
-	}
-	if e.Worker != "" {
-		buf = append(buf, `,"worker":`...)
-		buf = appendJSONString(buf, e.Worker)
-	}
+	buf = appendIntField(buf, `,"token":`, e.Token)
+	buf = appendStringField(buf, `,"worker":`, e.Worker)
 	buf = appendTimeField(buf, `,"started_at":"`, e.StartedAt)
 	buf = appendTimeField(buf, `,"at":"`, e.At)
-	if e.ResumeIn != 0 {
-		buf = append(buf, `,"resume_in":`...)
-		buf = strconv.AppendInt(buf, int64(e.ResumeIn), 10)
-	}
-	if e.Merge != "" {
-		buf = append(buf, `,"merge":`...)
-		buf = appendJSONString(buf, e.Merge)
-	}
+	buf = appendIntField(buf, `,"resume_in":`, int64(e.ResumeIn))
+	buf = appendStringField(buf, `,"merge":`, e.Merge)
 	return append(buf, '}')
+}
+
+// appendIntField appends prefix and v, unless v is zero (omitempty).
+func appendIntField(buf []byte, prefix string, v int64) []byte {
+	if v == 0 {
+		return buf
+	}
+	return strconv.AppendInt(append(buf, prefix...), v, 10)
+}
+
+// appendStringField appends prefix and s as a JSON string, unless s is empty (omitempty).
+func appendStringField(buf []byte, prefix, s string) []byte {
+	if s == "" {
+		return buf
+	}
+	return appendJSONString(append(buf, prefix...), s)
 }
 
 // appendTimeField appends prefix and t as time.Time marshals to JSON, unless t is zero.
