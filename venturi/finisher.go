@@ -16,7 +16,7 @@ import (
 )
 
 // finisher writes the ends of runs in batches: whatever has queued up while the previous
-// batches were in flight goes in the next FinishRuns statement, so a busy worker writes
+// batch was in flight goes in the next FinishRuns statement, so a busy worker writes
 // many results per round trip and an idle one adds no delay. A result counts as reported
 // once its batch has committed.
 type finisher struct {
@@ -60,66 +60,37 @@ func (f *finisher) submit(r *finishReq) {
 	}
 }
 
-// close flushes what was submitted and stops the loops.
+// close flushes what was submitted and stops the loop.
 func (f *finisher) close() {
 	close(f.closing)
 	f.loops.Wait()
 }
 
-// finishLoops is how many batches may be in flight at once. One collector forms the
-// batches: while the flusher waits for its commit, results accumulate, and the next flush
-// takes all of them. An idle worker writes each result at once; a busy one writes
-// hundreds per statement. One in flight measured best: parallel FinishRuns statements on
-// neighbouring rows contend for the same heap and index pages, and cost more server CPU
-// per row than their overlap saves (bench/FINDINGS.md).
-const finishLoops = 1
-
 func (f *finisher) start(ctx context.Context) {
 	f.loops.Add(1)
 	go func() {
 		defer f.loops.Done()
-		f.collect(ctx)
+		f.run(ctx)
 	}()
 }
 
-func (f *finisher) collect(ctx context.Context) {
-	ready := make(chan struct{}, finishLoops) // a flusher is idle
-	batches := make(chan []*finishReq)
-	var flushers sync.WaitGroup
-	for range finishLoops {
-		flushers.Add(1)
-		go func() { // long-lived, so their grown stacks are reused
-			defer flushers.Done()
-			for {
-				ready <- struct{}{}
-				b, ok := <-batches
-				if !ok {
-					return
-				}
-				f.flush(ctx, b)
-			}
-		}()
-	}
-	stop := func() {
-		close(batches)
-		flushers.Wait()
-	}
+// run writes results one FinishRuns at a time: while a statement is in flight, results
+// queue in f.in, and the next statement takes all of them. An idle worker writes each
+// result at once; a busy one writes hundreds per statement. One statement in flight
+// measured best: parallel FinishRuns statements on neighbouring rows contend for the same
+// heap and index pages, and cost more server CPU per row than their overlap saves
+// (bench/FINDINGS.md).
+func (f *finisher) run(ctx context.Context) {
 	for {
-		var first *finishReq
 		select {
-		case first = <-f.in:
+		case r := <-f.in:
+			f.flush(ctx, f.drain([]*finishReq{r}))
 		case <-f.closing:
-			stop()
-			for {
-				batch := f.drain(nil)
-				if len(batch) == 0 {
-					return
-				}
+			for batch := f.drain(nil); len(batch) > 0; batch = f.drain(nil) {
 				f.flush(ctx, batch)
 			}
+			return
 		}
-		<-ready // wait for an idle flusher; results accumulate meanwhile
-		batches <- f.drain([]*finishReq{first})
 	}
 }
 

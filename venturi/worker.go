@@ -470,8 +470,8 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 		return errors.New("venturi: no task types registered")
 	}
 	cc := w.pool.Config()
-	// claims, releases of stale prefetches, leases, maintenance, finishers
-	cc.MaxConns, cc.MinConns = 4+finishLoops, 0
+	// claims, releases of stale prefetches, leases, maintenance, results
+	cc.MaxConns, cc.MinConns = 5, 0
 	// These connections run a dozen statements: pgx's default caches (512 entries each,
 	// allocated up front) would be most of their memory.
 	cc.ConnConfig.StatementCacheCapacity, cc.ConnConfig.DescriptionCacheCapacity = 32, 32
@@ -593,13 +593,10 @@ func (w *Worker[S]) releaseStuck(ctx context.Context) {
 	}
 }
 
-// claimResult is what a claim returned, with the room it had reserved.
+// claimResult is what a claim returned.
 type claimResult struct {
-	jobs     []*claimed
-	reserved int
-	wakes    uint64    // the fetch loop's wake count when the claim was sent
-	sent     time.Time // when the claim was sent
-	err      error
+	jobs []*claimed
+	err  error
 }
 
 // fetchLoop claims jobs while there is room and starts their handlers. One claim is in
@@ -618,8 +615,10 @@ func (w *Worker[S]) fetchLoop(ctx context.Context) {
 		rtt       time.Duration // how long the last claim took
 		shrink    bool          // prefetch may shrink (once per claim)
 		fed       int           // jobs started since the last claim returned
-		claiming  bool          // a claim is in flight
+		claiming  bool          // a claim is in flight (one at a time)
 		lastFetch time.Time     // when it (or the last one) was sent
+		asked     int           // how many jobs it asked for
+		askWakes  uint64        // wakes when it was sent
 		idle      bool          // the last claim found nothing: wait for a wake-up or the poll
 		pollAt    time.Time     // when an idle loop looks again without a wake-up
 		wakes     uint64        // wake-ups received
@@ -659,12 +658,12 @@ func (w *Worker[S]) fetchLoop(ctx context.Context) {
 		if !claiming && !idle && room > 0 && len(buffer) < room {
 			wait := max(w.cfg.FetchCooldown-time.Since(lastFetch), time.Until(notBefore))
 			if wait <= 0 {
-				n, seq := min(room, w.cfg.ClaimBatch), wakes
+				asked, askWakes = min(room, w.cfg.ClaimBatch), wakes
 				lastFetch, claiming = time.Now(), true
-				go func(sent time.Time) {
+				go func(n int) {
 					jobs, err := w.claim(ctx, n)
-					done <- claimResult{jobs: jobs, reserved: n, wakes: seq, sent: sent, err: err}
-				}(lastFetch)
+					done <- claimResult{jobs: jobs, err: err}
+				}(asked)
 				continue
 			}
 			after(wait)
@@ -703,16 +702,16 @@ func (w *Worker[S]) fetchLoop(ctx context.Context) {
 				break
 			}
 			errDelay = 50 * time.Millisecond
-			rtt, shrink = time.Since(r.sent), true
+			rtt, shrink = time.Since(lastFetch), true
 			// Handlers ran through everything the last claim brought and waited for this one,
 			// which found more than it had room for: claim more at a time.
-			if len(r.jobs) == r.reserved && fed > 0 && len(buffer) == 0 && len(w.slots) < cap(w.slots) {
+			if len(r.jobs) == asked && fed > 0 && len(buffer) == 0 && len(w.slots) < cap(w.slots) {
 				prefetch = min(prefetch*2, w.cfg.Prefetch)
 			}
 			fed = 0
 			buffer = append(buffer, r.jobs...)
 			// An empty claim means nothing is due, unless a notification came meanwhile.
-			idle = len(r.jobs) == 0 && r.wakes == wakes
+			idle = len(r.jobs) == 0 && askWakes == wakes
 			if idle {
 				pollAt = time.Now().Add(w.cfg.PollInterval)
 			}
