@@ -2,12 +2,8 @@ package worker
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"io"
 	"log/slog"
-	"net/url"
-	"os"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -15,6 +11,7 @@ import (
 	"go.uber.org/fx/fxtest"
 
 	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/handlers"
+	"github.com/venturi-dev/bookmarks/sql/dbtest"
 	"github.com/venturi-dev/bookmarks/sql/migrations"
 )
 
@@ -27,29 +24,9 @@ func TestModuleGraphIsValid(t *testing.T) {
 // TestModuleStartsAndStops runs the real graph against a migrated schema: OnStart must
 // return (the worker runs in the background) and OnStop must stop it.
 func TestModuleStartsAndStops(t *testing.T) {
-	base := os.Getenv("TEST_DATABASE_URL")
-	if base == "" {
-		t.Fatal("TEST_DATABASE_URL is not set: run `make test/app`")
-	}
 	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "bmfx_" + hex.EncodeToString(b[:])
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
-	u, _ := url.Parse(base)
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	cfg, _ := pgxpool.ParseConfig(u.String())
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	dsn := dbtest.SchemaURL(t, "bmfx")
+	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +35,7 @@ func TestModuleStartsAndStops(t *testing.T) {
 	}
 	pool.Close()
 
-	t.Setenv("DATABASE_URL", u.String())
+	t.Setenv("DATABASE_URL", dsn)
 	var w *handlers.Worker
 	app := fxtest.New(t, Module, fx.Supply(slog.New(slog.NewTextHandler(io.Discard, nil))), fx.Populate(&w))
 	app.RequireStart()

@@ -2,40 +2,15 @@ package migrations
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/venturi-dev/bookmarks/sql/dbtest"
 )
 
 func TestMigrateIsIdempotentAndConcurrencySafe(t *testing.T) {
-	url := os.Getenv("TEST_DATABASE_URL")
-	if url == "" {
-		t.Fatal("TEST_DATABASE_URL is not set: run through `scripts/pg.sh with -- go test ./...` or `make test/app`")
-	}
 	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "bm_" + hex.EncodeToString(b[:])
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
-	cfg, _ := pgxpool.ParseConfig(url)
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := dbtest.Pool(t, "bm", 0)
 
 	all, err := All()
 	if err != nil || len(all) == 0 {

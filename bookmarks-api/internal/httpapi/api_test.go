@@ -2,13 +2,10 @@ package httpapi
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 
@@ -16,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/venturi-dev/bookmarks/sql/dbtest"
 	"github.com/venturi-dev/bookmarks/sql/migrations"
 )
 
@@ -26,31 +24,8 @@ type testBundle struct {
 
 func setup(t testing.TB) *testBundle {
 	t.Helper()
-	url := os.Getenv("TEST_DATABASE_URL")
-	if url == "" {
-		t.Fatal("TEST_DATABASE_URL is not set: run `make test/app` or `scripts/pg.sh with -- go test ./...`")
-	}
 	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admin.Close)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "bma_" + hex.EncodeToString(b[:])
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
-	cfg, _ := pgxpool.ParseConfig(url)
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	cfg.MaxConns = 5
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := dbtest.Pool(t, "bma", 5)
 	if _, err := migrations.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}

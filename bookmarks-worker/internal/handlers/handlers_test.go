@@ -2,8 +2,6 @@ package handlers
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"reflect"
 	"strconv"
 	"sync"
@@ -25,6 +22,7 @@ import (
 	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/fetch"
 	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/store"
 	"github.com/venturi-dev/bookmarks/shared/tasks"
+	"github.com/venturi-dev/bookmarks/sql/dbtest"
 	"github.com/venturi-dev/bookmarks/sql/migrations"
 	"github.com/venturi-dev/venturi"
 )
@@ -67,31 +65,8 @@ type testBundle struct {
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	url := os.Getenv("TEST_DATABASE_URL")
-	if url == "" {
-		t.Fatal("TEST_DATABASE_URL is not set: run `make test/app` or `scripts/pg.sh with -- go test ./...`")
-	}
 	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admin.Close)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "bmw_" + hex.EncodeToString(b[:])
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
-	cfg, _ := pgxpool.ParseConfig(url)
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	cfg.MaxConns = 10
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := dbtest.Pool(t, "bmw", 10)
 	if _, err := migrations.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
