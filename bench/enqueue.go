@@ -108,36 +108,18 @@ func pct(lats []time.Duration, p float64) float64 {
 func (b *bencher) scenarioEnqueue(ctx context.Context) error {
 	for _, n := range []int{1, 8} {
 		name := fmt.Sprintf("1. enqueue, 1 job/tx, %d producer(s)", n)
-		for rep := range b.o.reps {
-			for _, lib := range b.order(rep, libVenturi, libRiver) {
-				if err := resetJobs(ctx, b.admin); err != nil {
+		err := b.driveProducers(ctx, name, "jobs/s", n, 1.3, func(p *producers, _ string) (func(context.Context, int) error, func() string) {
+			return func(ctx context.Context, i int) error {
+				if p.lib == libVenturi {
+					_, err := p.q.Enqueue(ctx, NoopTask{N: i})
 					return err
 				}
-				p, err := b.openProducers(ctx, lib)
-				if err != nil {
-					return err
-				}
-				count, lats, el, err := drive(ctx, n, b.o.sz.enqueueDur, func(ctx context.Context, i int) error {
-					if lib == libVenturi {
-						_, err := p.q.Enqueue(ctx, NoopTask{N: i})
-						return err
-					}
-					_, err := p.river.Insert(ctx, NoopArgs{N: i}, nil)
-					return err
-				})
-				p.close()
-				if err != nil {
-					return fmt.Errorf("%s: %w", lib, err)
-				}
-				jps := float64(count) / el.Seconds()
-				logf("  %s %s rep %d: %.0f jobs/s p50 %.2fms p99 %.2fms", name, lib, rep, jps, pct(lats, .5), pct(lats, .99))
-				x := b.rep.add(name, "jobs/s", true, lib, jps)
-				x.ratioOf, x.ratioTo, x.target, x.check = libVenturi, []string{libRiver}, "≥ 1.3×", ratioAtLeast(1.3)
-				y := b.rep.add(name, "p50 latency (ms)", false, lib, pct(lats, .5))
-				y.ratioOf, y.ratioTo = libVenturi, []string{libRiver}
-				z := b.rep.add(name, "p99 latency (ms)", false, lib, pct(lats, .99))
-				z.ratioOf, z.ratioTo = libVenturi, []string{libRiver}
-			}
+				_, err := p.river.Insert(ctx, NoopArgs{N: i}, nil)
+				return err
+			}, nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -160,37 +142,59 @@ func (p *producers) dedupEnqueue(ctx context.Context, key string) (collided bool
 func (b *bencher) scenarioDedup(ctx context.Context) error {
 	for _, n := range []int{1, 8} {
 		name := fmt.Sprintf("2. dedup enqueue, half colliding, %d producer(s)", n)
-		for rep := range b.o.reps {
-			for _, lib := range b.order(rep, libVenturi, libRiver) {
-				if err := resetJobs(ctx, b.admin); err != nil {
-					return err
+		err := b.driveProducers(ctx, name, "enqueues/s", n, 1.0, func(p *producers, run string) (func(context.Context, int) error, func() string) {
+			var collided, calls atomic.Int64
+			call := func(ctx context.Context, i int) error {
+				c, err := p.dedupEnqueue(ctx, dedupKey(run, i))
+				calls.Add(1)
+				if c {
+					collided.Add(1)
 				}
-				p, err := b.openProducers(ctx, lib)
-				if err != nil {
-					return err
-				}
-				var collided atomic.Int64
-				run := fmt.Sprintf("r%d%s", rep, lib)
-				count, lats, el, err := drive(ctx, n, b.o.sz.enqueueDur, func(ctx context.Context, i int) error {
-					c, err := p.dedupEnqueue(ctx, dedupKey(run, i))
-					if c {
-						collided.Add(1)
-					}
-					return err
-				})
-				p.close()
-				if err != nil {
-					return fmt.Errorf("%s: %w", lib, err)
-				}
-				jps := float64(count) / el.Seconds()
-				logf("  %s %s rep %d: %.0f enq/s p50 %.2fms p99 %.2fms, %d of %d collided", name, lib, rep, jps, pct(lats, .5), pct(lats, .99), collided.Load(), count)
-				x := b.rep.add(name, "enqueues/s", true, lib, jps)
-				x.ratioOf, x.ratioTo, x.target, x.check = libVenturi, []string{libRiver}, "≥ 1.0×", ratioAtLeast(1.0)
-				y := b.rep.add(name, "p50 latency (ms)", false, lib, pct(lats, .5))
-				y.ratioOf, y.ratioTo = libVenturi, []string{libRiver}
-				z := b.rep.add(name, "p99 latency (ms)", false, lib, pct(lats, .99))
-				z.ratioOf, z.ratioTo = libVenturi, []string{libRiver}
+				return err
 			}
+			return call, func() string { return fmt.Sprintf(", %d of %d collided", collided.Load(), calls.Load()) }
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// driveProducers measures one single-job call from n producers, venturi and River
+// alternated rep by rep, each run on an empty table: throughput (unit; the target is
+// venturi at least atLeast times River) and p50/p99 call latency. prepare returns the call
+// for a run (named by run, unique per rep and library) and, optionally, a note for its
+// log line.
+func (b *bencher) driveProducers(ctx context.Context, name, unit string, n int, atLeast float64,
+	prepare func(p *producers, run string) (call func(context.Context, int) error, note func() string)) error {
+	for rep := range b.o.reps {
+		for _, lib := range b.order(rep, libVenturi, libRiver) {
+			if err := resetJobs(ctx, b.admin); err != nil {
+				return err
+			}
+			p, err := b.openProducers(ctx, lib)
+			if err != nil {
+				return err
+			}
+			call, note := prepare(p, fmt.Sprintf("r%d%s", rep, lib))
+			count, lats, el, err := drive(ctx, n, b.o.sz.enqueueDur, call)
+			p.close()
+			if err != nil {
+				return fmt.Errorf("%s: %w", lib, err)
+			}
+			per := float64(count) / el.Seconds()
+			extra := ""
+			if note != nil {
+				extra = note()
+			}
+			logf("  %s %s rep %d: %.0f %s p50 %.2fms p99 %.2fms%s", name, lib, rep, per, unit, pct(lats, .5), pct(lats, .99), extra)
+			x := b.rep.add(name, unit, true, lib, per)
+			x.ratioOf, x.ratioTo, x.target, x.check = libVenturi, []string{libRiver}, fmt.Sprintf("≥ %.1f×", atLeast), ratioAtLeast(atLeast)
+			y := b.rep.add(name, "p50 latency (ms)", false, lib, pct(lats, .5))
+			y.ratioOf, y.ratioTo = libVenturi, []string{libRiver}
+			z := b.rep.add(name, "p99 latency (ms)", false, lib, pct(lats, .99))
+			z.ratioOf, z.ratioTo = libVenturi, []string{libRiver}
 		}
 	}
 	return nil
