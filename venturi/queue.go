@@ -439,7 +439,7 @@ func (q *Queue) replaceFast(ctx context.Context, db batcher, p *plan) (Result, b
 	if m, err := mergerFor(reflect.TypeOf(p.task)); err != nil || m.method.Func.IsValid() {
 		return Result{}, false, nil // the general path reports a malformed merge on collision
 	}
-	entry, _ := json.Marshal(JournalEntry{Event: EventMerged, Merge: Replace.String(), Note: "merged enqueue " + p.id.String()})
+	entry := mergedEntry(Replace.String(), p.id)
 	var (
 		iso           string
 		id            pgtype.UUID
@@ -448,7 +448,7 @@ func (q *Queue) replaceFast(ctx context.Context, db batcher, p *plan) (Result, b
 	b := &pgx.Batch{}
 	b.Queue(dbsqlc.DedupLockSQL, p.kind, p.key).QueryRow(func(r pgx.Row) error { return r.Scan(&iso) })
 	b.Queue(dbsqlc.InsertOrReplaceSQL, p.atParam(), delayOf(p.opts.delay), p.kind, p.key, string(p.payload),
-		int16(p.priority), string(entry), uuidOf(p.id)).QueryRow(func(r pgx.Row) error {
+		int16(p.priority), entry, uuidOf(p.id)).QueryRow(func(r pgx.Row) error {
 		return r.Scan(&id, &replaced, &due)
 	})
 	q.queueNotify(b, p)
@@ -462,6 +462,11 @@ func (q *Queue) replaceFast(ctx context.Context, db batcher, p *plan) (Result, b
 		return Result{ID: ulidOf(id), Action: ActionReplaced}, true, nil
 	}
 	return Result{ID: p.id, Action: ActionInserted}, true, nil
+}
+
+// mergedEntry is the journal entry an enqueue leaves in the pending job it merged into.
+func mergedEntry(merge string, id ulid.ULID) string {
+	return string(appendEntry(nil, &JournalEntry{Event: EventMerged, Merge: merge, Note: "merged enqueue " + id.String()}))
 }
 
 // enqueueTx is the dedup path inside a transaction that holds (or takes) the key's lock.
@@ -524,8 +529,7 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 		args.Replace, args.SetCarry = true, true
 		args.Payload, args.Priority, args.Carry = string(wp.payload), int16(wp.priority), string(cb)
 	}
-	entry, _ := json.Marshal(JournalEntry{Event: EventMerged, Merge: decision.String(), Note: "merged enqueue " + p.id.String()})
-	args.Entry = string(entry)
+	args.Entry = mergedEntry(decision.String(), p.id)
 	due, err := q.q.MergeInto(ctx, tx, args)
 	if err != nil {
 		return Result{}, err

@@ -322,8 +322,10 @@ func runTask[T Task, S, C any](ctx context.Context, w *Worker[S], j *claimed, ha
 		}
 	}
 	var history []JournalEntry
-	if err := json.Unmarshal(j.journal, &history); err != nil {
-		return w.deadReq(j, fmt.Sprintf("decode journal: %v", err))
+	if string(j.journal) != "[]" { // a first run's journal is empty: skip the decoder
+		if err := json.Unmarshal(j.journal, &history); err != nil {
+			return w.deadReq(j, fmt.Sprintf("decode journal: %v", err))
+		}
 	}
 	backoff := w.cfg.Backoff
 	if bp, ok := any(task).(BackoffPolicy); ok {
