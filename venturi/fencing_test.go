@@ -216,21 +216,12 @@ func TestLostLeaseFencesCompleteTx(t *testing.T) {
 // TestLostLeaseFencesPlainResults: without CompleteTx, a stale run's returned outcome,
 // carry and attachment are discarded too.
 func TestLostLeaseFencesPlainResults(t *testing.T) {
-	ctx := context.Background()
 	pool := newDB(t)
 	q := venturi.NewQueue(pool, nil)
-	app := &blockApp{started: make(chan ulid.ULID, 4), release: make(chan struct{})}
 	cfg := fastConfig()
 	cfg.Lease = 2 * time.Second
 	cfg.Concurrency = 2
-	w := venturi.NewWorker(pool, app, cfg)
-	venturi.Register[blockTask](w)
-	startWorker(t, w)
-	r, err := q.Enqueue(ctx, blockTask{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	recv(t, app.started, "the first run")
+	app, w, r := startBlockedRun(t, pool, q, cfg)
 	forceLeaseLoss(t, pool, r.ID)
 	j := waitState(t, q, r, venturi.StateCompleted)
 	close(app.release)
@@ -257,6 +248,22 @@ type blockApp struct {
 }
 
 func (blockTask) Kind() string { return "block" }
+
+// startBlockedRun starts a worker for blockTask with cfg, enqueues one, and returns once
+// its first run has started (and blocks until app.release is closed).
+func startBlockedRun(t *testing.T, pool *pgxpool.Pool, q *venturi.Queue, cfg venturi.Config) (*blockApp, *venturi.Worker[*blockApp], venturi.Result) {
+	t.Helper()
+	app := &blockApp{started: make(chan ulid.ULID, 4), release: make(chan struct{})}
+	w := venturi.NewWorker(pool, app, cfg)
+	venturi.Register[blockTask](w)
+	startWorker(t, w)
+	r, err := q.Enqueue(context.Background(), blockTask{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv(t, app.started, "the first run")
+	return app, w, r
+}
 
 func (blockTask) Handle(ctx context.Context, run *venturi.Run[blockCarry], app *blockApp) (venturi.Outcome, error) {
 	if run.RunCount() == 1 {
@@ -322,21 +329,12 @@ func TestExpiredLeaseRescuedByAnotherWorker(t *testing.T) {
 // TestRescueAtTheBackstopGoesDead: an abandoned run counts as a failure; at the backstop
 // (of the worker that claimed it) the rescue sends the job to dead.
 func TestRescueAtTheBackstopGoesDead(t *testing.T) {
-	ctx := context.Background()
 	pool := newDB(t)
 	q := venturi.NewQueue(pool, nil)
-	app := &blockApp{started: make(chan ulid.ULID, 4), release: make(chan struct{})}
 	cfg := fastConfig()
 	cfg.Lease = time.Second
 	cfg.MaxFailures = 1
-	w := venturi.NewWorker(pool, app, cfg)
-	venturi.Register[blockTask](w)
-	startWorker(t, w)
-	r, err := q.Enqueue(ctx, blockTask{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	recv(t, app.started, "the run")
+	app, _, r := startBlockedRun(t, pool, q, cfg)
 	forceLeaseLoss(t, pool, r.ID)
 	j := waitState(t, q, r, venturi.StateDead)
 	if eventsOf(j) != "abandoned" || j.Failures != 1 || j.FinishedAt == nil {

@@ -3,6 +3,7 @@ package venturi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -106,6 +107,23 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 	var zero T
 	return zero
+}
+
+// completeNotes enqueues n note tasks and waits until each has completed: proof that a
+// worker on q's database still runs jobs.
+func completeNotes(t *testing.T, q *venturi.Queue, n int) {
+	t.Helper()
+	var rs []venturi.Result
+	for i := range n {
+		r, err := q.Enqueue(context.Background(), noteTask{Msg: fmt.Sprint(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	for _, r := range rs {
+		waitState(t, q, r, venturi.StateCompleted)
+	}
 }
 
 // stopWorker stops w and fails the test if it does not stop cleanly.

@@ -125,17 +125,7 @@ func TestPollOnlyMode(t *testing.T) {
 	w := venturi.NewWorker(pool, struct{}{}, cfg)
 	venturi.Register[noteTask](w)
 	startWorker(t, w)
-	var rs []venturi.Result
-	for i := 0; i < 5; i++ {
-		r, err := q.Enqueue(ctx, noteTask{Msg: fmt.Sprint(i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs = append(rs, r)
-	}
-	for _, r := range rs {
-		waitState(t, q, r, venturi.StateCompleted)
-	}
+	completeNotes(t, q, 5)
 	var listeners int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 		WHERE datname = current_database() AND query ILIKE 'LISTEN %venturi_insert%' || current_schema() || '%'`).Scan(&listeners); err != nil {

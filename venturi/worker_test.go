@@ -352,17 +352,7 @@ func TestPanickingHandlerRetriesAndWorkerSurvives(t *testing.T) {
 		t.Fatalf("panic note lacks the value or the stack: %q", note)
 	}
 	// The worker goes on running other jobs.
-	var rs []venturi.Result
-	for i := 0; i < 5; i++ {
-		r, err := q.Enqueue(ctx, noteTask{Msg: fmt.Sprint(i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs = append(rs, r)
-	}
-	for _, r := range rs {
-		waitState(t, q, r, venturi.StateCompleted)
-	}
+	completeNotes(t, q, 5)
 }
 
 // ---- undecodable payload and carry -----------------------------------------------------
@@ -448,17 +438,7 @@ func TestUnknownKindIsNeverClaimed(t *testing.T) {
 	w := venturi.NewWorker(pool, struct{}{}, fastConfig())
 	venturi.Register[noteTask](w)
 	startWorker(t, w)
-	var rs []venturi.Result
-	for i := 0; i < 10; i++ {
-		r, err := q.Enqueue(ctx, noteTask{Msg: fmt.Sprint(i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs = append(rs, r)
-	}
-	for _, r := range rs {
-		waitState(t, q, r, venturi.StateCompleted)
-	}
+	completeNotes(t, q, 10)
 	j := jobByID(t, q, orphan.ID)
 	if j.State != venturi.StateAvailable || j.RunCount != 0 || len(j.Journal) != 0 || j.AttemptedAt != nil {
 		t.Fatalf("job of an unregistered kind was touched: %+v", j)
