@@ -33,7 +33,7 @@ func (b *bencher) openProducers(ctx context.Context, lib string) (*producers, er
 		if p.pool, err = poolFor(ctx, b.o.url, venturiSchema, producerPoolConns); err != nil {
 			return nil, err
 		}
-		p.q = venturi.NewQueue(p.pool, nil)
+		p.q = venturi.NewQueue(p.pool, venturi.QueueConfig{})
 	} else {
 		if p.pool, err = poolFor(ctx, b.o.url, riverSchema, producerPoolConns); err != nil {
 			return nil, err

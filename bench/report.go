@@ -239,7 +239,7 @@ func (r *report) markdown(env *environment, o options) string {
 	fmt.Fprintf(&b, "above 1 is better for venturi on throughput rows (jobs/s), below 1 is better on latency and memory rows.\n")
 	fmt.Fprintf(&b, "River \"default\" is its documented configuration (FetchCooldown 100ms, FetchPollInterval 1s, MaxWorkers 100);\n")
 	fmt.Fprintf(&b, "\"tuned\" is FetchCooldown 2ms, FetchPollInterval 20ms, MaxWorkers 2000. Enqueue scenarios use an insert-only River client with defaults.\n")
-	fmt.Fprintf(&b, "venturi always runs with venturi.Config{} and venturi.NewQueue(pool, nil).\n\n")
+	fmt.Fprintf(&b, "venturi always runs with venturi.Config{} and venturi.NewQueue(pool, venturi.QueueConfig{}).\n\n")
 	fmt.Fprintf(&b, "## Machine\n\n")
 	for _, l := range env.lines {
 		fmt.Fprintf(&b, "- %s\n", l)

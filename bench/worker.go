@@ -90,7 +90,7 @@ func workerMain(args []string) error {
 	switch *lib {
 	case libVenturi:
 		w := venturi.NewWorker(pool, &benchState{}, venturi.Config{Concurrency: *concurrency, Prefetch: *prefetch})
-		venturi.Register[NoopTask](w)
+		venturi.MustRegister[NoopTask](w)
 		t0 = time.Now()
 		if err := w.Start(ctx); err != nil {
 			return err
@@ -489,9 +489,9 @@ func pickupRun(ctx context.Context, url, lib string, rec *pickupRec, n int) erro
 		stopFn  func(context.Context) error
 	)
 	if lib == libVenturi {
-		q := venturi.NewQueue(pool, nil)
+		q := venturi.NewQueue(pool, venturi.QueueConfig{})
 		w := venturi.NewWorker(pool, &benchState{pickup: rec}, venturi.Config{})
-		venturi.Register[PickupTask](w)
+		venturi.MustRegister[PickupTask](w)
 		if err := w.Start(ctx); err != nil {
 			return err
 		}

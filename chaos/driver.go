@@ -346,7 +346,7 @@ type expect struct {
 // a rescued job is claimed soon after its rescue, so recovery times are measurable.
 func (d *driver) enqueue(ctx context.Context) (int, error) {
 	p := d.o.prof
-	q := venturi.NewQueue(d.pool, nil)
+	q := venturi.NewQueue(d.pool, venturi.QueueConfig{})
 	wave := 250 * time.Millisecond
 	waves := max(int(p.arrival/wave), 1)
 	perWave := make([][]venturi.Task, waves)

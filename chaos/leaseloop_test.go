@@ -99,7 +99,7 @@ func TestLeaseLoopCancelsSuccessor(t *testing.T) {
 	if _, err := venturi.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	if _, err := q.Enqueue(ctx, anchor{}); err != nil {
 		t.Fatal(err)
 	}
@@ -121,8 +121,8 @@ func TestLeaseLoopCancelsSuccessor(t *testing.T) {
 		MaxFailures:         -1,
 		Logger:              slog.New(logs),
 	})
-	venturi.Register[flappy](w)
-	venturi.Register[anchor](w)
+	venturi.MustRegister[flappy](w)
+	venturi.MustRegister[anchor](w)
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -78,8 +78,8 @@ func workerMain(args []string) error {
 		Logger:              log,
 		ID:                  fmt.Sprintf("chaos-worker-%d-pid%d", *slot, os.Getpid()),
 	})
-	venturi.Register[Job](w)
-	venturi.Register[Dedup](w)
+	venturi.MustRegister[Job](w)
+	venturi.MustRegister[Dedup](w)
 	for { // Start pings the database; retry while it restarts
 		err = w.Start(ctx)
 		if err == nil {

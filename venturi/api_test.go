@@ -35,7 +35,7 @@ func (d digest) Merge(existing venturi.Pending[digest, digestCarry]) venturi.Mer
 // own keeps the type's kind, dedup key and merge; its carry type is checked against Merge.
 func TestRegisterFuncForForeignTaskType(t *testing.T) {
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	ctx := context.Background()
 	first, err := q.Enqueue(ctx, digest{User: "ann", IDs: []string{"a"}}, venturi.After(time.Hour))
 	if err != nil {
@@ -50,7 +50,7 @@ func TestRegisterFuncForForeignTaskType(t *testing.T) {
 	}
 	got := make(chan []string, 1)
 	w := venturi.NewWorker(pool, "state", venturi.Config{})
-	venturi.RegisterFunc(w, func(ctx context.Context, d digest, run *venturi.Run[digestCarry], s string) (venturi.Outcome, error) {
+	venturi.MustRegisterFunc(w, func(ctx context.Context, d digest, run *venturi.Run[digestCarry], s string) (venturi.Outcome, error) {
 		got <- d.IDs
 		return venturi.Completed(), nil
 	})
@@ -61,7 +61,7 @@ func TestRegisterFuncForForeignTaskType(t *testing.T) {
 	}
 
 	w2 := venturi.NewWorker(pool, "state", venturi.Config{})
-	err = venturi.RegisterFuncSafely(w2, func(ctx context.Context, d digest, run *venturi.Run[int], s string) (venturi.Outcome, error) {
+	err = venturi.RegisterFunc(w2, func(ctx context.Context, d digest, run *venturi.Run[int], s string) (venturi.Outcome, error) {
 		return venturi.Completed(), nil
 	})
 	if err == nil {
@@ -72,10 +72,10 @@ func TestRegisterFuncForForeignTaskType(t *testing.T) {
 func TestMergeAccessors(t *testing.T) {
 	p := venturi.Pending[digest, digestCarry]{Payload: digest{User: "u", IDs: []string{"x"}}, Carry: digestCarry{Sent: 2}}
 	m := digest{User: "u", IDs: []string{"y"}}.Merge(p)
-	if m.Decision() != venturi.With || !slices.Equal(m.Task().IDs, []string{"x", "y"}) || m.Carry().Sent != 2 {
+	if m.Decision() != venturi.ActionMerged || !slices.Equal(m.Task().IDs, []string{"x", "y"}) || m.Carry().Sent != 2 {
 		t.Fatalf("merge = %v %+v %+v", m.Decision(), m.Task(), m.Carry())
 	}
-	if k := p.Keep(); k.Decision() != venturi.Keep || k.Task().User != "" {
+	if k := p.Keep(); k.Decision() != venturi.ActionKept || k.Task().User != "" {
 		t.Fatalf("keep = %v %+v", k.Decision(), k.Task())
 	}
 }
@@ -91,9 +91,9 @@ func (p *ptrTask) Handle(ctx context.Context, run *venturi.Run[struct{}], _ stru
 
 func TestRegisterPointerTaskType(t *testing.T) {
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	w := venturi.NewWorker(pool, struct{}{}, venturi.Config{})
-	venturi.Register[*ptrTask](w)
+	venturi.MustRegister[*ptrTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(context.Background(), &ptrTask{N: 7})
 	if err != nil {
@@ -119,9 +119,9 @@ func (retryInTask) Handle(ctx context.Context, run *venturi.Run[struct{}], _ str
 // (here an hour, where the backoff would retry at once) and still counts as a failure.
 func TestRetryInOverridesBackoff(t *testing.T) {
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	w := venturi.NewWorker(pool, struct{}{}, venturi.Config{})
-	venturi.Register[retryInTask](w)
+	venturi.MustRegister[retryInTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(context.Background(), retryInTask{})
 	if err != nil {

@@ -43,7 +43,7 @@ func (k keyedTask) Merge(existing venturi.Pending[keyedTask, struct{}]) venturi.
 func TestEnqueueReportsInsertedWithID(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	before := time.Now()
 	r, err := q.Enqueue(ctx, plainTask{N: 7, Msg: "hello"})
 	if err != nil {
@@ -71,7 +71,7 @@ func TestEnqueueReportsInsertedWithID(t *testing.T) {
 func TestEnqueueTxFollowsTheTransaction(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	for _, task := range []venturi.Task{plainTask{N: 1}, keyedTask{Key: "tx"}} {
 		t.Run(task.Kind(), func(t *testing.T) {
 			// Rolled back: the job never existed.
@@ -123,7 +123,7 @@ func TestEnqueueTxFollowsTheTransaction(t *testing.T) {
 func TestEnqueueManyThousandPlainTasks(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	tasks := make([]venturi.Task, 1000)
 	for i := range tasks {
 		tasks[i] = plainTask{N: i}
@@ -161,7 +161,7 @@ func TestEnqueueManyThousandPlainTasks(t *testing.T) {
 func TestEnqueueManyMixedReportsPerTaskActions(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	pre, err := q.Enqueue(ctx, keyedTask{Key: "pre", N: 0})
 	if err != nil {
 		t.Fatal(err)
@@ -225,10 +225,10 @@ func (tt timedTask) Handle(ctx context.Context, run *venturi.Run[struct{}], ran 
 func TestEnqueueAtAndAfter(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	ran := make(chan string, 10)
 	w := venturi.NewWorker(pool, (chan<- string)(ran), fastConfig())
-	venturi.Register[timedTask](w)
+	venturi.MustRegister[timedTask](w)
 	startWorker(t, w)
 
 	later, err := q.Enqueue(ctx, timedTask{Name: "later"}, venturi.After(time.Hour))
@@ -290,7 +290,7 @@ func (l longKeyTask) DedupKey() venturi.DedupKey { return venturi.DedupKey(l.Key
 func TestEnqueueRefusedTasksWriteNothing(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	for _, c := range []struct {
 		name string
 		task venturi.Task
@@ -340,7 +340,7 @@ func TestEnqueueRefusedTasksWriteNothing(t *testing.T) {
 func TestEnqueueTxDedupNeedsReadCommitted(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	for _, iso := range []pgx.TxIsoLevel{pgx.RepeatableRead, pgx.Serializable} {
 		t.Run(string(iso), func(t *testing.T) {
 			for _, withCandidate := range []bool{false, true} {

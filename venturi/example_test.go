@@ -75,7 +75,7 @@ func (b FetchBookmark) Handle(ctx context.Context, run *venturi.Run[struct{}], a
 // buildWorker wires a worker (worker binary).
 func buildWorker(pool *pgxpool.Pool, app App) *venturi.Worker[App] {
 	w := venturi.NewWorker(pool, app, venturi.Config{})
-	venturi.Register[FetchBookmark](w)
+	venturi.MustRegister[FetchBookmark](w)
 	return w
 }
 
@@ -107,7 +107,7 @@ func Example_bookmark() {
 	defer w.Stop(context.Background())
 
 	// Producer binary.
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	id := ulid.Make()
 	onBookmarkCreated(ctx, q, id, "https://example.com/article")
 	// A second enqueue before the first ran replaces it: still one pending fetch.
@@ -166,7 +166,7 @@ func Example_merge() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	for _, items := range [][]string{{"a"}, {"b", "a"}, {"c"}} {
 		res, err := q.Enqueue(ctx, Digest{UserID: 42, Items: items})
 		if err != nil {

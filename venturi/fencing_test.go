@@ -108,9 +108,9 @@ func TestCompleteTxCommitsWithTheApplicationWrite(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
 	createEffects(t, pool)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	w := venturi.NewWorker(pool, &txApp{pool: pool}, fastConfig())
-	venturi.Register[txTask](w)
+	venturi.MustRegister[txTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(ctx, txTask{})
 	if err != nil {
@@ -132,9 +132,9 @@ func TestCompleteTxRolledBackRetries(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
 	createEffects(t, pool)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	w := venturi.NewWorker(pool, &txApp{pool: pool}, fastConfig())
-	venturi.Register[txTask](w)
+	venturi.MustRegister[txTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(ctx, txTask{Mode: "rollback"})
 	if err != nil {
@@ -170,13 +170,13 @@ func TestLostLeaseFencesCompleteTx(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
 	createEffects(t, pool)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	app := &txApp{pool: pool, hold: make(chan int64, 1), release: make(chan struct{}), firstErr: make(chan error, 1)}
 	cfg := fastConfig()
 	cfg.Lease = 2 * time.Second
 	cfg.Concurrency = 2 // the rescued job runs again while the first run still holds its slot
 	w := venturi.NewWorker(pool, app, cfg)
-	venturi.Register[txTask](w)
+	venturi.MustRegister[txTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(ctx, txTask{})
 	if err != nil {
@@ -217,7 +217,7 @@ func TestLostLeaseFencesCompleteTx(t *testing.T) {
 // carry and attachment are discarded too.
 func TestLostLeaseFencesPlainResults(t *testing.T) {
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	cfg := fastConfig()
 	cfg.Lease = 2 * time.Second
 	cfg.Concurrency = 2
@@ -255,7 +255,7 @@ func startBlockedRun(t *testing.T, pool *pgxpool.Pool, q *venturi.Queue, cfg ven
 	t.Helper()
 	app := &blockApp{started: make(chan ulid.ULID, 4), release: make(chan struct{})}
 	w := venturi.NewWorker(pool, app, cfg)
-	venturi.Register[blockTask](w)
+	venturi.MustRegister[blockTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(context.Background(), blockTask{})
 	if err != nil {
@@ -281,14 +281,14 @@ func (blockTask) Handle(ctx context.Context, run *venturi.Run[blockCarry], app *
 func TestExpiredLeaseRescuedByAnotherWorker(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	appA := &blockApp{started: make(chan ulid.ULID, 4), release: make(chan struct{})}
 	cfgA := fastConfig()
 	cfgA.ID = "worker-a"
 	cfgA.Concurrency = 1                 // its only slot stays busy with the stalled run
 	cfgA.MaintenanceInterval = time.Hour // only B rescues
 	wa := venturi.NewWorker(pool, appA, cfgA)
-	venturi.Register[blockTask](wa)
+	venturi.MustRegister[blockTask](wa)
 	startWorker(t, wa)
 	r, err := q.Enqueue(ctx, blockTask{})
 	if err != nil {
@@ -302,7 +302,7 @@ func TestExpiredLeaseRescuedByAnotherWorker(t *testing.T) {
 	cfgB.Lease = time.Second // the rescue waits for the server to be up one lease
 	cfgB.MaxFailures = 5
 	wb := venturi.NewWorker(pool, appB, cfgB)
-	venturi.Register[blockTask](wb)
+	venturi.MustRegister[blockTask](wb)
 	startWorker(t, wb)
 	if j := jobByID(t, q, r.ID); j.State != venturi.StateRunning {
 		t.Fatalf("job %s before the lease expired", j.State)
@@ -330,7 +330,7 @@ func TestExpiredLeaseRescuedByAnotherWorker(t *testing.T) {
 // (of the worker that claimed it) the rescue sends the job to dead.
 func TestRescueAtTheBackstopGoesDead(t *testing.T) {
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	cfg := fastConfig()
 	cfg.Lease = time.Second
 	cfg.MaxFailures = 1

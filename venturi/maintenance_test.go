@@ -15,10 +15,10 @@ import (
 func TestMaintenancePrunesFinishedJobs(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	// Worker 1 (default retention) finishes a completed and a dead job.
 	w1 := venturi.NewWorker(pool, &failApp{}, fastConfig())
-	venturi.Register[failTask](w1)
+	venturi.MustRegister[failTask](w1)
 	startWorker(t, w1)
 	done, err := q.Enqueue(ctx, failTask{})
 	if err != nil {
@@ -40,7 +40,7 @@ func TestMaintenancePrunesFinishedJobs(t *testing.T) {
 	cfg.RetainCompleted = time.Hour
 	cfg.RetainDead = time.Millisecond
 	w2 := venturi.NewWorker(pool, &failApp{}, cfg)
-	venturi.Register[failTask](w2)
+	venturi.MustRegister[failTask](w2)
 	startWorker(t, w2)
 	eventually(t, within, "the dead job to be pruned", func() bool {
 		_, err := q.Job(ctx, dead.ID)
@@ -55,7 +55,7 @@ func TestMaintenancePrunesFinishedJobs(t *testing.T) {
 	// Worker 3 keeps completed jobs a millisecond.
 	cfg.RetainCompleted = time.Millisecond
 	w3 := venturi.NewWorker(pool, &failApp{}, cfg)
-	venturi.Register[failTask](w3)
+	venturi.MustRegister[failTask](w3)
 	startWorker(t, w3)
 	eventually(t, within, "the completed job to be pruned", func() bool {
 		_, err := q.Job(ctx, done.ID)
@@ -71,12 +71,12 @@ func TestMaintenancePrunesFinishedJobs(t *testing.T) {
 func TestNotifyWakesIdleWorker(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	cfg := fastConfig()
 	cfg.PollInterval = time.Hour
 	w := venturi.NewWorker(pool, struct{}{}, cfg)
-	venturi.Register[noteTask](w)
-	venturi.Register[keyedNoteTask](w)
+	venturi.MustRegister[noteTask](w)
+	venturi.MustRegister[keyedNoteTask](w)
 	startWorker(t, w)
 	for i := 0; i < 3; i++ {
 		r, err := q.Enqueue(ctx, noteTask{Msg: fmt.Sprint(i)})
@@ -119,11 +119,11 @@ func (keyedNoteTask) Handle(ctx context.Context, run *venturi.Run[struct{}], _ s
 func TestPollOnlyMode(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, &venturi.QueueConfig{NoNotify: true})
+	q := venturi.NewQueue(pool, venturi.QueueConfig{NoNotify: true})
 	cfg := fastConfig()
 	cfg.PollOnly = true
 	w := venturi.NewWorker(pool, struct{}{}, cfg)
-	venturi.Register[noteTask](w)
+	venturi.MustRegister[noteTask](w)
 	startWorker(t, w)
 	completeNotes(t, q, 5)
 	var listeners int

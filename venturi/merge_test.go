@@ -104,7 +104,7 @@ func checkMergedEntry(t *testing.T, j *venturi.Job, wantEntries int, decision st
 func TestMergeDecisions(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	enqueue := func(task mergeTask) venturi.Result {
 		t.Helper()
 		r, err := q.Enqueue(ctx, task)
@@ -262,10 +262,10 @@ func (d defaultMergeTask) Handle(ctx context.Context, run *venturi.Run[defaultMe
 func TestMergeDefaultsToReplace(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	seen := make(chan string, 10)
 	w := venturi.NewWorker(pool, (chan<- string)(seen), fastConfig())
-	venturi.Register[defaultMergeTask](w)
+	venturi.MustRegister[defaultMergeTask](w)
 	startWorker(t, w)
 
 	first, err := q.Enqueue(ctx, defaultMergeTask{Key: "d", V: 1})
@@ -301,10 +301,10 @@ func TestMergeDefaultsToReplace(t *testing.T) {
 func TestMergeIntoPausedJobThatRan(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	app := &mergeApp{runs: make(chan mergeRun, 10)}
 	w := venturi.NewWorker(pool, app, fastConfig())
-	venturi.Register[mergeTask](w)
+	venturi.MustRegister[mergeTask](w)
 	startWorker(t, w)
 
 	first, err := q.Enqueue(ctx, mergeTask{Key: "p", Mode: "first", Items: []string{"a"}})
@@ -383,7 +383,7 @@ func TestConcurrentDedupEnqueueWithRollbacks(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			ctx := context.Background()
 			pool := newDB(t)
-			q := venturi.NewQueue(pool, nil)
+			q := venturi.NewQueue(pool, venturi.QueueConfig{})
 			const n = 60
 			var (
 				mu        sync.Mutex
@@ -494,7 +494,7 @@ func TestConcurrentDedupEnqueueWithRollbacks(t *testing.T) {
 func TestConcurrentDedupEnqueueFastPath(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	const n = 40
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -551,7 +551,7 @@ func (p *ptrMergeTask) Merge(existing venturi.Pending[ptrMergeTask, struct{}]) v
 func TestMergeMethodOnPointerReceiver(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	first, err := q.Enqueue(ctx, ptrMergeTask{V: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -595,7 +595,7 @@ func (noDecisionTask) Merge(existing venturi.Pending[noDecisionTask, struct{}]) 
 func TestMergeErrorsWriteNothing(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	for _, task := range []venturi.Task{badWithTask{Key: "a"}, noDecisionTask{}} {
 		first, err := q.Enqueue(ctx, task)
 		if err != nil {

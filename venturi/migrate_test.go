@@ -84,7 +84,7 @@ func TestMigrateConcurrentlyOnFreshSchema(t *testing.T) {
 	if err != nil || len(again) != 0 {
 		t.Fatalf("second Migrate applied %v, %v", again, err)
 	}
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	r, err := q.Enqueue(ctx, plainTask{N: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -68,13 +68,13 @@ func FuzzPendingDecode(f *testing.F) {
 			}
 			return
 		}
-		if decision < Keep || decision > Independent {
+		if decision < ActionKept || decision > ActionIndependent {
 			t.Fatalf("merge returned decision %v", decision)
 		}
-		if (decision == With) != (with != nil) || (decision == With) != (withCarry != nil) {
+		if (decision == ActionMerged) != (with != nil) || (decision == ActionMerged) != (withCarry != nil) {
 			t.Fatalf("decision %v with task %v and carry %v", decision, with, withCarry)
 		}
-		if decision == With {
+		if decision == ActionMerged {
 			if _, ok := with.(fuzzMergeTask); !ok {
 				t.Fatalf("With task is %T", with)
 			}

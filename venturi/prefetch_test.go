@@ -21,7 +21,7 @@ func enqueuePrefetch(t *testing.T, pool *pgxpool.Pool, n int) {
 	for i := range tasks {
 		tasks[i] = prefetchTask{N: i}
 	}
-	if _, err := venturi.NewQueue(pool, nil).EnqueueMany(context.Background(), tasks); err != nil {
+	if _, err := venturi.NewQueue(pool, venturi.QueueConfig{}).EnqueueMany(context.Background(), tasks); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -36,7 +36,7 @@ func TestPrefetchGrowsForFastHandlers(t *testing.T) {
 	enqueuePrefetch(t, pool, n)
 	cfg := fastConfig() // Concurrency 4, Prefetch defaults to 1000: initial window 4 + 4
 	w := venturi.NewWorker(pool, struct{}{}, cfg)
-	venturi.RegisterFunc(w, func(context.Context, prefetchTask, *venturi.Run[struct{}], struct{}) (venturi.Outcome, error) {
+	venturi.MustRegisterFunc(w, func(context.Context, prefetchTask, *venturi.Run[struct{}], struct{}) (venturi.Outcome, error) {
 		return venturi.Completed(), nil
 	})
 	startWorker(t, w)
@@ -72,7 +72,7 @@ func TestPrefetchStaysSmallForBusyHandlers(t *testing.T) {
 	cfg := fastConfig()
 	cfg.Concurrency = 2
 	a := venturi.NewWorker(pool, struct{}{}, cfg)
-	venturi.RegisterFunc(a, handle)
+	venturi.MustRegisterFunc(a, handle)
 	startWorker(t, a)
 	recv(t, started, "first handler of worker A")
 	recv(t, started, "second handler of worker A")
@@ -85,7 +85,7 @@ func TestPrefetchStaysSmallForBusyHandlers(t *testing.T) {
 	// Another worker gets the rest.
 	cfg.ID = "worker-b"
 	b := venturi.NewWorker(pool, struct{}{}, cfg)
-	venturi.RegisterFunc(b, handle)
+	venturi.MustRegisterFunc(b, handle)
 	startWorker(t, b)
 	recv(t, started, "first handler of worker B")
 	recv(t, started, "second handler of worker B")
@@ -112,7 +112,7 @@ func TestIdlePollNotDeferredByFinishingHandlers(t *testing.T) {
 	cfg := fastConfig()
 	cfg.Concurrency, cfg.Prefetch, cfg.PollOnly, cfg.PollInterval = blockers+1, -1, true, 200*time.Millisecond
 	w := venturi.NewWorker(pool, struct{}{}, cfg)
-	venturi.RegisterFunc(w, func(ctx context.Context, p prefetchTask, _ *venturi.Run[struct{}], _ struct{}) (venturi.Outcome, error) {
+	venturi.MustRegisterFunc(w, func(ctx context.Context, p prefetchTask, _ *venturi.Run[struct{}], _ struct{}) (venturi.Outcome, error) {
 		started <- p.N
 		if p.N < blockers {
 			select {
@@ -128,7 +128,7 @@ func TestIdlePollNotDeferredByFinishingHandlers(t *testing.T) {
 	}
 	// Every blocker runs; the last claim found nothing, so the worker is idle. The probe
 	// arrives with no notification to wake it.
-	if _, err := venturi.NewQueue(pool, nil).Enqueue(context.Background(), prefetchTask{N: blockers}); err != nil {
+	if _, err := venturi.NewQueue(pool, venturi.QueueConfig{}).Enqueue(context.Background(), prefetchTask{N: blockers}); err != nil {
 		t.Fatal(err)
 	}
 	// Free one slot every 50ms, four times per poll interval, until the probe starts.

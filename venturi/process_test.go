@@ -56,7 +56,7 @@ func workerProcess(schema string) int {
 		return 2
 	}
 	w := venturi.NewWorker(pool, struct{}{}, venturi.Config{Lease: time.Second, ID: "child", MaintenanceInterval: time.Hour})
-	venturi.Register[zombieTask](w)
+	venturi.MustRegister[zombieTask](w)
 	if err := w.Run(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -105,7 +105,7 @@ func startChild(t *testing.T, pool *pgxpool.Pool) *child {
 // rescued (abandoned entry, counted as a failure) and completed by another worker.
 func TestKilledWorkerProcess(t *testing.T) {
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	c := startChild(t, pool)
 	r, err := q.Enqueue(context.Background(), zombieTask{Hold: time.Hour})
 	if err != nil {
@@ -118,7 +118,7 @@ func TestKilledWorkerProcess(t *testing.T) {
 	_ = c.cmd.Wait()
 
 	rescuer := venturi.NewWorker(pool, struct{}{}, venturi.Config{Lease: time.Second, MaintenanceInterval: 100 * time.Millisecond, ID: "rescuer"})
-	venturi.Register[zombieTask](rescuer)
+	venturi.MustRegister[zombieTask](rescuer)
 	startWorker(t, rescuer)
 	j := waitState(t, q, r, venturi.StateCompleted)
 	if got := events(j); got != "abandoned,completed" {
@@ -137,7 +137,7 @@ func TestKilledWorkerProcess(t *testing.T) {
 // the journal keeps exactly the rescuer's completion.
 func TestStalledWorkerProcessIsFenced(t *testing.T) {
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	c := startChild(t, pool)
 	r, err := q.Enqueue(context.Background(), zombieTask{Hold: 3 * time.Second})
 	if err != nil {
@@ -148,7 +148,7 @@ func TestStalledWorkerProcessIsFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	rescuer := venturi.NewWorker(pool, struct{}{}, venturi.Config{Lease: time.Second, MaintenanceInterval: 100 * time.Millisecond, ID: "rescuer"})
-	venturi.Register[zombieTask](rescuer)
+	venturi.MustRegister[zombieTask](rescuer)
 	startWorker(t, rescuer)
 	waitState(t, q, r, venturi.StateCompleted)
 	if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {

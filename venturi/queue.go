@@ -32,18 +32,35 @@ var (
 	ErrNotFound        = errors.New("venturi: job not found")
 )
 
-// Action says what an enqueue did.
+// Action says what an enqueue did. It is also what a merge method decides ([Merge.Decision]):
+// ActionKept, ActionReplaced, ActionMerged and ActionIndependent are the four decisions.
 type Action int
 
-// Actions. ActionKept, ActionReplaced and ActionMerged name the merge decision applied to
-// an existing pending job, whose ID the result carries.
+// Actions. ActionKept, ActionReplaced and ActionMerged act on an existing pending job,
+// whose ID the result carries, and append a merged entry to its journal.
 const (
 	ActionInserted    Action = iota + 1 // a new job; no pending job had the dedup key
-	ActionKept                          // merge decided Keep: the existing job is unchanged
-	ActionReplaced                      // merge decided Replace
-	ActionMerged                        // merge decided With
-	ActionIndependent                   // merge decided Independent: a new job beside the pending one
+	ActionKept                          // Pending.Keep: the existing job is unchanged
+	ActionReplaced                      // Pending.Replace: the payload is swapped, the carry reset
+	ActionMerged                        // Pending.With: payload and carry computed by the merge
+	ActionIndependent                   // Pending.Independent: a new job beside the pending one
 )
+
+// mergeName is the decision's name in a merged journal entry ("keep", "replace", "with",
+// "independent"); stored journals use these names.
+func (a Action) mergeName() string {
+	switch a {
+	case ActionKept:
+		return "keep"
+	case ActionReplaced:
+		return "replace"
+	case ActionMerged:
+		return "with"
+	case ActionIndependent:
+		return "independent"
+	}
+	return a.String()
+}
 
 // String returns the action's lower-case name.
 func (a Action) String() string {
@@ -68,19 +85,27 @@ type Result struct {
 	Action Action
 }
 
-// EnqueueOption adjusts one enqueue.
-type EnqueueOption func(*enqueueOpts)
+// EnqueueOption adjusts one enqueue; [At] and [After] make one.
+type EnqueueOption interface {
+	applyEnqueue(*enqueueOpts)
+}
 
 type enqueueOpts struct {
 	at    *time.Time
 	delay time.Duration
 }
 
-// At makes the job due at t instead of now.
-func At(t time.Time) EnqueueOption { return func(o *enqueueOpts) { o.at = &t } }
+type enqueueOptionFunc func(*enqueueOpts)
 
-// After makes the job due d after the enqueue commits, measured by the database clock.
-func After(d time.Duration) EnqueueOption { return func(o *enqueueOpts) { o.delay = d } }
+func (f enqueueOptionFunc) applyEnqueue(o *enqueueOpts) { f(o) }
+
+// At makes the job due at t instead of now.
+func At(t time.Time) EnqueueOption { return enqueueOptionFunc(func(o *enqueueOpts) { o.at = &t }) }
+
+// After makes the job due d after the enqueue runs, measured by the database clock.
+func After(d time.Duration) EnqueueOption {
+	return enqueueOptionFunc(func(o *enqueueOpts) { o.delay = d })
+}
 
 // Queue is the producer side: it enqueues tasks and reads jobs back. It is safe for
 // concurrent use and needs nothing but a pool; it never names a worker's state type.
@@ -92,7 +117,8 @@ type Queue struct {
 	poll    bool
 }
 
-// QueueConfig configures a Queue. The zero value is ready to use.
+// QueueConfig configures a Queue. The zero value is ready to use; like [Config], it is
+// passed by value.
 type QueueConfig struct {
 	// NoNotify turns off the NOTIFY that wakes idle workers after an enqueue of due work.
 	// Workers then find jobs by polling. Use it with connection poolers in transaction
@@ -106,10 +132,7 @@ type QueueConfig struct {
 
 // NewQueue returns a Queue on pool. The schema is the pool's search_path; run [Migrate]
 // first.
-func NewQueue(pool *pgxpool.Pool, cfg *QueueConfig) *Queue {
-	if cfg == nil {
-		cfg = &QueueConfig{}
-	}
+func NewQueue(pool *pgxpool.Pool, cfg QueueConfig) *Queue {
 	every := cfg.NotifyEvery
 	if every <= 0 {
 		every = 2 * time.Millisecond
@@ -316,7 +339,9 @@ func prepare(task Task, opts []EnqueueOption) (*plan, error) {
 	}
 	p := &plan{task: task, id: ulid.Make(), kind: task.Kind(), priority: PriorityNormal}
 	for _, o := range opts {
-		o(&p.opts)
+		if o != nil {
+			o.applyEnqueue(&p.opts)
+		}
 	}
 	if p.kind == "" {
 		return nil, ErrEmptyKind
@@ -439,7 +464,7 @@ func (q *Queue) replaceFast(ctx context.Context, db batcher, p *plan) (Result, b
 	if m, err := mergerFor(reflect.TypeOf(p.task)); err != nil || m.method.Func.IsValid() {
 		return Result{}, false, nil // the general path reports a malformed merge on collision
 	}
-	entry := mergedEntry(Replace.String(), p.id)
+	entry := mergedEntry(ActionReplaced.mergeName(), p.id)
 	var (
 		iso           string
 		id            pgtype.UUID
@@ -503,18 +528,15 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 		return Result{}, fmt.Errorf("venturi: merge %s into job %s: %w", p.kind, c.id, err)
 	}
 	args := dbsqlc.MergeIntoParams{ID: row.ID, At: p.atParam(), DelayUs: delayOf(p.opts.delay)}
-	var action Action
+	action := decision
 	switch decision {
-	case Independent:
+	case ActionIndependent:
 		return q.insertKeyed(ctx, tx, p, ActionIndependent)
-	case Keep:
-		action = ActionKept
-	case Replace:
-		action = ActionReplaced
+	case ActionKept:
+	case ActionReplaced:
 		args.Replace, args.SetCarry = true, true
 		args.Payload, args.Priority = string(p.payload), int16(p.priority)
-	case With:
-		action = ActionMerged
+	case ActionMerged:
 		wp, err := prepare(with, nil)
 		if err != nil {
 			return Result{}, fmt.Errorf("venturi: merge result: %w", err)
@@ -529,7 +551,7 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 		args.Replace, args.SetCarry = true, true
 		args.Payload, args.Priority, args.Carry = string(wp.payload), int16(wp.priority), string(cb)
 	}
-	args.Entry = mergedEntry(decision.String(), p.id)
+	args.Entry = mergedEntry(decision.mergeName(), p.id)
 	due, err := q.q.MergeInto(ctx, tx, args)
 	if err != nil {
 		return Result{}, err

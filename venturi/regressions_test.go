@@ -71,11 +71,11 @@ func (c completeWithBadCarryTask) Handle(ctx context.Context, run *venturi.Run[u
 // is permanent; only a Pause or a retryable failure needs the carry.
 func TestRegressionUnstorableCarryTurnsCompletionIntoFailure(t *testing.T) {
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	cfg := fastConfig()
 	cfg.MaxFailures = 3
 	w := venturi.NewWorker(pool, &badCarryApp{pool: pool}, cfg)
-	venturi.Register[completeWithBadCarryTask](w)
+	venturi.MustRegister[completeWithBadCarryTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(context.Background(), completeWithBadCarryTask{})
 	if err != nil {
@@ -102,12 +102,12 @@ func TestRegressionUnstorableCarryTurnsCompletionIntoFailure(t *testing.T) {
 func TestRegressionCompleteTxWithUnstorableCarryRecordsFailure(t *testing.T) {
 	pool := newDB(t)
 	createEffects(t, pool)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	app := &badCarryApp{pool: pool, completeTx: make(chan error, 1)}
 	cfg := fastConfig()
 	cfg.MaxFailures = 2
 	w := venturi.NewWorker(pool, app, cfg)
-	venturi.Register[completeWithBadCarryTask](w)
+	venturi.MustRegister[completeWithBadCarryTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(context.Background(), completeWithBadCarryTask{UseTx: true})
 	if err != nil {
@@ -162,13 +162,13 @@ func (stallTask) Handle(ctx context.Context, run *venturi.Run[struct{}], app *st
 func TestRegressionStaleRunUntracksTheNewRunOfTheSameJob(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	app := &stallApp{started: make(chan int, 4), release1: make(chan struct{}), release2: make(chan struct{})}
 	cfg := fastConfig()
 	cfg.Lease = 2 * time.Second
 	cfg.Concurrency = 2
 	w := venturi.NewWorker(pool, app, cfg)
-	venturi.Register[stallTask](w)
+	venturi.MustRegister[stallTask](w)
 	startWorker(t, w)
 	t.Cleanup(func() { close(app.release2) }) // before the worker stops
 	r, err := q.Enqueue(ctx, stallTask{})
@@ -212,7 +212,7 @@ func TestRegressionStaleRunUntracksTheNewRunOfTheSameJob(t *testing.T) {
 func TestRegressionEnqueueManyTxRefusalLeavesPlainTasks(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	if err != nil {
 		t.Fatal(err)
@@ -255,11 +255,11 @@ func (yieldTask) Handle(ctx context.Context, run *venturi.Run[struct{}], _ struc
 // kinds in the FinishRuns batch.
 func TestRegressionPauseZeroWaitsForThePollInterval(t *testing.T) {
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	cfg := fastConfig()
 	cfg.PollInterval = time.Hour // NOTIFY wakes the worker for the enqueue
 	w := venturi.NewWorker(pool, struct{}{}, cfg)
-	venturi.Register[yieldTask](w)
+	venturi.MustRegister[yieldTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(context.Background(), yieldTask{})
 	if err != nil {

@@ -44,10 +44,10 @@ func (h hogTask) Handle(ctx context.Context, run *venturi.Run[struct{}], app *ho
 func TestExhaustedPoolDoesNotStopLeaseExtension(t *testing.T) {
 	pool := newDB(t)
 	small := newPoolOn(t, pool, 2)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	app := &hogApp{pool: small, release: make(chan struct{})}
 	w := venturi.NewWorker(small, app, venturi.Config{Concurrency: 4, Lease: time.Second, MaintenanceInterval: 100 * time.Millisecond})
-	venturi.Register[hogTask](w)
+	venturi.MustRegister[hogTask](w)
 	startWorker(t, w)
 	for i := range 4 {
 		if _, err := q.Enqueue(context.Background(), hogTask{N: i}); err != nil {
@@ -117,9 +117,9 @@ func (quickTask) Handle(ctx context.Context, run *venturi.Run[struct{}], _ struc
 // server; jobs keep flowing (polling, then a reconnected listener).
 func TestListenerConnectionKilled(t *testing.T) {
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	w := venturi.NewWorker(pool, struct{}{}, venturi.Config{PollInterval: 200 * time.Millisecond})
-	venturi.Register[quickTask](w)
+	venturi.MustRegister[quickTask](w)
 	startWorker(t, w)
 	listeners := func() int {
 		var n int
@@ -145,7 +145,7 @@ func TestListenerConnectionKilled(t *testing.T) {
 // job running or lost; a second worker finishes the rest; each job completes exactly once.
 func TestGracefulShutdownUnderLoad(t *testing.T) {
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	tasks := make([]venturi.Task, 400)
 	for i := range tasks {
 		tasks[i] = quickTask{N: i}
@@ -154,7 +154,7 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	w1 := venturi.NewWorker(pool, struct{}{}, venturi.Config{Concurrency: 20, ShutdownGrace: 50 * time.Millisecond})
-	venturi.Register[quickTask](w1)
+	venturi.MustRegister[quickTask](w1)
 	if err := w1.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 		t.Fatalf("%d jobs still running after Stop", n)
 	}
 	w2 := venturi.NewWorker(pool, struct{}{}, venturi.Config{})
-	venturi.Register[quickTask](w2)
+	venturi.MustRegister[quickTask](w2)
 	startWorker(t, w2)
 	eventually(t, 60*time.Second, "every job to complete", func() bool { return countState(t, pool, "completed") == len(tasks) })
 	var multi int

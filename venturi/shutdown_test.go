@@ -25,13 +25,13 @@ func (stubbornTask) Handle(ctx context.Context, run *venturi.Run[struct{}], star
 func TestShutdownInterruptsHandlerAfterGrace(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	started := make(chan ulid.ULID, 10)
 	cfg := fastConfig()
 	cfg.Concurrency = 1
 	cfg.ShutdownGrace = 200 * time.Millisecond
 	w := venturi.NewWorker(pool, (chan<- ulid.ULID)(started), cfg)
-	venturi.Register[stubbornTask](w)
+	venturi.MustRegister[stubbornTask](w)
 	startWorker(t, w)
 	first, err := q.Enqueue(ctx, stubbornTask{N: 0})
 	if err != nil {
@@ -106,12 +106,12 @@ func (politeTask) Handle(ctx context.Context, run *venturi.Run[checkpointCarry],
 func TestShutdownSignalLetsHandlerPause(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	app := &politeApp{started: make(chan ulid.ULID, 1), sawFlag: make(chan bool, 1)}
 	cfg := fastConfig()
 	cfg.ShutdownGrace = within // the handler returns long before
 	w := venturi.NewWorker(pool, app, cfg)
-	venturi.Register[politeTask](w)
+	venturi.MustRegister[politeTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(ctx, politeTask{})
 	if err != nil {
@@ -130,7 +130,7 @@ func TestShutdownSignalLetsHandlerPause(t *testing.T) {
 	}
 	// A new worker resumes from the checkpoint.
 	w2 := venturi.NewWorker(pool, app, fastConfig())
-	venturi.Register[politeTask](w2)
+	venturi.MustRegister[politeTask](w2)
 	startWorker(t, w2)
 	j = waitState(t, q, r, venturi.StateCompleted)
 	if eventsOf(j) != "paused,completed" || lastEntry(j).Note != "resumed" {
@@ -160,14 +160,14 @@ func (deafTask) Handle(ctx context.Context, run *venturi.Run[struct{}], app *dea
 func TestShutdownReleasesHandlerThatNeverReturns(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	app := &deafApp{started: make(chan ulid.ULID, 1), release: make(chan struct{})}
 	defer close(app.release)
 	cfg := fastConfig()
 	cfg.ShutdownGrace = 100 * time.Millisecond
 	cfg.Lease = 2 * time.Second // Stop waits Lease/2 after cancelling before releasing
 	w := venturi.NewWorker(pool, app, cfg)
-	venturi.Register[deafTask](w)
+	venturi.MustRegister[deafTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(ctx, deafTask{})
 	if err != nil {

@@ -30,10 +30,10 @@ type testApp struct{ seen chan string }
 
 func TestSmoke(t *testing.T) {
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	app := &testApp{seen: make(chan string, 100)}
 	w := venturi.NewWorker(pool, app, venturi.Config{Backoff: venturi.Backoff{Base: time.Millisecond}})
-	venturi.Register[echoTask](w)
+	venturi.MustRegister[echoTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(context.Background(), echoTask{Msg: "hi"})
 	if err != nil {

@@ -81,39 +81,6 @@ func KeyOf(parts ...any) DedupKey {
 	return DedupKey(b)
 }
 
-// MergeDecision is what a merge decided for an incoming task that collided with a
-// pending job. It is also what an enqueue reports as its [Action].
-type MergeDecision int
-
-// Merge decisions. Keep, Replace and With act on the existing row and append a merged
-// journal entry to it; Independent enqueues a new row.
-const (
-	// Keep leaves the existing job untouched: the incoming task is redundant.
-	Keep MergeDecision = iota + 1
-	// Replace swaps the existing payload for the incoming one and resets the carry.
-	Replace
-	// With replaces the existing payload and carry with computed values, continuing
-	// the existing job's work.
-	With
-	// Independent means the tasks are not duplicates: the incoming task gets its own row.
-	Independent
-)
-
-// String returns the decision's lower-case name.
-func (d MergeDecision) String() string {
-	switch d {
-	case Keep:
-		return "keep"
-	case Replace:
-		return "replace"
-	case With:
-		return "with"
-	case Independent:
-		return "independent"
-	}
-	return fmt.Sprintf("MergeDecision(%d)", int(d))
-}
-
 // Pending is the existing job a merge method sees on a dedup collision: its payload, its
 // typed carry, how often it ran and its journal. It may be a paused job that has already
 // run. A task type declares its merge policy with a method of exactly this shape:
@@ -136,13 +103,14 @@ type Pending[T Task, C any] struct {
 
 // Merge is a merge method's decision; build it with the methods of [Pending].
 type Merge[T Task, C any] struct {
-	decision MergeDecision
+	decision Action
 	task     T
 	carry    C
 }
 
-// Decision reports the decision.
-func (m Merge[T, C]) Decision() MergeDecision { return m.decision }
+// Decision reports the decision as the [Action] the enqueue will report: ActionKept,
+// ActionReplaced, ActionMerged (With) or ActionIndependent.
+func (m Merge[T, C]) Decision() Action { return m.decision }
 
 // Task returns the payload a With decision stores (the zero value otherwise).
 func (m Merge[T, C]) Task() T { return m.task }
@@ -151,20 +119,20 @@ func (m Merge[T, C]) Task() T { return m.task }
 func (m Merge[T, C]) Carry() C { return m.carry }
 
 // Keep leaves the existing job as it is.
-func (p Pending[T, C]) Keep() Merge[T, C] { return Merge[T, C]{decision: Keep} }
+func (p Pending[T, C]) Keep() Merge[T, C] { return Merge[T, C]{decision: ActionKept} }
 
 // Replace replaces the existing payload with the incoming task; the carry resets to its
 // zero value.
-func (p Pending[T, C]) Replace() Merge[T, C] { return Merge[T, C]{decision: Replace} }
+func (p Pending[T, C]) Replace() Merge[T, C] { return Merge[T, C]{decision: ActionReplaced} }
 
 // With replaces the existing job's payload and carry with the given values; the job keeps
 // its ID, run count and journal and continues its work.
 func (p Pending[T, C]) With(task T, carry C) Merge[T, C] {
-	return Merge[T, C]{decision: With, task: task, carry: carry}
+	return Merge[T, C]{decision: ActionMerged, task: task, carry: carry}
 }
 
 // Independent enqueues the incoming task as a new job beside the existing one.
-func (p Pending[T, C]) Independent() Merge[T, C] { return Merge[T, C]{decision: Independent} }
+func (p Pending[T, C]) Independent() Merge[T, C] { return Merge[T, C]{decision: ActionIndependent} }
 
 // pendingFiller and mergeResult are implemented by every Pending and Merge instantiation;
 // they let the type-erased enqueue path call a typed merge method.
@@ -173,7 +141,7 @@ type pendingFiller interface {
 }
 
 type mergeResult interface {
-	result() (MergeDecision, Task, any)
+	result() (Action, Task, any)
 }
 
 // candidate is a pending job found under a dedup key, as stored.
@@ -206,8 +174,8 @@ func (p *Pending[T, C]) fill(c *candidate) error {
 	return nil
 }
 
-func (m Merge[T, C]) result() (MergeDecision, Task, any) {
-	if m.decision == With {
+func (m Merge[T, C]) result() (Action, Task, any) {
+	if m.decision == ActionMerged {
 		return m.decision, m.task, m.carry
 	}
 	return m.decision, nil, nil
@@ -272,9 +240,9 @@ func buildMerger(t reflect.Type) (*merger, error) {
 
 // merge runs the task's merge method against a candidate, or returns Replace when the type
 // has none.
-func (m *merger) merge(task Task, c *candidate) (MergeDecision, Task, any, error) {
-	if m.method.Func.IsValid() == false {
-		return Replace, nil, nil, nil
+func (m *merger) merge(task Task, c *candidate) (Action, Task, any, error) {
+	if !m.method.Func.IsValid() {
+		return ActionReplaced, nil, nil, nil
 	}
 	pending := reflect.New(m.param)
 	if err := pending.Interface().(pendingFiller).fill(c); err != nil {
@@ -288,7 +256,7 @@ func (m *merger) merge(task Task, c *candidate) (MergeDecision, Task, any, error
 	}
 	out := m.method.Func.Call([]reflect.Value{recv, pending.Elem()})
 	decision, with, carry := out[0].Interface().(mergeResult).result()
-	if decision < Keep || decision > Independent {
+	if decision < ActionKept || decision > ActionIndependent {
 		return 0, nil, nil, errors.New("venturi: merge returned no decision (use existing.Keep(), Replace(), With() or Independent())")
 	}
 	return decision, with, carry, nil

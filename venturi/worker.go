@@ -220,17 +220,10 @@ func NewWorker[S any](pool *pgxpool.Pool, state S, cfg Config) *Worker[S] {
 func (w *Worker[S]) ID() string { return w.cfg.ID }
 
 // Register adds task type T to w. S and C are inferred from T's Handle method, so the
-// call is Register[FetchBookmark](w). It panics if the kind is empty or already
-// registered, or if T's merge method uses another carry type than its handler; use
-// RegisterSafely to get an error instead.
-func Register[T Handler[S, C], S, C any](w *Worker[S]) {
-	if err := RegisterSafely[T](w); err != nil {
-		panic(err)
-	}
-}
-
-// RegisterSafely is Register returning an error instead of panicking.
-func RegisterSafely[T Handler[S, C], S, C any](w *Worker[S]) error {
+// call is Register[FetchBookmark](w). It returns an error if the kind is empty or already
+// registered, if w has started, or if T's merge method uses another carry type than its
+// handler.
+func Register[T Handler[S, C], S, C any](w *Worker[S]) error {
 	return register(w, func(ctx context.Context, task T, run *Run[C], state S) (Outcome, error) {
 		return task.Handle(ctx, run, state)
 	})
@@ -239,22 +232,30 @@ func RegisterSafely[T Handler[S, C], S, C any](w *Worker[S]) error {
 // HandlerFunc runs a task of type T against the worker's state S with carry C.
 type HandlerFunc[T Task, S, C any] func(ctx context.Context, task T, run *Run[C], state S) (Outcome, error)
 
-// RegisterFunc adds task type T to w with handle as its handler. It is for task types
-// defined in another package (a shared producer module), to which the worker cannot add
-// a Handle method: T, S and C are inferred from handle, and T keeps its own Kind,
-// DedupKey and Merge. It panics like Register; see RegisterFuncSafely.
-func RegisterFunc[T Task, S, C any](w *Worker[S], handle HandlerFunc[T, S, C]) {
-	if err := RegisterFuncSafely(w, handle); err != nil {
+// MustRegister is like [Register] but panics on error, for registrations in main that
+// cannot fail at run time.
+func MustRegister[T Handler[S, C], S, C any](w *Worker[S]) {
+	if err := Register[T](w); err != nil {
 		panic(err)
 	}
 }
 
-// RegisterFuncSafely is RegisterFunc returning an error instead of panicking.
-func RegisterFuncSafely[T Task, S, C any](w *Worker[S], handle HandlerFunc[T, S, C]) error {
+// RegisterFunc adds task type T to w with handle as its handler. It is for task types
+// defined in another package (a shared producer module), to which the worker cannot add
+// a Handle method: T, S and C are inferred from handle, and T keeps its own Kind,
+// DedupKey and Merge. It returns the errors of [Register], and one for a nil handle.
+func RegisterFunc[T Task, S, C any](w *Worker[S], handle HandlerFunc[T, S, C]) error {
 	if handle == nil {
 		return errors.New("venturi: RegisterFunc with a nil handler")
 	}
 	return register(w, handle)
+}
+
+// MustRegisterFunc is like [RegisterFunc] but panics on error.
+func MustRegisterFunc[T Task, S, C any](w *Worker[S], handle HandlerFunc[T, S, C]) {
+	if err := RegisterFunc(w, handle); err != nil {
+		panic(err)
+	}
 }
 
 // kindOf calls Kind on T's zero value, or on a new value when T is a pointer type.

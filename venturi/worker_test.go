@@ -36,9 +36,9 @@ func (n noteTask) Handle(ctx context.Context, run *venturi.Run[struct{}], _ stru
 func TestWorkerCompletedNoteAndAttachment(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	w := venturi.NewWorker(pool, struct{}{}, fastConfig())
-	venturi.Register[noteTask](w)
+	venturi.MustRegister[noteTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(ctx, noteTask{Msg: "hello"})
 	if err != nil {
@@ -89,11 +89,11 @@ func (p pauseLoopTask) Handle(ctx context.Context, run *venturi.Run[pauseCarry],
 func TestPauseLoopNeverTripsTheBackstop(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	cfg := fastConfig()
 	cfg.MaxFailures = 3
 	w := venturi.NewWorker(pool, struct{}{}, cfg)
-	venturi.Register[pauseLoopTask](w)
+	venturi.MustRegister[pauseLoopTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(ctx, pauseLoopTask{Until: 40})
 	if err != nil {
@@ -179,10 +179,10 @@ func (a *failApp) observed() []failObs {
 func runFailTask(t *testing.T, cfg venturi.Config, task failTask, final venturi.State) (*venturi.Job, []failObs) {
 	t.Helper()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	app := &failApp{}
 	w := venturi.NewWorker(pool, app, cfg)
-	venturi.Register[failTask](w)
+	venturi.MustRegister[failTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(context.Background(), task)
 	if err != nil {
@@ -295,12 +295,12 @@ func (slowBackoffTask) Handle(ctx context.Context, run *venturi.Run[struct{}], _
 
 func TestTaskBackoffOverridesWorkerDefault(t *testing.T) {
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	cfg := fastConfig()
 	cfg.JitterFraction = -1
 	cfg.Backoff = venturi.Backoff{Base: time.Millisecond, Cap: 7 * time.Millisecond}
 	w := venturi.NewWorker(pool, struct{}{}, cfg)
-	venturi.Register[slowBackoffTask](w)
+	venturi.MustRegister[slowBackoffTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(context.Background(), slowBackoffTask{})
 	if err != nil {
@@ -332,12 +332,12 @@ func (panicTask) Handle(ctx context.Context, run *venturi.Run[struct{}], _ struc
 func TestPanickingHandlerRetriesAndWorkerSurvives(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	cfg := fastConfig()
 	cfg.Concurrency = 1 // the panicking run and the others share one slot
 	w := venturi.NewWorker(pool, struct{}{}, cfg)
-	venturi.Register[panicTask](w)
-	venturi.Register[noteTask](w)
+	venturi.MustRegister[panicTask](w)
+	venturi.MustRegister[noteTask](w)
 	startWorker(t, w)
 	p, err := q.Enqueue(ctx, panicTask{})
 	if err != nil {
@@ -375,10 +375,10 @@ func (decodeTask) Handle(ctx context.Context, run *venturi.Run[decodeCarryT], ra
 func TestUndecodablePayloadOrCarryGoesDead(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	ran := make(chan string, 10)
 	w := venturi.NewWorker(pool, (chan<- string)(ran), fastConfig())
-	venturi.Register[decodeTask](w)
+	venturi.MustRegister[decodeTask](w)
 	startWorker(t, w)
 	insert := func(payload, carry string) ulid.ULID {
 		id := ulid.Make()
@@ -430,13 +430,13 @@ func (orphanTask) Priority() venturi.Priority { return venturi.PriorityMax }
 func TestUnknownKindIsNeverClaimed(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	orphan, err := q.Enqueue(ctx, orphanTask{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := venturi.NewWorker(pool, struct{}{}, fastConfig())
-	venturi.Register[noteTask](w)
+	venturi.MustRegister[noteTask](w)
 	startWorker(t, w)
 	completeNotes(t, q, 10)
 	j := jobByID(t, q, orphan.ID)
@@ -462,11 +462,11 @@ func (kindBTask) Handle(ctx context.Context, run *venturi.Run[struct{}], who str
 func TestDisjointWorkersClaimOnlyTheirKinds(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	wa := venturi.NewWorker(pool, "a", fastConfig())
-	venturi.Register[kindATask](wa)
+	venturi.MustRegister[kindATask](wa)
 	wb := venturi.NewWorker(pool, "b", fastConfig())
-	venturi.Register[kindBTask](wb)
+	venturi.MustRegister[kindBTask](wb)
 	if wa.ID() == wb.ID() || wa.ID() == "" {
 		t.Fatalf("worker IDs %q and %q", wa.ID(), wb.ID())
 	}
@@ -509,7 +509,7 @@ func (p prioTask) Handle(ctx context.Context, run *venturi.Run[struct{}], order 
 func TestClaimOrderFollowsPriorityThenDueTime(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	base := time.Now().Add(-time.Hour)
 	for i, p := range []prioTask{
 		{"normal-late", venturi.PriorityNormal}, {"low", venturi.PriorityLow}, {"critical", venturi.PriorityCritical},
@@ -530,7 +530,7 @@ func TestClaimOrderFollowsPriorityThenDueTime(t *testing.T) {
 	cfg := fastConfig()
 	cfg.Concurrency = 1
 	w := venturi.NewWorker(pool, (chan<- string)(order), cfg)
-	venturi.Register[prioTask](w)
+	venturi.MustRegister[prioTask](w)
 	startWorker(t, w)
 	var got []string
 	for range 7 {
@@ -558,11 +558,11 @@ func (slowTask) Handle(ctx context.Context, run *venturi.Run[struct{}], _ struct
 
 func TestJobTimeoutFailsTheRunAndRetries(t *testing.T) {
 	pool := newDB(t)
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	cfg := fastConfig()
 	cfg.JobTimeout = 100 * time.Millisecond
 	w := venturi.NewWorker(pool, struct{}{}, cfg)
-	venturi.Register[slowTask](w)
+	venturi.MustRegister[slowTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(context.Background(), slowTask{})
 	if err != nil {
@@ -616,19 +616,19 @@ func TestRegisterRejectsInvalidTaskTypes(t *testing.T) {
 	if err := w.Start(context.Background()); err == nil {
 		t.Fatal("Start with no registered task types succeeded")
 	}
-	if err := venturi.RegisterSafely[mismatchTask](w); err == nil || !strings.Contains(err.Error(), "carry") {
+	if err := venturi.Register[mismatchTask](w); err == nil || !strings.Contains(err.Error(), "carry") {
 		t.Errorf("merge carry int vs handler carry string: %v", err)
 	}
-	if err := venturi.RegisterSafely[badMergeTask](w); err == nil || !strings.Contains(err.Error(), "Merge") {
+	if err := venturi.Register[badMergeTask](w); err == nil || !strings.Contains(err.Error(), "Merge") {
 		t.Errorf("malformed Merge method: %v", err)
 	}
-	if err := venturi.RegisterSafely[emptyKindHandler](w); !errors.Is(err, venturi.ErrEmptyKind) {
+	if err := venturi.Register[emptyKindHandler](w); !errors.Is(err, venturi.ErrEmptyKind) {
 		t.Errorf("empty kind: %v", err)
 	}
-	if err := venturi.RegisterSafely[noteTask](w); err != nil {
+	if err := venturi.Register[noteTask](w); err != nil {
 		t.Fatal(err)
 	}
-	if err := venturi.RegisterSafely[otherNoteTask](w); err == nil {
+	if err := venturi.Register[otherNoteTask](w); err == nil {
 		t.Error("a kind registered twice was accepted")
 	}
 	func() {
@@ -637,17 +637,17 @@ func TestRegisterRejectsInvalidTaskTypes(t *testing.T) {
 				t.Error("Register of a duplicate kind did not panic")
 			}
 		}()
-		venturi.Register[otherNoteTask](w)
+		venturi.MustRegister[otherNoteTask](w)
 	}()
 	startWorker(t, w)
 	if err := w.Start(context.Background()); err == nil {
 		t.Error("second Start succeeded")
 	}
-	if err := venturi.RegisterSafely[panicTask](w); err == nil {
+	if err := venturi.Register[panicTask](w); err == nil {
 		t.Error("Register after Start succeeded")
 	}
 	// A malformed merge is refused at enqueue too, and writes nothing.
-	q := venturi.NewQueue(pool, nil)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	if _, err := q.Enqueue(context.Background(), keyedBadMergeTask{}); err != nil {
 		t.Fatal(err) // no collision yet: the merge method is not needed
 	}

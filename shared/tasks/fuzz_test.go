@@ -61,7 +61,7 @@ func FuzzTaskPayloadDecode(f *testing.F) {
 			other := NewRebuildTagIndex("go")
 			merge := func(existing, incoming RebuildTagIndex) RebuildTagIndex {
 				m := incoming.Merge(venturi.Pending[RebuildTagIndex, TagIndexCarry]{Payload: existing})
-				if m.Decision() != venturi.With || m.Carry().Merged != 1 {
+				if m.Decision() != venturi.ActionMerged || m.Carry().Merged != 1 {
 					t.Fatalf("Merge = %v with carry %+v, want with and one merge counted", m.Decision(), m.Carry())
 				}
 				return m.Task()

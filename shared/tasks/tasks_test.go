@@ -14,7 +14,7 @@ func TestFetchBookmarkPolicy(t *testing.T) {
 	if got, want := a.DedupKey(), venturi.DedupKey("bookmark/01J0000000000000000000000A"); got != want {
 		t.Fatalf("DedupKey = %q, want %q", got, want)
 	}
-	if d := a.Merge(venturi.Pending[FetchBookmark, FetchCarry]{Payload: a}).Decision(); d != venturi.Replace {
+	if d := a.Merge(venturi.Pending[FetchBookmark, FetchCarry]{Payload: a}).Decision(); d != venturi.ActionReplaced {
 		t.Fatalf("Merge = %v, want replace", d)
 	}
 	b, _ := json.Marshal(a)
@@ -27,7 +27,7 @@ func TestImportBookmarksPolicy(t *testing.T) {
 	t.Parallel()
 	task := ImportBookmarks{ImportID: "imp"}
 	existing := venturi.Pending[ImportBookmarks, ImportCarry]{Payload: task, Carry: ImportCarry{Next: 100}}
-	if d := task.Merge(existing).Decision(); d != venturi.Keep {
+	if d := task.Merge(existing).Decision(); d != venturi.ActionKept {
 		t.Fatalf("Merge = %v, want keep (the checkpoint must survive)", d)
 	}
 	if task.Size() != DefaultImportPageSize || (ImportBookmarks{PageSize: 5}).Size() != 5 || (ImportBookmarks{PageSize: 1 << 20}).Size() != 1000 {
@@ -58,7 +58,7 @@ func TestRebuildTagIndexMergeUnions(t *testing.T) {
 			t.Parallel()
 			p := venturi.Pending[RebuildTagIndex, TagIndexCarry]{Payload: tt.existing, Carry: tt.carry}
 			m := tt.new.Merge(p)
-			if d := m.Decision(); d != venturi.With {
+			if d := m.Decision(); d != venturi.ActionMerged {
 				t.Fatalf("Merge = %v, want with", d)
 			}
 			if got := m.Task(); !reflect.DeepEqual(got, tt.want) {

@@ -63,7 +63,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 10 * time.Second
 	}
-	a := &API{pool: pool, queue: venturi.NewQueue(pool, nil), q: store.New(), log: log, cfg: cfg}
+	a := &API{pool: pool, queue: venturi.NewQueue(pool, venturi.QueueConfig{}), q: store.New(), log: log, cfg: cfg}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(log)

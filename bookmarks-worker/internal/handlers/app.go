@@ -44,7 +44,7 @@ func NewApp(pool *pgxpool.Pool, fetcher Fetcher, log *slog.Logger, maxFetchAttem
 	if maxFetchAttempts <= 0 {
 		maxFetchAttempts = 5
 	}
-	return &App{Pool: pool, Store: store.New(), Queue: venturi.NewQueue(pool, nil), Fetcher: fetcher,
+	return &App{Pool: pool, Store: store.New(), Queue: venturi.NewQueue(pool, venturi.QueueConfig{}), Fetcher: fetcher,
 		Log: log, MaxFetchAttempts: maxFetchAttempts}
 }
 

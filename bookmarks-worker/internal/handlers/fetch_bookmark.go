@@ -18,7 +18,7 @@ import (
 
 // RegisterFetchBookmark registers handleFetchBookmark for tasks.FetchBookmark.
 func RegisterFetchBookmark(w *Worker) error {
-	return venturi.RegisterFuncSafely(w, handleFetchBookmark)
+	return venturi.RegisterFunc(w, handleFetchBookmark)
 }
 
 // MaxRetryAfter caps the wait a Retry-After header can impose on a fetch's retry, so that

@@ -17,7 +17,7 @@ import (
 
 // RegisterImportBookmarks registers handleImportBookmarks for tasks.ImportBookmarks.
 func RegisterImportBookmarks(w *Worker) error {
-	return venturi.RegisterFuncSafely(w, handleImportBookmarks)
+	return venturi.RegisterFunc(w, handleImportBookmarks)
 }
 
 // ImportPause is the pause between two pages: zero yields at once, letting other jobs run.

@@ -12,7 +12,7 @@ import (
 
 // RegisterRebuildTagIndex registers handleRebuildTagIndex for tasks.RebuildTagIndex.
 func RegisterRebuildTagIndex(w *Worker) error {
-	return venturi.RegisterFuncSafely(w, handleRebuildTagIndex)
+	return venturi.RegisterFunc(w, handleRebuildTagIndex)
 }
 
 // TagIndexAttachment records what one rebuild covered.
