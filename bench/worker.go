@@ -89,7 +89,10 @@ func workerMain(args []string) error {
 	t0 := time.Now()
 	switch *lib {
 	case libVenturi:
-		w := venturi.NewWorker(pool, &benchState{}, venturi.Config{Concurrency: *concurrency, Prefetch: *prefetch})
+		w, err := venturi.NewWorker(pool, &benchState{}, venturi.Config{Concurrency: *concurrency, Prefetch: *prefetch})
+		if err != nil {
+			return err
+		}
 		venturi.MustRegister[NoopTask](w)
 		t0 = time.Now()
 		if err := w.Start(ctx); err != nil {
@@ -490,7 +493,10 @@ func pickupRun(ctx context.Context, url, lib string, rec *pickupRec, n int) erro
 	)
 	if lib == libVenturi {
 		q := venturi.NewQueue(pool, venturi.QueueConfig{})
-		w := venturi.NewWorker(pool, &benchState{pickup: rec}, venturi.Config{})
+		w, err := venturi.NewWorker(pool, &benchState{pickup: rec}, venturi.Config{})
+		if err != nil {
+			return err
+		}
 		venturi.MustRegister[PickupTask](w)
 		if err := w.Start(ctx); err != nil {
 			return err

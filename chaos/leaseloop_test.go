@@ -111,7 +111,7 @@ func TestLeaseLoopCancelsSuccessor(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &countingHandler{counts: map[string]int{}}
-	w := venturi.NewWorker(pool, struct{}{}, venturi.Config{
+	w, err := venturi.NewWorker(pool, struct{}{}, venturi.Config{
 		Concurrency:         49,
 		Lease:               3 * time.Second, // extended every 1s; long enough that load cannot expire it
 		MaintenanceInterval: 100 * time.Millisecond,
@@ -121,6 +121,9 @@ func TestLeaseLoopCancelsSuccessor(t *testing.T) {
 		MaxFailures:         -1,
 		Logger:              slog.New(logs),
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	venturi.MustRegister[flappy](w)
 	venturi.MustRegister[anchor](w)
 	if err := w.Start(ctx); err != nil {

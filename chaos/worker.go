@@ -68,7 +68,7 @@ func workerMain(args []string) error {
 	defer pool.Close()
 
 	app := App{Pool: pool, Worker: *slot, PID: os.Getpid()}
-	w := venturi.NewWorker(pool, app, venturi.Config{
+	w, err := venturi.NewWorker(pool, app, venturi.Config{
 		Concurrency:         *concurrency,
 		Lease:               *lease,
 		MaintenanceInterval: 250 * time.Millisecond,
@@ -78,6 +78,9 @@ func workerMain(args []string) error {
 		Logger:              log,
 		ID:                  fmt.Sprintf("chaos-worker-%d-pid%d", *slot, os.Getpid()),
 	})
+	if err != nil {
+		return err
+	}
 	venturi.MustRegister[Job](w)
 	venturi.MustRegister[Dedup](w)
 	for { // Start pings the database; retry while it restarts

@@ -49,7 +49,7 @@ func TestRegisterFuncForForeignTaskType(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make(chan []string, 1)
-	w := venturi.NewWorker(pool, "state", venturi.Config{})
+	w := newWorker(t, pool, "state", venturi.Config{})
 	venturi.MustRegisterFunc(w, func(ctx context.Context, d digest, run *venturi.Run[digestCarry], s string) (venturi.Outcome, error) {
 		got <- d.IDs
 		return venturi.Completed(), nil
@@ -60,7 +60,7 @@ func TestRegisterFuncForForeignTaskType(t *testing.T) {
 		t.Fatalf("handler saw ids %v, want [a b]", ids)
 	}
 
-	w2 := venturi.NewWorker(pool, "state", venturi.Config{})
+	w2 := newWorker(t, pool, "state", venturi.Config{})
 	err = venturi.RegisterFunc(w2, func(ctx context.Context, d digest, run *venturi.Run[int], s string) (venturi.Outcome, error) {
 		return venturi.Completed(), nil
 	})
@@ -92,7 +92,7 @@ func (p *ptrTask) Handle(ctx context.Context, run *venturi.Run[struct{}], _ stru
 func TestRegisterPointerTaskType(t *testing.T) {
 	pool := newDB(t)
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	w := venturi.NewWorker(pool, struct{}{}, venturi.Config{})
+	w := newWorker(t, pool, struct{}{}, venturi.Config{})
 	venturi.MustRegister[*ptrTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(context.Background(), &ptrTask{N: 7})
@@ -120,7 +120,7 @@ func (retryInTask) Handle(ctx context.Context, run *venturi.Run[struct{}], _ str
 func TestRetryInOverridesBackoff(t *testing.T) {
 	pool := newDB(t)
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	w := venturi.NewWorker(pool, struct{}{}, venturi.Config{})
+	w := newWorker(t, pool, struct{}{}, venturi.Config{})
 	venturi.MustRegister[retryInTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(context.Background(), retryInTask{})

@@ -227,7 +227,7 @@ func TestEnqueueAtAndAfter(t *testing.T) {
 	pool := newDB(t)
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	ran := make(chan string, 10)
-	w := venturi.NewWorker(pool, (chan<- string)(ran), fastConfig())
+	w := newWorker(t, pool, (chan<- string)(ran), fastConfig())
 	venturi.MustRegister[timedTask](w)
 	startWorker(t, w)
 

@@ -74,7 +74,10 @@ func (b FetchBookmark) Handle(ctx context.Context, run *venturi.Run[struct{}], a
 
 // buildWorker wires a worker (worker binary).
 func buildWorker(pool *pgxpool.Pool, app App) *venturi.Worker[App] {
-	w := venturi.NewWorker(pool, app, venturi.Config{})
+	w, err := venturi.NewWorker(pool, app, venturi.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
 	venturi.MustRegister[FetchBookmark](w)
 	return w
 }

@@ -109,7 +109,7 @@ func TestCompleteTxCommitsWithTheApplicationWrite(t *testing.T) {
 	pool := newDB(t)
 	createEffects(t, pool)
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	w := venturi.NewWorker(pool, &txApp{pool: pool}, fastConfig())
+	w := newWorker(t, pool, &txApp{pool: pool}, fastConfig())
 	venturi.MustRegister[txTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(ctx, txTask{})
@@ -133,7 +133,7 @@ func TestCompleteTxRolledBackRetries(t *testing.T) {
 	pool := newDB(t)
 	createEffects(t, pool)
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	w := venturi.NewWorker(pool, &txApp{pool: pool}, fastConfig())
+	w := newWorker(t, pool, &txApp{pool: pool}, fastConfig())
 	venturi.MustRegister[txTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(ctx, txTask{Mode: "rollback"})
@@ -175,7 +175,7 @@ func TestLostLeaseFencesCompleteTx(t *testing.T) {
 	cfg := fastConfig()
 	cfg.Lease = 2 * time.Second
 	cfg.Concurrency = 2 // the rescued job runs again while the first run still holds its slot
-	w := venturi.NewWorker(pool, app, cfg)
+	w := newWorker(t, pool, app, cfg)
 	venturi.MustRegister[txTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(ctx, txTask{})
@@ -254,7 +254,7 @@ func (blockTask) Kind() string { return "block" }
 func startBlockedRun(t *testing.T, pool *pgxpool.Pool, q *venturi.Queue, cfg venturi.Config) (*blockApp, *venturi.Worker[*blockApp], venturi.Result) {
 	t.Helper()
 	app := &blockApp{started: make(chan ulid.ULID, 4), release: make(chan struct{})}
-	w := venturi.NewWorker(pool, app, cfg)
+	w := newWorker(t, pool, app, cfg)
 	venturi.MustRegister[blockTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(context.Background(), blockTask{})
@@ -287,7 +287,7 @@ func TestExpiredLeaseRescuedByAnotherWorker(t *testing.T) {
 	cfgA.ID = "worker-a"
 	cfgA.Concurrency = 1                 // its only slot stays busy with the stalled run
 	cfgA.MaintenanceInterval = time.Hour // only B rescues
-	wa := venturi.NewWorker(pool, appA, cfgA)
+	wa := newWorker(t, pool, appA, cfgA)
 	venturi.MustRegister[blockTask](wa)
 	startWorker(t, wa)
 	r, err := q.Enqueue(ctx, blockTask{})
@@ -301,7 +301,7 @@ func TestExpiredLeaseRescuedByAnotherWorker(t *testing.T) {
 	cfgB.ID = "worker-b"
 	cfgB.Lease = time.Second // the rescue waits for the server to be up one lease
 	cfgB.MaxFailures = 5
-	wb := venturi.NewWorker(pool, appB, cfgB)
+	wb := newWorker(t, pool, appB, cfgB)
 	venturi.MustRegister[blockTask](wb)
 	startWorker(t, wb)
 	if j := jobByID(t, q, r.ID); j.State != venturi.StateRunning {

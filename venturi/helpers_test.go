@@ -70,3 +70,13 @@ func startWorker[S any](t *testing.T, w *venturi.Worker[S]) {
 		_ = w.Stop(ctx)
 	})
 }
+
+// newWorker builds a worker and fails the test if its configuration is refused.
+func newWorker[S any](t testing.TB, pool *pgxpool.Pool, state S, cfg venturi.Config) *venturi.Worker[S] {
+	t.Helper()
+	w, err := venturi.NewWorker(pool, state, cfg)
+	if err != nil {
+		t.Fatalf("new worker: %v", err)
+	}
+	return w
+}

@@ -17,7 +17,7 @@ func TestMaintenancePrunesFinishedJobs(t *testing.T) {
 	pool := newDB(t)
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	// Worker 1 (default retention) finishes a completed and a dead job.
-	w1 := venturi.NewWorker(pool, &failApp{}, fastConfig())
+	w1 := newWorker(t, pool, &failApp{}, fastConfig())
 	venturi.MustRegister[failTask](w1)
 	startWorker(t, w1)
 	done, err := q.Enqueue(ctx, failTask{})
@@ -39,7 +39,7 @@ func TestMaintenancePrunesFinishedJobs(t *testing.T) {
 	cfg := fastConfig()
 	cfg.RetainCompleted = time.Hour
 	cfg.RetainDead = time.Millisecond
-	w2 := venturi.NewWorker(pool, &failApp{}, cfg)
+	w2 := newWorker(t, pool, &failApp{}, cfg)
 	venturi.MustRegister[failTask](w2)
 	startWorker(t, w2)
 	eventually(t, within, "the dead job to be pruned", func() bool {
@@ -54,7 +54,7 @@ func TestMaintenancePrunesFinishedJobs(t *testing.T) {
 	}
 	// Worker 3 keeps completed jobs a millisecond.
 	cfg.RetainCompleted = time.Millisecond
-	w3 := venturi.NewWorker(pool, &failApp{}, cfg)
+	w3 := newWorker(t, pool, &failApp{}, cfg)
 	venturi.MustRegister[failTask](w3)
 	startWorker(t, w3)
 	eventually(t, within, "the completed job to be pruned", func() bool {
@@ -74,7 +74,7 @@ func TestNotifyWakesIdleWorker(t *testing.T) {
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	cfg := fastConfig()
 	cfg.PollInterval = time.Hour
-	w := venturi.NewWorker(pool, struct{}{}, cfg)
+	w := newWorker(t, pool, struct{}{}, cfg)
 	venturi.MustRegister[noteTask](w)
 	venturi.MustRegister[keyedNoteTask](w)
 	startWorker(t, w)
@@ -122,7 +122,7 @@ func TestPollOnlyMode(t *testing.T) {
 	q := venturi.NewQueue(pool, venturi.QueueConfig{NoNotify: true})
 	cfg := fastConfig()
 	cfg.PollOnly = true
-	w := venturi.NewWorker(pool, struct{}{}, cfg)
+	w := newWorker(t, pool, struct{}{}, cfg)
 	venturi.MustRegister[noteTask](w)
 	startWorker(t, w)
 	completeNotes(t, q, 5)

@@ -264,7 +264,7 @@ func TestMergeDefaultsToReplace(t *testing.T) {
 	pool := newDB(t)
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	seen := make(chan string, 10)
-	w := venturi.NewWorker(pool, (chan<- string)(seen), fastConfig())
+	w := newWorker(t, pool, (chan<- string)(seen), fastConfig())
 	venturi.MustRegister[defaultMergeTask](w)
 	startWorker(t, w)
 
@@ -303,7 +303,7 @@ func TestMergeIntoPausedJobThatRan(t *testing.T) {
 	pool := newDB(t)
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	app := &mergeApp{runs: make(chan mergeRun, 10)}
-	w := venturi.NewWorker(pool, app, fastConfig())
+	w := newWorker(t, pool, app, fastConfig())
 	venturi.MustRegister[mergeTask](w)
 	startWorker(t, w)
 

@@ -35,7 +35,7 @@ func TestPrefetchGrowsForFastHandlers(t *testing.T) {
 	const n = 3000
 	enqueuePrefetch(t, pool, n)
 	cfg := fastConfig() // Concurrency 4, Prefetch defaults to 1000: initial window 4 + 4
-	w := venturi.NewWorker(pool, struct{}{}, cfg)
+	w := newWorker(t, pool, struct{}{}, cfg)
 	venturi.MustRegisterFunc(w, func(context.Context, prefetchTask, *venturi.Run[struct{}], struct{}) (venturi.Outcome, error) {
 		return venturi.Completed(), nil
 	})
@@ -71,7 +71,7 @@ func TestPrefetchStaysSmallForBusyHandlers(t *testing.T) {
 	}
 	cfg := fastConfig()
 	cfg.Concurrency = 2
-	a := venturi.NewWorker(pool, struct{}{}, cfg)
+	a := newWorker(t, pool, struct{}{}, cfg)
 	venturi.MustRegisterFunc(a, handle)
 	startWorker(t, a)
 	recv(t, started, "first handler of worker A")
@@ -84,7 +84,7 @@ func TestPrefetchStaysSmallForBusyHandlers(t *testing.T) {
 	}
 	// Another worker gets the rest.
 	cfg.ID = "worker-b"
-	b := venturi.NewWorker(pool, struct{}{}, cfg)
+	b := newWorker(t, pool, struct{}{}, cfg)
 	venturi.MustRegisterFunc(b, handle)
 	startWorker(t, b)
 	recv(t, started, "first handler of worker B")
@@ -111,7 +111,7 @@ func TestIdlePollNotDeferredByFinishingHandlers(t *testing.T) {
 	started := make(chan int, blockers+1)
 	cfg := fastConfig()
 	cfg.Concurrency, cfg.Prefetch, cfg.PollOnly, cfg.PollInterval = blockers+1, -1, true, 200*time.Millisecond
-	w := venturi.NewWorker(pool, struct{}{}, cfg)
+	w := newWorker(t, pool, struct{}{}, cfg)
 	venturi.MustRegisterFunc(w, func(ctx context.Context, p prefetchTask, _ *venturi.Run[struct{}], _ struct{}) (venturi.Outcome, error) {
 		started <- p.N
 		if p.N < blockers {

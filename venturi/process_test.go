@@ -55,7 +55,11 @@ func workerProcess(schema string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	w := venturi.NewWorker(pool, struct{}{}, venturi.Config{Lease: time.Second, ID: "child", MaintenanceInterval: time.Hour})
+	w, err := venturi.NewWorker(pool, struct{}{}, venturi.Config{Lease: time.Second, ID: "child", MaintenanceInterval: time.Hour})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
 	venturi.MustRegister[zombieTask](w)
 	if err := w.Run(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -117,7 +121,7 @@ func TestKilledWorkerProcess(t *testing.T) {
 	}
 	_ = c.cmd.Wait()
 
-	rescuer := venturi.NewWorker(pool, struct{}{}, venturi.Config{Lease: time.Second, MaintenanceInterval: 100 * time.Millisecond, ID: "rescuer"})
+	rescuer := newWorker(t, pool, struct{}{}, venturi.Config{Lease: time.Second, MaintenanceInterval: 100 * time.Millisecond, ID: "rescuer"})
 	venturi.MustRegister[zombieTask](rescuer)
 	startWorker(t, rescuer)
 	j := waitState(t, q, r, venturi.StateCompleted)
@@ -147,7 +151,7 @@ func TestStalledWorkerProcessIsFenced(t *testing.T) {
 	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	rescuer := venturi.NewWorker(pool, struct{}{}, venturi.Config{Lease: time.Second, MaintenanceInterval: 100 * time.Millisecond, ID: "rescuer"})
+	rescuer := newWorker(t, pool, struct{}{}, venturi.Config{Lease: time.Second, MaintenanceInterval: 100 * time.Millisecond, ID: "rescuer"})
 	venturi.MustRegister[zombieTask](rescuer)
 	startWorker(t, rescuer)
 	waitState(t, q, r, venturi.StateCompleted)

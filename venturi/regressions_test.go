@@ -74,7 +74,7 @@ func TestRegressionUnstorableCarryTurnsCompletionIntoFailure(t *testing.T) {
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	cfg := fastConfig()
 	cfg.MaxFailures = 3
-	w := venturi.NewWorker(pool, &badCarryApp{pool: pool}, cfg)
+	w := newWorker(t, pool, &badCarryApp{pool: pool}, cfg)
 	venturi.MustRegister[completeWithBadCarryTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(context.Background(), completeWithBadCarryTask{})
@@ -106,7 +106,7 @@ func TestRegressionCompleteTxWithUnstorableCarryRecordsFailure(t *testing.T) {
 	app := &badCarryApp{pool: pool, completeTx: make(chan error, 1)}
 	cfg := fastConfig()
 	cfg.MaxFailures = 2
-	w := venturi.NewWorker(pool, app, cfg)
+	w := newWorker(t, pool, app, cfg)
 	venturi.MustRegister[completeWithBadCarryTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(context.Background(), completeWithBadCarryTask{UseTx: true})
@@ -167,7 +167,7 @@ func TestRegressionStaleRunUntracksTheNewRunOfTheSameJob(t *testing.T) {
 	cfg := fastConfig()
 	cfg.Lease = 2 * time.Second
 	cfg.Concurrency = 2
-	w := venturi.NewWorker(pool, app, cfg)
+	w := newWorker(t, pool, app, cfg)
 	venturi.MustRegister[stallTask](w)
 	startWorker(t, w)
 	t.Cleanup(func() { close(app.release2) }) // before the worker stops
@@ -258,7 +258,7 @@ func TestRegressionPauseZeroWaitsForThePollInterval(t *testing.T) {
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	cfg := fastConfig()
 	cfg.PollInterval = time.Hour // NOTIFY wakes the worker for the enqueue
-	w := venturi.NewWorker(pool, struct{}{}, cfg)
+	w := newWorker(t, pool, struct{}{}, cfg)
 	venturi.MustRegister[yieldTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(context.Background(), yieldTask{})

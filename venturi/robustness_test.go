@@ -46,7 +46,7 @@ func TestExhaustedPoolDoesNotStopLeaseExtension(t *testing.T) {
 	small := newPoolOn(t, pool, 2)
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	app := &hogApp{pool: small, release: make(chan struct{})}
-	w := venturi.NewWorker(small, app, venturi.Config{Concurrency: 4, Lease: time.Second, MaintenanceInterval: 100 * time.Millisecond})
+	w := newWorker(t, small, app, venturi.Config{Concurrency: 4, Lease: time.Second, MaintenanceInterval: 100 * time.Millisecond})
 	venturi.MustRegister[hogTask](w)
 	startWorker(t, w)
 	for i := range 4 {
@@ -118,7 +118,7 @@ func (quickTask) Handle(ctx context.Context, run *venturi.Run[struct{}], _ struc
 func TestListenerConnectionKilled(t *testing.T) {
 	pool := newDB(t)
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	w := venturi.NewWorker(pool, struct{}{}, venturi.Config{PollInterval: 200 * time.Millisecond})
+	w := newWorker(t, pool, struct{}{}, venturi.Config{PollInterval: 200 * time.Millisecond})
 	venturi.MustRegister[quickTask](w)
 	startWorker(t, w)
 	listeners := func() int {
@@ -153,7 +153,7 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 	if _, err := q.EnqueueMany(context.Background(), tasks); err != nil {
 		t.Fatal(err)
 	}
-	w1 := venturi.NewWorker(pool, struct{}{}, venturi.Config{Concurrency: 20, ShutdownGrace: 50 * time.Millisecond})
+	w1 := newWorker(t, pool, struct{}{}, venturi.Config{Concurrency: 20, ShutdownGrace: 50 * time.Millisecond})
 	venturi.MustRegister[quickTask](w1)
 	if err := w1.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -167,7 +167,7 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 	if n := countState(t, pool, "running"); n != 0 {
 		t.Fatalf("%d jobs still running after Stop", n)
 	}
-	w2 := venturi.NewWorker(pool, struct{}{}, venturi.Config{})
+	w2 := newWorker(t, pool, struct{}{}, venturi.Config{})
 	venturi.MustRegister[quickTask](w2)
 	startWorker(t, w2)
 	eventually(t, 60*time.Second, "every job to complete", func() bool { return countState(t, pool, "completed") == len(tasks) })

@@ -30,7 +30,7 @@ func TestShutdownInterruptsHandlerAfterGrace(t *testing.T) {
 	cfg := fastConfig()
 	cfg.Concurrency = 1
 	cfg.ShutdownGrace = 200 * time.Millisecond
-	w := venturi.NewWorker(pool, (chan<- ulid.ULID)(started), cfg)
+	w := newWorker(t, pool, (chan<- ulid.ULID)(started), cfg)
 	venturi.MustRegister[stubbornTask](w)
 	startWorker(t, w)
 	first, err := q.Enqueue(ctx, stubbornTask{N: 0})
@@ -110,7 +110,7 @@ func TestShutdownSignalLetsHandlerPause(t *testing.T) {
 	app := &politeApp{started: make(chan ulid.ULID, 1), sawFlag: make(chan bool, 1)}
 	cfg := fastConfig()
 	cfg.ShutdownGrace = within // the handler returns long before
-	w := venturi.NewWorker(pool, app, cfg)
+	w := newWorker(t, pool, app, cfg)
 	venturi.MustRegister[politeTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(ctx, politeTask{})
@@ -129,7 +129,7 @@ func TestShutdownSignalLetsHandlerPause(t *testing.T) {
 		t.Fatalf("state %s, journal %+v, carry %s", j.State, j.Journal, j.Carry)
 	}
 	// A new worker resumes from the checkpoint.
-	w2 := venturi.NewWorker(pool, app, fastConfig())
+	w2 := newWorker(t, pool, app, fastConfig())
 	venturi.MustRegister[politeTask](w2)
 	startWorker(t, w2)
 	j = waitState(t, q, r, venturi.StateCompleted)
@@ -166,7 +166,7 @@ func TestShutdownReleasesHandlerThatNeverReturns(t *testing.T) {
 	cfg := fastConfig()
 	cfg.ShutdownGrace = 100 * time.Millisecond
 	cfg.Lease = 2 * time.Second // Stop waits Lease/2 after cancelling before releasing
-	w := venturi.NewWorker(pool, app, cfg)
+	w := newWorker(t, pool, app, cfg)
 	venturi.MustRegister[deafTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(ctx, deafTask{})

@@ -32,7 +32,7 @@ func TestSmoke(t *testing.T) {
 	pool := newDB(t)
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	app := &testApp{seen: make(chan string, 100)}
-	w := venturi.NewWorker(pool, app, venturi.Config{Backoff: venturi.Backoff{Base: time.Millisecond}})
+	w := newWorker(t, pool, app, venturi.Config{Backoff: venturi.Backoff{Base: time.Millisecond}})
 	venturi.MustRegister[echoTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(context.Background(), echoTask{Msg: "hi"})

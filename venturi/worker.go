@@ -87,6 +87,11 @@ type Config struct {
 	ID string
 }
 
+// validate applies the defaults to zero fields and checks the rest.
+func (c Config) validate() (Config, error) {
+	return c.withDefaults(), nil
+}
+
 func (c Config) withDefaults() Config {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
@@ -200,10 +205,17 @@ var (
 	errJobTimeout = errors.New("venturi: job timeout")
 )
 
-// NewWorker returns a worker on pool with shared state passed to every handler. Register
-// task types with [Register] before calling Start.
-func NewWorker[S any](pool *pgxpool.Pool, state S, cfg Config) *Worker[S] {
-	cfg = cfg.withDefaults()
+// NewWorker returns a worker on pool with shared state passed to every handler. It
+// returns an error, and no worker, when cfg has an invalid field. Register task types
+// with [Register] before calling Start.
+func NewWorker[S any](pool *pgxpool.Pool, state S, cfg Config) (*Worker[S], error) {
+	if pool == nil {
+		return nil, errors.New("venturi: NewWorker with a nil pool")
+	}
+	cfg, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
 	return &Worker[S]{
 		pool:    pool,
 		state:   state,
@@ -213,7 +225,7 @@ func NewWorker[S any](pool *pgxpool.Pool, state S, cfg Config) *Worker[S] {
 		reg:     map[string]*registration[S]{},
 		channel: notifyChannel(pool),
 		active:  map[ulid.ULID]*activeRun{},
-	}
+	}, nil
 }
 
 // ID returns the worker's ID as recorded in leases and journals.

@@ -37,7 +37,7 @@ func TestWorkerCompletedNoteAndAttachment(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	w := venturi.NewWorker(pool, struct{}{}, fastConfig())
+	w := newWorker(t, pool, struct{}{}, fastConfig())
 	venturi.MustRegister[noteTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(ctx, noteTask{Msg: "hello"})
@@ -92,7 +92,7 @@ func TestPauseLoopNeverTripsTheBackstop(t *testing.T) {
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	cfg := fastConfig()
 	cfg.MaxFailures = 3
-	w := venturi.NewWorker(pool, struct{}{}, cfg)
+	w := newWorker(t, pool, struct{}{}, cfg)
 	venturi.MustRegister[pauseLoopTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(ctx, pauseLoopTask{Until: 40})
@@ -181,7 +181,7 @@ func runFailTask(t *testing.T, cfg venturi.Config, task failTask, final venturi.
 	pool := newDB(t)
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	app := &failApp{}
-	w := venturi.NewWorker(pool, app, cfg)
+	w := newWorker(t, pool, app, cfg)
 	venturi.MustRegister[failTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(context.Background(), task)
@@ -299,7 +299,7 @@ func TestTaskBackoffOverridesWorkerDefault(t *testing.T) {
 	cfg := fastConfig()
 	cfg.JitterFraction = -1
 	cfg.Backoff = venturi.Backoff{Base: time.Millisecond, Cap: 7 * time.Millisecond}
-	w := venturi.NewWorker(pool, struct{}{}, cfg)
+	w := newWorker(t, pool, struct{}{}, cfg)
 	venturi.MustRegister[slowBackoffTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(context.Background(), slowBackoffTask{})
@@ -335,7 +335,7 @@ func TestPanickingHandlerRetriesAndWorkerSurvives(t *testing.T) {
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	cfg := fastConfig()
 	cfg.Concurrency = 1 // the panicking run and the others share one slot
-	w := venturi.NewWorker(pool, struct{}{}, cfg)
+	w := newWorker(t, pool, struct{}{}, cfg)
 	venturi.MustRegister[panicTask](w)
 	venturi.MustRegister[noteTask](w)
 	startWorker(t, w)
@@ -377,7 +377,7 @@ func TestUndecodablePayloadOrCarryGoesDead(t *testing.T) {
 	pool := newDB(t)
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	ran := make(chan string, 10)
-	w := venturi.NewWorker(pool, (chan<- string)(ran), fastConfig())
+	w := newWorker(t, pool, (chan<- string)(ran), fastConfig())
 	venturi.MustRegister[decodeTask](w)
 	startWorker(t, w)
 	insert := func(payload, carry string) ulid.ULID {
@@ -435,7 +435,7 @@ func TestUnknownKindIsNeverClaimed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := venturi.NewWorker(pool, struct{}{}, fastConfig())
+	w := newWorker(t, pool, struct{}{}, fastConfig())
 	venturi.MustRegister[noteTask](w)
 	startWorker(t, w)
 	completeNotes(t, q, 10)
@@ -463,9 +463,9 @@ func TestDisjointWorkersClaimOnlyTheirKinds(t *testing.T) {
 	ctx := context.Background()
 	pool := newDB(t)
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	wa := venturi.NewWorker(pool, "a", fastConfig())
+	wa := newWorker(t, pool, "a", fastConfig())
 	venturi.MustRegister[kindATask](wa)
-	wb := venturi.NewWorker(pool, "b", fastConfig())
+	wb := newWorker(t, pool, "b", fastConfig())
 	venturi.MustRegister[kindBTask](wb)
 	if wa.ID() == wb.ID() || wa.ID() == "" {
 		t.Fatalf("worker IDs %q and %q", wa.ID(), wb.ID())
@@ -529,7 +529,7 @@ func TestClaimOrderFollowsPriorityThenDueTime(t *testing.T) {
 	order := make(chan string, 10)
 	cfg := fastConfig()
 	cfg.Concurrency = 1
-	w := venturi.NewWorker(pool, (chan<- string)(order), cfg)
+	w := newWorker(t, pool, (chan<- string)(order), cfg)
 	venturi.MustRegister[prioTask](w)
 	startWorker(t, w)
 	var got []string
@@ -561,7 +561,7 @@ func TestJobTimeoutFailsTheRunAndRetries(t *testing.T) {
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	cfg := fastConfig()
 	cfg.JobTimeout = 100 * time.Millisecond
-	w := venturi.NewWorker(pool, struct{}{}, cfg)
+	w := newWorker(t, pool, struct{}{}, cfg)
 	venturi.MustRegister[slowTask](w)
 	startWorker(t, w)
 	r, err := q.Enqueue(context.Background(), slowTask{})
@@ -612,7 +612,7 @@ func (otherNoteTask) Handle(ctx context.Context, run *venturi.Run[struct{}], _ s
 
 func TestRegisterRejectsInvalidTaskTypes(t *testing.T) {
 	pool := newDB(t)
-	w := venturi.NewWorker(pool, struct{}{}, fastConfig())
+	w := newWorker(t, pool, struct{}{}, fastConfig())
 	if err := w.Start(context.Background()); err == nil {
 		t.Fatal("Start with no registered task types succeeded")
 	}

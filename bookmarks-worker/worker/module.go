@@ -76,7 +76,7 @@ type WorkerParams struct {
 // hooks it to the lifecycle: Start returns at once (the worker runs in the background) and
 // Stop waits for running jobs up to the shutdown grace.
 func NewVenturiWorker(p WorkerParams) (*handlers.Worker, error) {
-	w := venturi.NewWorker(p.Pool, p.App, venturi.Config{
+	w, err := venturi.NewWorker(p.Pool, p.App, venturi.Config{
 		Concurrency:   p.Config.Concurrency,
 		Lease:         p.Config.Lease,
 		ShutdownGrace: p.Config.ShutdownGrace,
@@ -84,6 +84,9 @@ func NewVenturiWorker(p WorkerParams) (*handlers.Worker, error) {
 		Backoff:       venturi.Backoff{Base: p.Config.BackoffBase},
 		Logger:        p.Log,
 	})
+	if err != nil {
+		return nil, err
+	}
 	for _, reg := range p.Registrations {
 		if err := reg(w); err != nil {
 			return nil, err

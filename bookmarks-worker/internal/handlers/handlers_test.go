@@ -77,10 +77,13 @@ func setup(t *testing.T) *testBundle {
 
 func (b *testBundle) start(t *testing.T) {
 	t.Helper()
-	w := venturi.NewWorker(b.pool, b.app, venturi.Config{
+	w, err := venturi.NewWorker(b.pool, b.app, venturi.Config{
 		Concurrency: 4, PollInterval: 20 * time.Millisecond, Backoff: venturi.Backoff{Base: time.Millisecond},
 		Logger: b.app.Log,
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, r := range Registrations() {
 		if err := r(w); err != nil {
 			t.Fatal(err)
@@ -337,7 +340,10 @@ func TestRegistrationsSucceedOnAFreshWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	w := venturi.NewWorker(pool, &App{}, venturi.Config{})
+	w, err := venturi.NewWorker(pool, &App{}, venturi.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i, r := range Registrations() {
 		if err := r(w); err != nil {
 			t.Fatalf("registration %d: %v", i, err)
