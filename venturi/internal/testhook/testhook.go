@@ -1,0 +1,53 @@
+// Package testhook connects package venturi to venturi/venturitest without widening
+// venturi's exported API: venturi sets these functions in an init function, and
+// venturitest calls them. Values cross as any because this package cannot import
+// venturi (venturi imports it).
+package testhook
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// RunSpec describes a run built outside a worker. Carry is a C for a *venturi.Run[C]
+// (nil keeps the zero value) and History a []venturi.JournalEntry.
+type RunSpec struct {
+	ID       [16]byte
+	Kind     string
+	Token    int64
+	RunCount int
+	Failures int
+	History  any
+	Carry    any
+	Shutdown <-chan struct{}
+	// Finish receives Run.CompleteTx's outcome (a venturi.Outcome), carry (a *C) and
+	// attachment; nil makes CompleteTx succeed without writing anything.
+	Finish func(ctx context.Context, outcome any, carry any, attachment json.RawMessage) error
+}
+
+// RunState is what a handler left in its run.
+type RunState struct {
+	Carry      any // a C
+	Attachment json.RawMessage
+	Finalized  bool // CompleteTx succeeded
+}
+
+// Drained is one run that Drain performed.
+type Drained struct {
+	ID    [16]byte
+	Kind  string
+	State string // the job's state after the run: completed, available, scheduled or dead
+	Entry any    // the run's venturi.JournalEntry
+}
+
+var (
+	// FillRun fills run, a *venturi.Run[C] allocated by the caller, from spec.
+	FillRun func(run any, spec RunSpec) error
+	// ReadRun reports what the handler left in run, a *venturi.Run[C].
+	ReadRun func(run any) RunState
+	// Drain claims and runs, in the caller's goroutine and one at a time, every available
+	// job of kinds (all the worker's kinds when empty) on worker, a *venturi.Worker[S]
+	// that has not been started, until none is available; it returns the runs in order.
+	// maxRuns bounds the runs (a job that always pauses for zero would loop forever).
+	Drain func(ctx context.Context, worker any, kinds []string, maxRuns int) ([]Drained, error)
+)
