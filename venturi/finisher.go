@@ -2,14 +2,12 @@ package venturi
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
@@ -20,58 +18,45 @@ import (
 // many results per round trip and an idle one adds no delay. A result counts as reported
 // once its batch has committed.
 type finisher struct {
+	log     *slog.Logger
+	tracker *runTracker
+	write   func(ctx context.Context, reqs []*finishReq) ([]pgtype.UUID, error)
+	again   func()          // a result made a job due at once: look for it
+	dbCtx   context.Context // cancelled when Stop gives up: stop retrying
 	in      chan *finishReq
 	closing chan struct{}
-	loops   sync.WaitGroup
-	write   func(ctx context.Context, reqs []*finishReq) ([]pgtype.UUID, error)
-	untrack func(j *claimed)
-	expired func(j *claimed) bool
-	poke    func()
-	log     *slog.Logger
+	done    chan struct{}
 }
 
 const maxFinishBatch = 1000
 
-func newFinisher[S any](w *Worker[S]) *finisher {
+func newFinisher(cfg Config, db *pgxpool.Pool, q *dbsqlc.Queries, tracker *runTracker, again func(), dbCtx context.Context, log *slog.Logger) *finisher {
 	return &finisher{
-		in:      make(chan *finishReq, max(maxFinishBatch, 4*w.cfg.Concurrency)),
-		closing: make(chan struct{}),
+		log: log, tracker: tracker, again: again, dbCtx: dbCtx,
 		write: func(ctx context.Context, reqs []*finishReq) ([]pgtype.UUID, error) {
-			return w.q.FinishRuns(ctx, w.ctl, finishParams(w.cfg.ID, reqs))
+			return q.FinishRuns(ctx, db, finishParams(cfg.ID, reqs))
 		},
-		untrack: w.untrack,
-		expired: func(j *claimed) bool {
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			a := w.active[j.id]
-			return a == nil || a.job != j || time.Now().After(a.deadline)
-		},
-		poke: w.poke,
-		log:  w.log,
+		in:      make(chan *finishReq, max(maxFinishBatch, 4*cfg.Concurrency)),
+		closing: make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 }
 
+// submit queues a run's result.
 func (f *finisher) submit(r *finishReq) {
 	select {
 	case f.in <- r:
 	case <-f.closing:
 		// Shutdown already released this run; its result is discarded by the fence.
-		f.untrack(r.job)
+		f.tracker.remove(r.job)
 	}
 }
 
-// close flushes what was submitted and stops the loop.
+// close flushes what was submitted and stops the loop. It returns when the loop has
+// stopped, which happens at once when dbCtx is cancelled.
 func (f *finisher) close() {
 	close(f.closing)
-	f.loops.Wait()
-}
-
-func (f *finisher) start(ctx context.Context) {
-	f.loops.Add(1)
-	go func() {
-		defer f.loops.Done()
-		f.run(ctx)
-	}()
+	<-f.done
 }
 
 // run writes results one FinishRuns at a time: while a statement is in flight, results
@@ -80,14 +65,15 @@ func (f *finisher) start(ctx context.Context) {
 // measured best: parallel FinishRuns statements on neighbouring rows contend for the same
 // heap and index pages, and cost more server CPU per row than their overlap saves
 // (bench/FINDINGS.md).
-func (f *finisher) run(ctx context.Context) {
+func (f *finisher) run() {
+	defer close(f.done)
 	for {
 		select {
 		case r := <-f.in:
-			f.flush(ctx, f.drain([]*finishReq{r}))
+			f.flush(f.drain([]*finishReq{r}))
 		case <-f.closing:
 			for batch := f.drain(nil); len(batch) > 0; batch = f.drain(nil) {
-				f.flush(ctx, batch)
+				f.flush(batch)
 			}
 			return
 		}
@@ -106,41 +92,26 @@ func (f *finisher) drain(batch []*finishReq) []*finishReq {
 	return batch
 }
 
-// flush writes one batch, retrying transient errors until the runs' leases would have
+// flush writes one batch. A transient failure (IsTransient: the connection broke, the
+// server restarts) is retried with the same results until the runs' leases would have
 // expired; after that the rescuer owns them, and the fence rejects a late write anyway.
-func (f *finisher) flush(ctx context.Context, batch []*finishReq) {
+// Only a refusal of the data itself splits the batch to find the row that poisons it,
+// which is then stored without its carry and attachment rather than lost.
+func (f *finisher) flush(batch []*finishReq) {
 	slices.SortFunc(batch, func(a, b *finishReq) int { return a.job.id.Compare(b.job.id) }) // lock order
 	delay := 20 * time.Millisecond
 	for {
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		wctx, cancel := context.WithTimeout(f.dbCtx, 10*time.Second)
 		ids, err := f.write(wctx, batch)
 		cancel()
 		if err == nil {
-			ok := make(map[ulid.ULID]bool, len(ids))
-			for _, u := range ids {
-				ok[ulid.ULID(u.Bytes)] = true
-			}
-			again := false
-			for _, r := range batch {
-				again = again || r.state == dbsqlc.VenturiJobStateAvailable
-				if !ok[r.job.id] {
-					f.log.Warn("venturi: run result discarded: the run no longer holds its job (lease lost)",
-						"job", r.job.id, "kind", r.job.kind, "token", r.job.token)
-				}
-				f.untrack(r.job)
-			}
-			if again {
-				f.poke() // a pause or retry with no delay is due now: look for it at once
-			}
+			f.written(batch, ids)
 			return
 		}
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code != "40P01" && pgErr.Code != "40001" {
-			// The server refused the statement itself, not the connection: find the row
-			// that poisons the batch so that the others still land.
+		if refused(err) {
 			if len(batch) > 1 {
 				for _, r := range batch {
-					f.flush(ctx, []*finishReq{r})
+					f.flush([]*finishReq{r})
 				}
 				return
 			}
@@ -155,10 +126,10 @@ func (f *finisher) flush(ctx context.Context, batch []*finishReq) {
 		}
 		live := batch[:0]
 		for _, r := range batch {
-			if f.expired(r.job) {
-				f.log.Warn("venturi: gave up writing a run result; the lease expired and the job will be rescued",
+			if f.dbCtx.Err() != nil || f.tracker.expired(r.job) {
+				f.log.Warn("venturi: gave up writing a run result; the job will be rescued when its lease expires",
 					"job", r.job.id, "kind", r.job.kind, "err", err)
-				f.untrack(r.job)
+				f.tracker.remove(r.job)
 				continue
 			}
 			live = append(live, r)
@@ -168,7 +139,28 @@ func (f *finisher) flush(ctx context.Context, batch []*finishReq) {
 		}
 		batch = live
 		f.log.Warn("venturi: writing run results failed; retrying", "err", err, "runs", len(batch))
-		time.Sleep(delay)
+		sleepCtx(f.dbCtx, delay)
 		delay = min(delay*2, time.Second)
+	}
+}
+
+// written settles a batch that committed: the runs whose token still matched are
+// durable; the others had lost their job and their results were discarded.
+func (f *finisher) written(batch []*finishReq, ids []pgtype.UUID) {
+	ok := make(map[ulid.ULID]bool, len(ids))
+	for _, u := range ids {
+		ok[ulid.ULID(u.Bytes)] = true
+	}
+	again := false
+	for _, r := range batch {
+		again = again || r.state == dbsqlc.VenturiJobStateAvailable
+		if !ok[r.job.id] {
+			f.log.Warn("venturi: run result discarded: the run no longer holds its job (lease lost)",
+				"job", r.job.id, "kind", r.job.kind, "token", r.job.token)
+		}
+		f.tracker.remove(r.job)
+	}
+	if again {
+		f.again() // a pause or retry with no delay is due now: look for it at once
 	}
 }

@@ -19,7 +19,7 @@ func TestFinishParamsRoundTrip(t *testing.T) {
 	started := time.Date(2026, 11, 29, 10, 0, 0, 123456000, time.UTC)
 	sent := time.Now()
 	job := func(n int) *claimed {
-		return &claimed{id: ulid.Make(), runs: n, token: int64(1000 + n), started: started, sent: sent}
+		return &claimed{id: ulid.Make(), runs: n, token: int64(1000 + n), started: started, sent: sent, received: sent}
 	}
 	reqs := []*finishReq{
 		{job: job(1), state: dbsqlc.VenturiJobStateCompleted, ended: sent.Add(1500 * time.Microsecond),
@@ -52,7 +52,7 @@ func TestFinishParamsRoundTrip(t *testing.T) {
 		e := r.entry
 		e.Run, e.Token, e.Worker, e.StartedAt = r.job.runs, r.job.token, worker, r.job.started
 		if !r.job.started.IsZero() {
-			e.At = r.job.started.Add(r.ended.Sub(r.job.sent))
+			e.At = r.job.started.Add(r.ended.Sub(r.job.received))
 		}
 		ref, err := json.Marshal(e)
 		if err != nil {

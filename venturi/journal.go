@@ -37,7 +37,11 @@ type JournalEntry struct {
 	Worker string `json:"worker,omitempty"`
 	// StartedAt is when the run was claimed (database clock).
 	StartedAt time.Time `json:"started_at,omitzero"`
-	// At is when the entry was written (database clock).
+	// At is when the run ended: StartedAt plus the duration the worker measured (its
+	// monotonic clock) from receiving the claim to the handler's return. It never runs
+	// ahead of the database clock by more than the clocks' drift over the run, and it is
+	// not when the entry was written, which may be later (results are written in
+	// batches). Merged and abandoned entries carry the database time of their write.
 	At time.Time `json:"at,omitzero"`
 	// ResumeIn is the requested delay of a pause or the backoff of a retry.
 	ResumeIn time.Duration `json:"resume_in,omitempty"`

@@ -1,0 +1,225 @@
+package venturi
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"time"
+	"unicode/utf8"
+)
+
+// Defaults of the zero [Config] fields, and the bounds [NewWorker] enforces.
+const (
+	DefaultConcurrency         = 100
+	DefaultLease               = 30 * time.Second
+	DefaultShutdownGrace       = 10 * time.Second
+	DefaultPollInterval        = time.Second
+	DefaultFetchCooldown       = time.Millisecond
+	DefaultJitterFraction      = 0.25
+	DefaultMaxFailures         = 25
+	DefaultJobTimeout          = 30 * time.Minute
+	DefaultRetainCompleted     = 24 * time.Hour
+	DefaultRetainDead          = 7 * 24 * time.Hour
+	DefaultMaintenanceInterval = time.Second
+	// DefaultPrefetch is the smallest default prefetch buffer; the default is
+	// max(Concurrency, DefaultPrefetch).
+	DefaultPrefetch = 1000
+
+	// MaxClaimBatch is the largest ClaimBatch: one claim statement locks at most this many rows.
+	MaxClaimBatch = 1000
+	// MinLease is the shortest Lease: leases are extended every Lease/3, and a shorter
+	// period would spend the worker on lease statements.
+	MinLease = 100 * time.Millisecond
+	// MinPollInterval is the shortest PollInterval.
+	MinPollInterval = time.Millisecond
+	// MinMaintenanceInterval is the shortest MaintenanceInterval.
+	MinMaintenanceInterval = 10 * time.Millisecond
+	// MaxWorkerIDBytes is the longest worker ID.
+	MaxWorkerIDBytes = 128
+)
+
+// Config configures a Worker; pass it by value to [NewWorker]. A zero field takes the
+// default named after it (DefaultLease for Lease, and so on). A field that cannot work
+// (a negative duration, a lease too short to extend, a claim larger than MaxClaimBatch)
+// makes NewWorker return an error that names it. The README explains each default.
+type Config struct {
+	// Concurrency is the number of handlers that run at once. Default DefaultConcurrency.
+	Concurrency int
+	// Lease is how long a claim holds a job without being extended. Running jobs' leases
+	// are extended every Lease/3 in one statement per worker; a job whose lease expires
+	// is rescued by any worker. At least MinLease. Default DefaultLease.
+	Lease time.Duration
+	// ShutdownGrace is how long Stop lets running handlers finish after signalling them
+	// before it cancels their contexts. Default DefaultShutdownGrace.
+	ShutdownGrace time.Duration
+	// PollInterval is the longest an idle worker waits before looking for due jobs
+	// without having been notified. At least MinPollInterval. Default DefaultPollInterval.
+	PollInterval time.Duration
+	// PollOnly turns off LISTEN/NOTIFY wakeups, for connection poolers in transaction
+	// mode. Default false.
+	PollOnly bool
+	// FetchCooldown is the pause between two fetches while jobs keep arriving; it lets
+	// several finished handlers free their slots before the next claim. Default
+	// DefaultFetchCooldown.
+	FetchCooldown time.Duration
+	// Prefetch is the most claimed jobs that may wait for a free handler slot. A buffer
+	// keeps slots busy while the next claim is in flight; its jobs are leased like running
+	// ones, released to other workers when they wait more than a second (or Lease/3) and
+	// at once by Stop. A job that arrives with a higher priority than the buffered ones
+	// waits behind them.
+	//
+	// The buffer adapts between min(Concurrency, Prefetch) and Prefetch: it doubles when
+	// a full claim arrives to find every buffered job started and slots free (handlers are
+	// faster than claims), and halves when a buffered job waited more than four claim
+	// round trips (handlers are the bottleneck; other workers may take the jobs).
+	// Default: max(Concurrency, DefaultPrefetch); negative disables.
+	Prefetch int
+	// ClaimBatch is the most jobs one claim takes, at most MaxClaimBatch. Default:
+	// min(Concurrency + Prefetch, MaxClaimBatch).
+	ClaimBatch int
+	// Backoff is the default retry backoff; a task's BackoffPolicy overrides it. A zero
+	// field takes DefaultBackoff's (1s base, 1h cap).
+	Backoff Backoff
+	// JitterFraction f places each retry delay d in [d*(1-f), d]; at most 1. Default
+	// DefaultJitterFraction; a negative value disables jitter.
+	JitterFraction float64
+	// MaxFailures is the backstop: a job whose failed runs reach it goes to dead. Pauses
+	// never count. Default DefaultMaxFailures; a negative value disables the backstop.
+	MaxFailures int
+	// JobTimeout bounds one run; a run that exceeds it fails and retries. It is checked
+	// at every lease tick (Lease/3), so a run is cancelled within Lease/3 after its
+	// timeout. Default DefaultJobTimeout; a negative value disables it.
+	JobTimeout time.Duration
+	// RetainCompleted is how long completed jobs are kept before pruning. Default
+	// DefaultRetainCompleted.
+	RetainCompleted time.Duration
+	// RetainDead is how long dead jobs are kept before pruning. Default DefaultRetainDead.
+	RetainDead time.Duration
+	// MaintenanceInterval is how often the worker tries to become the maintainer
+	// (rescue of expired leases, promotion of scheduled jobs, pruning). Only one worker
+	// per schema does maintenance at a time. At least MinMaintenanceInterval. Default
+	// DefaultMaintenanceInterval.
+	MaintenanceInterval time.Duration
+	// Logger receives the worker's logs. Default slog.Default().
+	Logger *slog.Logger
+	// ID names the worker in leases and journals, at most MaxWorkerIDBytes of UTF-8.
+	// Default: host-pid-random.
+	ID string
+}
+
+// ConfigError is the error NewWorker returns for an invalid Config field.
+type ConfigError struct {
+	Field  string // the Config field, such as "Lease" or "Backoff.Cap"
+	Reason string
+}
+
+// Error names the field and says what is wrong with it.
+func (e *ConfigError) Error() string { return "venturi: Config." + e.Field + ": " + e.Reason }
+
+// validate applies the defaults to zero fields and checks every field. It reports all
+// invalid fields at once.
+func (c Config) validate() (Config, error) {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
+	nonNegative := func(field string, d time.Duration) {
+		if d < 0 {
+			bad(field, "negative duration %v", d)
+		}
+	}
+	atLeast := func(field string, d, least time.Duration) {
+		if d != 0 && d < least {
+			bad(field, "%v is shorter than the minimum %v", d, least)
+		}
+	}
+	if c.Concurrency < 0 {
+		bad("Concurrency", "%d; want at least 1 (0 for the default %d)", c.Concurrency, DefaultConcurrency)
+	}
+	if c.ClaimBatch < 0 || c.ClaimBatch > MaxClaimBatch {
+		bad("ClaimBatch", "%d; want 1 to %d (0 for the default)", c.ClaimBatch, MaxClaimBatch)
+	}
+	nonNegative("Lease", c.Lease)
+	atLeast("Lease", c.Lease, MinLease)
+	nonNegative("ShutdownGrace", c.ShutdownGrace)
+	nonNegative("PollInterval", c.PollInterval)
+	atLeast("PollInterval", c.PollInterval, MinPollInterval)
+	nonNegative("FetchCooldown", c.FetchCooldown)
+	nonNegative("RetainCompleted", c.RetainCompleted)
+	nonNegative("RetainDead", c.RetainDead)
+	nonNegative("MaintenanceInterval", c.MaintenanceInterval)
+	atLeast("MaintenanceInterval", c.MaintenanceInterval, MinMaintenanceInterval)
+	nonNegative("Backoff.Base", c.Backoff.Base)
+	nonNegative("Backoff.Cap", c.Backoff.Cap)
+	if c.Backoff.Base > 0 && c.Backoff.Cap > 0 && c.Backoff.Cap < c.Backoff.Base {
+		bad("Backoff.Cap", "%v is shorter than Backoff.Base %v", c.Backoff.Cap, c.Backoff.Base)
+	}
+	if math.IsNaN(c.JitterFraction) || math.IsInf(c.JitterFraction, 0) || c.JitterFraction > 1 {
+		bad("JitterFraction", "%v; want at most 1 (negative disables jitter)", c.JitterFraction)
+	}
+	if len(c.ID) > MaxWorkerIDBytes || !utf8.ValidString(c.ID) || containsNUL(c.ID) {
+		bad("ID", "want at most %d bytes of UTF-8 text without NUL", MaxWorkerIDBytes)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, err
+	}
+	return c.withDefaults(), nil
+}
+
+// withDefaults fills the zero fields of a valid Config.
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	switch {
+	case c.Prefetch == 0:
+		c.Prefetch = max(c.Concurrency, DefaultPrefetch)
+	case c.Prefetch < 0:
+		c.Prefetch = 0
+	}
+	if c.ClaimBatch == 0 {
+		c.ClaimBatch = MaxClaimBatch
+	}
+	c.ClaimBatch = min(c.ClaimBatch, c.Concurrency+c.Prefetch)
+	def(&c.Lease, DefaultLease)
+	def(&c.ShutdownGrace, DefaultShutdownGrace)
+	def(&c.PollInterval, DefaultPollInterval)
+	def(&c.FetchCooldown, DefaultFetchCooldown)
+	def(&c.JobTimeout, DefaultJobTimeout)
+	def(&c.RetainCompleted, DefaultRetainCompleted)
+	def(&c.RetainDead, DefaultRetainDead)
+	def(&c.MaintenanceInterval, DefaultMaintenanceInterval)
+	c.Backoff = c.Backoff.merged(DefaultBackoff)
+	if c.JitterFraction == 0 {
+		c.JitterFraction = DefaultJitterFraction
+	}
+	if c.MaxFailures == 0 {
+		c.MaxFailures = DefaultMaxFailures
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		c.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+		if len(c.ID) > MaxWorkerIDBytes {
+			c.ID = c.ID[len(c.ID)-MaxWorkerIDBytes:]
+		}
+	}
+	return c
+}
+
+// prefetchWait is the longest a prefetched job waits for a slot before it is released
+// for other workers: busy handlers must not hold claimed jobs hostage.
+func (c Config) prefetchWait() time.Duration { return min(time.Second, c.Lease/3) }

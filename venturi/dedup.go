@@ -1,0 +1,143 @@
+package venturi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/venturi-dev/venturi/internal/dbsqlc"
+)
+
+// batcher is a pool or a transaction.
+type batcher interface {
+	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+}
+
+// lockAndInsert takes the key's lock and inserts the task unless a pending job has the
+// key, in one round trip; a NOTIFY for due work rides the same batch and is delivered at
+// commit. It reports the transaction's isolation level (nothing is inserted unless it is
+// READ COMMITTED) and whether the task was inserted.
+func (q *Queue) lockAndInsert(ctx context.Context, db batcher, p *plan) (iso string, inserted bool, err error) {
+	b := &pgx.Batch{}
+	b.Queue(dbsqlc.DedupLockSQL, p.kind, p.key).QueryRow(func(r pgx.Row) error { return r.Scan(&iso) })
+	b.Queue(dbsqlc.InsertIfNoCandidateSQL, p.insertIfNoCandidate()...).QueryRow(func(r pgx.Row) error {
+		var due bool
+		return r.Scan(&inserted, &due)
+	})
+	q.queueNotify(b, p)
+	err = db.SendBatch(ctx, b).Close()
+	return iso, inserted, err
+}
+
+// replaceFast enqueues a dedup task whose type has no merge method, so a collision is
+// always Replace: lock the key and replace-or-insert in one round trip. ok is false when
+// the type has a merge method, or when db's transaction is not READ COMMITTED (the caller
+// then takes the general path, which reports ErrIsolation where it applies).
+func (q *Queue) replaceFast(ctx context.Context, db batcher, p *plan) (Result, bool, error) {
+	if m, err := mergerFor(reflect.TypeOf(p.task)); err != nil || m.method.Func.IsValid() {
+		return Result{}, false, nil // the general path reports a malformed merge on collision
+	}
+	entry := mergedEntry(ActionReplaced.mergeName(), p.id)
+	var (
+		iso           string
+		id            pgtype.UUID
+		replaced, due bool
+	)
+	b := &pgx.Batch{}
+	b.Queue(dbsqlc.DedupLockSQL, p.kind, p.key).QueryRow(func(r pgx.Row) error { return r.Scan(&iso) })
+	b.Queue(dbsqlc.InsertOrReplaceSQL, p.atParam(), delayOf(p.opts.delay), p.kind, p.key, string(p.payload),
+		int16(p.priority), entry, uuidOf(p.id)).QueryRow(func(r pgx.Row) error {
+		return r.Scan(&id, &replaced, &due)
+	})
+	q.queueNotify(b, p)
+	if err := db.SendBatch(ctx, b).Close(); err != nil {
+		return Result{}, false, err
+	}
+	if !id.Valid {
+		return Result{}, false, nil
+	}
+	if replaced {
+		return Result{ID: ulidOf(id), Action: ActionReplaced}, true, nil
+	}
+	return Result{ID: p.id, Action: ActionInserted}, true, nil
+}
+
+// enqueueTx is the dedup path inside a transaction that holds (or takes) the key's lock.
+func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, error) {
+	if res, ok, err := q.replaceFast(ctx, tx, p); ok || err != nil {
+		return res, err
+	}
+	iso, inserted, err := q.lockAndInsert(ctx, tx, p)
+	if err != nil {
+		return Result{}, err
+	}
+	if iso != "read committed" {
+		return Result{}, fmt.Errorf("%w (the transaction is %s)", ErrIsolation, iso)
+	}
+	if inserted {
+		return Result{ID: p.id, Action: ActionInserted}, nil
+	}
+	row, err := q.q.DedupCandidate(ctx, tx, dbsqlc.DedupCandidateParams{Kind: p.kind, DedupKey: p.key})
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The candidate was claimed between the two statements: nothing to merge into.
+		return q.insertKeyed(ctx, tx, p, ActionInserted)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	c := &candidate{id: ulidOf(row.ID), priority: row.Priority, payload: row.Payload, carry: row.Carry,
+		runs: int(row.Runs), failures: int(row.Failures), journal: row.Journal}
+	m, err := mergerFor(reflect.TypeOf(p.task))
+	if err != nil {
+		return Result{}, err
+	}
+	decision, with, carry, err := m.merge(p.task, c)
+	if err != nil {
+		return Result{}, fmt.Errorf("venturi: merge %s into job %s: %w", p.kind, c.id, err)
+	}
+	args := dbsqlc.MergeIntoParams{ID: row.ID, At: p.atParam(), DelayUs: delayOf(p.opts.delay)}
+	action := decision
+	switch decision {
+	case ActionIndependent:
+		return q.insertKeyed(ctx, tx, p, ActionIndependent)
+	case ActionKept:
+	case ActionReplaced:
+		args.Replace, args.SetCarry = true, true
+		args.Payload, args.Priority = string(p.payload), int16(p.priority)
+	case ActionMerged:
+		wp, err := prepare(with, nil)
+		if err != nil {
+			return Result{}, fmt.Errorf("venturi: merge result: %w", err)
+		}
+		if wp.kind != p.kind || wp.key != p.key {
+			return Result{}, fmt.Errorf("venturi: merge of %s/%s returned a task with kind %q and key %q; With must keep both", p.kind, p.key, wp.kind, wp.key)
+		}
+		cb, err := encodeJSON(carry)
+		if err != nil {
+			return Result{}, fmt.Errorf("venturi: merge carry: %w", err)
+		}
+		args.Replace, args.SetCarry = true, true
+		args.Payload, args.Priority, args.Carry = string(wp.payload), int16(wp.priority), string(cb)
+	}
+	args.Entry = mergedEntry(decision.mergeName(), p.id)
+	due, err := q.q.MergeInto(ctx, tx, args)
+	if err != nil {
+		return Result{}, err
+	}
+	if due && action != ActionKept {
+		q.notifyNow(ctx, tx, p.kind)
+	}
+	return Result{ID: c.id, Action: action}, nil
+}
+
+func (q *Queue) insertKeyed(ctx context.Context, tx pgx.Tx, p *plan, action Action) (Result, error) {
+	b := &pgx.Batch{}
+	q.queueInsert(b, p)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return Result{}, err
+	}
+	return Result{ID: p.id, Action: action}, nil
+}

@@ -1,0 +1,80 @@
+package venturi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/venturi-dev/venturi/internal/testhook"
+)
+
+func init() {
+	testhook.Drain = func(ctx context.Context, worker any, kinds []string, maxRuns int) ([]testhook.Drained, error) {
+		d, ok := worker.(drainer)
+		if !ok {
+			return nil, fmt.Errorf("venturi: Drain needs a *venturi.Worker, got %T", worker)
+		}
+		return d.drain(ctx, kinds, maxRuns)
+	}
+}
+
+type drainer interface {
+	drain(ctx context.Context, kinds []string, maxRuns int) ([]testhook.Drained, error)
+}
+
+// drain claims and runs available jobs of kinds one at a time in the caller's goroutine,
+// through the same claim, executor and FinishRuns as a started worker, until none is
+// available (venturitest.Drain). Leases are not extended: handlers under test are short.
+func (w *Worker[S]) drain(ctx context.Context, kinds []string, maxRuns int) ([]testhook.Drained, error) {
+	w.mu.Lock()
+	started := w.started
+	w.mu.Unlock()
+	if started {
+		return nil, errors.New("venturi: Drain on a started worker (it would compete with its own fetcher)")
+	}
+	if len(kinds) == 0 {
+		kinds = w.kinds
+	}
+	for _, k := range kinds {
+		if w.reg[k] == nil {
+			return nil, fmt.Errorf("venturi: Drain of kind %q, which the worker did not register", k)
+		}
+	}
+	tracker := newRunTracker(w.cfg.Lease, w.log)
+	exec := &executor{cfg: w.cfg, q: w.q, reg: w.reg, tracker: tracker, shutdown: make(chan struct{})}
+	f := newFetcher(w.cfg, w.pool, w.q, kinds, exec, tracker, ctx, w.log)
+	var out []testhook.Drained
+	for {
+		jobs, err := f.claim(1)
+		if err != nil {
+			return out, err
+		}
+		if len(jobs) == 0 {
+			return out, nil
+		}
+		if len(out) >= maxRuns {
+			f.release(jobs)
+			return out, fmt.Errorf("venturi: Drain stopped after %d runs with jobs still available", maxRuns)
+		}
+		j := jobs[0]
+		rctx, cancel := context.WithCancelCause(ctx)
+		tracker.begin(j, cancel)
+		req := w.reg[j.kind].run(rctx, exec, j)
+		cancel(nil)
+		tracker.remove(j)
+		if !req.finalized && !req.lost {
+			if _, err := w.q.FinishRuns(ctx, w.pool, finishParams(w.cfg.ID, []*finishReq{req})); err != nil {
+				return out, err
+			}
+		}
+		row, err := w.q.GetJob(ctx, w.pool, uuidOf(j.id))
+		if err != nil {
+			return out, err
+		}
+		d := testhook.Drained{ID: j.id, Kind: j.kind, State: string(row.State)}
+		if job, err := jobFromRow(row); err == nil && len(job.Journal) > 0 {
+			d.Entry = job.Journal[len(job.Journal)-1]
+		}
+		out = append(out, d)
+	}
+}

@@ -1,0 +1,284 @@
+package venturi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/oklog/ulid/v2"
+	"github.com/venturi-dev/venturi/internal/dbsqlc"
+)
+
+// MaxPayloadBytes is the largest encoded payload (and carry) an enqueue accepts: 1 MiB.
+const MaxPayloadBytes = 1 << 20
+
+// EnqueueOption adjusts one enqueue; [At] and [After] make one.
+type EnqueueOption interface {
+	applyEnqueue(*enqueueOpts)
+}
+
+type enqueueOpts struct {
+	at    *time.Time
+	delay time.Duration
+}
+
+type enqueueOptionFunc func(*enqueueOpts)
+
+func (f enqueueOptionFunc) applyEnqueue(o *enqueueOpts) { f(o) }
+
+// At makes the job due at t instead of now.
+func At(t time.Time) EnqueueOption { return enqueueOptionFunc(func(o *enqueueOpts) { o.at = &t }) }
+
+// After makes the job due d after the enqueue runs, measured by the database clock.
+func After(d time.Duration) EnqueueOption {
+	return enqueueOptionFunc(func(o *enqueueOpts) { o.delay = d })
+}
+
+// Enqueue enqueues task in its own transaction.
+func (q *Queue) Enqueue(ctx context.Context, task Task, opts ...EnqueueOption) (Result, error) {
+	p, err := prepare(task, opts)
+	if err != nil {
+		return Result{}, err
+	}
+	if p.key == "" {
+		b := &pgx.Batch{}
+		q.queueInsert(b, p)
+		return Result{ID: p.id, Action: ActionInserted}, q.pool.SendBatch(ctx, b).Close()
+	}
+	if res, ok, err := q.replaceFast(ctx, q.pool, p); ok || err != nil {
+		return res, err
+	}
+	// The common dedup case, in one round trip: lock the key, insert unless a pending job
+	// has it. The batch is one implicit transaction, so the lock covers the insert.
+	if _, inserted, err := q.lockAndInsert(ctx, q.pool, p); err != nil || inserted {
+		return Result{ID: p.id, Action: ActionInserted}, err
+	}
+	// A collision (or a server whose default isolation is not READ COMMITTED): merge
+	// under the key's lock in an explicit READ COMMITTED transaction.
+	var res Result
+	err = pgx.BeginTxFunc(ctx, q.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		var err error
+		res, err = q.enqueueTx(ctx, tx, p)
+		return err
+	})
+	return res, err
+}
+
+// EnqueueTx enqueues task inside tx: the job commits or rolls back with the caller's
+// transaction, and workers cannot see it before the commit. An enqueue with a dedup key
+// holds the key's lock until tx ends, so concurrent enqueues of the key wait for it; it
+// requires READ COMMITTED (the default) and returns [ErrIsolation] otherwise.
+func (q *Queue) EnqueueTx(ctx context.Context, tx pgx.Tx, task Task, opts ...EnqueueOption) (Result, error) {
+	p, err := prepare(task, opts)
+	if err != nil {
+		return Result{}, err
+	}
+	if p.key == "" {
+		b := &pgx.Batch{}
+		q.queueInsert(b, p)
+		return Result{ID: p.id, Action: ActionInserted}, tx.SendBatch(ctx, b).Close()
+	}
+	return q.enqueueTx(ctx, tx, p)
+}
+
+// EnqueueMany enqueues tasks in one transaction and returns one result per task, in
+// order. Tasks without a dedup key are inserted with a single statement.
+func (q *Queue) EnqueueMany(ctx context.Context, tasks []Task, opts ...EnqueueOption) ([]Result, error) {
+	var res []Result
+	err := pgx.BeginTxFunc(ctx, q.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		var err error
+		res, err = q.enqueueMany(ctx, tx, tasks, opts)
+		return err
+	})
+	return res, err
+}
+
+// EnqueueManyTx is EnqueueMany inside the caller's transaction. If any task is refused,
+// none is enqueued: the batch runs under a savepoint when it has dedup keys (whose merge
+// can refuse a task after others were written).
+func (q *Queue) EnqueueManyTx(ctx context.Context, tx pgx.Tx, tasks []Task, opts ...EnqueueOption) ([]Result, error) {
+	keyed := false
+	for _, t := range tasks {
+		if d, ok := t.(Deduplicator); ok && d.DedupKey() != "" {
+			keyed = true
+			break
+		}
+	}
+	if !keyed {
+		return q.enqueueMany(ctx, tx, tasks, opts)
+	}
+	var res []Result
+	err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { // a savepoint
+		var err error
+		res, err = q.enqueueMany(ctx, sp, tasks, opts)
+		return err
+	})
+	return res, err
+}
+
+func (q *Queue) enqueueMany(ctx context.Context, tx pgx.Tx, tasks []Task, opts []EnqueueOption) ([]Result, error) {
+	res := make([]Result, len(tasks))
+	plain := dbsqlc.InsertJobsParams{}
+	var keyed []int
+	var plans []*plan
+	due := map[string]bool{}
+	for i, t := range tasks {
+		p, err := prepare(t, opts)
+		if err != nil {
+			return nil, fmt.Errorf("task %d: %w", i, err)
+		}
+		plans = append(plans, p)
+		if p.key != "" {
+			keyed = append(keyed, i)
+			continue
+		}
+		res[i] = Result{ID: p.id, Action: ActionInserted}
+		plain.Ids = append(plain.Ids, uuidOf(p.id))
+		plain.Kinds = append(plain.Kinds, p.kind)
+		plain.Priorities = append(plain.Priorities, int16(p.priority))
+		plain.Payloads = append(plain.Payloads, string(p.payload))
+		plain.HasAt = append(plain.HasAt, p.opts.at != nil)
+		var at time.Time
+		if p.opts.at != nil {
+			at = *p.opts.at
+		}
+		plain.Ats = append(plain.Ats, at)
+		plain.DelaysUs = append(plain.DelaysUs, delayOf(p.opts.delay))
+		if p.dueNow() {
+			due[p.kind] = true
+		}
+	}
+	if len(plain.Ids) > 0 {
+		b := &pgx.Batch{}
+		b.Queue(dbsqlc.InsertJobsSQL, plain.Ids, plain.Kinds, plain.Priorities, plain.Payloads,
+			plain.HasAt, plain.Ats, plain.DelaysUs)
+		if !q.poll {
+			for kind := range due {
+				b.Queue(dbsqlc.NotifySQL, q.channel, kind)
+			}
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return nil, err
+		}
+	}
+	for _, i := range keyed {
+		r, err := q.enqueueTx(ctx, tx, plans[i])
+		if err != nil {
+			return nil, fmt.Errorf("task %d: %w", i, err)
+		}
+		res[i] = r
+	}
+	return res, nil
+}
+
+// plan is a validated, encoded task.
+type plan struct {
+	task     Task
+	id       ulid.ULID
+	kind     string
+	key      string
+	priority Priority
+	payload  []byte
+	opts     enqueueOpts
+}
+
+func (p *plan) dueNow() bool { return p.opts.at == nil && p.opts.delay <= 0 }
+
+func (p *plan) atParam() *time.Time { return p.opts.at }
+
+func (p *plan) insertIfNoCandidate() []any {
+	return []any{p.kind, p.key, uuidOf(p.id), int16(p.priority), string(p.payload), p.atParam(), delayOf(p.opts.delay)}
+}
+
+func prepare(task Task, opts []EnqueueOption) (*plan, error) {
+	if task == nil || (reflect.ValueOf(task).Kind() == reflect.Pointer && reflect.ValueOf(task).IsNil()) {
+		return nil, errors.New("venturi: nil task")
+	}
+	p := &plan{task: task, id: ulid.Make(), kind: task.Kind(), priority: PriorityNormal}
+	for _, o := range opts {
+		if o != nil {
+			o.applyEnqueue(&p.opts)
+		}
+	}
+	if p.kind == "" {
+		return nil, ErrEmptyKind
+	}
+	if len(p.kind) > 128 || !utf8.ValidString(p.kind) {
+		return nil, ErrKindTooLong
+	}
+	if t, ok := task.(Prioritizer); ok {
+		p.priority = t.Priority().clamp()
+	}
+	if t, ok := task.(Deduplicator); ok {
+		p.key = string(t.DedupKey())
+		if len(p.key) > MaxDedupKeyBytes {
+			return nil, ErrDedupKeyTooLong
+		}
+		if !utf8.ValidString(p.key) || containsNUL(p.key) {
+			return nil, fmt.Errorf("%w: dedup key is not valid UTF-8 text", ErrInvalidPayload)
+		}
+	}
+	var err error
+	if p.payload, err = encodeJSON(task); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// encodeJSON marshals v for a jsonb column, refusing what PostgreSQL would reject.
+func encodeJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidPayload, err)
+	}
+	if len(b) > MaxPayloadBytes {
+		return nil, ErrPayloadTooLarge
+	}
+	// jsonb cannot store the NUL character; encoding/json writes it as \u0000.
+	if containsEscapedNUL(b) {
+		return nil, fmt.Errorf("%w: strings containing NUL (\\u0000) cannot be stored in jsonb", ErrInvalidPayload)
+	}
+	return b, nil
+}
+
+func containsNUL(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func containsEscapedNUL(b []byte) bool {
+	const esc = `\u0000`
+	for i := 0; i+len(esc) <= len(b); i++ {
+		if b[i] == '\\' {
+			if string(b[i:i+len(esc)]) == esc {
+				// An escaped backslash followed by "u0000" is text, not NUL.
+				n := 0
+				for j := i - 1; j >= 0 && b[j] == '\\'; j-- {
+					n++
+				}
+				if n%2 == 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// queueInsert adds the plain insert of p (and its NOTIFY) to b.
+func (q *Queue) queueInsert(b *pgx.Batch, p *plan) {
+	key := pgtype.Text{String: p.key, Valid: p.key != ""}
+	b.Queue(dbsqlc.InsertJobSQL, uuidOf(p.id), p.kind, int16(p.priority), key, string(p.payload),
+		p.atParam(), delayOf(p.opts.delay))
+	q.queueNotify(b, p)
+}

@@ -1,0 +1,287 @@
+package venturi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/venturi-dev/venturi/internal/dbsqlc"
+)
+
+var (
+	errShutdown   = errors.New("venturi: worker shut down")
+	errJobTimeout = errors.New("venturi: job timeout")
+)
+
+// executor runs handlers: Concurrency long-lived goroutines take claimed jobs, run the
+// registered handler with panic capture, turn its result into a finishReq and hand that
+// to the finisher. Reusing goroutines keeps their grown stacks: a goroutine per job would
+// grow a fresh stack every time.
+type executor struct {
+	cfg      Config
+	q        *dbsqlc.Queries
+	reg      map[string]*registration
+	tracker  *runTracker
+	finish   func(*finishReq) // the finisher's submit
+	slots    chan struct{}    // one token per running handler
+	starts   chan start
+	freed    chan struct{}   // a slot was freed (capacity 1: a wake-up, not a count)
+	shutdown chan struct{}   // closed when graceful shutdown begins
+	hardCtx  context.Context // parent of every run's context
+	hard     context.CancelCauseFunc
+	handlers sync.WaitGroup
+}
+
+// start hands a claimed job to a handler goroutine.
+type start struct {
+	job    *claimed
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+func newExecutor(parent context.Context, cfg Config, q *dbsqlc.Queries, reg map[string]*registration, tracker *runTracker, finish func(*finishReq)) *executor {
+	e := &executor{
+		cfg: cfg, q: q, reg: reg, tracker: tracker, finish: finish,
+		slots:    make(chan struct{}, cfg.Concurrency),
+		starts:   make(chan start, cfg.Concurrency),
+		freed:    make(chan struct{}, 1),
+		shutdown: make(chan struct{}),
+	}
+	e.hardCtx, e.hard = context.WithCancelCause(parent)
+	for range cfg.Concurrency {
+		go func() {
+			for s := range e.starts {
+				e.runHandler(s)
+			}
+		}()
+	}
+	return e
+}
+
+// free reports how many handler slots are free.
+func (e *executor) free() int { return cap(e.slots) - len(e.slots) }
+
+// start runs j on a free slot; the caller has checked that one is free. A job whose
+// lease ran out while it waited in the prefetch buffer does not start: it is (or will
+// be) rescued, and its writes would be discarded.
+func (e *executor) start(j *claimed) {
+	e.slots <- struct{}{}
+	ctx, cancel := context.WithCancelCause(e.hardCtx)
+	if !e.tracker.begin(j, cancel) {
+		cancel(ErrLeaseLost)
+		e.tracker.remove(j)
+		<-e.slots
+		return
+	}
+	e.handlers.Add(1)
+	e.starts <- start{job: j, ctx: ctx, cancel: cancel}
+}
+
+func (e *executor) runHandler(s start) {
+	defer e.handlers.Done()
+	defer func() {
+		<-e.slots
+		select {
+		case e.freed <- struct{}{}:
+		default:
+		}
+	}()
+	req := e.reg[s.job.kind].run(s.ctx, e, s.job)
+	s.cancel(nil)
+	e.tracker.ended(s.job)
+	if req.finalized || req.lost {
+		e.tracker.remove(s.job)
+		return
+	}
+	e.finish(req)
+}
+
+// beginShutdown signals running handlers (Run.Shutdown) and lets the handler goroutines
+// exit once their runs return. Nothing may start after it.
+func (e *executor) beginShutdown() {
+	close(e.starts)
+	close(e.shutdown)
+}
+
+// idle returns a channel closed when no handler is running.
+func (e *executor) idle() <-chan struct{} {
+	done := make(chan struct{})
+	go func() { e.handlers.Wait(); close(done) }()
+	return done
+}
+
+// finishReq is the end of one run, as the FinishRuns statement takes it.
+type finishReq struct {
+	job       *claimed
+	state     dbsqlc.VenturiJobState
+	delay     time.Duration
+	failed    bool
+	setCarry  bool
+	carry     []byte
+	entry     JournalEntry
+	ended     time.Time // local clock when the run ended
+	finalized bool      // written by Run.CompleteTx in the handler's transaction
+	lost      bool      // the lease was lost: write nothing
+	degraded  bool      // the database refused the full result; stored without carry and attachment
+}
+
+// runTask decodes j into T and its carry into C, runs handle, and returns the job's
+// next state. Undecodable payloads, carries and journals send the job to dead.
+func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, state S, handle HandlerFunc[T, S, C]) *finishReq {
+	var task T
+	if err := json.Unmarshal(j.payload, &task); err != nil {
+		return deadReq(j, fmt.Sprintf("decode payload into %s: %v", reflect.TypeFor[T](), err))
+	}
+	var carry C
+	if len(j.carry) > 0 {
+		if err := json.Unmarshal(j.carry, &carry); err != nil {
+			return deadReq(j, fmt.Sprintf("decode carry into %s: %v", reflect.TypeFor[C](), err))
+		}
+	}
+	var history []JournalEntry
+	if string(j.journal) != "[]" { // a first run's journal is empty: skip the decoder
+		if err := json.Unmarshal(j.journal, &history); err != nil {
+			return deadReq(j, fmt.Sprintf("decode journal: %v", err))
+		}
+	}
+	backoff := e.cfg.Backoff
+	if bp, ok := any(task).(BackoffPolicy); ok {
+		backoff = bp.Backoff().merged(e.cfg.Backoff)
+	}
+	run := &Run[C]{
+		id: j.id, kind: j.kind, token: j.token, runs: j.runs, failures: j.failures,
+		history: history, carry: carry, shutdown: e.shutdown,
+	}
+	keepCarry := reflect.TypeFor[C]().Size() > 0
+	// build turns a result into the job's next state. The carry is stored only when the
+	// job goes back to pending (pause, retry, interruption): a completed or dead job has
+	// no next run. It reports a carry that cannot be stored.
+	build := func(o Outcome, err error, c *C, attachment json.RawMessage) (*finishReq, error) {
+		req := e.outcomeReq(ctx, j, o, err, attachment, backoff)
+		if !keepCarry || c == nil || (req.state != dbsqlc.VenturiJobStateAvailable && req.state != dbsqlc.VenturiJobStateScheduled) {
+			return req, nil
+		}
+		cb, cerr := encodeJSON(c)
+		if cerr != nil {
+			return req, fmt.Errorf("encode carry: %w", cerr)
+		}
+		req.carry, req.setCarry = cb, true
+		return req, nil
+	}
+	run.finish = func(fctx context.Context, tx pgx.Tx, o Outcome, c *C, attachment json.RawMessage) error {
+		req, err := build(o, nil, c, attachment)
+		if err != nil {
+			return fmt.Errorf("venturi: %w", err)
+		}
+		ids, err := e.q.FinishRuns(fctx, tx, finishParams(e.cfg.ID, []*finishReq{req}))
+		if err != nil {
+			return err
+		}
+		if len(ids) != 1 {
+			return ErrLeaseLost
+		}
+		return nil
+	}
+	o, err := safeHandle(ctx, handle, task, run, state)
+	if err == nil && run.finalized {
+		return &finishReq{job: j, finalized: true}
+	}
+	req, cerr := build(o, err, &run.carry, run.attachment)
+	if cerr != nil {
+		// The carry cannot be stored: the run fails (retryably) and keeps the last stored
+		// carry, so the next run resumes from the previous checkpoint.
+		req, _ = build(Outcome{}, cerr, nil, run.attachment)
+	}
+	return req
+}
+
+// safeHandle runs handle and turns a panic into an error carrying the stack.
+func safeHandle[T Task, S, C any](ctx context.Context, handle HandlerFunc[T, S, C], task T, run *Run[C], state S) (o Outcome, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			stack := debug.Stack()
+			if len(stack) > 8<<10 {
+				stack = stack[:8<<10]
+			}
+			err = fmt.Errorf("panic: %v\n%s", r, stack)
+		}
+	}()
+	return handle(ctx, task, run, state)
+}
+
+func deadReq(j *claimed, note string) *finishReq {
+	return &finishReq{job: j, state: dbsqlc.VenturiJobStateDead, failed: true, ended: time.Now(),
+		entry: JournalEntry{Event: EventDead, Note: cleanNote(note)}}
+}
+
+// outcomeReq turns a handler's result into the job's next state.
+func (e *executor) outcomeReq(ctx context.Context, j *claimed, o Outcome, err error, attachment json.RawMessage, backoff Backoff) *finishReq {
+	req := &finishReq{job: j}
+	entry := JournalEntry{Attachment: attachment}
+	switch {
+	case err == nil && o.kind == outcomePause:
+		entry.Event, entry.Note, entry.ResumeIn = EventPaused, o.note, o.resumeIn
+		req.state, req.delay = pendingState(o.resumeIn), o.resumeIn
+	case err == nil:
+		entry.Event, entry.Note = EventCompleted, o.note
+		req.state = dbsqlc.VenturiJobStateCompleted
+	case context.Cause(ctx) == errShutdown:
+		entry.Event, entry.Note = EventInterrupted, "interrupted by shutdown: "+err.Error()
+		req.state = dbsqlc.VenturiJobStateAvailable
+	case context.Cause(ctx) == ErrLeaseLost:
+		req.lost = true
+	default:
+		if context.Cause(ctx) == errJobTimeout {
+			err = fmt.Errorf("%w after %v: %w", errJobTimeout, e.cfg.JobTimeout, err)
+		}
+		failures := j.failures + 1
+		req.failed = true
+		entry.Note = err.Error()
+		switch {
+		case IsPermanent(err):
+			entry.Event = EventDead
+			req.state = dbsqlc.VenturiJobStateDead
+		case e.cfg.MaxFailures > 0 && failures >= e.cfg.MaxFailures:
+			entry.Event = EventDead
+			entry.Note = fmt.Sprintf("backstop reached after %d failures: %s", failures, entry.Note)
+			req.state = dbsqlc.VenturiJobStateDead
+		default:
+			d, explicit := retryDelay(err)
+			if !explicit {
+				d = Jitter(backoff.Delay(failures), e.cfg.JitterFraction, j.id, failures)
+			}
+			entry.Event, entry.ResumeIn = EventFailed, d
+			req.state, req.delay = pendingState(d), d
+		}
+	}
+	entry.Note = cleanNote(entry.Note)
+	req.entry, req.ended = entry, time.Now()
+	return req
+}
+
+// maxNoteBytes bounds a journal note; error messages can be arbitrarily long.
+const maxNoteBytes = 16 << 10
+
+// cleanNote makes a note storable in jsonb: no NUL characters, valid UTF-8, bounded.
+func cleanNote(s string) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
+	if len(s) > maxNoteBytes {
+		s = strings.ToValidUTF8(s[:maxNoteBytes], "") + " …(truncated)"
+	}
+	return s
+}
+
+func pendingState(delay time.Duration) dbsqlc.VenturiJobState {
+	if delay <= 0 {
+		return dbsqlc.VenturiJobStateAvailable
+	}
+	return dbsqlc.VenturiJobStateScheduled
+}

@@ -1,0 +1,253 @@
+package venturi
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/venturi-dev/venturi/internal/dbsqlc"
+)
+
+// fetcher claims jobs while there is room and feeds them to the executor. One claim is
+// in flight at a time (two in parallel measured slower: they contend for the same index
+// and heap pages); while it is, the loop keeps moving buffered jobs into freed slots.
+//
+// The room is the free slots plus the prefetch window (see prefetchWindow): fast
+// handlers get large claims, whose per-row cost on the server is far lower than that of
+// many small ones, and slow handlers do not hoard jobs that other workers could run.
+type fetcher struct {
+	cfg     Config
+	log     *slog.Logger
+	db      *pgxpool.Pool
+	q       *dbsqlc.Queries
+	kinds   []string
+	exec    *executor
+	tracker *runTracker
+	dbCtx   context.Context // cancelled when Stop gives up: no statement outlives it
+
+	wake     chan struct{} // a notification, a rescue or a reconnect asks for a fetch
+	lastWake atomic.Int64  // UnixNano of the last notification for this worker's kinds
+
+	// The loop's state, owned by run's goroutine.
+	buffer    []*claimed // claimed, not started, oldest first
+	window    prefetchWindow
+	claiming  bool      // a claim is in flight
+	lastClaim time.Time // when it (or the last one) was sent
+	asked     int       // how many jobs it asked for
+	askWakes  uint64    // wake-ups received when it was sent
+	wakes     uint64    // wake-ups received
+	idle      bool      // the last claim found nothing: wait for a wake-up or the poll
+	pollAt    time.Time // when an idle loop looks again without a wake-up
+	notBefore time.Time // after a failed claim, no new one before this
+	errDelay  time.Duration
+}
+
+const firstClaimRetry = 50 * time.Millisecond
+
+func newFetcher(cfg Config, db *pgxpool.Pool, q *dbsqlc.Queries, kinds []string, exec *executor, tracker *runTracker, dbCtx context.Context, log *slog.Logger) *fetcher {
+	return &fetcher{
+		cfg: cfg, log: log, db: db, q: q, kinds: kinds, exec: exec, tracker: tracker, dbCtx: dbCtx,
+		wake:     make(chan struct{}, 1),
+		window:   newPrefetchWindow(cfg.Concurrency, cfg.Prefetch),
+		errDelay: firstClaimRetry,
+	}
+}
+
+// poke asks the loop to look for jobs now.
+func (f *fetcher) poke() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// notified is a notification for one of the worker's kinds.
+func (f *fetcher) notified() {
+	f.lastWake.Store(time.Now().UnixNano())
+	f.poke()
+}
+
+// claimResult is what a claim returned.
+type claimResult struct {
+	jobs []*claimed
+	err  error
+}
+
+// run is the fetch loop. When ctx ends it releases the buffered jobs (and those of a
+// claim still in flight) to other workers.
+func (f *fetcher) run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour) // Go 1.23 timers: Stop and Reset leave no stale tick
+	timer.Stop()
+	done := make(chan claimResult, 1)
+	defer func() {
+		if f.claiming {
+			f.buffer = append(f.buffer, (<-done).jobs...)
+		}
+		f.release(f.buffer)
+		f.buffer = nil
+	}()
+	for ctx.Err() == nil {
+		f.feed()
+		f.releaseStale()
+		next := time.Duration(-1) // when to look again without an event; -1: never
+		after := func(d time.Duration) {
+			if next < 0 || d < next {
+				next = max(d, 0)
+			}
+		}
+		room := f.window.room(f.exec.free(), len(f.buffer))
+		// While the buffer still holds more than the claim could add, a claim can wait:
+		// this keeps claims large instead of one round trip per freed slot.
+		if !f.claiming && !f.idle && room > 0 && len(f.buffer) < room {
+			wait := max(f.cfg.FetchCooldown-time.Since(f.lastClaim), time.Until(f.notBefore))
+			if wait <= 0 {
+				f.asked, f.askWakes = min(room, f.cfg.ClaimBatch), f.wakes
+				f.lastClaim, f.claiming = time.Now(), true
+				go func(n int) {
+					jobs, err := f.claim(n)
+					done <- claimResult{jobs: jobs, err: err}
+				}(f.asked)
+				continue
+			}
+			after(wait)
+		}
+		if len(f.buffer) > 0 {
+			after(f.cfg.prefetchWait() - time.Since(f.buffer[0].sent)) // release stale prefetches
+		}
+		polling := f.idle && !f.claiming && len(f.buffer) == 0
+		if polling {
+			// Nothing due. Right after a notification, keep looking briefly: producers
+			// debounce their NOTIFYs, so a job committed just after the last one may have
+			// sent none.
+			if time.Since(time.Unix(0, f.lastWake.Load())) < 20*time.Millisecond {
+				f.idle = false
+				continue
+			}
+			after(time.Until(f.pollAt)) // a deadline, not an interval: freed slots must not defer it
+		}
+		var tick <-chan time.Time
+		if next >= 0 {
+			timer.Reset(next)
+			tick = timer.C
+		}
+		select {
+		case r := <-done:
+			f.claimed(r)
+		case <-f.exec.freed:
+			f.window.slotFreed()
+		case <-tick:
+			if polling && !time.Now().Before(f.pollAt) {
+				f.idle = false // the poll interval passed
+			}
+		case <-f.wake:
+			f.wakes++
+			f.idle = false
+		case <-ctx.Done():
+		}
+		timer.Stop()
+	}
+}
+
+// feed moves buffered jobs into free handler slots, oldest first.
+func (f *fetcher) feed() {
+	for len(f.buffer) > 0 && f.exec.free() > 0 {
+		j := f.buffer[0]
+		f.window.started(time.Since(j.sent))
+		f.exec.start(j)
+		f.buffer[0] = nil // the backing array outlives the slice: do not keep the job alive
+		f.buffer = f.buffer[1:]
+	}
+}
+
+// claimed takes in the result of the claim in flight.
+func (f *fetcher) claimed(r claimResult) {
+	f.claiming = false
+	if r.err != nil {
+		if f.dbCtx.Err() == nil {
+			f.log.Warn("venturi: claim failed", "err", r.err, "transient", IsTransient(r.err))
+			f.notBefore = time.Now().Add(f.errDelay)
+			f.errDelay = min(f.errDelay*2, 5*time.Second)
+		}
+		return
+	}
+	f.errDelay = firstClaimRetry
+	drained := len(f.buffer) == 0 && f.exec.free() > 0
+	f.window.claimed(f.asked, len(r.jobs), time.Since(f.lastClaim), drained)
+	f.buffer = append(f.buffer, r.jobs...)
+	// An empty claim means nothing is due, unless a notification came meanwhile.
+	f.idle = len(r.jobs) == 0 && f.askWakes == f.wakes
+	if f.idle {
+		f.pollAt = time.Now().Add(f.cfg.PollInterval)
+	}
+}
+
+// releaseStale returns buffered jobs that waited longer than prefetchWait to the queue.
+func (f *fetcher) releaseStale() {
+	n := 0
+	for n < len(f.buffer) && time.Since(f.buffer[n].sent) > f.cfg.prefetchWait() {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	f.release(f.buffer[:n])
+	f.window.released()
+	clear(f.buffer[:n]) // the backing array outlives the slice: do not keep the jobs alive
+	f.buffer = f.buffer[n:]
+}
+
+// claim promotes scheduled jobs that came due and claims up to n, in one round trip.
+func (f *fetcher) claim(n int) ([]*claimed, error) {
+	var jobs []*claimed
+	sent := time.Now()
+	b := &pgx.Batch{}
+	b.Queue(dbsqlc.PromoteDueSQL, int32(1000))
+	dbsqlc.QueueClaim(b, dbsqlc.ClaimParams{
+		LeaseUs: delayOf(f.cfg.Lease), WorkerID: f.cfg.ID, MaxFailures: int32(max(f.cfg.MaxFailures, 0)),
+		Kinds: f.kinds, Max: int32(n),
+	}, func(row *dbsqlc.ClaimRow) {
+		j := &claimed{
+			id: ulidOf(row.ID), kind: row.Kind, payload: row.Payload, carry: row.Carry,
+			runs: int(row.Runs), failures: int(row.Failures), token: row.LeaseToken.Int64,
+			journal: row.Journal, sent: sent,
+		}
+		if row.AttemptedAt != nil {
+			j.started = *row.AttemptedAt
+		}
+		jobs = append(jobs, j)
+	})
+	ctx, cancel := context.WithTimeout(f.dbCtx, f.cfg.Lease/2)
+	defer cancel()
+	if err := f.db.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	received := time.Now()
+	for _, j := range jobs {
+		j.received = received
+	}
+	f.tracker.add(jobs)
+	return jobs, nil
+}
+
+// release returns claimed jobs that never started, without recording a run. When it
+// fails, their leases expire and the rescuer returns them.
+func (f *fetcher) release(jobs []*claimed) {
+	if len(jobs) == 0 {
+		return
+	}
+	var p dbsqlc.ReleaseUnstartedParams
+	for _, j := range jobs {
+		p.Ids = append(p.Ids, uuidOf(j.id))
+		p.Tokens = append(p.Tokens, j.token)
+		f.tracker.remove(j)
+	}
+	ctx, cancel := context.WithTimeout(f.dbCtx, 5*time.Second)
+	defer cancel()
+	if _, err := f.q.ReleaseUnstarted(ctx, f.db, p); err != nil {
+		f.log.Warn("venturi: release of unstarted jobs failed; their leases will expire", "err", err)
+	}
+}

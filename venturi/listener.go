@@ -1,0 +1,87 @@
+package venturi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// listener holds a dedicated LISTEN connection and reports notifications for the
+// worker's kinds. The connection is checked after 10s of silence; a dead one is replaced
+// with backoff, and every (re)connect reports a wake-up so that a fetch picks up what the
+// gap missed.
+type listener struct {
+	connConfig *pgx.ConnConfig
+	channel    string
+	kinds      map[string]bool
+	log        *slog.Logger
+	notified   func() // a notification for one of kinds, or a reconnect
+}
+
+func (l *listener) run(ctx context.Context) {
+	delay := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := l.listen(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		l.log.Warn("venturi: listener lost its connection; polling continues", "err", err)
+		sleepCtx(ctx, delay)
+		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+func (l *listener) listen(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	conn, err := pgx.ConnectConfig(cctx, l.connConfig)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
+		return err
+	}
+	l.notified()
+	for {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				return err
+			}
+			// Quiet for 10s: make sure the connection is still alive.
+			hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := conn.Exec(hctx, "SELECT 1")
+			cancel()
+			if err != nil {
+				return fmt.Errorf("listener heartbeat: %w", err)
+			}
+			continue
+		}
+		if l.kinds[n.Payload] {
+			l.notified()
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,192 @@
+package venturi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Pending is the existing job a merge method sees on a dedup collision: its payload, its
+// typed carry, how often it ran and its journal. It may be a paused job that has already
+// run. A task type declares its merge policy with a method of exactly this shape:
+//
+//	func (d Digest) Merge(existing venturi.Pending[Digest, DigestCarry]) venturi.Merge[Digest, DigestCarry]
+//
+// C must be the carry type of the task's handler; [Register] rejects a mismatch. Without
+// such a method, a collision replaces the pending job (Replace). The decision
+// constructors are methods on Pending, so their type arguments are inferred:
+// existing.Keep(), existing.Replace(), existing.With(task, carry), existing.Independent().
+type Pending[T Task, C any] struct {
+	ID       ulid.ULID
+	Payload  T
+	Carry    C
+	Priority Priority
+	RunCount int
+	Failures int
+	Journal  []JournalEntry
+}
+
+// Merge is a merge method's decision; build it with the methods of [Pending].
+type Merge[T Task, C any] struct {
+	decision Action
+	task     T
+	carry    C
+}
+
+// Decision reports the decision as the [Action] the enqueue will report: ActionKept,
+// ActionReplaced, ActionMerged (With) or ActionIndependent.
+func (m Merge[T, C]) Decision() Action { return m.decision }
+
+// Task returns the payload a With decision stores (the zero value otherwise).
+func (m Merge[T, C]) Task() T { return m.task }
+
+// Carry returns the carry a With decision stores (the zero value otherwise).
+func (m Merge[T, C]) Carry() C { return m.carry }
+
+// Keep leaves the existing job as it is.
+func (p Pending[T, C]) Keep() Merge[T, C] { return Merge[T, C]{decision: ActionKept} }
+
+// Replace replaces the existing payload with the incoming task; the carry resets to its
+// zero value.
+func (p Pending[T, C]) Replace() Merge[T, C] { return Merge[T, C]{decision: ActionReplaced} }
+
+// With replaces the existing job's payload and carry with the given values; the job keeps
+// its ID, run count and journal and continues its work.
+func (p Pending[T, C]) With(task T, carry C) Merge[T, C] {
+	return Merge[T, C]{decision: ActionMerged, task: task, carry: carry}
+}
+
+// Independent enqueues the incoming task as a new job beside the existing one.
+func (p Pending[T, C]) Independent() Merge[T, C] { return Merge[T, C]{decision: ActionIndependent} }
+
+// pendingFiller and mergeResult are implemented by every Pending and Merge instantiation;
+// they let the type-erased enqueue path call a typed merge method.
+type pendingFiller interface {
+	fill(c *candidate) error
+}
+
+type mergeResult interface {
+	result() (Action, Task, any)
+}
+
+// candidate is a pending job found under a dedup key, as stored.
+type candidate struct {
+	id       ulid.ULID
+	priority int16
+	payload  []byte
+	carry    []byte
+	runs     int
+	failures int
+	journal  []byte
+}
+
+func (p *Pending[T, C]) fill(c *candidate) error {
+	p.ID = c.id
+	p.Priority = Priority(c.priority)
+	p.RunCount = c.runs
+	p.Failures = c.failures
+	if err := json.Unmarshal(c.payload, &p.Payload); err != nil {
+		return fmt.Errorf("decode pending payload: %w", err)
+	}
+	if len(c.carry) > 0 {
+		if err := json.Unmarshal(c.carry, &p.Carry); err != nil {
+			return fmt.Errorf("decode pending carry: %w", err)
+		}
+	}
+	if err := json.Unmarshal(c.journal, &p.Journal); err != nil {
+		return fmt.Errorf("decode pending journal: %w", err)
+	}
+	return nil
+}
+
+func (m Merge[T, C]) result() (Action, Task, any) {
+	if m.decision == ActionMerged {
+		return m.decision, m.task, m.carry
+	}
+	return m.decision, nil, nil
+}
+
+// merger calls a task type's Merge method through reflection. One is built per task type
+// and cached; it is used only on a dedup collision.
+type merger struct {
+	method    reflect.Method // nil Func: no merge method, the default Replace applies
+	ptrRecv   bool
+	param     reflect.Type // Pending[T, C]
+	carryType reflect.Type
+}
+
+var mergers sync.Map
+
+var (
+	pendingFillerType = reflect.TypeFor[pendingFiller]()
+	mergeResultType   = reflect.TypeFor[mergeResult]()
+)
+
+func mergerFor(t reflect.Type) (*merger, error) {
+	if v, ok := mergers.Load(t); ok {
+		if err, isErr := v.(error); isErr {
+			return nil, err
+		}
+		return v.(*merger), nil
+	}
+	m, err := buildMerger(t)
+	if err != nil {
+		mergers.Store(t, err)
+		return nil, err
+	}
+	mergers.Store(t, m)
+	return m, nil
+}
+
+func buildMerger(t reflect.Type) (*merger, error) {
+	m := &merger{}
+	method, ok := t.MethodByName("Merge")
+	if !ok && t.Kind() != reflect.Pointer {
+		method, ok = reflect.PointerTo(t).MethodByName("Merge")
+		m.ptrRecv = ok
+	}
+	if !ok {
+		return m, nil
+	}
+	ft := method.Type // receiver is the first input
+	if ft.NumIn() != 2 || ft.NumOut() != 1 ||
+		!reflect.PointerTo(ft.In(1)).Implements(pendingFillerType) ||
+		!ft.Out(0).Implements(mergeResultType) {
+		return nil, fmt.Errorf("venturi: %v has a Merge method that is not func(venturi.Pending[T, C]) venturi.Merge[T, C]", t)
+	}
+	carry, _ := ft.In(1).FieldByName("Carry")
+	payload, _ := ft.In(1).FieldByName("Payload")
+	if payload.Type != t && !(t.Kind() == reflect.Pointer && payload.Type == t.Elem()) {
+		return nil, fmt.Errorf("venturi: %v.Merge takes Pending of %v, want Pending of %v", t, payload.Type, t)
+	}
+	m.method, m.param, m.carryType = method, ft.In(1), carry.Type
+	return m, nil
+}
+
+// merge runs the task's merge method against a candidate, or returns Replace when the type
+// has none.
+func (m *merger) merge(task Task, c *candidate) (Action, Task, any, error) {
+	if !m.method.Func.IsValid() {
+		return ActionReplaced, nil, nil, nil
+	}
+	pending := reflect.New(m.param)
+	if err := pending.Interface().(pendingFiller).fill(c); err != nil {
+		return 0, nil, nil, err
+	}
+	recv := reflect.ValueOf(task)
+	if m.ptrRecv {
+		p := reflect.New(recv.Type())
+		p.Elem().Set(recv)
+		recv = p
+	}
+	out := m.method.Func.Call([]reflect.Value{recv, pending.Elem()})
+	decision, with, carry := out[0].Interface().(mergeResult).result()
+	if decision < ActionKept || decision > ActionIndependent {
+		return 0, nil, nil, errors.New("venturi: merge returned no decision (use existing.Keep(), Replace(), With() or Independent())")
+	}
+	return decision, with, carry, nil
+}

@@ -1,0 +1,161 @@
+package venturi_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/venturi-dev/venturi"
+)
+
+func TestIsTransient(t *testing.T) {
+	t.Parallel()
+	pg := func(code string) error { return fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: code}) }
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{pg("57P01"), true}, // admin_shutdown: pg_terminate_backend, a restart
+		{pg("57P02"), true}, // crash_shutdown
+		{pg("57P03"), true}, // cannot_connect_now
+		{pg("57014"), true}, // query_canceled: statement_timeout
+		{pg("08006"), true}, // connection_failure
+		{pg("08000"), true},
+		{pg("40001"), true}, // serialization_failure
+		{pg("40P01"), true}, // deadlock_detected
+		{pg("53100"), true}, // disk_full
+		{pg("53300"), true}, // too_many_connections
+		{pg("58030"), true}, // io_error
+		{pg("25P03"), true}, // idle_in_transaction_session_timeout
+		{pg("55P03"), true}, // lock_not_available
+		{pg("22P02"), false}, // invalid_text_representation: the data is refused
+		{pg("23505"), false}, // unique_violation
+		{pg("54000"), false}, // program_limit_exceeded: a value too large
+		{pg("42601"), false}, // syntax_error
+		{pg("22021"), false}, // character_not_in_repertoire
+		{io.ErrUnexpectedEOF, true},
+		{&net.OpError{Op: "read", Err: errors.New("connection reset by peer")}, true},
+		{context.DeadlineExceeded, true},
+	} {
+		if got := venturi.IsTransient(tc.err); got != tc.want {
+			t.Errorf("IsTransient(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+// ckptTask records evidence (carry and attachment) and then pauses or fails
+// permanently, as the chaos suite's jobs do.
+type ckptTask struct {
+	Permanent bool `json:"permanent"`
+}
+
+type ckptCarry struct {
+	Step int `json:"step"`
+}
+
+func (ckptTask) Kind() string { return "checkpoint" }
+
+func (c ckptTask) Handle(ctx context.Context, run *venturi.Run[ckptCarry], release <-chan struct{}) (venturi.Outcome, error) {
+	run.CarryMut().Step = 7
+	if err := run.SetAttachment(map[string]int{"evidence": 42}); err != nil {
+		return venturi.Outcome{}, err
+	}
+	<-release
+	if c.Permanent {
+		return venturi.Outcome{}, venturi.Permanentf("scripted permanent failure")
+	}
+	return venturi.PauseInWith(time.Hour, "checkpoint"), nil
+}
+
+// TestFinisherBackendTerminatedMidStatement is the regression test for the chaos run
+// that lost a carry: the finisher's FinishRuns is held on a row lock, its backend is
+// terminated (SQLSTATE 57P01, what a restart or pg_terminate_backend sends), and the
+// result must land unchanged on the retry, not be stored "degraded" without its carry,
+// attachment and note.
+func TestFinisherBackendTerminatedMidStatement(t *testing.T) {
+	t.Parallel()
+	for _, permanent := range []bool{false, true} {
+		t.Run(fmt.Sprintf("permanent=%v", permanent), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			pool := newDB(t)
+			q := venturi.NewQueue(pool, venturi.QueueConfig{})
+			release := make(chan struct{})
+			cfg := fastConfig()
+			cfg.ID = "finisher-kill-" + ulid.Make().String()
+			w := newWorker(t, pool, (<-chan struct{})(release), cfg)
+			venturi.MustRegister[ckptTask](w)
+			startWorker(t, w)
+			r, err := q.Enqueue(ctx, ckptTask{Permanent: permanent})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitState(t, q, r, venturi.StateRunning)
+
+			// Hold the job's row so that the finisher's statement waits on it.
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			if _, err := tx.Exec(ctx, "SELECT 1 FROM venturi_job WHERE id = $1 FOR UPDATE", r.ID[:]); err != nil {
+				t.Fatal(err)
+			}
+			close(release)
+			pid := waitBlockedFinisher(t, pool, "venturi "+cfg.ID)
+			var killed bool
+			if err := pool.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&killed); err != nil || !killed {
+				t.Fatalf("terminate finisher backend %d: %v %v", pid, killed, err)
+			}
+			// The retry waits on the same lock; let it through.
+			if err := tx.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			want := venturi.StateScheduled
+			if permanent {
+				want = venturi.StateDead
+			}
+			j := waitState(t, q, r, want)
+			e := j.Journal[len(j.Journal)-1]
+			var ev map[string]int
+			if err := json.Unmarshal(e.Attachment, &ev); err != nil || ev["evidence"] != 42 {
+				t.Errorf("attachment = %s, want the handler's", e.Attachment)
+			}
+			if permanent {
+				if e.Event != venturi.EventDead || e.Note != "scripted permanent failure" {
+					t.Errorf("entry = %+v, want dead with the handler's note", e)
+				}
+				return
+			}
+			var c ckptCarry
+			decodeCarry(t, j, &c)
+			if e.Event != venturi.EventPaused || e.Note != "checkpoint" || c.Step != 7 {
+				t.Errorf("entry = %+v, carry %s: want paused with carry step 7", e, j.Carry)
+			}
+		})
+	}
+}
+
+// waitBlockedFinisher returns the backend of app's FinishRuns statement once it waits on
+// a lock.
+func waitBlockedFinisher(t *testing.T, pool *pgxpool.Pool, app string) int32 {
+	t.Helper()
+	var pid int32
+	eventually(t, within, "the finisher to wait on the row lock", func() bool {
+		err := pool.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity
+			WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '-- name: FinishRuns%'`, app).Scan(&pid)
+		return err == nil
+	})
+	return pid
+}

@@ -1,0 +1,100 @@
+package venturi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/oklog/ulid/v2"
+)
+
+// Run is a handler's view of one execution of a job: its identity, history and carry, the
+// attachment it records, and the graceful-shutdown signal.
+type Run[C any] struct {
+	id         ulid.ULID
+	kind       string
+	token      int64
+	runs       int
+	failures   int
+	history    []JournalEntry
+	carry      C
+	attachment json.RawMessage
+	shutdown   <-chan struct{}
+	finish     func(ctx context.Context, tx pgx.Tx, o Outcome, carry *C, attachment json.RawMessage) error
+	finalized  bool
+}
+
+// ID returns the job's ID.
+func (r *Run[C]) ID() ulid.ULID { return r.id }
+
+// Kind returns the job's kind.
+func (r *Run[C]) Kind() string { return r.kind }
+
+// Token returns the run's fencing token. It is unique per run; an application that keys
+// its own effects by (job, token) can tell the runs of one job apart.
+func (r *Run[C]) Token() int64 { return r.token }
+
+// RunCount reports how many times the job has been executed, including this run.
+func (r *Run[C]) RunCount() int { return r.runs }
+
+// Failures reports how many earlier runs of the job failed (errors and abandoned runs).
+func (r *Run[C]) Failures() int { return r.failures }
+
+// History returns the journal entries of earlier runs and merges, oldest first.
+func (r *Run[C]) History() []JournalEntry { return r.history }
+
+// Carry returns the carried state (the zero value on the first run).
+func (r *Run[C]) Carry() C { return r.carry }
+
+// CarryMut returns the carried state for modification. Changes are persisted for the
+// next run on both retry and pause, but not when the job completes or dies.
+func (r *Run[C]) CarryMut() *C { return &r.carry }
+
+// SetCarry replaces the carried state.
+func (r *Run[C]) SetCarry(c C) { r.carry = c }
+
+// SetAttachment records v's JSON encoding as this run's attachment: structured evidence
+// kept in the journal whatever the outcome, errors included. The last call wins.
+func (r *Run[C]) SetAttachment(v any) error {
+	b, err := encodeJSON(v)
+	if err != nil {
+		return fmt.Errorf("venturi: attachment: %w", err)
+	}
+	r.attachment = b
+	return nil
+}
+
+// ShuttingDown reports whether the worker has begun a graceful shutdown. A long handler
+// can poll it at a safe point and stop early, typically returning a Pause to checkpoint
+// its carry.
+func (r *Run[C]) ShuttingDown() bool {
+	select {
+	case <-r.shutdown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Shutdown returns a channel closed when a graceful shutdown begins. It is distinct from
+// the handler's ctx, which is cancelled only when the grace period ends or the lease is
+// lost.
+func (r *Run[C]) Shutdown() <-chan struct{} { return r.shutdown }
+
+// CompleteTx records the outcome of this run inside tx, so the handler's own writes in tx
+// commit atomically with it. The write is fenced by the run's token: if the run no longer
+// holds the job it returns [ErrLeaseLost] and the caller must roll tx back. Return the
+// outcome from Handle after committing; the worker then writes nothing more for this run.
+// If tx rolls back instead, return an error from Handle and the run fails as usual.
+func (r *Run[C]) CompleteTx(ctx context.Context, tx pgx.Tx, o Outcome) (Outcome, error) {
+	if r.finalized {
+		return o, errors.New("venturi: CompleteTx called twice for one run")
+	}
+	if err := r.finish(ctx, tx, o, &r.carry, r.attachment); err != nil {
+		return o, err
+	}
+	r.finalized = true
+	return o, nil
+}

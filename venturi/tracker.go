@@ -1,0 +1,176 @@
+package venturi
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// claimed is a job as a claim returned it.
+type claimed struct {
+	id       ulid.ULID
+	kind     string
+	payload  []byte
+	carry    []byte
+	runs     int
+	failures int
+	token    int64
+	journal  []byte
+	started  time.Time // attempted_at: the claim's database time
+	sent     time.Time // local clock when the claim was sent: the lease runs from here at the latest
+	received time.Time // local clock when the claim's rows arrived: the run's duration runs from here
+}
+
+// activeRun is a claimed job whose result is not yet durable.
+type activeRun struct {
+	job      *claimed
+	cancel   context.CancelCauseFunc // nil while the job waits in the prefetch buffer
+	deadline time.Time               // local monotonic estimate of the lease's expiry
+	finished bool                    // the handler returned; its result is being written
+	started  time.Time               // local clock when the handler started, for JobTimeout
+}
+
+// runTracker alone owns the set of claimed jobs whose result is not yet durable: the
+// fetcher adds them, the executor starts and ends them, the lease extender and the
+// finisher consult it, and Stop asks it for runs that ignore cancellation. A job may be
+// claimed again under a new token while a stale entry for it is still here; every method
+// matches the *claimed, not only the ID.
+type runTracker struct {
+	lease time.Duration
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	active map[ulid.ULID]*activeRun
+}
+
+func newRunTracker(lease time.Duration, log *slog.Logger) *runTracker {
+	return &runTracker{lease: lease, log: log, active: map[ulid.ULID]*activeRun{}}
+}
+
+// add tracks newly claimed jobs. An earlier run of the same job still tracked here lost
+// its lease (the job was rescued and claimed again): it is cancelled.
+func (t *runTracker) add(jobs []*claimed) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, j := range jobs {
+		if old := t.active[j.id]; old != nil && old.cancel != nil {
+			old.cancel(ErrLeaseLost)
+		}
+		t.active[j.id] = &activeRun{job: j, deadline: j.sent.Add(t.lease)}
+	}
+}
+
+// begin marks j as started with cancel as its run's cancellation. It reports false when
+// j's lease has run out (or j is no longer tracked): the run must not start.
+func (t *runTracker) begin(j *claimed, cancel context.CancelCauseFunc) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	a := t.active[j.id]
+	now := time.Now()
+	if a == nil || a.job != j || now.After(a.deadline) {
+		return false
+	}
+	a.cancel, a.started = cancel, now
+	return true
+}
+
+// ended marks j's handler as returned: its result is being written.
+func (t *runTracker) ended(j *claimed) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if a := t.active[j.id]; a != nil && a.job == j {
+		a.finished = true
+	}
+}
+
+// remove stops tracking j: its result is durable, discarded, or left to the rescuer.
+func (t *runTracker) remove(j *claimed) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if a := t.active[j.id]; a != nil && a.job == j {
+		delete(t.active, j.id)
+	}
+}
+
+// expired reports whether j's lease has (probably) run out, or j is no longer tracked.
+func (t *runTracker) expired(j *claimed) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	a := t.active[j.id]
+	return a == nil || a.job != j || time.Now().After(a.deadline)
+}
+
+// leased returns every tracked job, in ID order (the lock order of the statements that
+// take them).
+func (t *runTracker) leased() []*claimed {
+	t.mu.Lock()
+	runs := make([]*claimed, 0, len(t.active))
+	for _, a := range t.active {
+		runs = append(runs, a.job)
+	}
+	t.mu.Unlock()
+	slices.SortFunc(runs, func(a, b *claimed) int { return a.id.Compare(b.id) })
+	return runs
+}
+
+// extended records the result of a lease extension sent at sent for runs: the kept runs'
+// leases now end a lease after sent; a started run that was not kept lost its job and is
+// cancelled.
+func (t *runTracker) extended(runs []*claimed, kept map[ulid.ULID]bool, sent time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, j := range runs {
+		a := t.active[j.id]
+		if a == nil || a.job != j {
+			continue // the run ended meanwhile, and the job may run again under a new token
+		}
+		switch {
+		case kept[j.id]:
+			a.deadline = sent.Add(t.lease)
+		case a.cancel == nil:
+			a.deadline = time.Time{} // buffered, not started: it will not start
+		case a.finished:
+			// Its result was written while the statement ran; the finisher removes it.
+		default:
+			t.log.Warn("venturi: lease lost; cancelling run", "job", j.id, "kind", j.kind)
+			a.cancel(ErrLeaseLost)
+		}
+	}
+}
+
+// enforce cancels the running handlers whose lease would expire within margin
+// (self-fencing: a run whose lease could not be extended stops before another worker
+// may take its job) and those that ran longer than jobTimeout (when positive). One pass
+// serves every run, instead of a timer per run.
+func (t *runTracker) enforce(margin, jobTimeout time.Duration) {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, a := range t.active {
+		switch {
+		case a.cancel == nil || a.finished:
+		case now.Add(margin).After(a.deadline):
+			a.cancel(ErrLeaseLost)
+		case jobTimeout > 0 && now.Sub(a.started) > jobTimeout:
+			a.cancel(errJobTimeout)
+		}
+	}
+}
+
+// stuck returns the runs whose handler started and has not returned, in ID order.
+func (t *runTracker) stuck() []*claimed {
+	t.mu.Lock()
+	var runs []*claimed
+	for _, a := range t.active {
+		if a.cancel != nil && !a.finished {
+			runs = append(runs, a.job)
+		}
+	}
+	t.mu.Unlock()
+	slices.SortFunc(runs, func(a, b *claimed) int { return a.id.Compare(b.id) })
+	return runs
+}
