@@ -1,34 +1,42 @@
 // Package venturi is a durable job queue on PostgreSQL.
 //
-// One struct is a job's payload and its identity. Producers enqueue it knowing only
-// [Task]; workers run it through [Handler], which adds execution against the worker's
+// A job is a Go struct: its JSON encoding is the payload, and its type is the job's
+// identity. Producers enqueue it through a [Queue], knowing only [Task]; workers run it
+// through a [Worker], which adds a Handle method (or a [HandlerFunc]) over the worker's
 // shared state. Every run of a job is recorded in its journal with a note and an
-// attachment; every write of a run is fenced by the token of the lease it was claimed
-// under.
+// attachment, and every write of a run is fenced by the token of the lease it was
+// claimed under.
 //
-// # The task model in Go
+// # Defining a task
 //
-// The model comes from a Rust design with an associated const (KIND), an associated
-// type (Carry) and Self-typed methods. Go has none of them, so:
+// A task type names its kind with a method callable on the zero value; optional
+// interfaces add enqueue-time policy:
 //
-//   - The kind is a method callable on the zero value: func (FetchBookmark) Kind() string.
-//   - Optional policy is optional interfaces, checked with a type assertion the way
-//     encoding/json checks for Marshaler: [Prioritizer], [Deduplicator], [BackoffPolicy].
-//   - The carry type C appears in the handler's signature,
-//     Handle(ctx, *Run[C], S) (Outcome, error), and [Register] infers both the state type
-//     S and C from it: Register[FetchBookmark](w). The library owns no enum of task types;
-//     the registry is keyed by kind and homogeneous in S.
-//   - Merge is a typed method, Merge(Pending[T, C]) Merge[T, C]. Producer code only holds
-//     a [Task], so venturi finds the method by reflection once per type, and only on a
-//     dedup collision; the decision constructors are methods on [Pending], so user code
-//     never spells type arguments: existing.Keep(), existing.Replace(),
-//     existing.With(task, carry), existing.Independent(). Register rejects a task whose
-//     merge carry differs from its handler's carry.
+//   - Kind() string is required ([Task]). It must be unique and stable: it is stored
+//     with the payload and routes the job back to its handler.
+//   - Priority() Priority ([Prioritizer]) orders claims; higher runs first.
+//   - DedupKey() DedupKey ([Deduplicator]) makes an enqueue merge into a pending job of
+//     the same kind and key instead of adding one.
+//   - Merge(Pending[T, C]) Merge[T, C] decides that merge: keep the pending job, replace
+//     its payload, combine both (With) or enqueue independently. Without it, a
+//     collision replaces. Its constructors are methods on [Pending], so code reads
+//     existing.Keep(), existing.Replace(), existing.With(task, carry).
+//   - Backoff() Backoff ([BackoffPolicy]) overrides the worker's retry backoff.
 //
-// A producer binary imports the task types and this package; it never names the worker's
-// state type. A worker binary adds Handle methods to the same structs and registers them,
-// or, when the structs live in a producer package it cannot add methods to, registers a
-// function per type with [RegisterFunc].
+// The worker side adds Handle(ctx, *Run[C], S) (Outcome, error) to the same struct
+// ([Handler]) and registers it with Register[T](w), which infers the state type S and
+// the carry type C from the method. When the task struct lives in a producer package
+// that the worker cannot add methods to, [RegisterFunc] registers a function instead.
+// A producer binary imports the task types and this package; it never names the
+// worker's state type.
+//
+// # Outcomes
+//
+// A handler returns [Completed] (or [CompletedWith] a note), [PauseIn] a duration (the
+// job runs again later with its carry — the typed state C kept between runs — and the
+// pause is not a failure), or an error. A plain error retries with Fibonacci backoff
+// and deterministic jitter; [RetryIn] sets the delay; [Permanent] sends the job to dead
+// at once; after Config.MaxFailures failures the backstop sends it to dead.
 //
 // # Lifecycle
 //
@@ -42,8 +50,8 @@
 //	pending    pending    a dedup enqueue merged Keep / Replace / With     merged
 //	available  running    claimed under a lease with a new fencing token   -
 //	running    completed  handler returned Completed                       completed
-//	running    available  Pause(0), retry with zero backoff, shutdown      paused / failed / interrupted
-//	running    scheduled  Pause(d > 0), retry with backoff                 paused / failed
+//	running    available  PauseIn(0), retry with zero backoff, shutdown    paused / failed / interrupted
+//	running    scheduled  PauseIn(d > 0), retry with backoff               paused / failed
 //	running    dead       Permanent error, backstop reached, undecodable   dead
 //	running    available  lease expired (worker died or stalled)           abandoned
 //	running    dead       lease expired and the backstop was reached       abandoned
@@ -51,48 +59,61 @@
 //	completed  (deleted)  older than Config.RetainCompleted                -
 //	dead       (deleted)  older than Config.RetainDead                     -
 //
-// Failures (errors, panics, timeouts and abandoned runs) count toward the backstop
-// (Config.MaxFailures); pauses and interruptions never do.
+// Failures (errors, panics, timeouts and abandoned runs) count toward the backstop;
+// pauses and interruptions never do.
 //
 // # Claiming, leases and fencing
 //
 // A worker claims due jobs of the kinds it registered with FOR UPDATE SKIP LOCKED, most
 // urgent priority first, then by due time, then by ID, in batches that fill its free
-// handler slots and a prefetch buffer (Config.Prefetch). The buffer adapts: it grows
-// while handlers finish faster than claims arrive, so that a backlog of quick jobs is
-// worked in large claims, and stays small while handlers are busy, so that a worker does
-// not hoard jobs other workers could run. One claim and one batch of results are in
-// flight at a time. Each claim sets a lease (now() + Config.Lease) and a fresh fencing
-// token.
-// Every later write of the run (lease extension, completion, pause, failure, carry,
-// attachment, [Run.CompleteTx]) matches the token and must affect exactly one row;
-// otherwise the run was lost and its writes are discarded ([ErrLeaseLost]). Leases of
-// running jobs are extended every Lease/3 in one statement per worker. A worker that
-// cannot extend a lease cancels that handler's context before the lease runs out; a lease
-// that does expire is rescued back to available by whichever worker holds the
-// maintenance lock, with an abandoned journal entry.
+// handler slots and a prefetch buffer (Config.Prefetch) that adapts to how fast the
+// handlers are. Each claim sets a lease (now() + Config.Lease) and a fresh fencing
+// token. Every later write of the run (lease extension, completion, pause, failure,
+// carry, attachment, [Run.CompleteTx]) matches the token; a run that no longer holds
+// its job has its writes discarded ([ErrLeaseLost]). Leases are extended every Lease/3
+// in one statement per worker; a worker that cannot extend a lease cancels that
+// handler's context before the lease runs out, and a lease that does expire is rescued
+// back to available by whichever worker holds the maintenance lock.
 //
-// Results are written in batches: a busy worker finishes many runs per statement, an idle
-// one writes at once. A result counts as done when its batch commits.
+// Results are written in batches: a busy worker finishes many runs per statement, an
+// idle one writes at once. A result counts as done when its batch commits. A failure to
+// write that [IsTransient] classifies as transient (a broken connection, a restarting
+// server) is retried with the same result; only a refusal of the data stores the
+// result without its carry and attachment.
 //
-// Idle workers are woken by LISTEN/NOTIFY; polling (Config.PollInterval) always runs as
-// a fallback, and Config.PollOnly with QueueConfig.NoNotify serve connection poolers.
+// Idle workers are woken by LISTEN/NOTIFY; polling (Config.PollInterval) always runs
+// as a fallback, and Config.PollOnly with QueueConfig.NoNotify serve connection
+// poolers in transaction mode.
+//
+// # Shutdown
+//
+// [Worker.Stop] stops claiming, releases prefetched jobs, signals running handlers
+// ([Run.Shutdown]) and gives them Config.ShutdownGrace before cancelling their
+// contexts; interrupted runs return to available without counting as failures. Stop
+// returns by its context's deadline whatever the database does; what it could not
+// write is recovered by lease expiry and rescue.
 //
 // # Deduplication
 //
 // An enqueue with a dedup key takes a transaction-scoped advisory lock on (kind, key),
-// then looks for the newest pending job with that key through a partial index. With none,
-// it inserts; otherwise the task's merge decides. Because the lock is held until the
-// enqueuing transaction ends, concurrent enqueues of one key are serialized, and a
-// rollback simply releases the lock to the next enqueuer, which then sees no row. The
+// then looks for the newest pending job with that key through a partial index. With
+// none, it inserts; otherwise the task's merge decides. Because the lock is held until
+// the enqueuing transaction ends, concurrent enqueues of one key are serialized. The
 // candidate lookup must take its snapshot after the lock, so a dedup enqueue requires
-// READ COMMITTED ([ErrIsolation] otherwise). Enqueue cost does not depend on the backlog.
+// READ COMMITTED ([ErrIsolation] otherwise). Enqueue cost does not depend on the
+// backlog.
 //
 // # Time
 //
-// Every instant that decides whether a job is due or a lease has run out is PostgreSQL's
-// now(). Workers pass durations, never timestamps, so a worker with a wrong clock behaves
-// correctly.
+// Every instant that decides whether a job is due or a lease has run out is
+// PostgreSQL's now(). Workers pass durations, never timestamps, so a worker with a
+// wrong clock behaves correctly.
+//
+// # Testing
+//
+// Package venturitest runs a handler without a database, asserts that a task was
+// enqueued (matching a predicate on the typed payload), and drains a worker's jobs in
+// the caller's goroutine.
 //
 // See the README for the guarantees, every configuration field and its default, and the
 // examples for complete programs.

@@ -31,13 +31,13 @@ func TestIsTransient(t *testing.T) {
 		{pg("57014"), true}, // query_canceled: statement_timeout
 		{pg("08006"), true}, // connection_failure
 		{pg("08000"), true},
-		{pg("40001"), true}, // serialization_failure
-		{pg("40P01"), true}, // deadlock_detected
-		{pg("53100"), true}, // disk_full
-		{pg("53300"), true}, // too_many_connections
-		{pg("58030"), true}, // io_error
-		{pg("25P03"), true}, // idle_in_transaction_session_timeout
-		{pg("55P03"), true}, // lock_not_available
+		{pg("40001"), true},  // serialization_failure
+		{pg("40P01"), true},  // deadlock_detected
+		{pg("53100"), true},  // disk_full
+		{pg("53300"), true},  // too_many_connections
+		{pg("58030"), true},  // io_error
+		{pg("25P03"), true},  // idle_in_transaction_session_timeout
+		{pg("55P03"), true},  // lock_not_available
 		{pg("22P02"), false}, // invalid_text_representation: the data is refused
 		{pg("23505"), false}, // unique_violation
 		{pg("54000"), false}, // program_limit_exceeded: a value too large

@@ -31,9 +31,9 @@ var Module = fx.Module("worker",
 // events through that logger, and a stop timeout that covers the shutdown grace.
 func Options() fx.Option {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", "bookmarks-worker")
-	stop := 30 * time.Second
+	stop := StopTimeout(config.Config{ShutdownGrace: 10 * time.Second, Lease: 30 * time.Second})
 	if cfg, err := config.FromEnv(); err == nil {
-		stop = cfg.ShutdownGrace + 10*time.Second
+		stop = StopTimeout(cfg)
 	}
 	return fx.Options(
 		Module,
@@ -41,6 +41,14 @@ func Options() fx.Option {
 		fx.WithLogger(func() fxevent.Logger { return &fxevent.SlogLogger{Logger: log} }),
 		fx.StopTimeout(stop),
 	)
+}
+
+// StopTimeout is fx's stop timeout for cfg: venturi's Worker.Stop waits ShutdownGrace
+// for running jobs, then up to min(5s, Lease/2) for handlers that ignore cancellation,
+// then writes the last results; 5s covers those writes and the pool's close. Past it,
+// Stop returns anyway and the unfinished jobs come back when their leases expire.
+func StopTimeout(cfg config.Config) time.Duration {
+	return cfg.ShutdownGrace + min(5*time.Second, cfg.Lease/2) + 5*time.Second
 }
 
 // NewPool opens the pgx pool, checks it on start and closes it on stop.
@@ -56,7 +64,18 @@ func NewPool(lc fx.Lifecycle, cfg config.Config) (*pgxpool.Pool, error) {
 	}
 	lc.Append(fx.Hook{
 		OnStart: func(ctx context.Context) error { return pool.Ping(ctx) },
-		OnStop:  func(context.Context) error { pool.Close(); return nil },
+		OnStop: func(ctx context.Context) error {
+			// Close waits for every connection to be returned; a handler that ignored its
+			// cancellation may still hold one. Keep the stop timeout: the process exits.
+			closed := make(chan struct{})
+			go func() { pool.Close(); close(closed) }()
+			select {
+			case <-closed:
+				return nil
+			case <-ctx.Done():
+				return fmt.Errorf("close database pool: %w", ctx.Err())
+			}
+		},
 	})
 	return pool, nil
 }

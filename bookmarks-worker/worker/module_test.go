@@ -5,11 +5,13 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 
+	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/config"
 	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/handlers"
 	"github.com/venturi-dev/bookmarks/sql/dbtest"
 	"github.com/venturi-dev/bookmarks/sql/migrations"
@@ -43,4 +45,19 @@ func TestModuleStartsAndStops(t *testing.T) {
 		t.Fatal("no worker")
 	}
 	app.RequireStop()
+}
+
+// TestStopTimeoutCoversTheShutdown: fx's stop timeout is longer than venturi's whole
+// graceful shutdown (grace, the wait for handlers that ignore cancellation, the last
+// writes), so a normal stop never cuts it short.
+func TestStopTimeoutCoversTheShutdown(t *testing.T) {
+	for _, cfg := range []config.Config{
+		{ShutdownGrace: 10 * time.Second, Lease: 30 * time.Second},
+		{ShutdownGrace: time.Second, Lease: 2 * time.Second},
+		{ShutdownGrace: time.Minute, Lease: time.Minute},
+	} {
+		if got, need := StopTimeout(cfg), cfg.ShutdownGrace+min(5*time.Second, cfg.Lease/2); got <= need {
+			t.Errorf("StopTimeout(%+v) = %v, not above the shutdown's %v", cfg, got, need)
+		}
+	}
 }
