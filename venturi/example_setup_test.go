@@ -29,7 +29,7 @@ func exampleDB() (*pgxpool.Pool, func()) {
 	if err != nil {
 		log.Fatalf("venturi examples need PostgreSQL: %v", err)
 	}
-	if _, err := venturi.Migrate(ctx, pool); err != nil {
+	if _, err := venturi.Migrate(ctx, pool); err != nil { // embedded migrations, advisory-locked
 		cleanup()
 		log.Fatalf("migrate: %v", err)
 	}
