@@ -9,6 +9,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -16,16 +18,34 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// ErrNoURL is LookupURL's error when neither TEST_DATABASE_URL nor DATABASE_URL is set.
+var ErrNoURL = errors.New("TEST_DATABASE_URL is not set: run `make test`, or `scripts/pg.sh with -- go test ./...` from the repository root, or point it at a PostgreSQL you own")
+
+// LookupURL returns TEST_DATABASE_URL, or DATABASE_URL when it is unset, or ErrNoURL.
+func LookupURL() (string, error) {
+	for _, k := range []string{"TEST_DATABASE_URL", "DATABASE_URL"} {
+		if u := os.Getenv(k); u != "" {
+			return u, nil
+		}
+	}
+	return "", ErrNoURL
+}
+
 // URL returns the test database URL or fails the test.
 func URL(tb testing.TB) string {
 	tb.Helper()
-	for _, k := range []string{"TEST_DATABASE_URL", "DATABASE_URL"} {
-		if u := os.Getenv(k); u != "" {
-			return u
-		}
+	u, err := LookupURL()
+	if err != nil {
+		tb.Fatal(err.Error())
 	}
-	tb.Fatal("TEST_DATABASE_URL is not set: run `make test`, or `scripts/pg.sh with -- go test ./...` from the repository root, or point it at a PostgreSQL you own")
-	return ""
+	return u
+}
+
+// schemaName returns a fresh schema name with a random suffix.
+func schemaName() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "vt_" + hex.EncodeToString(b[:])
 }
 
 // Schema creates an empty schema named after a random suffix and drops it when the test
@@ -38,9 +58,7 @@ func Schema(tb testing.TB) string {
 		tb.Fatalf("connect: %v", err)
 	}
 	defer admin.Close()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "vt_" + hex.EncodeToString(b[:])
+	name := schemaName()
 	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
 		tb.Fatalf("create schema: %v", err)
 	}
@@ -75,4 +93,39 @@ func Pool(tb testing.TB, schema string, maxConns int32) *pgxpool.Pool {
 	}
 	tb.Cleanup(pool.Close)
 	return pool
+}
+
+// Open is Schema and Pool for callers without a testing.TB, such as examples: it creates
+// an empty schema named after a random suffix and returns a pool whose search_path is
+// that schema, with a function that closes the pool and drops the schema. A missing URL
+// is ErrNoURL. maxConns 0 keeps pgxpool's default.
+func Open(ctx context.Context, maxConns int32) (*pgxpool.Pool, func(), error) {
+	url, err := LookupURL()
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse database URL: %w", err)
+	}
+	name := schemaName()
+	cfg.ConnConfig.RuntimeParams["search_path"] = name
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect: %w", err)
+	}
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("create schema: %w", err)
+	}
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = pool.Exec(ctx, "DROP SCHEMA "+name+" CASCADE")
+		pool.Close()
+	}
+	return pool, drop, nil
 }
