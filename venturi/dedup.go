@@ -83,7 +83,7 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 	row, err := q.q.DedupCandidate(ctx, tx, dbsqlc.DedupCandidateParams{Kind: p.kind, DedupKey: p.key})
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The candidate was claimed between the two statements: nothing to merge into.
-		return q.insertKeyed(ctx, tx, p, ActionInserted)
+		return q.insert(ctx, tx, p, ActionInserted)
 	}
 	if err != nil {
 		return Result{}, err
@@ -102,7 +102,7 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 	action := decision
 	switch decision {
 	case ActionIndependent:
-		return q.insertKeyed(ctx, tx, p, ActionIndependent)
+		return q.insert(ctx, tx, p, ActionIndependent)
 	case ActionKept:
 	case ActionReplaced:
 		args.Replace, args.SetCarry = true, true
@@ -133,10 +133,11 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 	return Result{ID: c.id, Action: action}, nil
 }
 
-func (q *Queue) insertKeyed(ctx context.Context, tx pgx.Tx, p *plan, action Action) (Result, error) {
+// insert inserts p as a new job (with its NOTIFY) and reports action.
+func (q *Queue) insert(ctx context.Context, db batcher, p *plan, action Action) (Result, error) {
 	b := &pgx.Batch{}
 	q.queueInsert(b, p)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	if err := db.SendBatch(ctx, b).Close(); err != nil {
 		return Result{}, err
 	}
 	return Result{ID: p.id, Action: action}, nil

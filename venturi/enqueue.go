@@ -47,9 +47,7 @@ func (q *Queue) Enqueue(ctx context.Context, task Task, opts ...EnqueueOption) (
 		return Result{}, err
 	}
 	if p.key == "" {
-		b := &pgx.Batch{}
-		q.queueInsert(b, p)
-		return Result{ID: p.id, Action: ActionInserted}, q.pool.SendBatch(ctx, b).Close()
+		return q.insert(ctx, q.pool, p, ActionInserted)
 	}
 	if res, ok, err := q.replaceFast(ctx, q.pool, p); ok || err != nil {
 		return res, err
@@ -80,9 +78,7 @@ func (q *Queue) EnqueueTx(ctx context.Context, tx pgx.Tx, task Task, opts ...Enq
 		return Result{}, err
 	}
 	if p.key == "" {
-		b := &pgx.Batch{}
-		q.queueInsert(b, p)
-		return Result{ID: p.id, Action: ActionInserted}, tx.SendBatch(ctx, b).Close()
+		return q.insert(ctx, tx, p, ActionInserted)
 	}
 	return q.enqueueTx(ctx, tx, p)
 }
