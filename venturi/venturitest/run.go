@@ -60,7 +60,9 @@ type Result[C any] struct {
 	// succeeded; nil when none was set.
 	Attachment json.RawMessage
 	// CompletedTx reports that the handler called Run.CompleteTx and it succeeded: its
-	// outcome was recorded in the handler's transaction.
+	// outcome was recorded in the handler's transaction. Whether that transaction then
+	// committed is the handler's business: one that returns an error after CompleteTx
+	// usually rolled back, and the worker records the error (which Event reports).
 	CompletedTx bool
 	// CompletedTxOutcome is the outcome passed to the successful Run.CompleteTx.
 	CompletedTxOutcome venturi.Outcome
