@@ -13,7 +13,9 @@ package handlers
 //	                                                 decodes; venturi's
 //	                                                 TestUndecodablePayloadOrCarryGoesDead)
 //	fetch_bookmark payload {"bookmark_id":5}         dead, "decode payload"
-//	fetch_bookmark payload of a non-ULID bookmark id dead, "bad bookmark id"
+//	fetch_bookmark payload of a non-ULID bookmark id dead, "bad bookmark id" (also one run through
+//	                                                 venturitest.RunFunc, without a database)
+//	import_bookmarks payload of a non-ULID import id dead, "bad import id" (RunFunc)
 //	fetch of http://[::1]/ (the API accepts it)      dead; bookmark failed, fetch_error "blocked: ..."
 //	                                                 (refused by the dial-time guard)
 //	fetch of http://2130706433/ (the API accepts it) dead; bookmark failed, "blocked: ..."
@@ -23,7 +25,7 @@ package handlers
 //	import of those six URLs                         [::1] imported and its fetch dies "blocked";
 //	                                                 the other five skipped (the fetcher would
 //	                                                 not try them); import done, 1 imported, 5
-//	                                                 skipped
+//	                                                 skipped; no rebuild_tag_index (no tags)
 //
 // The fetch rows use the real fetcher with production defaults: the only connection
 // attempted is to [::1], refused by the guard before connect.
@@ -33,13 +35,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/fetch"
 	"github.com/venturi-dev/bookmarks/shared/tasks"
 	"github.com/venturi-dev/venturi"
+	"github.com/venturi-dev/venturi/venturitest"
 )
 
 // insertJob writes a job row directly, as a buggy or older producer might have.
@@ -112,40 +114,24 @@ func TestBadInputURLsReachingTheFetcher(t *testing.T) {
 
 	// The same URLs in an import.
 	ctx := context.Background()
-	imp := ulid.Make()
-	urls := []string{"http://[::1]/", "http://2130706433/", "http://0x7f.1/", "file:///etc/passwd",
-		"gopher://127.0.0.1:70/_GET", "https://u:p@a.example/"}
-	var job ulid.ULID
-	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		res, err := b.queue.EnqueueTx(ctx, tx, tasks.ImportBookmarks{ImportID: imp.String()})
-		if err != nil {
-			return err
-		}
-		job = res.ID
-		if _, err := tx.Exec(ctx, "INSERT INTO bookmark_import (id, job_id, total) VALUES ($1, $2, $3)",
-			uuidOf(imp), uuidOf(job), len(urls)); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `INSERT INTO bookmark_import_item (import_id, position, url)
-			SELECT $1, o - 1, u FROM unnest($2::text[]) WITH ORDINALITY AS x(u, o)`, uuidOf(imp), urls)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	task, job := b.newImport(t, 0, nil, "http://[::1]/", "http://2130706433/", "http://0x7f.1/", "file:///etc/passwd",
+		"gopher://127.0.0.1:70/_GET", "https://u:p@a.example/")
+	imp, _ := parseID(task.ImportID)
 	b.waitJob(t, job, venturi.StateCompleted)
 	var imported, skipped int
 	var status string
-	if err := b.pool.QueryRow(ctx, "SELECT imported, skipped, status FROM bookmark_import WHERE id = $1", uuidOf(imp)).
+	if err := b.pool.QueryRow(ctx, "SELECT imported, skipped, status FROM bookmark_import WHERE id = $1", imp).
 		Scan(&imported, &skipped, &status); err != nil {
 		t.Fatal(err)
 	}
 	if imported != 1 || skipped != 5 || status != "done" {
 		t.Fatalf("import: %d imported, %d skipped, %s; want 1, 5, done", imported, skipped, status)
 	}
+	// An import without tags has no tag to recount.
+	venturitest.RequireNotEnqueued[tasks.RebuildTagIndex](t, b.pool, nil, venturitest.WithAnyState())
 	var fetchJob pgtype.UUID
 	var url string
-	if err := b.pool.QueryRow(ctx, "SELECT fetch_job_id, url FROM bookmark WHERE import_id = $1", uuidOf(imp)).
+	if err := b.pool.QueryRow(ctx, "SELECT fetch_job_id, url FROM bookmark WHERE import_id = $1", imp).
 		Scan(&fetchJob, &url); err != nil {
 		t.Fatal(err)
 	}
@@ -154,5 +140,23 @@ func TestBadInputURLsReachingTheFetcher(t *testing.T) {
 	}
 	if j := b.waitJob(t, ulid.ULID(fetchJob.Bytes), venturi.StateDead); !strings.Contains(j.Journal[len(j.Journal)-1].Note, "blocked") {
 		t.Fatalf("imported [::1] fetch: journal %+v", j.Journal)
+	}
+}
+
+// TestBadIDsKillTheJobOnTheFirstRun runs the handlers once, without a worker or a
+// database: an ID that is not a ULID is refused before any query.
+func TestBadIDsKillTheJobOnTheFirstRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	app := &App{} // no pool, store or fetcher: none may be used
+	fb := venturitest.RunFunc(ctx, handleFetchBookmark, tasks.FetchBookmark{BookmarkID: "../../etc", URL: "https://a.example/"},
+		app, venturitest.RunOptions[tasks.FetchCarry]{})
+	if !fb.IsPermanent() || !strings.HasPrefix(fb.Note(), `bad bookmark id "../../etc"`) {
+		t.Fatalf("fetch of a non-ULID bookmark: %s %q, want dead with bad bookmark id", fb.Event(), fb.Note())
+	}
+	ib := venturitest.RunFunc(ctx, handleImportBookmarks, tasks.ImportBookmarks{ImportID: "01J-not-a-ulid"},
+		app, venturitest.RunOptions[tasks.ImportCarry]{})
+	if !ib.IsPermanent() || !strings.HasPrefix(ib.Note(), `bad import id "01J-not-a-ulid"`) {
+		t.Fatalf("import with a non-ULID id: %s %q, want dead with bad import id", ib.Event(), ib.Note())
 	}
 }

@@ -4,12 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -20,133 +19,10 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/fetch"
-	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/store"
 	"github.com/venturi-dev/bookmarks/shared/tasks"
-	"github.com/venturi-dev/bookmarks/sql/dbtest"
-	"github.com/venturi-dev/bookmarks/sql/migrations"
 	"github.com/venturi-dev/venturi"
+	"github.com/venturi-dev/venturi/venturitest"
 )
-
-// fakeFetcher answers from a script per URL; the last answer repeats.
-type fakeFetcher struct {
-	mu     sync.Mutex
-	script map[string][]func() (*fetch.Result, error)
-	calls  map[string]int
-}
-
-func (f *fakeFetcher) Fetch(_ context.Context, url string) (*fetch.Result, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := f.script[url]
-	if len(s) == 0 {
-		return &fetch.Result{Status: 200, FinalURL: url, ContentType: "text/html", Bytes: 10, Title: "T " + url, Text: "text"}, nil
-	}
-	i := min(f.calls[url], len(s)-1)
-	f.calls[url]++
-	return s[i]()
-}
-
-func ok(title string) func() (*fetch.Result, error) {
-	return func() (*fetch.Result, error) {
-		return &fetch.Result{Status: 200, FinalURL: "https://final/", ContentType: "text/html", Bytes: 42, Title: title, Text: "body"}, nil
-	}
-}
-
-func fail(fe *fetch.Error) func() (*fetch.Result, error) {
-	return func() (*fetch.Result, error) { return nil, fe }
-}
-
-type testBundle struct {
-	pool    *pgxpool.Pool
-	app     *App
-	queue   *venturi.Queue
-	fetcher *fakeFetcher
-}
-
-func setup(t *testing.T) *testBundle {
-	t.Helper()
-	ctx := context.Background()
-	pool := dbtest.Pool(t, "bmw", 10)
-	if _, err := migrations.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	ff := &fakeFetcher{script: map[string][]func() (*fetch.Result, error){}, calls: map[string]int{}}
-	app := NewApp(pool, ff, slog.New(slog.NewTextHandler(io.Discard, nil)), 3)
-	return &testBundle{pool: pool, app: app, queue: app.Queue, fetcher: ff}
-}
-
-func (b *testBundle) start(t *testing.T) {
-	t.Helper()
-	w, err := venturi.NewWorker(b.pool, b.app, venturi.Config{
-		Concurrency: 4, PollInterval: 20 * time.Millisecond, Backoff: venturi.Backoff{Base: time.Millisecond},
-		Logger: b.app.Log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range Registrations() {
-		if err := r(w); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Stop(context.Background()) })
-}
-
-// bookmark creates a bookmark and enqueues its fetch in one transaction, as the API does.
-func (b *testBundle) bookmark(t *testing.T, url string) (ulid.ULID, ulid.ULID) {
-	t.Helper()
-	id := ulid.Make()
-	var job ulid.ULID
-	err := pgx.BeginFunc(context.Background(), b.pool, func(tx pgx.Tx) error {
-		res, err := b.queue.EnqueueTx(context.Background(), tx, tasks.FetchBookmark{BookmarkID: id.String(), URL: url})
-		if err != nil {
-			return err
-		}
-		job = res.ID
-		return b.app.Store.InsertImportedBookmark(context.Background(), tx, store.InsertImportedBookmarkParams{
-			ID: uuidOf(id), Url: url, Tags: []string{}, FetchJobID: uuidOf(job)})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id, job
-}
-
-func (b *testBundle) waitJob(t *testing.T, id ulid.ULID, state venturi.State) *venturi.Job {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		j, err := b.queue.Job(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if j.State == state {
-			return j
-		}
-		if time.Now().After(deadline) || (j.State == venturi.StateDead && state != venturi.StateDead) {
-			t.Fatalf("job %s is %s, want %s; journal %+v", id, j.State, state, j.Journal)
-		}
-		select {
-		case <-time.After(10 * time.Millisecond):
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		}
-	}
-}
-
-func (b *testBundle) row(t *testing.T, id ulid.ULID) (status, title, errText string, attempts int) {
-	t.Helper()
-	err := b.pool.QueryRow(context.Background(),
-		"SELECT fetch_status, page_title, fetch_error, fetch_attempts FROM bookmark WHERE id = $1", uuidOf(id)).
-		Scan(&status, &title, &errText, &attempts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return
-}
 
 func TestFetchBookmarkStoresResult(t *testing.T) {
 	t.Parallel()
@@ -222,27 +98,9 @@ func TestImportBookmarksPausesWithCarry(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	imp := ulid.Make()
-	urls := []string{"https://1.example/", "https://2.example/", "javascript:alert(1)", "https://4.example/",
-		"https://5.example/", "ftp://6.example/", "https://7.example/"}
-	var job ulid.ULID
-	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		res, err := b.queue.EnqueueTx(ctx, tx, tasks.ImportBookmarks{ImportID: imp.String(), PageSize: 3})
-		if err != nil {
-			return err
-		}
-		job = res.ID
-		if _, err := tx.Exec(ctx, "INSERT INTO bookmark_import (id, job_id, tags, total) VALUES ($1, $2, '{imported}', $3)",
-			uuidOf(imp), uuidOf(job), len(urls)); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `INSERT INTO bookmark_import_item (import_id, position, url)
-			SELECT $1, o - 1, u FROM unnest($2::text[]) WITH ORDINALITY AS x(u, o)`, uuidOf(imp), urls)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	task, job := b.newImport(t, 3, []string{"imported"}, "https://1.example/", "https://2.example/", "javascript:alert(1)",
+		"https://4.example/", "https://5.example/", "ftp://6.example/", "https://7.example/")
+	imp, _ := parseID(task.ImportID)
 	b.start(t)
 	j := b.waitJob(t, job, venturi.StateCompleted)
 	if j.RunCount != 3 || j.Journal[0].Event != venturi.EventPaused || j.Journal[1].Event != venturi.EventPaused {
@@ -254,16 +112,20 @@ func TestImportBookmarksPausesWithCarry(t *testing.T) {
 	}
 	var n, skipped int
 	var status string
-	if err := b.pool.QueryRow(ctx, "SELECT imported, skipped, status FROM bookmark_import WHERE id = $1", uuidOf(imp)).Scan(&n, &skipped, &status); err != nil {
+	if err := b.pool.QueryRow(ctx, "SELECT imported, skipped, status FROM bookmark_import WHERE id = $1", imp).Scan(&n, &skipped, &status); err != nil {
 		t.Fatal(err)
 	}
 	if n != 5 || skipped != 2 || status != "done" {
 		t.Fatalf("import = %d imported, %d skipped, %s", n, skipped, status)
 	}
+	// The finished import asked for its tag to be recounted (the rebuild may have run by now).
+	venturitest.RequireEnqueued(t, b.pool, func(r tasks.RebuildTagIndex) bool {
+		return slices.Equal(r.Tags, []string{"imported"})
+	}, venturitest.WithAnyState())
 	var fetched int
 	deadline := time.Now().Add(15 * time.Second)
 	for fetched != 5 {
-		if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM bookmark WHERE import_id = $1 AND fetch_status = 'fetched' AND tags = '{imported}'", uuidOf(imp)).Scan(&fetched); err != nil {
+		if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM bookmark WHERE import_id = $1 AND fetch_status = 'fetched' AND tags = '{imported}'", imp).Scan(&fetched); err != nil {
 			t.Fatal(err)
 		}
 		if time.Now().After(deadline) {
@@ -293,16 +155,12 @@ func TestRebuildTagIndexMergesBursts(t *testing.T) {
 			t.Fatalf("enqueue %d = %+v, want merged into %s", i, res, first.ID)
 		}
 	}
-	j, err := b.queue.Job(ctx, first.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p tasks.RebuildTagIndex
+	j := venturitest.RequireEnqueued(t, b.pool, func(p tasks.RebuildTagIndex) bool {
+		return reflect.DeepEqual(p.Tags, []string{"db", "go", "web"}) && p.Requests == 3
+	})
 	var c tasks.TagIndexCarry
-	_ = json.Unmarshal(j.Payload, &p)
-	_ = json.Unmarshal(j.Carry, &c)
-	if !reflect.DeepEqual(p.Tags, []string{"db", "go", "web"}) || p.Requests != 3 || c.Merged != 2 {
-		t.Fatalf("merged job payload %+v carry %+v", p, c)
+	if err := json.Unmarshal(j.Carry, &c); err != nil || j.ID != first.ID || c.Merged != 2 {
+		t.Fatalf("merged job %s carry %+v (%v), want %s with two merges", j.ID, c, err, first.ID)
 	}
 	// Running a rebuild recounts the index.
 	for _, u := range []string{"https://x/", "https://y/"} {

@@ -245,3 +245,14 @@ WITH t AS (
 SELECT COALESCE((SELECT id FROM upd), (SELECT id FROM ins))::uuid AS job_id,
        EXISTS (SELECT 1 FROM upd)::bool AS replaced,
        COALESCE((SELECT state = 'available' FROM upd), (SELECT state = 'available' FROM ins), false)::bool AS due;
+
+-- name: JobsOfKind :many
+-- The jobs of one kind in the given states (every state when states is empty), oldest
+-- first, for venturitest's assertions.
+SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
+       created_at, attempted_at, finished_at, lease_expires_at
+FROM venturi_job
+WHERE kind = @kind
+  AND (cardinality(@states::text[]) = 0 OR state::text = ANY(@states::text[]))
+ORDER BY id
+LIMIT @max::int;

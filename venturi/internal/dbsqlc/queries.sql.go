@@ -523,6 +523,78 @@ func (q *Queries) InsertOrReplace(ctx context.Context, db DBTX, arg InsertOrRepl
 	return &i, err
 }
 
+const jobsOfKind = `-- name: JobsOfKind :many
+SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
+       created_at, attempted_at, finished_at, lease_expires_at
+FROM venturi_job
+WHERE kind = $1
+  AND (cardinality($2::text[]) = 0 OR state::text = ANY($2::text[]))
+ORDER BY id
+LIMIT $3::int
+`
+
+type JobsOfKindParams struct {
+	Kind   string
+	States []string
+	Max    int32
+}
+
+type JobsOfKindRow struct {
+	ID             pgtype.UUID
+	Kind           string
+	State          VenturiJobState
+	Priority       int16
+	DedupKey       pgtype.Text
+	Payload        []byte
+	Carry          []byte
+	RunAt          time.Time
+	Runs           int32
+	Failures       int32
+	Journal        []byte
+	CreatedAt      time.Time
+	AttemptedAt    *time.Time
+	FinishedAt     *time.Time
+	LeaseExpiresAt *time.Time
+}
+
+// The jobs of one kind in the given states (every state when states is empty), oldest
+// first, for venturitest's assertions.
+func (q *Queries) JobsOfKind(ctx context.Context, db DBTX, arg JobsOfKindParams) ([]*JobsOfKindRow, error) {
+	rows, err := db.Query(ctx, jobsOfKind, arg.Kind, arg.States, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*JobsOfKindRow
+	for rows.Next() {
+		var i JobsOfKindRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Kind,
+			&i.State,
+			&i.Priority,
+			&i.DedupKey,
+			&i.Payload,
+			&i.Carry,
+			&i.RunAt,
+			&i.Runs,
+			&i.Failures,
+			&i.Journal,
+			&i.CreatedAt,
+			&i.AttemptedAt,
+			&i.FinishedAt,
+			&i.LeaseExpiresAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const mergeInto = `-- name: MergeInto :one
 UPDATE venturi_job j SET
     payload  = CASE WHEN $1::bool THEN ($2::text)::jsonb ELSE j.payload END,

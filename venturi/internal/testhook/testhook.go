@@ -7,6 +7,7 @@ package testhook
 import (
 	"context"
 	"encoding/json"
+	"time"
 )
 
 // RunSpec describes a run built outside a worker. Carry is a C for a *venturi.Run[C]
@@ -51,3 +52,7 @@ var (
 	// maxRuns bounds the runs (a job that always pauses for zero would loop forever).
 	Drain func(ctx context.Context, worker any, kinds []string, maxRuns int) ([]Drained, error)
 )
+
+// RetryDelay reports the delay a venturi.RetryIn error (or one wrapping it) asks for, and
+// whether it asks for one; a test cannot read it through venturi's exported API.
+var RetryDelay func(err error) (time.Duration, bool)

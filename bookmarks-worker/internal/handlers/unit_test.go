@@ -1,0 +1,208 @@
+package handlers
+
+// Handler logic one run at a time, through venturitest.RunFunc: no worker runs, so each
+// test says which run it is (RunOptions) and reads the decision off the Result. The
+// handlers' own tables are real (setup's schema); the fetcher is the fake.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/fetch"
+	"github.com/venturi-dev/bookmarks/shared/tasks"
+	"github.com/venturi-dev/venturi"
+	"github.com/venturi-dev/venturi/venturitest"
+)
+
+// runFetch runs the fetch of bookmark id as run number failures+1 of job.
+func (b *testBundle) runFetch(id, job ulid.ULID, url string, opts venturitest.RunOptions[tasks.FetchCarry]) venturitest.Result[tasks.FetchCarry] {
+	opts.ID = job
+	return venturitest.RunFunc(context.Background(), handleFetchBookmark, tasks.FetchBookmark{BookmarkID: id.String(), URL: url}, b.app, opts)
+}
+
+// TestFetchBookmarkFailureDecisions: how a failed fetch retries, honours Retry-After
+// (429 and 503 only, capped at MaxRetryAfter) or gives up, and what the bookmark records.
+func TestFetchBookmarkFailureDecisions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for i, tt := range []struct {
+		name     string
+		fe       *fetch.Error
+		failures int // earlier failed runs; MaxFetchAttempts is 3
+		event    venturi.Event
+		retryIn  time.Duration // 0: the worker's backoff
+		note     string
+	}{
+		{"429 asks for two hours: capped", &fetch.Error{Reason: fetch.ReasonRateLimited, Status: 429, RetryAfter: 2 * time.Hour}, 0, venturi.EventFailed, MaxRetryAfter, "rate_limited (HTTP 429)"},
+		{"503 asks for a second", &fetch.Error{Reason: fetch.ReasonServerError, Status: 503, RetryAfter: time.Second}, 1, venturi.EventFailed, time.Second, "http_server_error (HTTP 503)"},
+		{"500 with Retry-After: backoff", &fetch.Error{Reason: fetch.ReasonServerError, Status: 500, RetryAfter: 5 * time.Second}, 0, venturi.EventFailed, 0, "http_server_error (HTTP 500)"},
+		{"503 without Retry-After: backoff", &fetch.Error{Reason: fetch.ReasonServerError, Status: 503}, 0, venturi.EventFailed, 0, "http_server_error (HTTP 503)"},
+		{"410 is permanent", &fetch.Error{Reason: fetch.ReasonGone, Status: 410, Permanent: true}, 0, venturi.EventDead, 0, "gone (HTTP 410)"},
+		{"the last attempt gives up", &fetch.Error{Reason: fetch.ReasonServerError, Status: 500}, 2, venturi.EventDead, 0, "giving up after 3 attempts: http_server_error (HTTP 500)"},
+		{"the last attempt ignores Retry-After", &fetch.Error{Reason: fetch.ReasonRateLimited, Status: 429, RetryAfter: time.Minute}, 2, venturi.EventDead, 0, "giving up after 3 attempts: rate_limited (HTTP 429)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			url := fmt.Sprintf("https://r%d.example/", i)
+			b.fetcher.script[url] = []func() (*fetch.Result, error){fail(tt.fe)}
+			id, job := b.bookmark(t, url)
+			res := b.runFetch(id, job, url, venturitest.RunOptions[tasks.FetchCarry]{RunCount: tt.failures + 1, Failures: tt.failures})
+			if res.Event() != tt.event || res.Note() != tt.note {
+				t.Fatalf("%s %q, want %s %q", res.Event(), res.Note(), tt.event, tt.note)
+			}
+			if d, ok := res.RetryIn(); d != tt.retryIn || ok != (tt.retryIn > 0) {
+				t.Fatalf("RetryIn = %v, %v; want %v", d, ok, tt.retryIn)
+			}
+			// The attachment records a Retry-After that a 429 or 503 asked for, also on the
+			// last attempt, where it delays nothing.
+			asked := tt.fe.RetryAfter > 0 && (tt.fe.Status == 429 || tt.fe.Status == 503)
+			var att FetchAttachment
+			if err := res.DecodeAttachment(&att); err != nil || att.URL != url || att.Reason != tt.fe.Reason ||
+				att.Status != tt.fe.Status || (att.RetryAfter != "") != asked {
+				t.Fatalf("attachment %+v (%v)", att, err)
+			}
+			wantStatus := "pending"
+			if tt.event == venturi.EventDead {
+				wantStatus = "failed"
+			}
+			if status, _, errText, attempts := b.row(t, id); status != wantStatus || errText != tt.fe.Error() || attempts != 1 {
+				t.Fatalf("bookmark %s %q attempts %d, want %s %q 1", status, errText, attempts, wantStatus, tt.fe.Error())
+			}
+		})
+	}
+}
+
+// TestFetchBookmarkCommitsWithItsJob: the result and the job's completion commit in one
+// transaction, so a run that lost its job writes nothing; a superseded job fetches nothing.
+func TestFetchBookmarkCommitsWithItsJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.fetcher.script["https://ok.example/"] = []func() (*fetch.Result, error){ok("Page")}
+	id, job := b.bookmark(t, "https://ok.example/")
+	res := b.runFetch(id, job, "https://ok.example/", venturitest.RunOptions[tasks.FetchCarry]{})
+	if res.Err != nil || !res.CompletedTx || res.Note() != "fetched 200, 42 bytes of text/html" {
+		t.Fatalf("%s %q completedTx %v, want completed in the handler's transaction", res.Event(), res.Note(), res.CompletedTx)
+	}
+	if status, title, _, attempts := b.row(t, id); status != "fetched" || title != "Page" || attempts != 1 {
+		t.Fatalf("bookmark %s %q attempts %d", status, title, attempts)
+	}
+
+	id, job = b.bookmark(t, "https://lost.example/")
+	res = b.runFetch(id, job, "https://lost.example/", venturitest.RunOptions[tasks.FetchCarry]{CompleteTxErr: venturi.ErrLeaseLost})
+	if !errors.Is(res.Err, venturi.ErrLeaseLost) || res.CompletedTx {
+		t.Fatalf("%s %q, want the lease loss", res.Event(), res.Note())
+	}
+	if status, title, _, attempts := b.row(t, id); status != "pending" || title != "" || attempts != 0 {
+		t.Fatalf("a run that lost its job stored its result: bookmark %s %q attempts %d", status, title, attempts)
+	}
+
+	b.fetcher.script["https://refetched.example/"] = []func() (*fetch.Result, error){ok("Not fetched")}
+	id, _ = b.bookmark(t, "https://refetched.example/")
+	res = b.runFetch(id, ulid.Make(), "https://refetched.example/", venturitest.RunOptions[tasks.FetchCarry]{})
+	if res.Event() != venturi.EventCompleted || res.Note() != "superseded by a newer fetch job" || b.fetcher.calls["https://refetched.example/"] != 0 {
+		t.Fatalf("%s %q after %d fetches, want superseded without a fetch", res.Event(), res.Note(), b.fetcher.calls["https://refetched.example/"])
+	}
+}
+
+// TestImportBookmarksOnePageARun runs an import page by page: each run commits its
+// bookmarks, their fetch jobs and the checkpoint together, and the last asks for a tag
+// recount.
+func TestImportBookmarksOnePageARun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	urls := []string{"https://1.example/", "javascript:alert(1)", "https://3.example/", "https://4.example/", "https://5.example/"}
+	task, job := b.newImport(t, 2, []string{"go"}, urls...)
+	fetchOf := func(url string) func(tasks.FetchBookmark) bool {
+		return func(f tasks.FetchBookmark) bool { return f.URL == url }
+	}
+	opts := venturitest.RunOptions[tasks.ImportCarry]{ID: job}
+	res := venturitest.RunFunc(ctx, handleImportBookmarks, task, b.app, opts)
+	if res.Event() != venturi.EventPaused || !res.CompletedTx || res.Carry != (tasks.ImportCarry{Next: 2, Imported: 1, Skipped: 1, Pages: 1}) {
+		t.Fatalf("page 1: %s %q carry %+v completedTx %v", res.Event(), res.Note(), res.Carry, res.CompletedTx)
+	}
+	venturitest.RequireEnqueued(t, b.pool, fetchOf(urls[0]))
+	venturitest.RequireNotEnqueued(t, b.pool, fetchOf(urls[2]))
+	venturitest.RequireNotEnqueued[tasks.RebuildTagIndex](t, b.pool, nil)
+
+	// A page whose commit is refused leaves nothing behind and keeps the checkpoint.
+	opts.Carry, opts.RunCount = res.Carry, 2
+	lost := opts
+	lost.CompleteTxErr = venturi.ErrLeaseLost
+	if res := venturitest.RunFunc(ctx, handleImportBookmarks, task, b.app, lost); !errors.Is(res.Err, venturi.ErrLeaseLost) || res.Carry != opts.Carry {
+		t.Fatalf("lost page: %s %q carry %+v, want the lease loss and carry %+v", res.Event(), res.Note(), res.Carry, opts.Carry)
+	}
+	venturitest.RequireNotEnqueued(t, b.pool, fetchOf(urls[2]))
+
+	res = venturitest.RunFunc(ctx, handleImportBookmarks, task, b.app, opts)
+	if res.Event() != venturi.EventPaused || res.Carry != (tasks.ImportCarry{Next: 4, Imported: 3, Skipped: 1, Pages: 2}) {
+		t.Fatalf("page 2: %s %q carry %+v", res.Event(), res.Note(), res.Carry)
+	}
+	opts.Carry, opts.RunCount = res.Carry, 3
+	res = venturitest.RunFunc(ctx, handleImportBookmarks, task, b.app, opts)
+	if res.Event() != venturi.EventCompleted || !res.CompletedTx || res.Note() != "imported 4 of 5 items in 3 pages (1 skipped)" {
+		t.Fatalf("page 3: %s %q", res.Event(), res.Note())
+	}
+
+	// Every valid URL has its bookmark and its fetch job; the invalid one has neither.
+	for _, u := range slices.Delete(slices.Clone(urls), 1, 2) {
+		j := venturitest.RequireEnqueued(t, b.pool, fetchOf(u))
+		var fb tasks.FetchBookmark
+		if err := json.Unmarshal(j.Payload, &fb); err != nil {
+			t.Fatal(err)
+		}
+		id, err := parseID(fb.BookmarkID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tags []string
+		var fetchJob pgtype.UUID
+		if err := b.pool.QueryRow(ctx, "SELECT tags, fetch_job_id FROM bookmark WHERE id = $1", id).Scan(&tags, &fetchJob); err != nil {
+			t.Fatalf("bookmark of %s: %v", u, err)
+		}
+		if fetchJob != uuidOf(j.ID) || !slices.Equal(tags, []string{"go"}) {
+			t.Fatalf("bookmark of %s: fetch job %s tags %q, want %s [go]", u, ulid.ULID(fetchJob.Bytes), tags, j.ID)
+		}
+	}
+	venturitest.RequireNotEnqueued(t, b.pool, fetchOf(urls[1]), venturitest.WithAnyState())
+	venturitest.RequireEnqueued(t, b.pool, func(r tasks.RebuildTagIndex) bool { return slices.Equal(r.Tags, []string{"go"}) })
+}
+
+// TestRebuildTagIndexRecountsItsTags: a rebuild recounts only its tags, dropping those no
+// bookmark uses, and records what it covered.
+func TestRebuildTagIndexRecountsItsTags(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	for _, tags := range []string{"{go,db}", "{go}"} {
+		if _, err := b.pool.Exec(ctx, "INSERT INTO bookmark (id, url, tags) VALUES ($1, 'https://x/', $2)", uuidOf(ulid.Make()), tags); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.pool.Exec(ctx, "INSERT INTO tag_index (tag, bookmark_count) VALUES ('gone', 3)"); err != nil {
+		t.Fatal(err)
+	}
+	res := venturitest.RunFunc(ctx, handleRebuildTagIndex, tasks.RebuildTagIndex{Tags: []string{"gone", "go"}, Requests: 3}, b.app,
+		venturitest.RunOptions[tasks.TagIndexCarry]{Carry: tasks.TagIndexCarry{Merged: 2}})
+	if res.Err != nil || !res.CompletedTx || res.Note() != "recounted 2 tag(s) for 3 request(s)" {
+		t.Fatalf("%s %q completedTx %v", res.Event(), res.Note(), res.CompletedTx)
+	}
+	var att TagIndexAttachment
+	if err := res.DecodeAttachment(&att); err != nil || !reflect.DeepEqual(att, TagIndexAttachment{Tags: []string{"gone", "go"}, Requests: 3, Merged: 2}) {
+		t.Fatalf("attachment %+v (%v)", att, err)
+	}
+	rows, _ := b.pool.Query(ctx, "SELECT tag || '=' || bookmark_count FROM tag_index ORDER BY tag")
+	if got, err := pgx.CollectRows(rows, pgx.RowTo[string]); err != nil || strings.Join(got, ",") != "go=2" {
+		t.Fatalf("tag index %v (%v), want go=2 only", got, err)
+	}
+}
