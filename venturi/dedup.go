@@ -7,7 +7,6 @@ import (
 	"reflect"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
 )
 
@@ -22,14 +21,15 @@ type batcher interface {
 // READ COMMITTED) and whether the task was inserted.
 func (q *Queue) lockAndInsert(ctx context.Context, db batcher, p *plan) (iso string, inserted bool, err error) {
 	b := &pgx.Batch{}
-	b.Queue(dbsqlc.DedupLockSQL, p.kind, p.key).QueryRow(func(r pgx.Row) error { return r.Scan(&iso) })
-	b.Queue(dbsqlc.InsertIfNoCandidateSQL, p.insertIfNoCandidate()...).QueryRow(func(r pgx.Row) error {
-		var due bool
-		return r.Scan(&inserted, &due)
-	})
+	var row dbsqlc.InsertIfNoCandidateRow
+	dbsqlc.QueueDedupLock(b, dbsqlc.DedupLockParams{Kind: p.kind, DedupKey: p.key}, &iso)
+	dbsqlc.QueueInsertIfNoCandidate(b, dbsqlc.InsertIfNoCandidateParams{
+		Kind: p.kind, DedupKey: p.key, ID: uuidOf(p.id), Priority: int16(p.priority),
+		Payload: string(p.payload), At: p.opts.at, DelayUs: delayOf(p.opts.delay),
+	}, &row)
 	q.queueNotify(b, p)
 	err = db.SendBatch(ctx, b).Close()
-	return iso, inserted, err
+	return iso, row.Inserted, err
 }
 
 // replaceFast enqueues a dedup task whose type has no merge method, so a collision is
@@ -42,25 +42,24 @@ func (q *Queue) replaceFast(ctx context.Context, db batcher, p *plan) (Result, b
 	}
 	entry := mergedEntry(ActionReplaced.mergeName(), p.id)
 	var (
-		iso           string
-		id            pgtype.UUID
-		replaced, due bool
+		iso string
+		row dbsqlc.InsertOrReplaceRow
 	)
 	b := &pgx.Batch{}
-	b.Queue(dbsqlc.DedupLockSQL, p.kind, p.key).QueryRow(func(r pgx.Row) error { return r.Scan(&iso) })
-	b.Queue(dbsqlc.InsertOrReplaceSQL, p.atParam(), delayOf(p.opts.delay), p.kind, p.key, string(p.payload),
-		int16(p.priority), entry, uuidOf(p.id)).QueryRow(func(r pgx.Row) error {
-		return r.Scan(&id, &replaced, &due)
-	})
+	dbsqlc.QueueDedupLock(b, dbsqlc.DedupLockParams{Kind: p.kind, DedupKey: p.key}, &iso)
+	dbsqlc.QueueInsertOrReplace(b, dbsqlc.InsertOrReplaceParams{
+		At: p.opts.at, DelayUs: delayOf(p.opts.delay), Kind: p.kind, DedupKey: p.key,
+		Payload: string(p.payload), Priority: int16(p.priority), Entry: entry, ID: uuidOf(p.id),
+	}, &row)
 	q.queueNotify(b, p)
 	if err := db.SendBatch(ctx, b).Close(); err != nil {
 		return Result{}, false, err
 	}
-	if !id.Valid {
+	if !row.JobID.Valid {
 		return Result{}, false, nil
 	}
-	if replaced {
-		return Result{ID: ulidOf(id), Action: ActionReplaced}, true, nil
+	if row.Replaced {
+		return Result{ID: ulidOf(row.JobID), Action: ActionReplaced}, true, nil
 	}
 	return Result{ID: p.id, Action: ActionInserted}, true, nil
 }
@@ -98,7 +97,7 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 	if err != nil {
 		return Result{}, fmt.Errorf("venturi: merge %s into job %s: %w", p.kind, c.id, err)
 	}
-	args := dbsqlc.MergeIntoParams{ID: row.ID, At: p.atParam(), DelayUs: delayOf(p.opts.delay)}
+	args := dbsqlc.MergeIntoParams{ID: row.ID, At: p.opts.at, DelayUs: delayOf(p.opts.delay)}
 	action := decision
 	switch decision {
 	case ActionIndependent:

@@ -152,11 +152,10 @@ func (q *Queue) enqueueMany(ctx context.Context, tx pgx.Tx, tasks []Task, opts [
 	}
 	if len(plain.Ids) > 0 {
 		b := &pgx.Batch{}
-		b.Queue(dbsqlc.InsertJobsSQL, plain.Ids, plain.Kinds, plain.Priorities, plain.Payloads,
-			plain.HasAt, plain.Ats, plain.DelaysUs)
+		dbsqlc.QueueInsertJobs(b, plain)
 		if !q.poll {
 			for kind := range due {
-				b.Queue(dbsqlc.NotifySQL, q.channel, kind)
+				dbsqlc.QueueNotify(b, dbsqlc.NotifyParams{Channel: q.channel, Payload: kind})
 			}
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -185,12 +184,6 @@ type plan struct {
 }
 
 func (p *plan) dueNow() bool { return p.opts.at == nil && p.opts.delay <= 0 }
-
-func (p *plan) atParam() *time.Time { return p.opts.at }
-
-func (p *plan) insertIfNoCandidate() []any {
-	return []any{p.kind, p.key, uuidOf(p.id), int16(p.priority), string(p.payload), p.atParam(), delayOf(p.opts.delay)}
-}
 
 func prepare(task Task, opts []EnqueueOption) (*plan, error) {
 	if task == nil || (reflect.ValueOf(task).Kind() == reflect.Pointer && reflect.ValueOf(task).IsNil()) {
@@ -273,8 +266,10 @@ func containsEscapedNUL(b []byte) bool {
 
 // queueInsert adds the plain insert of p (and its NOTIFY) to b.
 func (q *Queue) queueInsert(b *pgx.Batch, p *plan) {
-	key := pgtype.Text{String: p.key, Valid: p.key != ""}
-	b.Queue(dbsqlc.InsertJobSQL, uuidOf(p.id), p.kind, int16(p.priority), key, string(p.payload),
-		p.atParam(), delayOf(p.opts.delay))
+	dbsqlc.QueueInsertJob(b, dbsqlc.InsertJobParams{
+		ID: uuidOf(p.id), Kind: p.kind, Priority: int16(p.priority),
+		DedupKey: pgtype.Text{String: p.key, Valid: p.key != ""},
+		Payload:  string(p.payload), At: p.opts.at, DelayUs: delayOf(p.opts.delay),
+	})
 	q.queueNotify(b, p)
 }

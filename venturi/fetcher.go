@@ -205,7 +205,7 @@ func (f *fetcher) claim(n int) ([]*claimed, error) {
 	var jobs []*claimed
 	sent := time.Now()
 	b := &pgx.Batch{}
-	b.Queue(dbsqlc.PromoteDueSQL, int32(1000))
+	dbsqlc.QueuePromoteDue(b, 1000)
 	dbsqlc.QueueClaim(b, dbsqlc.ClaimParams{
 		LeaseUs: delayOf(f.cfg.Lease), WorkerID: f.cfg.ID, MaxFailures: int32(max(f.cfg.MaxFailures, 0)),
 		Kinds: f.kinds, Max: int32(n),

@@ -147,6 +147,6 @@ func (q *Queue) notifyNow(ctx context.Context, db dbsqlc.DBTX, kind string) {
 // queueNotify adds a debounced NOTIFY to b when p is due at once.
 func (q *Queue) queueNotify(b *pgx.Batch, p *plan) {
 	if p.dueNow() && !q.poll && q.notify.allow(p.kind) {
-		b.Queue(dbsqlc.NotifySQL, q.channel, p.kind) // delivered at commit
+		dbsqlc.QueueNotify(b, dbsqlc.NotifyParams{Channel: q.channel, Payload: p.kind}) // delivered at commit
 	}
 }

@@ -33,8 +33,9 @@ type FetchAttachment struct {
 	ContentType string `json:"content_type,omitempty"`
 	FinalURL    string `json:"final_url,omitempty"`
 	Reason      string `json:"reason,omitempty"`
-	// RetryAfter is the wait a 429 or 503 asked for with Retry-After, when it set the
-	// retry's delay (before the MaxRetryAfter cap).
+	// RetryAfter is the wait a 429 or 503 asked for with Retry-After (before the
+	// MaxRetryAfter cap): evidence of what the server said. It sets the retry's delay,
+	// except on the last attempt, where the job gives up.
 	RetryAfter string `json:"retry_after,omitempty"`
 }
 

@@ -2,20 +2,51 @@ package dbsqlc
 
 import "github.com/jackc/pgx/v5"
 
-// The SQL of generated queries that venturi pipelines with pgx.Batch, so that several
-// statements travel in one round trip. The statements themselves live in queries.sql.
-const (
-	DedupLockSQL           = dedupLock
-	InsertIfNoCandidateSQL = insertIfNoCandidate
-	InsertJobSQL           = insertJob
-	InsertJobsSQL          = insertJobs
-	InsertOrReplaceSQL     = insertOrReplace
-	NotifySQL              = notify
-	PromoteDueSQL          = promoteDue
-)
+// Typed batch forms of generated queries. venturi pipelines several statements in one
+// round trip with pgx.Batch (an enqueue's lock, insert and NOTIFY; a claim and the
+// promotion before it), which sqlc's per-query methods cannot do. Each function here
+// queues the generated SQL with its generated Params type, in the generated argument
+// order, and scans into its generated Row type, so every statement venturi sends is
+// still the one in queries.sql and sqlc's types still check its arguments.
 
-// QueueClaim adds the Claim statement to b; each claimed row is passed to add, scanned
-// exactly as the generated Claim method scans it.
+// QueueInsertJob is InsertJob in a batch.
+func QueueInsertJob(b *pgx.Batch, arg InsertJobParams) {
+	b.Queue(insertJob, arg.ID, arg.Kind, arg.Priority, arg.DedupKey, arg.Payload, arg.At, arg.DelayUs)
+}
+
+// QueueInsertJobs is InsertJobs in a batch.
+func QueueInsertJobs(b *pgx.Batch, arg InsertJobsParams) {
+	b.Queue(insertJobs, arg.Ids, arg.Kinds, arg.Priorities, arg.Payloads, arg.HasAt, arg.Ats, arg.DelaysUs)
+}
+
+// QueueNotify is Notify in a batch (delivered when the batch's transaction commits).
+func QueueNotify(b *pgx.Batch, arg NotifyParams) {
+	b.Queue(notify, arg.Channel, arg.Payload)
+}
+
+// QueuePromoteDue is PromoteDue in a batch.
+func QueuePromoteDue(b *pgx.Batch, max int32) {
+	b.Queue(promoteDue, max)
+}
+
+// QueueDedupLock is DedupLock in a batch; the isolation level lands in isolation.
+func QueueDedupLock(b *pgx.Batch, arg DedupLockParams, isolation *string) {
+	b.Queue(dedupLock, arg.Kind, arg.DedupKey).QueryRow(func(r pgx.Row) error { return r.Scan(isolation) })
+}
+
+// QueueInsertIfNoCandidate is InsertIfNoCandidate in a batch; its row lands in out.
+func QueueInsertIfNoCandidate(b *pgx.Batch, arg InsertIfNoCandidateParams, out *InsertIfNoCandidateRow) {
+	b.Queue(insertIfNoCandidate, arg.Kind, arg.DedupKey, arg.ID, arg.Priority, arg.Payload, arg.At, arg.DelayUs).
+		QueryRow(func(r pgx.Row) error { return r.Scan(&out.Inserted, &out.Due) })
+}
+
+// QueueInsertOrReplace is InsertOrReplace in a batch; its row lands in out.
+func QueueInsertOrReplace(b *pgx.Batch, arg InsertOrReplaceParams, out *InsertOrReplaceRow) {
+	b.Queue(insertOrReplace, arg.At, arg.DelayUs, arg.Kind, arg.DedupKey, arg.Payload, arg.Priority, arg.Entry, arg.ID).
+		QueryRow(func(r pgx.Row) error { return r.Scan(&out.JobID, &out.Replaced, &out.Due) })
+}
+
+// QueueClaim is Claim in a batch; each claimed row is passed to add.
 func QueueClaim(b *pgx.Batch, arg ClaimParams, add func(*ClaimRow)) {
 	b.Queue(claim, arg.LeaseUs, arg.WorkerID, arg.MaxFailures, arg.Kinds, arg.Max).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
