@@ -34,13 +34,10 @@ func (d digest) Merge(existing venturi.Pending[digest, digestCarry]) venturi.Mer
 // TestRegisterFuncForForeignTaskType: a handler function for a type the worker does not
 // own keeps the type's kind, dedup key and merge; its carry type is checked against Merge.
 func TestRegisterFuncForForeignTaskType(t *testing.T) {
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	t.Parallel()
+	pool, q := newQueue(t)
 	ctx := context.Background()
-	first, err := q.Enqueue(ctx, digest{User: "ann", IDs: []string{"a"}}, venturi.After(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := enqueue(t, q, digest{User: "ann", IDs: []string{"a"}}, venturi.After(time.Hour))
 	second, err := q.Enqueue(ctx, digest{User: "ann", IDs: []string{"b", "a"}}, venturi.After(time.Hour))
 	if err != nil || second.Action != venturi.ActionMerged || second.ID != first.ID {
 		t.Fatalf("second enqueue = %+v, %v; want merged into %s", second, err, first.ID)
@@ -70,6 +67,7 @@ func TestRegisterFuncForForeignTaskType(t *testing.T) {
 }
 
 func TestMergeAccessors(t *testing.T) {
+	t.Parallel()
 	p := venturi.Pending[digest, digestCarry]{Payload: digest{User: "u", IDs: []string{"x"}}, Carry: digestCarry{Sent: 2}}
 	m := digest{User: "u", IDs: []string{"y"}}.Merge(p)
 	if m.Decision() != venturi.ActionMerged || !slices.Equal(m.Task().IDs, []string{"x", "y"}) || m.Carry().Sent != 2 {
@@ -90,15 +88,10 @@ func (p *ptrTask) Handle(ctx context.Context, run *venturi.Run[struct{}], _ stru
 }
 
 func TestRegisterPointerTaskType(t *testing.T) {
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	w := newWorker(t, pool, struct{}{}, venturi.Config{})
-	venturi.MustRegister[*ptrTask](w)
-	startWorker(t, w)
-	r, err := q.Enqueue(context.Background(), &ptrTask{N: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Parallel()
+	pool, q := newQueue(t)
+	startWorkerFor[*ptrTask](t, pool, struct{}{}, venturi.Config{})
+	r := enqueue(t, q, &ptrTask{N: 7})
 	if j := waitState(t, q, r, venturi.StateCompleted); j.Journal[0].Note != "n=7" {
 		t.Fatalf("journal %+v", j.Journal)
 	}
@@ -118,15 +111,10 @@ func (retryInTask) Handle(ctx context.Context, run *venturi.Run[struct{}], _ str
 // TestRetryInOverridesBackoff: a RetryIn error schedules the retry after its own delay
 // (here an hour, where the backoff would retry at once) and still counts as a failure.
 func TestRetryInOverridesBackoff(t *testing.T) {
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	w := newWorker(t, pool, struct{}{}, venturi.Config{})
-	venturi.MustRegister[retryInTask](w)
-	startWorker(t, w)
-	r, err := q.Enqueue(context.Background(), retryInTask{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Parallel()
+	pool, q := newQueue(t)
+	startWorkerFor[retryInTask](t, pool, struct{}{}, venturi.Config{})
+	r := enqueue(t, q, retryInTask{})
 	j := waitState(t, q, r, venturi.StateScheduled)
 	if j.Failures != 1 || j.Journal[0].Event != venturi.EventFailed || j.Journal[0].ResumeIn != time.Hour {
 		t.Fatalf("job %+v journal %+v", j, j.Journal)

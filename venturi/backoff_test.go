@@ -13,6 +13,7 @@ import (
 // TestBackoffDelayFibonacciSchedule pins the documented curve min(base*(fib(n)-1), cap):
 // multipliers 0, 0, 1, 2, 4, 7, 12, 20.
 func TestBackoffDelayFibonacciSchedule(t *testing.T) {
+	t.Parallel()
 	b := venturi.Backoff{Base: time.Second, Cap: time.Hour}
 	want := []time.Duration{0, 0, 1 * time.Second, 2 * time.Second, 4 * time.Second, 7 * time.Second, 12 * time.Second, 20 * time.Second}
 	for i, w := range want {
@@ -33,6 +34,7 @@ func TestBackoffDelayFibonacciSchedule(t *testing.T) {
 
 // TestBackoffDelayReachesCap: the curve climbs monotonically and stops at the cap.
 func TestBackoffDelayReachesCap(t *testing.T) {
+	t.Parallel()
 	b := venturi.Backoff{Base: time.Second, Cap: time.Hour}
 	// fib(18)-1 = 2583 < 3600 <= fib(19)-1 = 4180.
 	if got := b.Delay(18); got != 2583*time.Second {
@@ -63,6 +65,7 @@ func TestBackoffDelayReachesCap(t *testing.T) {
 
 // TestBackoffDelayNoOverflow: far attempts and huge bases saturate instead of wrapping.
 func TestBackoffDelayNoOverflow(t *testing.T) {
+	t.Parallel()
 	if got := (venturi.Backoff{Base: time.Second, Cap: time.Hour}).Delay(200); got != time.Hour {
 		t.Errorf("Delay(200) = %v, want 1h", got)
 	}
@@ -97,6 +100,7 @@ var pinnedID = ulid.MustParse("01HZX3V5T8Q6YB2K9M4N7P0RSW")
 // TestJitterPinnedValues pins the jitter of a fixed ULID: a job's retry schedule must not
 // change between releases.
 func TestJitterPinnedValues(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		d       time.Duration
 		f       float64
@@ -120,6 +124,7 @@ func TestJitterPinnedValues(t *testing.T) {
 
 // TestJitterReproducible: the same job and attempt always get the same delay.
 func TestJitterReproducible(t *testing.T) {
+	t.Parallel()
 	for i := 0; i < 200; i++ {
 		id := ulid.Make()
 		for attempt := 1; attempt <= 5; attempt++ {
@@ -135,6 +140,7 @@ func TestJitterReproducible(t *testing.T) {
 // TestJitterWithinBounds: over many ULIDs (most minted in the same millisecond, so they
 // share their time bytes) the result lies in [d*(1-f), d] and spreads over that range.
 func TestJitterWithinBounds(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		d time.Duration
 		f float64
@@ -166,6 +172,7 @@ func TestJitterWithinBounds(t *testing.T) {
 
 // TestJitterDiffersByAttempt: the attempt number is part of the hash.
 func TestJitterDiffersByAttempt(t *testing.T) {
+	t.Parallel()
 	for i := 0; i < 50; i++ {
 		id := ulid.Make()
 		seen := map[time.Duration]int{}
@@ -192,6 +199,7 @@ func TestJitterDiffersByAttempt(t *testing.T) {
 
 // TestJitterDisabled: f <= 0 and d <= 0 return d unchanged.
 func TestJitterDisabled(t *testing.T) {
+	t.Parallel()
 	id := ulid.Make()
 	for _, f := range []float64{0, -0.25, -1, math.Inf(-1)} {
 		if got := venturi.Jitter(time.Hour, f, id, 3); got != time.Hour {

@@ -15,6 +15,7 @@ import (
 // cannot move a lease, a retry or a rescue. (A process's wall clock cannot be faked for
 // a Go binary here: Go reads it through the vDSO, and time namespaces do not offset it.)
 func TestWorkerSendsNoTimestamps(t *testing.T) {
+	t.Parallel()
 	f, err := parser.ParseFile(token.NewFileSet(), "internal/dbsqlc/queries.sql.go", nil, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -41,14 +41,11 @@ func (k keyedTask) Merge(existing venturi.Pending[keyedTask, struct{}]) venturi.
 }
 
 func TestEnqueueReportsInsertedWithID(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	_, q := newQueue(t)
 	before := time.Now()
-	r, err := q.Enqueue(ctx, plainTask{N: 7, Msg: "hello"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := enqueue(t, q, plainTask{N: 7, Msg: "hello"})
 	if r.Action != venturi.ActionInserted || r.ID == (ulid.ULID{}) {
 		t.Fatalf("result = %+v, want inserted with an ID", r)
 	}
@@ -69,9 +66,9 @@ func TestEnqueueReportsInsertedWithID(t *testing.T) {
 }
 
 func TestEnqueueTxFollowsTheTransaction(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	pool, q := newQueue(t)
 	for _, task := range []venturi.Task{plainTask{N: 1}, keyedTask{Key: "tx"}} {
 		t.Run(task.Kind(), func(t *testing.T) {
 			// Rolled back: the job never existed.
@@ -121,9 +118,9 @@ func TestEnqueueTxFollowsTheTransaction(t *testing.T) {
 }
 
 func TestEnqueueManyThousandPlainTasks(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	pool, q := newQueue(t)
 	tasks := make([]venturi.Task, 1000)
 	for i := range tasks {
 		tasks[i] = plainTask{N: i}
@@ -159,13 +156,10 @@ func TestEnqueueManyThousandPlainTasks(t *testing.T) {
 }
 
 func TestEnqueueManyMixedReportsPerTaskActions(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	pre, err := q.Enqueue(ctx, keyedTask{Key: "pre", N: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, q := newQueue(t)
+	pre := enqueue(t, q, keyedTask{Key: "pre", N: 0})
 	tasks := []venturi.Task{
 		plainTask{N: 1},                                // 0 inserted
 		keyedTask{Key: "a", N: 1},                      // 1 inserted
@@ -223,41 +217,26 @@ func (tt timedTask) Handle(ctx context.Context, run *venturi.Run[struct{}], ran 
 }
 
 func TestEnqueueAtAndAfter(t *testing.T) {
-	ctx := context.Background()
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	t.Parallel()
+	pool, q := newQueue(t)
 	ran := make(chan string, 10)
-	w := newWorker(t, pool, (chan<- string)(ran), fastConfig())
-	venturi.MustRegister[timedTask](w)
-	startWorker(t, w)
+	startWorkerFor[timedTask](t, pool, (chan<- string)(ran), fastConfig())
 
-	later, err := q.Enqueue(ctx, timedTask{Name: "later"}, venturi.After(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	future, err := q.Enqueue(ctx, timedTask{Name: "future"}, venturi.At(time.Now().Add(time.Hour)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	later := enqueue(t, q, timedTask{Name: "later"}, venturi.After(time.Hour))
+	future := enqueue(t, q, timedTask{Name: "future"}, venturi.At(time.Now().Add(time.Hour)))
 	for _, r := range []venturi.Result{later, future} {
 		if j := jobByID(t, q, r.ID); j.State != venturi.StateScheduled || j.RunAt.Before(time.Now().Add(50*time.Minute)) {
 			t.Fatalf("job due in an hour: state %s, run_at %v", j.State, j.RunAt)
 		}
 	}
-	past, err := q.Enqueue(ctx, timedTask{Name: "past"}, venturi.At(time.Now().Add(-time.Hour)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	past := enqueue(t, q, timedTask{Name: "past"}, venturi.At(time.Now().Add(-time.Hour)))
 	if got := recv(t, ran, "the past-due job to run"); got != "past" {
 		t.Fatalf("ran %q first, want past", got)
 	}
 	waitState(t, q, past, venturi.StateCompleted)
 	// Several poll and maintenance rounds later (another job came and went), the
 	// scheduled jobs are still untouched.
-	now, err := q.Enqueue(ctx, timedTask{Name: "now"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	now := enqueue(t, q, timedTask{Name: "now"})
 	if got := recv(t, ran, "the due job to run"); got != "now" {
 		t.Fatalf("ran %q, want now", got)
 	}
@@ -288,9 +267,9 @@ func (longKeyTask) Kind() string                 { return "longkey" }
 func (l longKeyTask) DedupKey() venturi.DedupKey { return venturi.DedupKey(l.Key) }
 
 func TestEnqueueRefusedTasksWriteNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	pool, q := newQueue(t)
 	for _, c := range []struct {
 		name string
 		task venturi.Task
@@ -338,16 +317,14 @@ func TestEnqueueRefusedTasksWriteNothing(t *testing.T) {
 }
 
 func TestEnqueueTxDedupNeedsReadCommitted(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	pool, q := newQueue(t)
 	for _, iso := range []pgx.TxIsoLevel{pgx.RepeatableRead, pgx.Serializable} {
 		t.Run(string(iso), func(t *testing.T) {
 			for _, withCandidate := range []bool{false, true} {
 				if withCandidate {
-					if _, err := q.Enqueue(ctx, keyedTask{Key: "iso", N: 1}); err != nil {
-						t.Fatal(err)
-					}
+					enqueue(t, q, keyedTask{Key: "iso", N: 1})
 				}
 				before := countJobs(t, pool, "true")
 				tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: iso})

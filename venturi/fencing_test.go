@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
 
@@ -21,6 +22,13 @@ func createEffects(t *testing.T, pool *pgxpool.Pool) {
 		`CREATE TABLE app_effect (job_id text NOT NULL, token bigint NOT NULL, run int NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// writeEffect records, in the handler's transaction, that this run applied its effect.
+func writeEffect[C any](ctx context.Context, tx pgx.Tx, run *venturi.Run[C]) error {
+	_, err := tx.Exec(ctx, `INSERT INTO app_effect (job_id, token, run) VALUES ($1, $2, $3)`,
+		run.ID().String(), run.Token(), run.RunCount())
+	return err
 }
 
 type effect struct {
@@ -81,8 +89,7 @@ func (tt txTask) Handle(ctx context.Context, run *venturi.Run[struct{}], app *tx
 		return venturi.Outcome{}, err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it is a no-op
-	if _, err := tx.Exec(ctx, `INSERT INTO app_effect (job_id, token, run) VALUES ($1, $2, $3)`,
-		run.ID().String(), run.Token(), run.RunCount()); err != nil {
+	if err := writeEffect(ctx, tx, run); err != nil {
 		return venturi.Outcome{}, err
 	}
 	o, err := run.CompleteTx(ctx, tx, venturi.CompletedWith(fmt.Sprintf("completed in tx by run %d", run.RunCount())))
@@ -105,17 +112,11 @@ func (tt txTask) Handle(ctx context.Context, run *venturi.Run[struct{}], app *tx
 }
 
 func TestCompleteTxCommitsWithTheApplicationWrite(t *testing.T) {
-	ctx := context.Background()
-	pool := newDB(t)
+	t.Parallel()
+	pool, q := newQueue(t)
 	createEffects(t, pool)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	w := newWorker(t, pool, &txApp{pool: pool}, fastConfig())
-	venturi.MustRegister[txTask](w)
-	startWorker(t, w)
-	r, err := q.Enqueue(ctx, txTask{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := startWorkerFor[txTask](t, pool, &txApp{pool: pool}, fastConfig())
+	r := enqueue(t, q, txTask{})
 	j := waitState(t, q, r, venturi.StateCompleted)
 	stopWorker(t, w) // nothing more may be written for the run
 	j = jobByID(t, q, r.ID)
@@ -129,17 +130,11 @@ func TestCompleteTxCommitsWithTheApplicationWrite(t *testing.T) {
 }
 
 func TestCompleteTxRolledBackRetries(t *testing.T) {
-	ctx := context.Background()
-	pool := newDB(t)
+	t.Parallel()
+	pool, q := newQueue(t)
 	createEffects(t, pool)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	w := newWorker(t, pool, &txApp{pool: pool}, fastConfig())
-	venturi.MustRegister[txTask](w)
-	startWorker(t, w)
-	r, err := q.Enqueue(ctx, txTask{Mode: "rollback"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	startWorkerFor[txTask](t, pool, &txApp{pool: pool}, fastConfig())
+	r := enqueue(t, q, txTask{Mode: "rollback"})
 	j := waitState(t, q, r, venturi.StateCompleted)
 	if eventsOf(j) != "failed,completed" || j.Journal[0].Note != "application rolled back" || j.Failures != 1 || j.RunCount != 2 {
 		t.Fatalf("journal %+v, failures %d", j.Journal, j.Failures)
@@ -167,21 +162,15 @@ func forceLeaseLoss(t *testing.T, pool *pgxpool.Pool, id ulid.ULID) {
 // TestLostLeaseFencesCompleteTx: a run whose job was rescued cannot complete it; its
 // CompleteTx returns ErrLeaseLost and its application write rolls back with it.
 func TestLostLeaseFencesCompleteTx(t *testing.T) {
-	ctx := context.Background()
-	pool := newDB(t)
+	t.Parallel()
+	pool, q := newQueue(t)
 	createEffects(t, pool)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	app := &txApp{pool: pool, hold: make(chan int64, 1), release: make(chan struct{}), firstErr: make(chan error, 1)}
 	cfg := fastConfig()
 	cfg.Lease = 2 * time.Second
 	cfg.Concurrency = 2 // the rescued job runs again while the first run still holds its slot
-	w := newWorker(t, pool, app, cfg)
-	venturi.MustRegister[txTask](w)
-	startWorker(t, w)
-	r, err := q.Enqueue(ctx, txTask{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := startWorkerFor[txTask](t, pool, app, cfg)
+	r := enqueue(t, q, txTask{})
 	firstToken := recv(t, app.hold, "the first run")
 	forceLeaseLoss(t, pool, r.ID)
 
@@ -216,8 +205,8 @@ func TestLostLeaseFencesCompleteTx(t *testing.T) {
 // TestLostLeaseFencesPlainResults: without CompleteTx, a stale run's returned outcome,
 // carry and attachment are discarded too.
 func TestLostLeaseFencesPlainResults(t *testing.T) {
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	t.Parallel()
+	pool, q := newQueue(t)
 	cfg := fastConfig()
 	cfg.Lease = 2 * time.Second
 	cfg.Concurrency = 2
@@ -254,13 +243,8 @@ func (blockTask) Kind() string { return "block" }
 func startBlockedRun(t *testing.T, pool *pgxpool.Pool, q *venturi.Queue, cfg venturi.Config) (*blockApp, *venturi.Worker[*blockApp], venturi.Result) {
 	t.Helper()
 	app := &blockApp{started: make(chan ulid.ULID, 4), release: make(chan struct{})}
-	w := newWorker(t, pool, app, cfg)
-	venturi.MustRegister[blockTask](w)
-	startWorker(t, w)
-	r, err := q.Enqueue(context.Background(), blockTask{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := startWorkerFor[blockTask](t, pool, app, cfg)
+	r := enqueue(t, q, blockTask{})
 	recv(t, app.started, "the first run")
 	return app, w, r
 }
@@ -279,21 +263,19 @@ func (blockTask) Handle(ctx context.Context, run *venturi.Run[blockCarry], app *
 // TestExpiredLeaseRescuedByAnotherWorker: worker A stalls on a job whose lease then
 // expires; worker B's maintenance rescues it (abandoned, one failure) and B completes it.
 func TestExpiredLeaseRescuedByAnotherWorker(t *testing.T) {
-	ctx := context.Background()
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	t.Parallel()
+	pool, q := newQueue(t)
 	appA := &blockApp{started: make(chan ulid.ULID, 4), release: make(chan struct{})}
 	cfgA := fastConfig()
 	cfgA.ID = "worker-a"
 	cfgA.Concurrency = 1                 // its only slot stays busy with the stalled run
 	cfgA.MaintenanceInterval = time.Hour // only B rescues
-	wa := newWorker(t, pool, appA, cfgA)
-	venturi.MustRegister[blockTask](wa)
-	startWorker(t, wa)
-	r, err := q.Enqueue(ctx, blockTask{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// No prefetch buffer: with one, A claims the rescued job into it and keeps it (it
+	// releases stale prefetches, then claims them again at once), so B never ran it in
+	// about one run in ten, even with the tests run one at a time.
+	cfgA.Prefetch = -1
+	wa := startWorkerFor[blockTask](t, pool, appA, cfgA)
+	r := enqueue(t, q, blockTask{})
 	recv(t, appA.started, "worker A's run")
 
 	appB := &blockApp{started: make(chan ulid.ULID, 4), release: make(chan struct{})}
@@ -301,9 +283,7 @@ func TestExpiredLeaseRescuedByAnotherWorker(t *testing.T) {
 	cfgB.ID = "worker-b"
 	cfgB.Lease = time.Second // the rescue waits for the server to be up one lease
 	cfgB.MaxFailures = 5
-	wb := newWorker(t, pool, appB, cfgB)
-	venturi.MustRegister[blockTask](wb)
-	startWorker(t, wb)
+	startWorkerFor[blockTask](t, pool, appB, cfgB)
 	if j := jobByID(t, q, r.ID); j.State != venturi.StateRunning {
 		t.Fatalf("job %s before the lease expired", j.State)
 	}
@@ -329,8 +309,8 @@ func TestExpiredLeaseRescuedByAnotherWorker(t *testing.T) {
 // TestRescueAtTheBackstopGoesDead: an abandoned run counts as a failure; at the backstop
 // (of the worker that claimed it) the rescue sends the job to dead.
 func TestRescueAtTheBackstopGoesDead(t *testing.T) {
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	t.Parallel()
+	pool, q := newQueue(t)
 	cfg := fastConfig()
 	cfg.Lease = time.Second
 	cfg.MaxFailures = 1

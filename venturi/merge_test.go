@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -83,13 +82,6 @@ func (m mergeTask) Handle(ctx context.Context, run *venturi.Run[mergeCarry], app
 	return venturi.CompletedWith(fmt.Sprintf("items %v at step %d", m.Items, run.Carry().Step)), nil
 }
 
-func lastEntry(j *venturi.Job) venturi.JournalEntry {
-	if len(j.Journal) == 0 {
-		return venturi.JournalEntry{}
-	}
-	return j.Journal[len(j.Journal)-1]
-}
-
 func checkMergedEntry(t *testing.T, j *venturi.Job, wantEntries int, decision string) {
 	t.Helper()
 	if len(j.Journal) != wantEntries {
@@ -102,17 +94,8 @@ func checkMergedEntry(t *testing.T, j *venturi.Job, wantEntries int, decision st
 }
 
 func TestMergeDecisions(t *testing.T) {
-	ctx := context.Background()
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	enqueue := func(task mergeTask) venturi.Result {
-		t.Helper()
-		r, err := q.Enqueue(ctx, task)
-		if err != nil {
-			t.Fatalf("enqueue %+v: %v", task, err)
-		}
-		return r
-	}
+	t.Parallel()
+	pool, q := newQueue(t)
 	payload := func(id ulid.ULID) (mergeTask, mergeCarry, *venturi.Job) {
 		t.Helper()
 		j := jobByID(t, q, id)
@@ -123,14 +106,14 @@ func TestMergeDecisions(t *testing.T) {
 		return p, c, j
 	}
 
-	first := enqueue(mergeTask{Key: "a", Mode: "first", Items: []string{"x"}})
+	first := enqueue(t, q, mergeTask{Key: "a", Mode: "first", Items: []string{"x"}})
 	if first.Action != venturi.ActionInserted {
 		t.Fatalf("first enqueue: %v", first.Action)
 	}
 
 	// Keep: nothing but the journal changes; Merge saw the stored payload.
 	seen := &mergeSeen{}
-	r := enqueue(mergeTask{Key: "a", Mode: "keep", Items: []string{"y"}, Seen: seen})
+	r := enqueue(t, q, mergeTask{Key: "a", Mode: "keep", Items: []string{"y"}, Seen: seen})
 	if r.Action != venturi.ActionKept || r.ID != first.ID {
 		t.Fatalf("keep: %+v, want kept into %s", r, first.ID)
 	}
@@ -149,7 +132,7 @@ func TestMergeDecisions(t *testing.T) {
 
 	// With: a computed payload and carry; Merge saw the journal with the keep entry.
 	seen = &mergeSeen{}
-	r = enqueue(mergeTask{Key: "a", Mode: "with", Items: []string{"z", "x"}, Seen: seen})
+	r = enqueue(t, q, mergeTask{Key: "a", Mode: "with", Items: []string{"z", "x"}, Seen: seen})
 	if r.Action != venturi.ActionMerged || r.ID != first.ID {
 		t.Fatalf("with: %+v", r)
 	}
@@ -164,7 +147,7 @@ func TestMergeDecisions(t *testing.T) {
 
 	// With again: Merge sees the carry the previous With stored.
 	seen = &mergeSeen{}
-	r = enqueue(mergeTask{Key: "a", Mode: "with", Items: []string{"w"}, Seen: seen})
+	r = enqueue(t, q, mergeTask{Key: "a", Mode: "with", Items: []string{"w"}, Seen: seen})
 	if r.Action != venturi.ActionMerged || seen.pending.Carry.Step != 1 {
 		t.Fatalf("second with: %+v, merge saw carry %+v", r, seen.pending.Carry)
 	}
@@ -175,7 +158,7 @@ func TestMergeDecisions(t *testing.T) {
 	checkMergedEntry(t, j, 3, "with")
 
 	// Replace: the incoming payload, the carry back to its zero value.
-	r = enqueue(mergeTask{Key: "a", Mode: "replace", Items: []string{"r"}})
+	r = enqueue(t, q, mergeTask{Key: "a", Mode: "replace", Items: []string{"r"}})
 	if r.Action != venturi.ActionReplaced || r.ID != first.ID {
 		t.Fatalf("replace: %+v", r)
 	}
@@ -189,7 +172,7 @@ func TestMergeDecisions(t *testing.T) {
 	}
 
 	// Independent: a second row with the key and a new ID; the first is untouched.
-	r = enqueue(mergeTask{Key: "a", Mode: "independent", Items: []string{"i"}})
+	r = enqueue(t, q, mergeTask{Key: "a", Mode: "independent", Items: []string{"i"}})
 	if r.Action != venturi.ActionIndependent || r.ID == first.ID {
 		t.Fatalf("independent: %+v", r)
 	}
@@ -207,21 +190,18 @@ func TestMergeDecisions(t *testing.T) {
 
 	// The next collision merges into the newest pending job.
 	seen = &mergeSeen{}
-	r = enqueue(mergeTask{Key: "a", Mode: "keep", Seen: seen})
+	r = enqueue(t, q, mergeTask{Key: "a", Mode: "keep", Seen: seen})
 	if r.Action != venturi.ActionKept || r.ID != indep || seen.pending.ID != indep {
 		t.Fatalf("keep after independent: %+v (merge saw %s), want the newest job %s", r, seen.pending.ID, indep)
 	}
 
 	// Other keys never collide.
-	if r = enqueue(mergeTask{Key: "b", Mode: "keep"}); r.Action != venturi.ActionInserted {
+	if r = enqueue(t, q, mergeTask{Key: "b", Mode: "keep"}); r.Action != venturi.ActionInserted {
 		t.Fatalf("other key: %v", r.Action)
 	}
 	// Nor do scheduled jobs of another key; but a scheduled job of the key is a candidate.
-	sched, err := q.Enqueue(ctx, mergeTask{Key: "s", Mode: "first", Items: []string{"1"}}, venturi.After(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r = enqueue(mergeTask{Key: "s", Mode: "keep"})
+	sched := enqueue(t, q, mergeTask{Key: "s", Mode: "first", Items: []string{"1"}}, venturi.After(time.Hour))
+	r = enqueue(t, q, mergeTask{Key: "s", Mode: "keep"})
 	if r.Action != venturi.ActionKept || r.ID != sched.ID {
 		t.Fatalf("keep into a scheduled job: %+v", r)
 	}
@@ -229,7 +209,7 @@ func TestMergeDecisions(t *testing.T) {
 		t.Fatalf("keep made a scheduled job %s", j.State)
 	}
 	// Replace never delays: the merged job is due at the earlier of the two times.
-	r = enqueue(mergeTask{Key: "s", Mode: "replace"})
+	r = enqueue(t, q, mergeTask{Key: "s", Mode: "replace"})
 	if j := jobByID(t, q, sched.ID); r.Action != venturi.ActionReplaced || j.State != venturi.StateAvailable {
 		t.Fatalf("replace into a scheduled job: %v, state %s, want available now", r.Action, j.State)
 	}
@@ -260,18 +240,12 @@ func (d defaultMergeTask) Handle(ctx context.Context, run *venturi.Run[defaultMe
 }
 
 func TestMergeDefaultsToReplace(t *testing.T) {
-	ctx := context.Background()
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	t.Parallel()
+	pool, q := newQueue(t)
 	seen := make(chan string, 10)
-	w := newWorker(t, pool, (chan<- string)(seen), fastConfig())
-	venturi.MustRegister[defaultMergeTask](w)
-	startWorker(t, w)
+	startWorkerFor[defaultMergeTask](t, pool, (chan<- string)(seen), fastConfig())
 
-	first, err := q.Enqueue(ctx, defaultMergeTask{Key: "d", V: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := enqueue(t, q, defaultMergeTask{Key: "d", V: 1})
 	if got := recv(t, seen, "the first run"); got != "paused" {
 		t.Fatal(got)
 	}
@@ -281,10 +255,7 @@ func TestMergeDefaultsToReplace(t *testing.T) {
 	if c.N != 5 || eventsOf(j) != "paused" {
 		t.Fatalf("paused job: carry %s, journal %s", j.Carry, eventsOf(j))
 	}
-	r, err := q.Enqueue(ctx, defaultMergeTask{Key: "d", V: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := enqueue(t, q, defaultMergeTask{Key: "d", V: 2})
 	if r.Action != venturi.ActionReplaced || r.ID != first.ID {
 		t.Fatalf("collision without a Merge method: %+v, want replaced into %s", r, first.ID)
 	}
@@ -299,28 +270,19 @@ func TestMergeDefaultsToReplace(t *testing.T) {
 }
 
 func TestMergeIntoPausedJobThatRan(t *testing.T) {
-	ctx := context.Background()
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	t.Parallel()
+	pool, q := newQueue(t)
 	app := &mergeApp{runs: make(chan mergeRun, 10)}
-	w := newWorker(t, pool, app, fastConfig())
-	venturi.MustRegister[mergeTask](w)
-	startWorker(t, w)
+	w := startWorkerFor[mergeTask](t, pool, app, fastConfig())
 
-	first, err := q.Enqueue(ctx, mergeTask{Key: "p", Mode: "first", Items: []string{"a"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := enqueue(t, q, mergeTask{Key: "p", Mode: "first", Items: []string{"a"}})
 	if run := recv(t, app.runs, "the first run"); run.run != 1 {
 		t.Fatalf("first run = %+v", run)
 	}
 	waitJob(t, q, first.ID, "paused", func(j *venturi.Job) bool { return j.State == venturi.StateScheduled })
 
 	seen := &mergeSeen{}
-	r, err := q.Enqueue(ctx, mergeTask{Key: "p", Mode: "with", Items: []string{"b"}, Seen: seen})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := enqueue(t, q, mergeTask{Key: "p", Mode: "with", Items: []string{"b"}, Seen: seen})
 	if r.Action != venturi.ActionMerged || r.ID != first.ID {
 		t.Fatalf("merge into a paused job: %+v", r)
 	}
@@ -341,199 +303,9 @@ func TestMergeIntoPausedJobThatRan(t *testing.T) {
 		t.Fatalf("journal %+v", j.Journal)
 	}
 	// A completed job is no merge candidate: the next enqueue inserts.
-	r, err = q.Enqueue(ctx, mergeTask{Key: "p", Mode: "keep", Items: []string{"c"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r = enqueue(t, q, mergeTask{Key: "p", Mode: "keep", Items: []string{"c"}})
 	if r.Action != venturi.ActionInserted || r.ID == first.ID {
 		t.Fatalf("enqueue after completion: %+v", r)
-	}
-}
-
-// unionTask unions its items with the pending job's (With).
-type unionTask struct {
-	Items []int `json:"items"`
-}
-
-func (unionTask) Kind() string               { return "union" }
-func (unionTask) DedupKey() venturi.DedupKey { return "hot" }
-func (u unionTask) Merge(existing venturi.Pending[unionTask, struct{}]) venturi.Merge[unionTask, struct{}] {
-	items := slices.Clone(existing.Payload.Items)
-	for _, it := range u.Items {
-		if !slices.Contains(items, it) {
-			items = append(items, it)
-		}
-	}
-	return existing.With(unionTask{Items: items}, struct{}{})
-}
-
-// keepTask keeps the pending job.
-type keepTask struct {
-	Item int `json:"item"`
-}
-
-func (keepTask) Kind() string               { return "keep" }
-func (keepTask) DedupKey() venturi.DedupKey { return "hot" }
-func (keepTask) Merge(existing venturi.Pending[keepTask, struct{}]) venturi.Merge[keepTask, struct{}] {
-	return existing.Keep()
-}
-
-func TestConcurrentDedupEnqueueWithRollbacks(t *testing.T) {
-	for _, mode := range []string{"with", "keep"} {
-		t.Run(mode, func(t *testing.T) {
-			ctx := context.Background()
-			pool := newDB(t)
-			q := venturi.NewQueue(pool, venturi.QueueConfig{})
-			const n = 60
-			var (
-				mu        sync.Mutex
-				committed = map[int]venturi.Result{}
-				wg        sync.WaitGroup
-				start     = make(chan struct{})
-				errs      = make(chan error, n)
-			)
-			for i := 0; i < n; i++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					var task venturi.Task = unionTask{Items: []int{i}}
-					if mode == "keep" {
-						task = keepTask{Item: i}
-					}
-					tx, err := pool.Begin(ctx)
-					if err != nil {
-						errs <- err
-						return
-					}
-					r, err := q.EnqueueTx(ctx, tx, task)
-					if err != nil {
-						_ = tx.Rollback(ctx)
-						errs <- fmt.Errorf("enqueue %d: %w", i, err)
-						return
-					}
-					if i%3 == 0 {
-						if err := tx.Rollback(ctx); err != nil {
-							errs <- err
-						}
-						return
-					}
-					if err := tx.Commit(ctx); err != nil {
-						errs <- fmt.Errorf("commit %d: %w", i, err)
-						return
-					}
-					mu.Lock()
-					committed[i] = r
-					mu.Unlock()
-				}()
-			}
-			close(start)
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
-			if t.Failed() {
-				t.FailNow()
-			}
-			if len(committed) != n-n/3 {
-				t.Fatalf("%d commits, want %d", len(committed), n-n/3)
-			}
-			if rows := countJobs(t, pool, "true"); rows != 1 {
-				t.Fatalf("%d rows, want exactly 1 pending job for the key", rows)
-			}
-			id := idWhere(t, pool, "dedup_key = 'hot' AND state = 'available'")
-			// Every committed enqueue landed in that job: one inserted it, the others merged.
-			inserted := -1
-			for i, r := range committed {
-				if r.ID != id {
-					t.Fatalf("committed enqueue %d reports job %s, but the job is %s", i, r.ID, id)
-				}
-				switch {
-				case r.Action == venturi.ActionInserted && inserted < 0:
-					inserted = i
-				case r.Action == venturi.ActionInserted:
-					t.Fatalf("committed enqueues %d and %d both inserted", inserted, i)
-				case mode == "with" && r.Action != venturi.ActionMerged, mode == "keep" && r.Action != venturi.ActionKept:
-					t.Fatalf("committed enqueue %d: action %v", i, r.Action)
-				}
-			}
-			if inserted < 0 {
-				t.Fatal("no committed enqueue inserted the job")
-			}
-			j := jobByID(t, q, id)
-			if len(j.Journal) != len(committed)-1 {
-				t.Fatalf("%d merged entries, want %d (one per committed merge; rolled-back merges leave none)", len(j.Journal), len(committed)-1)
-			}
-			if mode == "keep" {
-				var k keepTask
-				decodePayload(t, j, &k)
-				if k.Item != inserted {
-					t.Fatalf("kept payload is item %d, want %d, the committed insert", k.Item, inserted)
-				}
-				return
-			}
-			var u unionTask
-			decodePayload(t, j, &u)
-			var want []int
-			for i := range committed {
-				want = append(want, i)
-			}
-			slices.Sort(want)
-			got := slices.Clone(u.Items)
-			slices.Sort(got)
-			if !slices.Equal(got, want) {
-				t.Fatalf("union holds %v\nwant exactly the committed items %v", got, want)
-			}
-		})
-	}
-}
-
-// TestConcurrentDedupEnqueueFastPath races plain Enqueue calls (the one-round-trip path)
-// on one key.
-func TestConcurrentDedupEnqueueFastPath(t *testing.T) {
-	ctx := context.Background()
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	const n = 40
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	results := make(chan venturi.Result, n)
-	errs := make(chan error, n)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			var task venturi.Task = unionTask{Items: []int{i}}
-			r, err := q.Enqueue(ctx, task)
-			if err != nil {
-				errs <- err
-				return
-			}
-			results <- r
-		}()
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	close(results)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	ins := 0
-	for r := range results {
-		if r.Action == venturi.ActionInserted {
-			ins++
-		}
-	}
-	if ins != 1 || countJobs(t, pool, "true") != 1 {
-		t.Fatalf("%d inserts, %d rows; want 1 and 1", ins, countJobs(t, pool, "true"))
-	}
-	var u unionTask
-	decodePayload(t, jobByID(t, q, idWhere(t, pool, "true")), &u)
-	if len(u.Items) != n {
-		t.Fatalf("union has %d items, want %d", len(u.Items), n)
 	}
 }
 
@@ -549,18 +321,11 @@ func (p *ptrMergeTask) Merge(existing venturi.Pending[ptrMergeTask, struct{}]) v
 }
 
 func TestMergeMethodOnPointerReceiver(t *testing.T) {
-	ctx := context.Background()
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	first, err := q.Enqueue(ctx, ptrMergeTask{V: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Parallel()
+	_, q := newQueue(t)
+	first := enqueue(t, q, ptrMergeTask{V: 1})
 	for _, task := range []venturi.Task{ptrMergeTask{V: 10}, &ptrMergeTask{V: 100}} {
-		r, err := q.Enqueue(ctx, task)
-		if err != nil {
-			t.Fatalf("enqueue %T: %v", task, err)
-		}
+		r := enqueue(t, q, task)
 		if r.Action != venturi.ActionMerged || r.ID != first.ID {
 			t.Fatalf("enqueue %T: %+v, want merged by the pointer-receiver Merge", task, r)
 		}
@@ -593,15 +358,11 @@ func (noDecisionTask) Merge(existing venturi.Pending[noDecisionTask, struct{}]) 
 }
 
 func TestMergeErrorsWriteNothing(t *testing.T) {
-	ctx := context.Background()
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	t.Parallel()
+	pool, q := newQueue(t)
 	for _, task := range []venturi.Task{badWithTask{Key: "a"}, noDecisionTask{}} {
-		first, err := q.Enqueue(ctx, task)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := q.Enqueue(ctx, task); err == nil {
+		first := enqueue(t, q, task)
+		if _, err := q.Enqueue(context.Background(), task); err == nil {
 			t.Fatalf("%s: a bad merge decision was accepted", task.Kind())
 		}
 		if j := jobByID(t, q, first.ID); len(j.Journal) != 0 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io/fs"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -14,6 +13,7 @@ import (
 )
 
 func TestMigrateConcurrentlyOnFreshSchema(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	schema := testdb.Schema(t)
 	all, err := venturi.Migrations()
@@ -34,18 +34,7 @@ func TestMigrateConcurrentlyOnFreshSchema(t *testing.T) {
 	pools := []*pgxpool.Pool{testdb.Pool(t, schema, 4), testdb.Pool(t, schema, 4)}
 	applied := make([][]int, len(pools))
 	errs := make([]error, len(pools))
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i, p := range pools {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			applied[i], errs[i] = venturi.Migrate(ctx, p)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	concurrently(len(pools), func(i int) { applied[i], errs[i] = venturi.Migrate(ctx, pools[i]) })
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("migrator %d: %v", i, err)
@@ -85,10 +74,7 @@ func TestMigrateConcurrentlyOnFreshSchema(t *testing.T) {
 		t.Fatalf("second Migrate applied %v, %v", again, err)
 	}
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	r, err := q.Enqueue(ctx, plainTask{N: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := enqueue(t, q, plainTask{N: 1})
 	jobByID(t, q, r.ID)
 	// The tables went into the pool's schema, not public.
 	var n int
@@ -99,6 +85,7 @@ func TestMigrateConcurrentlyOnFreshSchema(t *testing.T) {
 }
 
 func TestMigrationsFSMatchesMigrations(t *testing.T) {
+	t.Parallel()
 	all, err := venturi.Migrations()
 	if err != nil {
 		t.Fatal(err)

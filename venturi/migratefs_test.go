@@ -13,6 +13,7 @@ import (
 // migrator; versions are recorded in its table, a rerun applies nothing, a bad file name
 // is refused before anything runs.
 func TestMigrateFSAppliesAServiceSchema(t *testing.T) {
+	t.Parallel()
 	pool := newDB(t)
 	ctx := context.Background()
 	fsys := fstest.MapFS{

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/venturi-dev/venturi"
 )
 
@@ -15,13 +13,13 @@ type prefetchTask struct{ N int }
 func (prefetchTask) Kind() string { return "prefetch" }
 
 // enqueuePrefetch enqueues n prefetch tasks in one call.
-func enqueuePrefetch(t *testing.T, pool *pgxpool.Pool, n int) {
+func enqueuePrefetch(t *testing.T, q *venturi.Queue, n int) {
 	t.Helper()
 	tasks := make([]venturi.Task, n)
 	for i := range tasks {
 		tasks[i] = prefetchTask{N: i}
 	}
-	if _, err := venturi.NewQueue(pool, venturi.QueueConfig{}).EnqueueMany(context.Background(), tasks); err != nil {
+	if _, err := q.EnqueueMany(context.Background(), tasks); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -30,10 +28,11 @@ func enqueuePrefetch(t *testing.T, pool *pgxpool.Pool, n int) {
 // later claims take more than the initial window. Every row one claim statement updates
 // gets the same attempted_at (its now()), so grouping by it gives the claims' sizes.
 func TestPrefetchGrowsForFastHandlers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	pool := newDB(t)
+	pool, q := newQueue(t)
 	const n = 3000
-	enqueuePrefetch(t, pool, n)
+	enqueuePrefetch(t, q, n)
 	cfg := fastConfig() // Concurrency 4, Prefetch defaults to 1000: initial window 4 + 4
 	w := newWorker(t, pool, struct{}{}, cfg)
 	venturi.MustRegisterFunc(w, func(context.Context, prefetchTask, *venturi.Run[struct{}], struct{}) (venturi.Outcome, error) {
@@ -56,9 +55,10 @@ func TestPrefetchGrowsForFastHandlers(t *testing.T) {
 // Handlers that hold their slots keep the buffer at its base, min(Concurrency, Prefetch):
 // the worker does not hoard jobs that another worker could run.
 func TestPrefetchStaysSmallForBusyHandlers(t *testing.T) {
-	pool := newDB(t)
+	t.Parallel()
+	pool, q := newQueue(t)
 	const n = 40
-	enqueuePrefetch(t, pool, n)
+	enqueuePrefetch(t, q, n)
 	release := make(chan struct{})
 	started := make(chan int, n)
 	handle := func(ctx context.Context, p prefetchTask, _ *venturi.Run[struct{}], _ struct{}) (venturi.Outcome, error) {
@@ -104,9 +104,10 @@ func TestPrefetchStaysSmallForBusyHandlers(t *testing.T) {
 // once re-armed the poll timer on every freed slot, so such a job waited for the stream
 // of completions to stop.)
 func TestIdlePollNotDeferredByFinishingHandlers(t *testing.T) {
-	pool := newDB(t)
+	t.Parallel()
+	pool, q := newQueue(t)
 	const blockers = 40
-	enqueuePrefetch(t, pool, blockers)
+	enqueuePrefetch(t, q, blockers)
 	release := make(chan struct{})
 	started := make(chan int, blockers+1)
 	cfg := fastConfig()
@@ -128,9 +129,7 @@ func TestIdlePollNotDeferredByFinishingHandlers(t *testing.T) {
 	}
 	// Every blocker runs; the last claim found nothing, so the worker is idle. The probe
 	// arrives with no notification to wake it.
-	if _, err := venturi.NewQueue(pool, venturi.QueueConfig{}).Enqueue(context.Background(), prefetchTask{N: blockers}); err != nil {
-		t.Fatal(err)
-	}
+	enqueue(t, q, prefetchTask{N: blockers})
 	// Free one slot every 50ms, four times per poll interval, until the probe starts.
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()

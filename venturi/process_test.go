@@ -91,7 +91,7 @@ func startChild(t *testing.T, pool *pgxpool.Pool) *child {
 	t.Helper()
 	c := &child{}
 	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	c.cmd.Env = append(os.Environ(), "VENTURI_TEST_WORKER="+pool.Config().ConnConfig.RuntimeParams["search_path"])
+	c.cmd.Env = append(os.Environ(), "VENTURI_TEST_WORKER="+schemaOf(pool))
 	c.cmd.Stderr = c
 	c.cmd.Stdout = c
 	if err := c.cmd.Start(); err != nil {
@@ -105,27 +105,34 @@ func startChild(t *testing.T, pool *pgxpool.Pool) *child {
 	return c
 }
 
+// waitHandlerStarted waits until the child has started the handler of r's job.
+func (c *child) waitHandlerStarted(t *testing.T, r venturi.Result) {
+	t.Helper()
+	eventually(t, within, "the child to start the handler", func() bool { return c.saw("HANDLER-STARTED " + r.ID.String()) })
+}
+
+// startRescuer starts the in-process worker that rescues the child's job and runs it again.
+func startRescuer(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	startWorkerFor[zombieTask](t, pool, struct{}{}, venturi.Config{Lease: time.Second, MaintenanceInterval: 100 * time.Millisecond, ID: "rescuer", Logger: testLogger()})
+}
+
 // TestKilledWorkerProcess: a worker process killed with SIGKILL mid-run has its job
 // rescued (abandoned entry, counted as a failure) and completed by another worker.
 func TestKilledWorkerProcess(t *testing.T) {
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	t.Parallel()
+	pool, q := newQueue(t)
 	c := startChild(t, pool)
-	r, err := q.Enqueue(context.Background(), zombieTask{Hold: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, "the child to start the handler", func() bool { return c.saw("HANDLER-STARTED " + r.ID.String()) })
+	r := enqueue(t, q, zombieTask{Hold: time.Hour})
+	c.waitHandlerStarted(t, r)
 	if err := c.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = c.cmd.Wait()
 
-	rescuer := newWorker(t, pool, struct{}{}, venturi.Config{Lease: time.Second, MaintenanceInterval: 100 * time.Millisecond, ID: "rescuer"})
-	venturi.MustRegister[zombieTask](rescuer)
-	startWorker(t, rescuer)
+	startRescuer(t, pool)
 	j := waitState(t, q, r, venturi.StateCompleted)
-	if got := events(j); got != "abandoned,completed" {
+	if got := eventsOf(j); got != "abandoned,completed" {
 		t.Fatalf("journal events = %s, want abandoned,completed", got)
 	}
 	if j.Journal[0].Worker != "child" || j.Journal[1].Worker != "rescuer" || j.Failures != 1 {
@@ -140,38 +147,25 @@ func TestKilledWorkerProcess(t *testing.T) {
 // rescued; when it resumes (SIGCONT) and its handler finishes, its result is discarded:
 // the journal keeps exactly the rescuer's completion.
 func TestStalledWorkerProcessIsFenced(t *testing.T) {
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	t.Parallel()
+	pool, q := newQueue(t)
 	c := startChild(t, pool)
-	r, err := q.Enqueue(context.Background(), zombieTask{Hold: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, "the child to start the handler", func() bool { return c.saw("HANDLER-STARTED " + r.ID.String()) })
+	r := enqueue(t, q, zombieTask{Hold: 3 * time.Second})
+	c.waitHandlerStarted(t, r)
 	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	rescuer := newWorker(t, pool, struct{}{}, venturi.Config{Lease: time.Second, MaintenanceInterval: 100 * time.Millisecond, ID: "rescuer"})
-	venturi.MustRegister[zombieTask](rescuer)
-	startWorker(t, rescuer)
+	startRescuer(t, pool)
 	waitState(t, q, r, venturi.StateCompleted)
 	if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	// The zombie's handler returns within its 3 s hold; the worker must drop its result.
-	eventually(t, 30*time.Second, "the resumed worker to discard its lost run", func() bool {
+	eventually(t, within, "the resumed worker to discard its lost run", func() bool {
 		return c.saw("lease lost") || c.saw("run result discarded")
 	})
-	j := job(t, q, r)
-	if got := events(j); got != "abandoned,completed" || j.Journal[1].Worker != "rescuer" {
+	j := jobByID(t, q, r.ID)
+	if got := eventsOf(j); got != "abandoned,completed" || j.Journal[1].Worker != "rescuer" {
 		t.Fatalf("journal = %+v", j.Journal)
 	}
-}
-
-func events(j *venturi.Job) string {
-	var s []string
-	for _, e := range j.Journal {
-		s = append(s, string(e.Event))
-	}
-	return strings.Join(s, ",")
 }

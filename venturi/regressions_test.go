@@ -45,8 +45,7 @@ func (c completeWithBadCarryTask) Handle(ctx context.Context, run *venturi.Run[u
 		return venturi.Outcome{}, err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	if _, err := tx.Exec(ctx, `INSERT INTO app_effect (job_id, token, run) VALUES ($1, $2, $3)`,
-		run.ID().String(), run.Token(), run.RunCount()); err != nil {
+	if err := writeEffect(ctx, tx, run); err != nil {
 		return venturi.Outcome{}, err
 	}
 	o, err := run.CompleteTx(ctx, tx, venturi.CompletedWith("all done in tx"))
@@ -70,20 +69,13 @@ func (c completeWithBadCarryTask) Handle(ctx context.Context, run *venturi.Run[u
 // Fix: in build, skip encoding (setCarry=false) when the outcome is Completed or the error
 // is permanent; only a Pause or a retryable failure needs the carry.
 func TestRegressionUnstorableCarryTurnsCompletionIntoFailure(t *testing.T) {
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	t.Parallel()
+	pool, q := newQueue(t)
 	cfg := fastConfig()
 	cfg.MaxFailures = 3
-	w := newWorker(t, pool, &badCarryApp{pool: pool}, cfg)
-	venturi.MustRegister[completeWithBadCarryTask](w)
-	startWorker(t, w)
-	r, err := q.Enqueue(context.Background(), completeWithBadCarryTask{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	j := waitJob(t, q, r.ID, "finished", func(j *venturi.Job) bool {
-		return j.State == venturi.StateCompleted || j.State == venturi.StateDead
-	})
+	startWorkerFor[completeWithBadCarryTask](t, pool, &badCarryApp{pool: pool}, cfg)
+	r := enqueue(t, q, completeWithBadCarryTask{})
+	j := waitFinished(t, q, r.ID)
 	if j.State != venturi.StateCompleted || eventsOf(j) != "completed" || j.Journal[0].Note != "all done" {
 		t.Fatalf("a handler that returned Completed ended %s after %d runs; journal %s: %+v",
 			j.State, j.RunCount, eventsOf(j), j.Journal)
@@ -100,23 +92,16 @@ func TestRegressionUnstorableCarryTurnsCompletionIntoFailure(t *testing.T) {
 // outcome cannot be written as requested, CompleteTx must return an error instead of
 // silently writing another outcome.
 func TestRegressionCompleteTxWithUnstorableCarryRecordsFailure(t *testing.T) {
-	pool := newDB(t)
+	t.Parallel()
+	pool, q := newQueue(t)
 	createEffects(t, pool)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	app := &badCarryApp{pool: pool, completeTx: make(chan error, 1)}
 	cfg := fastConfig()
 	cfg.MaxFailures = 2
-	w := newWorker(t, pool, app, cfg)
-	venturi.MustRegister[completeWithBadCarryTask](w)
-	startWorker(t, w)
-	r, err := q.Enqueue(context.Background(), completeWithBadCarryTask{UseTx: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	startWorkerFor[completeWithBadCarryTask](t, pool, app, cfg)
+	r := enqueue(t, q, completeWithBadCarryTask{UseTx: true})
 	txErr := recv(t, app.completeTx, "the first run's CompleteTx")
-	j := waitJob(t, q, r.ID, "finished", func(j *venturi.Job) bool {
-		return j.State == venturi.StateCompleted || j.State == venturi.StateDead
-	})
+	j := waitFinished(t, q, r.ID)
 	effects := effectsOf(t, pool, r.ID)
 	if txErr == nil && (j.State != venturi.StateCompleted || len(effects) != 1) {
 		t.Fatalf("CompleteTx(Completed) returned nil and the handler committed, yet the job ended %s with journal %s (%+v) and %d committed effects",
@@ -160,21 +145,16 @@ func (stallTask) Handle(ctx context.Context, run *venturi.Run[struct{}], app *st
 // Fix: key w.active by (job ID, token) — or make untrack(id, token) delete only when the
 // stored run's token matches — and likewise in finisher.expired and releaseStuck.
 func TestRegressionStaleRunUntracksTheNewRunOfTheSameJob(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	pool, q := newQueue(t)
 	app := &stallApp{started: make(chan int, 4), release1: make(chan struct{}), release2: make(chan struct{})}
 	cfg := fastConfig()
 	cfg.Lease = 2 * time.Second
 	cfg.Concurrency = 2
-	w := newWorker(t, pool, app, cfg)
-	venturi.MustRegister[stallTask](w)
-	startWorker(t, w)
+	startWorkerFor[stallTask](t, pool, app, cfg)
 	t.Cleanup(func() { close(app.release2) }) // before the worker stops
-	r, err := q.Enqueue(ctx, stallTask{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := enqueue(t, q, stallTask{})
 	if n := recv(t, app.started, "run 1"); n != 1 {
 		t.Fatalf("started run %d", n)
 	}
@@ -210,9 +190,9 @@ func TestRegressionStaleRunUntracksTheNewRunOfTheSameJob(t *testing.T) {
 // `SELECT current_setting('transaction_isolation')` when any task has a key) before the
 // first insert, or run the batch under a SAVEPOINT and roll back to it on error.
 func TestRegressionEnqueueManyTxRefusalLeavesPlainTasks(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	pool, q := newQueue(t)
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	if err != nil {
 		t.Fatal(err)
@@ -254,17 +234,12 @@ func (yieldTask) Handle(ctx context.Context, run *venturi.Run[struct{}], _ struc
 // arm a timer for the earliest short scheduled delay), or queue a pg_notify for those
 // kinds in the FinishRuns batch.
 func TestRegressionPauseZeroWaitsForThePollInterval(t *testing.T) {
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	t.Parallel()
+	pool, q := newQueue(t)
 	cfg := fastConfig()
 	cfg.PollInterval = time.Hour // NOTIFY wakes the worker for the enqueue
-	w := newWorker(t, pool, struct{}{}, cfg)
-	venturi.MustRegister[yieldTask](w)
-	startWorker(t, w)
-	r, err := q.Enqueue(context.Background(), yieldTask{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	startWorkerFor[yieldTask](t, pool, struct{}{}, cfg)
+	r := enqueue(t, q, yieldTask{})
 	j := waitJob(t, q, r.ID, "the available job to run again (the idle worker was not woken)", func(j *venturi.Job) bool {
 		return j.State == venturi.StateCompleted
 	})

@@ -23,30 +23,21 @@ func (stubbornTask) Handle(ctx context.Context, run *venturi.Run[struct{}], star
 }
 
 func TestShutdownInterruptsHandlerAfterGrace(t *testing.T) {
-	ctx := context.Background()
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	t.Parallel()
+	pool, q := newQueue(t)
 	started := make(chan ulid.ULID, 10)
 	cfg := fastConfig()
 	cfg.Concurrency = 1
 	cfg.ShutdownGrace = 200 * time.Millisecond
-	w := newWorker(t, pool, (chan<- ulid.ULID)(started), cfg)
-	venturi.MustRegister[stubbornTask](w)
-	startWorker(t, w)
-	first, err := q.Enqueue(ctx, stubbornTask{N: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := startWorkerFor[stubbornTask](t, pool, (chan<- ulid.ULID)(started), cfg)
+	first := enqueue(t, q, stubbornTask{N: 0})
 	if id := recv(t, started, "the first run"); id != first.ID {
 		t.Fatalf("started %s, want %s", id, first.ID)
 	}
 	// Queued behind the busy slot: never started.
 	var waiting []venturi.Result
 	for i := 1; i <= 3; i++ {
-		r, err := q.Enqueue(ctx, stubbornTask{N: i})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := enqueue(t, q, stubbornTask{N: i})
 		waiting = append(waiting, r)
 	}
 	stopWorker(t, w)
@@ -104,19 +95,13 @@ func (politeTask) Handle(ctx context.Context, run *venturi.Run[checkpointCarry],
 }
 
 func TestShutdownSignalLetsHandlerPause(t *testing.T) {
-	ctx := context.Background()
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	t.Parallel()
+	pool, q := newQueue(t)
 	app := &politeApp{started: make(chan ulid.ULID, 1), sawFlag: make(chan bool, 1)}
 	cfg := fastConfig()
 	cfg.ShutdownGrace = within // the handler returns long before
-	w := newWorker(t, pool, app, cfg)
-	venturi.MustRegister[politeTask](w)
-	startWorker(t, w)
-	r, err := q.Enqueue(ctx, politeTask{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := startWorkerFor[politeTask](t, pool, app, cfg)
+	r := enqueue(t, q, politeTask{})
 	recv(t, app.started, "the run")
 	stopWorker(t, w)
 	if !recv(t, app.sawFlag, "the handler's view of the signal") {
@@ -129,9 +114,7 @@ func TestShutdownSignalLetsHandlerPause(t *testing.T) {
 		t.Fatalf("state %s, journal %+v, carry %s", j.State, j.Journal, j.Carry)
 	}
 	// A new worker resumes from the checkpoint.
-	w2 := newWorker(t, pool, app, fastConfig())
-	venturi.MustRegister[politeTask](w2)
-	startWorker(t, w2)
+	startWorkerFor[politeTask](t, pool, app, fastConfig())
 	j = waitState(t, q, r, venturi.StateCompleted)
 	if eventsOf(j) != "paused,completed" || lastEntry(j).Note != "resumed" {
 		t.Fatalf("journal %+v", j.Journal)
@@ -158,21 +141,15 @@ func (deafTask) Handle(ctx context.Context, run *venturi.Run[struct{}], app *dea
 // that ignores cancellation; it releases the job back to available with an interrupted
 // entry that is not a failure.
 func TestShutdownReleasesHandlerThatNeverReturns(t *testing.T) {
-	ctx := context.Background()
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	t.Parallel()
+	pool, q := newQueue(t)
 	app := &deafApp{started: make(chan ulid.ULID, 1), release: make(chan struct{})}
 	defer close(app.release)
 	cfg := fastConfig()
 	cfg.ShutdownGrace = 100 * time.Millisecond
 	cfg.Lease = 2 * time.Second // Stop waits Lease/2 after cancelling before releasing
-	w := newWorker(t, pool, app, cfg)
-	venturi.MustRegister[deafTask](w)
-	startWorker(t, w)
-	r, err := q.Enqueue(ctx, deafTask{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := startWorkerFor[deafTask](t, pool, app, cfg)
+	r := enqueue(t, q, deafTask{})
 	recv(t, app.started, "the run")
 	stopWorker(t, w)
 	j := jobByID(t, q, r.ID)

@@ -29,21 +29,16 @@ func (e echoTask) Handle(ctx context.Context, run *venturi.Run[struct{}], app *t
 type testApp struct{ seen chan string }
 
 func TestSmoke(t *testing.T) {
-	pool := newDB(t)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	t.Parallel()
+	pool, q := newQueue(t)
 	app := &testApp{seen: make(chan string, 100)}
-	w := newWorker(t, pool, app, venturi.Config{Backoff: venturi.Backoff{Base: time.Millisecond}})
-	venturi.MustRegister[echoTask](w)
-	startWorker(t, w)
-	r, err := q.Enqueue(context.Background(), echoTask{Msg: "hi"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	startWorkerFor[echoTask](t, pool, app, venturi.Config{Backoff: venturi.Backoff{Base: time.Millisecond}})
+	r := enqueue(t, q, echoTask{Msg: "hi"})
 	j := waitState(t, q, r, venturi.StateCompleted)
 	if len(j.Journal) != 1 || j.Journal[0].Note != "said hi" || j.Journal[0].Event != venturi.EventCompleted {
 		t.Fatalf("journal = %+v", j.Journal)
 	}
-	r, _ = q.Enqueue(context.Background(), echoTask{Msg: "perm"})
+	r = enqueue(t, q, echoTask{Msg: "perm"})
 	j = waitState(t, q, r, venturi.StateDead)
 	t.Logf("%+v", j.Journal)
 }

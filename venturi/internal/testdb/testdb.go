@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,11 +54,7 @@ func schemaName() string {
 func Schema(tb testing.TB) string {
 	tb.Helper()
 	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, URL(tb))
-	if err != nil {
-		tb.Fatalf("connect: %v", err)
-	}
-	defer admin.Close()
+	admin := adminPool(tb)
 	name := schemaName()
 	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
 		tb.Fatalf("create schema: %v", err)
@@ -65,14 +62,42 @@ func Schema(tb testing.TB) string {
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		p, err := pgxpool.New(ctx, URL(tb))
-		if err != nil {
-			return
-		}
-		defer p.Close()
-		_, _ = p.Exec(ctx, "DROP SCHEMA "+name+" CASCADE")
+		_, _ = admin.Exec(ctx, "DROP SCHEMA "+name+" CASCADE")
 	})
 	return name
+}
+
+var admins struct {
+	mu    sync.Mutex
+	pools map[string]*pgxpool.Pool
+}
+
+// adminPool returns the pool that creates and drops schemas, one per database URL for
+// the whole test binary: a connection costs the server more than the statement, and
+// parallel tests would otherwise open two for every schema. It stays open until the
+// process exits.
+func adminPool(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	url := URL(tb)
+	admins.mu.Lock()
+	defer admins.mu.Unlock()
+	if p := admins.pools[url]; p != nil {
+		return p
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		tb.Fatalf("parse TEST_DATABASE_URL: %v", err)
+	}
+	cfg.MaxConns = 4
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		tb.Fatalf("connect: %v", err)
+	}
+	if admins.pools == nil {
+		admins.pools = map[string]*pgxpool.Pool{}
+	}
+	admins.pools[url] = p
+	return p
 }
 
 // Pool returns a pool whose search_path is a fresh schema. The pool closes when the test
