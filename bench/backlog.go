@@ -102,7 +102,7 @@ func (b *bencher) backlogOtherKind(ctx context.Context, size, rep int) error {
 	if _, err := b.admin.Exec(ctx, "ANALYZE "+jobTable(libVenturi)+"; CHECKPOINT"); err != nil {
 		return err
 	}
-	el, _, err = b.workUntil(ctx, libVenturi, "", b.allDone(libVenturi, m))
+	el, _, err = b.workUntil(ctx, libVenturi, "", b.allDone(libVenturi, kindNoop, m))
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ require (
 	github.com/riverqueue/river v0.51.2
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
 	github.com/venturi-dev/venturi v0.0.0
+	golang.org/x/image v0.47.0
 )
 
 require (

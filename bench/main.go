@@ -29,11 +29,22 @@ type sizes struct {
 	pickupDur   time.Duration // scenario 5
 	backlogs    [2]int        // scenario 6
 	backlogJobs int           // scenario 6 claim throughput: jobs worked per run
+	sustain     sustainSizes  // scenario 8
+}
+
+// sustainSizes sizes scenario 8 (sustained load).
+type sustainSizes struct {
+	dur       time.Duration // producer run per library
+	rateCap   float64       // jobs/s offered at most (immediate and delayed together)
+	calibJobs int           // jobs drained to measure each library's maximum rate
+	every     time.Duration // sampling period
 }
 
 var (
-	fullSizes  = sizes{3 * time.Second, 50, 100_000, 10 * time.Second, [2]int{10_000, 1_000_000}, 20_000}
-	quickSizes = sizes{600 * time.Millisecond, 15, 5_000, 2 * time.Second, [2]int{10_000, 100_000}, 2_000}
+	fullSizes = sizes{3 * time.Second, 50, 100_000, 10 * time.Second, [2]int{10_000, 1_000_000}, 20_000,
+		sustainSizes{10 * time.Minute, 10_000, 50_000, 10 * time.Second}}
+	quickSizes = sizes{600 * time.Millisecond, 15, 5_000, 2 * time.Second, [2]int{10_000, 100_000}, 2_000,
+		sustainSizes{time.Minute, 2_000, 5_000, 5 * time.Second}}
 )
 
 type options struct {
@@ -48,6 +59,10 @@ type options struct {
 	e2eJobs    int
 	workerArgs []string
 	sz         sizes
+
+	sustainRate float64 // scenario 8: offered jobs/s; 0 calibrates
+	sustainCSV  string  // scenario 8: samples file ("" for none)
+	sustainPNG  string  // scenario 8: plot file ("" for none)
 }
 
 func main() {
@@ -71,9 +86,9 @@ func main() {
 	var o options
 	var only string
 	flag.StringVar(&o.url, "db", defaultURL(), "PostgreSQL URL of the bench database (default $BENCH_DATABASE_URL, else $DATABASE_URL)")
-	flag.BoolVar(&o.quick, "quick", false, "smaller sizes (development; under two minutes)")
+	flag.BoolVar(&o.quick, "quick", false, "smaller sizes (development; about five minutes)")
 	flag.IntVar(&o.reps, "reps", 3, "repetitions of every scenario and library")
-	flag.StringVar(&only, "only", "", "comma-separated scenarios to run: enqueue,dedup,batch,e2e,pickup,backlog (default all)")
+	flag.StringVar(&only, "only", "", "comma-separated scenarios to run: enqueue,dedup,batch,e2e,pickup,backlog,sustained (default all)")
 	flag.StringVar(&o.out, "out", "RESULTS.md", "file the markdown report is written to ('' for none)")
 	flag.StringVar(&o.profileDir, "profile", "", "directory for CPU profiles of the venturi worker processes (scenario 4)")
 	var libs string
@@ -82,6 +97,11 @@ func main() {
 	flag.StringVar(&workerArgs, "worker-args", "", "extra space-separated flags for `bench worker` (profiling: -trace, -concurrency N)")
 	flag.IntVar(&o.e2eJobs, "e2e-jobs", 0, "override the number of jobs of scenario 4")
 	flag.BoolVar(&o.sameKind, "backlog-same-kind", true, "scenario 6 also measures claim throughput with a backlog of the worked kind")
+	var sustainDur time.Duration
+	flag.DurationVar(&sustainDur, "sustained-dur", 0, "override the producer run per library of scenario 8 (full 10m, quick 1m)")
+	flag.Float64Var(&o.sustainRate, "sustained-rate", 0, "scenario 8: offered jobs/s, half of them delayed (default: the lower of 10,000 (quick 2,000) and 80% of the slowest library's calibrated drain rate)")
+	flag.StringVar(&o.sustainCSV, "sustained-csv", "sustained-samples.csv", "scenario 8: file the raw samples are written to ('' for none)")
+	flag.StringVar(&o.sustainPNG, "sustained-png", "sustained.png", "scenario 8: file the plot is written to ('' for none)")
 	flag.Parse()
 	if o.url == "" {
 		fmt.Fprintln(os.Stderr, "bench: no database: set -db, BENCH_DATABASE_URL or DATABASE_URL (make bench does)")
@@ -94,6 +114,9 @@ func main() {
 	o.workerArgs = strings.Fields(workerArgs)
 	if o.e2eJobs > 0 {
 		o.sz.e2eJobs = o.e2eJobs
+	}
+	if sustainDur > 0 {
+		o.sz.sustain.dur = sustainDur
 	}
 	if libs != "" {
 		o.libs = map[string]bool{}
@@ -154,6 +177,7 @@ func run(ctx context.Context, o options) error {
 		{"e2e", b.scenarioE2E},
 		{"pickup", b.scenarioPickup},
 		{"backlog", b.scenarioBacklog},
+		{"sustained", b.scenarioSustained},
 	}
 	for _, s := range steps {
 		if !o.want(s.name) {

@@ -16,6 +16,7 @@ const (
 	kindDedup         = "bench_dedup"
 	kindPickup        = "bench_pickup"
 	kindBacklog       = "bench_backlog"
+	kindSustain       = "bench_sustain"
 	riverBacklogQueue = "bench_backlog"
 )
 
@@ -47,72 +48,108 @@ func (p *pickupRec) start(seq int) {
 
 // benchState is the venturi workers' shared state.
 type benchState struct {
-	pickup *pickupRec
+	pickup  *pickupRec
+	sustain *sustainRec
 }
 
 // ---- venturi tasks ---------------------------------------------------------------------
 
+// NoopTask is venturi's no-op job (scenarios 1, 3, 4 and 6).
 type NoopTask struct {
 	N int `json:"n"`
 }
 
+// Kind names the no-op kind.
 func (NoopTask) Kind() string { return kindNoop }
 
+// Handle does nothing.
 func (NoopTask) Handle(ctx context.Context, run *venturi.Run[struct{}], s *benchState) (venturi.Outcome, error) {
 	return venturi.Completed(), nil
 }
 
+// DedupTask is venturi's job with a dedup key (scenario 2).
 type DedupTask struct {
 	Key string `json:"key"`
 }
 
+// Kind names the dedup kind.
 func (DedupTask) Kind() string { return kindDedup }
 
+// DedupKey is the task's key.
 func (t DedupTask) DedupKey() venturi.DedupKey { return venturi.DedupKey(t.Key) }
 
+// Handle does nothing.
 func (DedupTask) Handle(ctx context.Context, run *venturi.Run[struct{}], s *benchState) (venturi.Outcome, error) {
 	return venturi.Completed(), nil
 }
 
+// PickupTask is venturi's job of scenario 5, numbered by Seq.
 type PickupTask struct {
 	Seq int `json:"seq"`
 }
 
+// Kind names the pickup kind.
 func (PickupTask) Kind() string { return kindPickup }
 
+// Handle records when the handler started.
 func (t PickupTask) Handle(ctx context.Context, run *venturi.Run[struct{}], s *benchState) (venturi.Outcome, error) {
 	s.pickup.start(t.Seq)
 	return venturi.Completed(), nil
 }
 
+// SustainTask is venturi's job of scenario 8. E is when it was enqueued and D, for a
+// delayed job, when it is due; both in Unix microseconds on the database clock (see
+// producers.enqueueSustain).
+type SustainTask struct {
+	E int64 `json:"e"`
+	D int64 `json:"d,omitempty"`
+}
+
+// Kind names the sustained kind.
+func (SustainTask) Kind() string { return kindSustain }
+
+// Handle records when the handler started.
+func (t SustainTask) Handle(ctx context.Context, run *venturi.Run[struct{}], s *benchState) (venturi.Outcome, error) {
+	s.sustain.start(t.E, t.D)
+	return venturi.Completed(), nil
+}
+
 // ---- River job args and workers ----------------------------------------------------------
 
+// NoopArgs is River's no-op job.
 type NoopArgs struct {
 	N int `json:"n"`
 }
 
+// Kind names the no-op kind.
 func (NoopArgs) Kind() string { return kindNoop }
 
 type noopWorker struct {
 	river.WorkerDefaults[NoopArgs]
 }
 
+// Work does nothing.
 func (noopWorker) Work(ctx context.Context, job *river.Job[NoopArgs]) error { return nil }
 
+// DedupArgs is River's job that is unique by its arguments.
 type DedupArgs struct {
 	Key string `json:"key"`
 }
 
+// Kind names the dedup kind.
 func (DedupArgs) Kind() string { return kindDedup }
 
+// InsertOpts makes the job unique by its arguments.
 func (DedupArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
+// PickupArgs is River's job of scenario 5.
 type PickupArgs struct {
 	Seq int `json:"seq"`
 }
 
+// Kind names the pickup kind.
 func (PickupArgs) Kind() string { return kindPickup }
 
 type pickupWorker struct {
@@ -120,7 +157,28 @@ type pickupWorker struct {
 	rec *pickupRec
 }
 
+// Work records when the handler started.
 func (w *pickupWorker) Work(ctx context.Context, job *river.Job[PickupArgs]) error {
 	w.rec.start(job.Args.Seq)
+	return nil
+}
+
+// SustainArgs is River's job of scenario 8; see SustainTask.
+type SustainArgs struct {
+	E int64 `json:"e"`
+	D int64 `json:"d,omitempty"`
+}
+
+// Kind names the sustained kind.
+func (SustainArgs) Kind() string { return kindSustain }
+
+type sustainWorker struct {
+	river.WorkerDefaults[SustainArgs]
+	rec *sustainRec
+}
+
+// Work records when the handler started.
+func (w *sustainWorker) Work(ctx context.Context, job *river.Job[SustainArgs]) error {
+	w.rec.start(job.Args.E, job.Args.D)
 	return nil
 }

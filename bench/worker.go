@@ -24,8 +24,10 @@ import (
 )
 
 // workerMain is the `bench worker` subcommand: one library's worker with its default (or
-// River's tuned) configuration working the no-op kind until SIGTERM or stdin closes. It
-// prints "ready <unix ns>" with the time just before Start.
+// River's tuned) configuration working the no-op kind (with -sustained, the kind of
+// scenario 8) until SIGTERM or stdin closes. It prints "ready <unix ns>" with the time
+// just before Start, and with -sustained answers every "sample" line on stdin with one
+// line of latency histograms (sustainRec.take).
 func workerMain(args []string) error {
 	fs := flag.NewFlagSet("worker", flag.ExitOnError)
 	lib := fs.String("lib", libVenturi, "venturi, river or river-tuned")
@@ -35,15 +37,13 @@ func workerMain(args []string) error {
 	trace := fs.Bool("trace", false, "time every query and batch and print a summary to stderr on exit")
 	concurrency := fs.Int("concurrency", 0, "what-if: venturi Config.Concurrency (0 keeps the default)")
 	prefetch := fs.Int("prefetch", 0, "what-if: venturi Config.Prefetch (0 keeps the default)")
+	sustained := fs.Bool("sustained", false, "work the kind of scenario 8 instead of the no-op kind and answer each \"sample\" line on stdin with a line of latency histograms")
+	retain := fs.Duration("retain-completed", 0, "venturi Config.RetainCompleted and River's CompletedJobRetentionPeriod (0 keeps the default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	go func() { // the parent closing our stdin also stops us
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		stop()
-	}()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -85,15 +85,35 @@ func workerMain(args []string) error {
 	if err := pool.Ping(ctx); err != nil {
 		return err
 	}
+	var rec *sustainRec
+	if *sustained {
+		if rec, err = newSustainRec(ctx, pool); err != nil {
+			return err
+		}
+	}
+	go func() { // answer sample requests; the parent closing our stdin stops us
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			if sc.Text() == "sample" && rec != nil {
+				fmt.Println(rec.take())
+			}
+		}
+		stop()
+	}()
 	var stopFn func(context.Context) error
 	t0 := time.Now()
 	switch *lib {
 	case libVenturi:
-		w, err := venturi.NewWorker(pool, &benchState{}, venturi.Config{Concurrency: *concurrency, Prefetch: *prefetch})
+		cfg := venturi.Config{Concurrency: *concurrency, Prefetch: *prefetch, RetainCompleted: *retain}
+		w, err := venturi.NewWorker(pool, &benchState{sustain: rec}, cfg)
 		if err != nil {
 			return err
 		}
-		venturi.MustRegister[NoopTask](w)
+		if *sustained {
+			venturi.MustRegister[SustainTask](w)
+		} else {
+			venturi.MustRegister[NoopTask](w)
+		}
 		t0 = time.Now()
 		if err := w.Start(ctx); err != nil {
 			return err
@@ -101,8 +121,16 @@ func workerMain(args []string) error {
 		stopFn = w.Stop
 	case libRiver, libRiverTuned:
 		workers := river.NewWorkers()
-		river.AddWorker(workers, &noopWorker{})
-		c, err := river.NewClient(riverpgxv5.New(pool), riverConfig(*lib == libRiverTuned, workers))
+		if *sustained {
+			river.AddWorker(workers, &sustainWorker{rec: rec})
+		} else {
+			river.AddWorker(workers, &noopWorker{})
+		}
+		cfg := riverConfig(*lib == libRiverTuned, workers)
+		if *retain > 0 {
+			cfg.CompletedJobRetentionPeriod = *retain
+		}
+		c, err := river.NewClient(riverpgxv5.New(pool), cfg)
 		if err != nil {
 			return err
 		}
@@ -176,9 +204,46 @@ type workerProc struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	t0    time.Time
+	out   *bufio.Reader // the child's stdout after its ready line (sampled workers; others' is drained)
 }
 
 func startWorkerProc(ctx context.Context, url, lib, cpuprofile string, extra ...string) (*workerProc, error) {
+	return launchWorker(url, lib, cpuprofile, true, extra)
+}
+
+// startSampledWorker starts a `bench worker -sustained` child whose stdout stays
+// readable for sample replies.
+func startSampledWorker(url, lib string, extra ...string) (*workerProc, error) {
+	return launchWorker(url, lib, "", false, append([]string{"-sustained"}, extra...))
+}
+
+// sample asks a sampled worker for its latency histograms since the previous call.
+func (p *workerProc) sample() (*workerSample, error) {
+	if _, err := fmt.Fprintln(p.stdin, "sample"); err != nil {
+		return nil, err
+	}
+	type reply struct {
+		line string
+		err  error
+	}
+	ch := make(chan reply, 1)
+	go func() {
+		l, err := p.out.ReadString('\n')
+		ch <- reply{l, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, fmt.Errorf("worker sample: %w", r.err)
+		}
+		return parseWorkerSample(strings.TrimSpace(r.line))
+	case <-time.After(10 * time.Second):
+		p.kill() // unblocks the read
+		return nil, errors.New("worker did not answer a sample request")
+	}
+}
+
+func launchWorker(url, lib, cpuprofile string, drain bool, extra []string) (*workerProc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -201,7 +266,8 @@ func startWorkerProc(ctx context.Context, url, lib, cpuprofile string, extra ...
 		return nil, err
 	}
 	p := &workerProc{cmd: cmd, stdin: stdin}
-	line, err := bufio.NewReader(out).ReadString('\n')
+	br := bufio.NewReader(out)
+	line, err := br.ReadString('\n')
 	if err != nil {
 		p.kill()
 		return nil, fmt.Errorf("worker %s did not start: %w", lib, err)
@@ -212,7 +278,11 @@ func startWorkerProc(ctx context.Context, url, lib, cpuprofile string, extra ...
 		return nil, fmt.Errorf("worker %s: unexpected %q", lib, line)
 	}
 	p.t0 = time.Unix(0, ns)
-	go func() { _, _ = io.Copy(io.Discard, out) }()
+	if drain {
+		go func() { _, _ = io.Copy(io.Discard, br) }()
+	} else {
+		p.out = br
+	}
 	return p, nil
 }
 
@@ -290,8 +360,13 @@ type cpuUse struct {
 }
 
 func (b *bencher) workUntilCPU(ctx context.Context, lib, profile string, done func(ctx context.Context) (bool, time.Duration, error)) (time.Duration, float64, cpuUse, error) {
+	return b.workUntilArgs(ctx, lib, profile, b.o.workerArgs, done)
+}
+
+// workUntilArgs is workUntilCPU with the worker's extra flags given.
+func (b *bencher) workUntilArgs(ctx context.Context, lib, profile string, args []string, done func(ctx context.Context) (bool, time.Duration, error)) (time.Duration, float64, cpuUse, error) {
 	var cpu cpuUse
-	p, err := startWorkerProc(ctx, b.o.url, lib, profile, b.o.workerArgs...)
+	p, err := startWorkerProc(ctx, b.o.url, lib, profile, args...)
 	if err != nil {
 		return 0, 0, cpu, err
 	}
@@ -331,17 +406,17 @@ func (b *bencher) workUntilCPU(ctx context.Context, lib, profile string, done fu
 	return end.Sub(q.t0), rss, cpu, nil
 }
 
-// allDone polls the number of unfinished jobs of the no-op kind. Counting a large backlog
+// allDone polls the number of unfinished jobs of kind. Counting a large backlog
 // is not free (tens of milliseconds of server CPU, competing with the worker under test),
 // so between polls it waits a third of the time the rate since the previous poll says is
 // left (at most 200ms), and every 2ms only near the end, where the count is cheap.
-func (b *bencher) allDone(lib string, n int) func(ctx context.Context) (bool, time.Duration, error) {
+func (b *bencher) allDone(lib, kind string, n int) func(ctx context.Context) (bool, time.Duration, error) {
 	var (
 		prevAt   time.Time
 		prevDone int64 = -1
 	)
 	return func(ctx context.Context) (bool, time.Duration, error) {
-		left, err := pendingCount(ctx, b.admin, lib, kindNoop)
+		left, err := pendingCount(ctx, b.admin, lib, kind)
 		if err != nil {
 			return false, 0, err
 		}
@@ -379,7 +454,7 @@ func (b *bencher) scenarioE2E(ctx context.Context) error {
 			if b.o.profileDir != "" && lib == libVenturi {
 				profile = filepath.Join(b.o.profileDir, fmt.Sprintf("venturi-e2e-%d.pprof", rep))
 			}
-			el, rss, cpu, err := b.workUntilCPU(ctx, lib, profile, b.allDone(lib, n))
+			el, rss, cpu, err := b.workUntilCPU(ctx, lib, profile, b.allDone(lib, kindNoop, n))
 			if err != nil {
 				return err
 			}
