@@ -80,3 +80,9 @@ func newWorker[S any](t testing.TB, pool *pgxpool.Pool, state S, cfg venturi.Con
 	}
 	return w
 }
+
+// newEmptyDB returns a pool on a fresh schema without venturi's tables.
+func newEmptyDB(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	return testdb.Pool(t, testdb.Schema(t), 20)
+}
