@@ -122,11 +122,10 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 		args.Payload, args.Priority, args.Carry = string(wp.payload), int16(wp.priority), string(cb)
 	}
 	args.Entry = mergedEntry(decision.mergeName(), p.id)
-	due, err := q.q.MergeInto(ctx, tx, args)
-	if err != nil {
+	if _, err := q.q.MergeInto(ctx, tx, args); err != nil {
 		return Result{}, err
 	}
-	if due && action != ActionKept {
+	if action != ActionKept { // due now or sooner: see queueNotify
 		q.notifyNow(ctx, tx, p.kind)
 	}
 	return Result{ID: c.id, Action: action}, nil

@@ -45,10 +45,11 @@ func (w *Worker[S]) drain(ctx context.Context, kinds []string, maxRuns int) ([]t
 	f := newFetcher(w.cfg, w.pool, w.q, kinds, exec, tracker, ctx, w.log)
 	var out []testhook.Drained
 	for {
-		jobs, err := f.claim(1)
-		if err != nil {
-			return out, err
+		r := f.claim(1)
+		if r.err != nil {
+			return out, r.err
 		}
+		jobs := r.jobs
 		if len(jobs) == 0 {
 			return out, nil
 		}

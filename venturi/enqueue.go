@@ -146,9 +146,7 @@ func (q *Queue) enqueueMany(ctx context.Context, tx pgx.Tx, tasks []Task, opts [
 		}
 		plain.Ats = append(plain.Ats, at)
 		plain.DelaysUs = append(plain.DelaysUs, delayOf(p.opts.delay))
-		if p.dueNow() {
-			due[p.kind] = true
-		}
+		due[p.kind] = true // delayed jobs too: see queueNotify
 	}
 	if len(plain.Ids) > 0 {
 		b := &pgx.Batch{}
@@ -182,8 +180,6 @@ type plan struct {
 	payload  []byte
 	opts     enqueueOpts
 }
-
-func (p *plan) dueNow() bool { return p.opts.at == nil && p.opts.delay <= 0 }
 
 func prepare(task Task, opts []EnqueueOption) (*plan, error) {
 	if task == nil || (reflect.ValueOf(task).Kind() == reflect.Pointer && reflect.ValueOf(task).IsNil()) {

@@ -74,7 +74,10 @@ func (f *fetcher) notified() {
 // claimResult is what a claim returned.
 type claimResult struct {
 	jobs []*claimed
-	err  error
+	// nextDue is when the next scheduled job of the worker's kinds is due, by the local
+	// clock (zero: none is scheduled), as the database saw it when the claim ran.
+	nextDue time.Time
+	err     error
 }
 
 // run is the fetch loop. When ctx ends it releases the buffered jobs (and those of a
@@ -107,10 +110,7 @@ func (f *fetcher) run(ctx context.Context) {
 			if wait <= 0 {
 				f.asked, f.askWakes = min(room, f.cfg.ClaimBatch), f.wakes
 				f.lastClaim, f.claiming = time.Now(), true
-				go func(n int) {
-					jobs, err := f.claim(n)
-					done <- claimResult{jobs: jobs, err: err}
-				}(f.asked)
+				go func(n int) { done <- f.claim(n) }(f.asked)
 				continue
 			}
 			after(wait)
@@ -178,10 +178,16 @@ func (f *fetcher) claimed(r claimResult) {
 	drained := len(f.buffer) == 0 && f.exec.free() > 0
 	f.window.claimed(f.asked, len(r.jobs), time.Since(f.lastClaim), drained)
 	f.buffer = append(f.buffer, r.jobs...)
-	// An empty claim means nothing is due, unless a notification came meanwhile.
+	// An empty claim means nothing is due, unless a notification came meanwhile. An idle
+	// loop looks again at its poll interval, or when the next scheduled job is due if
+	// that is sooner: a delayed job, a retry's backoff or a pause starts on time without
+	// waiting for a poll or a promotion sweep.
 	f.idle = len(r.jobs) == 0 && f.askWakes == f.wakes
 	if f.idle {
 		f.pollAt = time.Now().Add(f.cfg.PollInterval)
+		if !r.nextDue.IsZero() && r.nextDue.Before(f.pollAt) {
+			f.pollAt = r.nextDue
+		}
 	}
 }
 
@@ -200,12 +206,17 @@ func (f *fetcher) releaseStale() {
 	f.buffer = f.buffer[n:]
 }
 
-// claim promotes scheduled jobs that came due and claims up to n, in one round trip.
-func (f *fetcher) claim(n int) ([]*claimed, error) {
-	var jobs []*claimed
+// claim promotes scheduled jobs that came due, claims up to n, and asks when the next
+// scheduled job is due, in one round trip (one implicit transaction: the claim sees what
+// the promotion made available).
+func (f *fetcher) claim(n int) claimResult {
+	var (
+		jobs    []*claimed
+		dueInUs int64
+	)
 	sent := time.Now()
 	b := &pgx.Batch{}
-	dbsqlc.QueuePromoteDue(b, 1000)
+	dbsqlc.QueuePromoteDue(b, PromoteBatch)
 	dbsqlc.QueueClaim(b, dbsqlc.ClaimParams{
 		LeaseUs: delayOf(f.cfg.Lease), WorkerID: f.cfg.ID, MaxFailures: int32(max(f.cfg.MaxFailures, 0)),
 		Kinds: f.kinds, Max: int32(n),
@@ -220,17 +231,22 @@ func (f *fetcher) claim(n int) ([]*claimed, error) {
 		}
 		jobs = append(jobs, j)
 	})
+	dbsqlc.QueueNextDue(b, f.kinds, &dueInUs)
 	ctx, cancel := context.WithTimeout(f.dbCtx, f.cfg.Lease/2)
 	defer cancel()
 	if err := f.db.SendBatch(ctx, b).Close(); err != nil {
-		return nil, err
+		return claimResult{err: err}
 	}
 	received := time.Now()
 	for _, j := range jobs {
 		j.received = received
 	}
 	f.tracker.add(jobs)
-	return jobs, nil
+	r := claimResult{jobs: jobs}
+	if dueInUs >= 0 {
+		r.nextDue = received.Add(time.Duration(dueInUs) * time.Microsecond)
+	}
+	return r
 }
 
 // release returns claimed jobs that never started, without recording a run. When it

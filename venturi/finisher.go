@@ -21,7 +21,7 @@ type finisher struct {
 	log     *slog.Logger
 	tracker *runTracker
 	write   func(ctx context.Context, reqs []*finishReq) ([]pgtype.UUID, error)
-	again   func()          // a result made a job due at once: look for it
+	again   func()          // a result made a job pending again: look for it
 	dbCtx   context.Context // cancelled when Stop gives up: stop retrying
 	in      chan *finishReq
 	closing chan struct{}
@@ -153,7 +153,9 @@ func (f *finisher) written(batch []*finishReq, ids []pgtype.UUID) {
 	}
 	again := false
 	for _, r := range batch {
-		again = again || r.state == dbsqlc.VenturiJobStateAvailable
+		// A job that is due again now, or later (a pause or a retry's backoff): the
+		// fetcher looks at once, and learns when the next scheduled job is due.
+		again = again || r.state == dbsqlc.VenturiJobStateAvailable || r.state == dbsqlc.VenturiJobStateScheduled
 		if !ok[r.job.id] {
 			f.log.Warn("venturi: run result discarded: the run no longer holds its job (lease lost)",
 				"job", r.job.id, "kind", r.job.kind, "token", r.job.token)
@@ -161,6 +163,6 @@ func (f *finisher) written(batch []*finishReq, ids []pgtype.UUID) {
 		f.tracker.remove(r.job)
 	}
 	if again {
-		f.again() // a pause or retry with no delay is due now: look for it at once
+		f.again()
 	}
 }

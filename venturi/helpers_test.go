@@ -287,3 +287,9 @@ func decodePayload(t *testing.T, j *venturi.Job, v any) {
 func carryIsZero(c json.RawMessage) bool {
 	return len(c) == 0 || string(c) == "null"
 }
+
+// newEmptyDB returns a pool on a fresh schema without venturi's tables.
+func newEmptyDB(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	return testdb.Pool(t, testdb.Schema(t), 20)
+}

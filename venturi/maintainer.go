@@ -11,6 +11,19 @@ import (
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
 )
 
+// Batch sizes of the maintenance statements. They bound one statement (and the row locks
+// one transaction holds), not the work per tick: a tick repeats every step whose batch
+// came back full until it catches up or its time budget runs out, so retention, rescue
+// and promotion keep pace with any throughput.
+const (
+	// RescueBatch is the most expired leases one rescue statement returns to available.
+	RescueBatch = 1000
+	// PromoteBatch is the most scheduled jobs one promotion statement makes available.
+	PromoteBatch = 1000
+	// PruneBatch is the most finished jobs one prune statement deletes.
+	PruneBatch = 5000
+)
+
 // maintainer does the schema's housekeeping on one worker at a time (whichever takes the
 // maintenance advisory lock in a tick): it rescues runs whose lease expired, promotes
 // scheduled jobs that came due, and prunes completed and dead jobs past their retention.
@@ -20,15 +33,21 @@ type maintainer struct {
 	db      *pgxpool.Pool
 	q       *dbsqlc.Queries
 	rescued func() // rescued jobs are claimable: look for them
+
+	behindSince time.Time // when a tick last ran out of budget with work left (zero: caught up)
+	lastWarn    time.Time
 }
 
-// pruneEvery is the shortest interval between two prunes.
-const pruneEvery = 30 * time.Second
+// maintenanceBudget is how long one tick may keep repeating full batches: the interval,
+// at least 250ms so that a short interval still catches up, at most 5s so that a tick
+// never holds up shutdown for long.
+func (m *maintainer) maintenanceBudget() time.Duration {
+	return min(max(m.cfg.MaintenanceInterval, 250*time.Millisecond), 5*time.Second)
+}
 
 func (m *maintainer) run(ctx context.Context) {
 	t := time.NewTicker(m.cfg.MaintenanceInterval)
 	defer t.Stop()
-	var lastPrune time.Time
 	healthySince := time.Time{} // zero: healthy since start
 	for {
 		select {
@@ -36,61 +55,122 @@ func (m *maintainer) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		prune := time.Since(lastPrune) > pruneEvery
-		held, err := m.tick(ctx, healthySince.IsZero() || time.Since(healthySince) >= m.cfg.Lease, prune)
-		if err != nil {
+		rescue := healthySince.IsZero() || time.Since(healthySince) >= m.cfg.Lease
+		if _, err := m.tick(ctx, rescue); err != nil {
 			if ctx.Err() == nil {
 				m.log.Warn("venturi: maintenance failed", "err", err, "transient", IsTransient(err))
 			}
 			healthySince = time.Now() // after an outage, give live workers a lease to extend
-			continue
-		}
-		if prune && held {
-			lastPrune = time.Now()
 		}
 	}
 }
 
-// tick does one round of maintenance if this worker gets the lock; held says it did.
-func (m *maintainer) tick(ctx context.Context, rescue, prune bool) (held bool, err error) {
+// maintenanceWork is what one round of a tick does, and what came back full.
+type maintenanceWork struct {
+	rescue, promote, pruneCompleted, pruneDead bool
+}
+
+func (w maintenanceWork) any() bool {
+	return w.rescue || w.promote || w.pruneCompleted || w.pruneDead
+}
+
+// tick does maintenance if this worker gets the lock: one round of every step in one
+// transaction, then further rounds of the steps whose batch was full, each in its own
+// transaction (so no transaction holds more than a batch of row locks), until every step
+// has caught up or the budget is spent. held says the worker was the maintainer.
+func (m *maintainer) tick(ctx context.Context, rescue bool) (held bool, err error) {
+	deadline := time.Now().Add(m.maintenanceBudget())
+	work := maintenanceWork{rescue: rescue, promote: true, pruneCompleted: true, pruneDead: true}
+	rescuedAny := false
+	for work.any() {
+		var full maintenanceWork
+		var n int
+		held, full, n, err = m.round(ctx, work)
+		if err != nil || !held {
+			return held, err
+		}
+		rescuedAny = rescuedAny || n > 0
+		work = full
+		if work.any() && time.Now().After(deadline) {
+			m.fellBehind(work)
+			break
+		}
+	}
+	if !work.any() {
+		m.behindSince = time.Time{}
+	}
+	if rescuedAny {
+		m.rescued() // rescued jobs are claimable once their transaction has committed
+	}
+	return held, nil
+}
+
+// round runs one batch of each step in work in one transaction under the maintenance
+// lock. It reports which batches came back full and how many runs it rescued.
+func (m *maintainer) round(ctx context.Context, work maintenanceWork) (held bool, full maintenanceWork, rescued int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	rescuedAny := false
 	err = pgx.BeginFunc(ctx, m.db, func(tx pgx.Tx) error {
 		locked, err := m.q.TryMaintenanceLock(ctx, tx)
 		if err != nil || !locked {
 			return err
 		}
 		held = true
-		if rescue {
-			rescued, err := m.q.RescueExpired(ctx, tx, dbsqlc.RescueExpiredParams{
-				Max: 1000, MinUptimeUs: delayOf(m.cfg.Lease)})
+		if work.rescue {
+			rows, err := m.q.RescueExpired(ctx, tx, dbsqlc.RescueExpiredParams{
+				Max: RescueBatch, MinUptimeUs: delayOf(m.cfg.Lease)})
 			if err != nil {
 				return err
 			}
-			for _, r := range rescued {
+			for _, r := range rows {
 				m.log.Warn("venturi: rescued a run whose lease expired", "job", ulidOf(r.ID), "kind", r.Kind, "state", r.State)
 			}
-			rescuedAny = len(rescued) > 0
+			rescued, full.rescue = len(rows), len(rows) == RescueBatch
 		}
-		if _, err := m.q.PromoteDue(ctx, tx, 1000); err != nil {
-			return err
-		}
-		if prune {
-			for state, age := range map[dbsqlc.VenturiJobState]time.Duration{
-				dbsqlc.VenturiJobStateCompleted: m.cfg.RetainCompleted,
-				dbsqlc.VenturiJobStateDead:      m.cfg.RetainDead,
-			} {
-				if _, err := m.q.PruneFinished(ctx, tx, dbsqlc.PruneFinishedParams{
-					State: state, AgeUs: delayOf(age), Max: 10000}); err != nil {
-					return err
-				}
+		if work.promote {
+			n, err := m.q.PromoteDue(ctx, tx, PromoteBatch)
+			if err != nil {
+				return err
 			}
+			full.promote = n == PromoteBatch
+		}
+		for _, p := range []struct {
+			do    bool
+			state dbsqlc.VenturiJobState
+			age   time.Duration
+			full  *bool
+		}{
+			{work.pruneCompleted, dbsqlc.VenturiJobStateCompleted, m.cfg.RetainCompleted, &full.pruneCompleted},
+			{work.pruneDead, dbsqlc.VenturiJobStateDead, m.cfg.RetainDead, &full.pruneDead},
+		} {
+			if !p.do {
+				continue
+			}
+			n, err := m.q.PruneFinished(ctx, tx, dbsqlc.PruneFinishedParams{
+				State: p.state, AgeUs: delayOf(p.age), Max: PruneBatch})
+			if err != nil {
+				return err
+			}
+			*p.full = n == PruneBatch
 		}
 		return nil
 	})
-	if err == nil && rescuedAny {
-		m.rescued() // rescued jobs are claimable once the transaction has committed
+	return held, full, rescued, err
+}
+
+// fellBehind logs, at most once a minute, that a tick ran out of budget with full batches
+// still coming back: retention (or rescue, or promotion) is not keeping pace.
+func (m *maintainer) fellBehind(work maintenanceWork) {
+	now := time.Now()
+	if m.behindSince.IsZero() {
+		m.behindSince = now
 	}
-	return held, err
+	if now.Sub(m.lastWarn) < time.Minute {
+		return
+	}
+	m.lastWarn = now
+	m.log.Warn("venturi: maintenance is behind: a tick's budget ran out with work left",
+		"behind_for", now.Sub(m.behindSince).Round(time.Second), "budget", m.maintenanceBudget(),
+		"rescue", work.rescue, "promote", work.promote,
+		"prune_completed", work.pruneCompleted, "prune_dead", work.pruneDead)
 }

@@ -144,9 +144,10 @@ func (q *Queue) notifyNow(ctx context.Context, db dbsqlc.DBTX, kind string) {
 	_ = q.q.Notify(ctx, db, dbsqlc.NotifyParams{Channel: q.channel, Payload: kind})
 }
 
-// queueNotify adds a debounced NOTIFY to b when p is due at once.
+// queueNotify adds a debounced NOTIFY for p's kind to b. Delayed jobs notify too: an
+// idle worker that wakes learns when the next scheduled job is due and sleeps until then.
 func (q *Queue) queueNotify(b *pgx.Batch, p *plan) {
-	if p.dueNow() && !q.poll && q.notify.allow(p.kind) {
+	if !q.poll && q.notify.allow(p.kind) {
 		dbsqlc.QueueNotify(b, dbsqlc.NotifyParams{Channel: q.channel, Payload: p.kind}) // delivered at commit
 	}
 }

@@ -60,3 +60,8 @@ func QueueClaim(b *pgx.Batch, arg ClaimParams, add func(*ClaimRow)) {
 		return rows.Err()
 	})
 }
+
+// QueueNextDue is NextDue in a batch; its value lands in dueInUs.
+func QueueNextDue(b *pgx.Batch, kinds []string, dueInUs *int64) {
+	b.Queue(nextDue, kinds).QueryRow(func(r pgx.Row) error { return r.Scan(dueInUs) })
+}

@@ -645,6 +645,26 @@ func (q *Queries) MergeInto(ctx context.Context, db DBTX, arg MergeIntoParams) (
 	return due, err
 }
 
+const nextDue = `-- name: NextDue :one
+SELECT COALESCE((EXTRACT(EPOCH FROM GREATEST(min(run_at) - now(), interval '0')) * 1000000)::bigint, -1)::bigint AS due_in_us
+FROM (
+    SELECT run_at FROM venturi_job
+    WHERE state = 'scheduled' AND kind = ANY($1::text[])
+    ORDER BY run_at
+    LIMIT 1
+) s
+`
+
+// How long until the next scheduled job of the given kinds is due (database clock), in
+// microseconds; 0 when one is already due, -1 when none is scheduled. An idle worker
+// sleeps until then instead of waiting for its poll.
+func (q *Queries) NextDue(ctx context.Context, db DBTX, kinds []string) (int64, error) {
+	row := db.QueryRow(ctx, nextDue, kinds)
+	var due_in_us int64
+	err := row.Scan(&due_in_us)
+	return due_in_us, err
+}
+
 const notify = `-- name: Notify :exec
 SELECT pg_notify($1::text, $2::text)
 `
