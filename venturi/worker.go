@@ -127,18 +127,21 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 	return nil
 }
 
-// connect opens the worker's control pool, named after the worker in pg_stat_activity.
+// connect opens the worker's control pool. Unless the pool names the application, its
+// connections are named after the worker in pg_stat_activity ("venturi <ID>").
 func (w *Worker[S]) connect(ctx context.Context) (*pgxpool.Pool, error) {
 	cc := w.pool.Config()
 	cc.MaxConns, cc.MinConns = controlConns, 0
 	// These connections run a dozen statements: pgx's default caches (512 entries each,
 	// allocated up front) would be most of their memory.
 	cc.ConnConfig.StatementCacheCapacity, cc.ConnConfig.DescriptionCacheCapacity = 32, 32
-	name := "venturi " + w.cfg.ID
-	if len(name) > 63 {
-		name = name[:63]
+	if cc.ConnConfig.RuntimeParams["application_name"] == "" { // keep the application's own name
+		name := "venturi " + w.cfg.ID
+		if len(name) > 63 {
+			name = name[:63]
+		}
+		cc.ConnConfig.RuntimeParams["application_name"] = name
 	}
-	cc.ConnConfig.RuntimeParams["application_name"] = name
 	ctl, err := pgxpool.NewWithConfig(ctx, cc)
 	if err != nil {
 		return nil, fmt.Errorf("venturi: control pool: %w", err)
