@@ -156,15 +156,7 @@ func poll(ctx context.Context, wait time.Duration, check func() (bool, error)) e
 func requireEnqueued[T venturi.Task](tb testing.TB, db dbsqlc.DBTX, match func(T) bool, opts []EnqueuedOption) *venturi.Job {
 	tb.Helper()
 	s := newSearch(match, opts)
-	var job *venturi.Job
-	err := poll(tb.Context(), s.wait, func() (bool, error) {
-		j, err := s.find(tb.Context(), db)
-		job = j
-		return j != nil, err
-	})
-	if err != nil {
-		tb.Fatalf("venturitest: look for %s jobs: %v", s.kind, err)
-	}
+	job := s.await(tb, db)
 	if job == nil {
 		tb.Fatalf("venturitest: no %s job%s matches%s%s", s.kind, s.statesText(), s.waitText(), s.listing(tb, db))
 	}
@@ -174,6 +166,16 @@ func requireEnqueued[T venturi.Task](tb testing.TB, db dbsqlc.DBTX, match func(T
 func requireNotEnqueued[T venturi.Task](tb testing.TB, db dbsqlc.DBTX, match func(T) bool, opts []EnqueuedOption) {
 	tb.Helper()
 	s := newSearch(match, opts)
+	if job := s.await(tb, db); job != nil {
+		tb.Fatalf("venturitest: want no %s job%s to match, found %s %s %s%s",
+			s.kind, s.statesText(), job.ID, job.State, job.Payload, s.listing(tb, db))
+	}
+}
+
+// await polls for a matching job until one is found or the wait is over, and returns
+// it (nil when none matched). A failed query fails the test.
+func (s *search[T]) await(tb testing.TB, db dbsqlc.DBTX) *venturi.Job {
+	tb.Helper()
 	var job *venturi.Job
 	err := poll(tb.Context(), s.wait, func() (bool, error) {
 		j, err := s.find(tb.Context(), db)
@@ -183,10 +185,7 @@ func requireNotEnqueued[T venturi.Task](tb testing.TB, db dbsqlc.DBTX, match fun
 	if err != nil {
 		tb.Fatalf("venturitest: look for %s jobs: %v", s.kind, err)
 	}
-	if job != nil {
-		tb.Fatalf("venturitest: want no %s job%s to match, found %s %s %s%s",
-			s.kind, s.statesText(), job.ID, job.State, job.Payload, s.listing(tb, db))
-	}
+	return job
 }
 
 func (s *search[T]) statesText() string {
