@@ -71,10 +71,19 @@ pick_owner() {
   if [ "$(id -u)" = 0 ]; then
     id postgres >/dev/null 2>&1 || useradd --system --home-dir /nonexistent --shell /usr/sbin/nologin postgres
     owner=postgres
-    # postgres must reach the data directory; fall back to /tmp when the checkout is private.
+    # postgres must reach the data directory; fall back to /tmp when the checkout is private
+    # (a 0700 home, mktemp -d). The fallback is derived from the requested directory, so each
+    # cluster of a checkout (.pgdata, .pgdata-chaos) keeps its own directory and its name.
     mkdir -p "$(dirname "$datadir")"
     if ! runuser -u postgres -- test -x "$(dirname "$datadir")"; then
-      datadir=/tmp/venturi-pg-$(printf '%s' "$here" | cksum | cut -d' ' -f1)
+      local sum base
+      sum=$(printf '%s' "$datadir" | cksum | cut -d' ' -f1)
+      base=$(basename "$datadir" | tr -c 'A-Za-z0-9._\n-' '_')
+      datadir=/tmp/venturi-pg-$sum$base
+      # A predictable path in /tmp: refuse one that somebody else created.
+      if [ -e "$datadir" ] && { [ -L "$datadir" ] || [ "$(stat -c %U "$datadir")" != postgres ]; }; then
+        die "$datadir exists and is not a directory of user postgres; remove it or set VENTURI_PGDATA"
+      fi
       log "checkout not reachable by user postgres; using $datadir"
     fi
   fi
