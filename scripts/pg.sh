@@ -60,7 +60,8 @@ ensure_binaries() {
 # as_owner runs a command as the cluster's owner: postgres when we are root.
 as_owner() {
   if [ "$(id -u)" = 0 ]; then
-    runuser -u "$owner" -- "$@"
+    # From /: the owner may not be allowed into the current directory (a private checkout).
+    (cd / && runuser -u "$owner" -- "$@")
   else
     "$@"
   fi

@@ -126,7 +126,9 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 		return Result{}, err
 	}
 	if action != ActionKept { // due now or sooner: see queueNotify
-		q.notifyNow(ctx, tx, p.kind)
+		if err := q.notifyNow(ctx, tx, p.kind); err != nil {
+			return Result{}, err
+		}
 	}
 	return Result{ID: c.id, Action: action}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -79,9 +80,14 @@ type Queue struct {
 // QueueConfig configures a Queue. The zero value is ready to use; like [Config], it is
 // passed by value.
 type QueueConfig struct {
-	// NoNotify turns off the NOTIFY that wakes idle workers after an enqueue of due work.
-	// Workers then find jobs by polling. Use it with connection poolers in transaction
-	// mode, together with Config.PollOnly on the workers.
+	// NoNotify turns off the NOTIFY that wakes idle workers after an enqueue (of due or
+	// delayed work). Workers then find jobs by polling. Use it with connection poolers in
+	// transaction mode, together with Config.PollOnly on the workers.
+	//
+	// The NOTIFY runs in the enqueue's transaction, so that it is delivered only if the
+	// job commits. If it fails (the server's notification queue is full because a
+	// listener stopped reading), the enqueue returns the error and the transaction is
+	// aborted: the job is not enqueued. Fix the stuck listener, or set NoNotify.
 	NoNotify bool
 	// NotifyEvery is the shortest interval between two NOTIFYs for one kind from this
 	// Queue. A NOTIFY serializes commits cluster-wide, so it is debounced; workers that
@@ -112,11 +118,23 @@ func notifyChannel(pool *pgxpool.Pool) string {
 	if sp := pool.Config().ConnConfig.RuntimeParams["search_path"]; sp != "" {
 		schema = sp
 	}
-	ch := "venturi_insert." + schema
-	if len(ch) > 63 { // PostgreSQL truncates identifiers to 63 bytes; pg_notify refuses longer
-		ch = ch[:63]
+	return channelName("venturi_insert." + schema)
+}
+
+// channelName cuts ch to PostgreSQL's 63-byte identifier limit at a character boundary,
+// as the server cuts a LISTEN identifier (pg_notify refuses a longer name instead). Two
+// schemas whose names share a long prefix then share a channel: their workers wake each
+// other, which costs a claim, never a job.
+func channelName(ch string) string {
+	const maxIdentifierBytes = 63
+	if len(ch) <= maxIdentifierBytes {
+		return ch
 	}
-	return ch
+	cut := maxIdentifierBytes
+	for cut > 0 && !utf8.RuneStart(ch[cut]) {
+		cut--
+	}
+	return ch[:cut]
 }
 
 type notifyLimiter struct {
@@ -136,12 +154,14 @@ func (l *notifyLimiter) allow(kind string) bool {
 	return true
 }
 
-func (q *Queue) notifyNow(ctx context.Context, db dbsqlc.DBTX, kind string) {
+func (q *Queue) notifyNow(ctx context.Context, db dbsqlc.DBTX, kind string) error {
 	if q.poll || !q.notify.allow(kind) {
-		return
+		return nil
 	}
-	// Best effort: workers poll anyway.
-	_ = q.q.Notify(ctx, db, dbsqlc.NotifyParams{Channel: q.channel, Payload: kind})
+	if err := q.q.Notify(ctx, db, dbsqlc.NotifyParams{Channel: q.channel, Payload: kind}); err != nil {
+		return fmt.Errorf("venturi: notify workers (the enqueue's transaction is aborted): %w", err)
+	}
+	return nil
 }
 
 // queueNotify adds a debounced NOTIFY for p's kind to b. Delayed jobs notify too: an
