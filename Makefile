@@ -23,8 +23,16 @@ db/url: ## Print the development database URL
 	@$(PG) url
 
 .PHONY: migrate
-migrate: ## Apply venturi's migrations to $$DATABASE_URL (default: the project's PostgreSQL)
-	@$(PG) with -- bash -c 'cd venturi && GOWORK=off go run ./cmd/venturi-migrate'
+migrate: build/app ## Migrate the app's database (venturi's tables and the app's), as make run does
+	@$(PG) with -- bash -c 'DATABASE_URL=$$($(CURDIR)/scripts/app-db-url.sh) && export DATABASE_URL && $(APP_BIN)/bookmarks-api migrate'
+
+# ---- build ----------------------------------------------------------------------------
+
+MODULES := venturi shared/tasks sql bookmarks-api bookmarks-worker e2e chaos bench
+
+.PHONY: build
+build: ## Build every module on its own (a root `go build ./...` cannot: the root is a go.work, not a module)
+	@for m in $(MODULES); do echo "go build ./... in $$m"; (cd $$m && GOWORK=off go build ./...) || exit 1; done
 
 # ---- code generation -------------------------------------------------------------------
 
@@ -52,7 +60,7 @@ verify/standalone: ## venturi builds and vets with GOWORK=off; its go.mod needs 
 
 .PHONY: test test/venturi
 test: verify ## Run every test: venturi, the app, e2e, the short chaos run (starts PostgreSQL when DATABASE_URL is unset)
-	@$(PG) with -- $(MAKE) --no-print-directory test/venturi test/app test/e2e test/chaos
+	@$(PG) with -- $(MAKE) --no-print-directory test/venturi test/app test/e2e test/run test/chaos
 
 test/venturi: ## venturi's unit and integration tests, with the race detector
 	cd venturi && GOWORK=off go test -race $(GOTEST_FLAGS) ./...

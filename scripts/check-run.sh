@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# check-run.sh: `make run` never lies. Checks, against the project's PostgreSQL:
+#   1. with the api's port taken, make run fails within 30s and prints no "ready" banner;
+#   2. otherwise it prints the banner only once /readyz answers 200;
+#   3. SIGTERM sent to make's PID alone (as a script or an IDE sends it) stops the api and
+#      the worker.
+# Run from the repository root (make test/run does). Bounded: every wait has a deadline.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+fail() { printf 'check-run: FAIL: %s\n' "$*" >&2; [ -n "${log:-}" ] && tail -20 "$log" >&2; exit 1; }
+log=$(mktemp)
+trap 'rm -f "$log"; [ -n "${holder:-}" ] && kill "$holder" 2>/dev/null; true' EXIT
+
+# 1. Port taken.
+port=$(free_port)
+python3 -c 'import socket,sys,time; s=socket.socket(); s.bind(("127.0.0.1",int(sys.argv[1]))); s.listen(1); time.sleep(120)' "$port" &
+holder=$!
+sleep 0.5
+rc=0; timeout 60 make --no-print-directory run APP_ADDR=127.0.0.1:$port >"$log" 2>&1 || rc=$?
+kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null || true; holder=
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "make run with its port taken exited $rc (want a fast failure)"
+! grep -q "API ready" "$log" || fail "make run printed the ready banner although the api died"
+grep -q "exited before the api was ready" "$log" || fail "make run did not say why it failed"
+echo "check-run: port taken: make run failed fast (exit $rc), no banner"
+
+# 2 and 3. Ready, then SIGTERM to make alone.
+port=$(free_port)
+make --no-print-directory run APP_ADDR=127.0.0.1:$port >"$log" 2>&1 &
+make_pid=$!
+for _ in $(seq 120); do grep -q "API ready" "$log" && break; kill -0 "$make_pid" 2>/dev/null || fail "make run exited"; sleep 0.5; done
+grep -q "API ready" "$log" || fail "no ready banner within 60s"
+[ "$(curl -s --max-time 2 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz")" = 200 ] \
+  || fail "banner printed but /readyz is not 200"
+kill -TERM "$make_pid"
+for _ in $(seq 60); do
+  curl -s --max-time 1 -o /dev/null "http://127.0.0.1:$port/readyz" || break
+  sleep 0.5
+done
+! curl -s --max-time 1 -o /dev/null "http://127.0.0.1:$port/readyz" || fail "the api still answers 30s after SIGTERM to make"
+for _ in $(seq 60); do grep -q "^run: stopped" "$log" && break; sleep 0.5; done
+grep -q "^run: stopped" "$log" || fail "run.sh did not stop the api and the worker"
+wait "$make_pid" 2>/dev/null || true
+echo "check-run: ready banner after a 200; SIGTERM to make stopped the api and the worker"
+echo "check-run: PASS"
