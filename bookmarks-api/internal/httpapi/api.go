@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -85,18 +86,37 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 		middleware.ContextTimeout(cfg.RequestTimeout),
 	)
 	e.GET("/healthz", a.healthz)
+	e.HEAD("/healthz", a.healthz)
 	e.GET("/readyz", a.readyz)
-	small := middleware.BodyLimit(BodyLimit)
+	e.HEAD("/readyz", a.readyz)
+	small := bodyLimit(BodyLimit)
 	e.POST("/bookmarks", a.createBookmark, small, requireJSON)
 	e.GET("/bookmarks", a.listBookmarks)
 	e.GET("/bookmarks/:id", a.getBookmark)
 	e.POST("/bookmarks/:id/refetch", a.refetchBookmark, small)
 	e.DELETE("/bookmarks/:id", a.deleteBookmark)
-	e.POST("/imports", a.createImport, middleware.BodyLimit(ImportBodyLimit), requireJSON)
+	e.POST("/imports", a.createImport, bodyLimit(ImportBodyLimit), requireJSON)
 	e.GET("/imports/:id", a.getImport)
 	e.GET("/tags", a.listTags)
 	e.POST("/tags/rebuild", a.rebuildTags, small, requireJSON)
 	return e
+}
+
+// bodyLimit is Echo's BodyLimit whose 413 says what the limit is ("64K" reads "64 KiB").
+func bodyLimit(limit string) echo.MiddlewareFunc {
+	mw := middleware.BodyLimit(limit)
+	human := strings.NewReplacer("K", " KiB", "M", " MiB", "G", " GiB").Replace(limit)
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		h := mw(next)
+		return func(c echo.Context) error {
+			err := h(c)
+			var he *echo.HTTPError
+			if errors.As(err, &he) && he.Code == http.StatusRequestEntityTooLarge {
+				return echo.NewHTTPError(http.StatusRequestEntityTooLarge, "the request body is larger than the limit of "+human)
+			}
+			return err
+		}
+	}
 }
 
 func (a *API) healthz(c echo.Context) error {
@@ -299,7 +319,8 @@ func (a *API) listBookmarks(c echo.Context) error {
 		}
 		limit = n
 	}
-	p := store.ListBookmarksParams{MaxRows: int32(limit)}
+	// One row more than the page: next is set only when another page exists.
+	p := store.ListBookmarksParams{MaxRows: int32(limit + 1)}
 	if s := c.QueryParam("before"); s != "" {
 		id, err := ulid.ParseStrict(s)
 		if err != nil {
@@ -322,6 +343,8 @@ func (a *API) listBookmarks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	more := len(rows) > limit
+	rows = rows[:min(len(rows), limit)]
 	out := BookmarkList{Items: make([]BookmarkSummary, 0, len(rows))}
 	for _, r := range rows {
 		tags := r.Tags
@@ -331,7 +354,7 @@ func (a *API) listBookmarks(c echo.Context) error {
 		out.Items = append(out.Items, BookmarkSummary{ID: ulid.ULID(r.ID.Bytes).String(), URL: r.Url, Title: r.Title,
 			Tags: tags, FetchStatus: r.FetchStatus, PageTitle: r.PageTitle, CreatedAt: r.CreatedAt})
 	}
-	if len(rows) == limit {
+	if more {
 		out.Next = out.Items[len(out.Items)-1].ID
 	}
 	return c.JSON(http.StatusOK, out)
