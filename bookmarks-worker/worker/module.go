@@ -38,7 +38,13 @@ func Options() fx.Option {
 	return fx.Options(
 		Module,
 		fx.Supply(log),
-		fx.WithLogger(func() fxevent.Logger { return &fxevent.SlogLogger{Logger: log} }),
+		fx.WithLogger(func() fxevent.Logger {
+			// fx's start-up events (every provide and invoke, with stack frames) at debug level:
+			// the log starts with what the worker does; fx's errors stay errors.
+			l := &fxevent.SlogLogger{Logger: log}
+			l.UseLogLevel(slog.LevelDebug)
+			return l
+		}),
 		fx.StopTimeout(stop),
 	)
 }

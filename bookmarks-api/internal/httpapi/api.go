@@ -77,7 +77,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 			LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
 				log.LogAttrs(c.Request().Context(), slog.LevelInfo, "request",
 					slog.String("method", v.Method), slog.String("path", v.URIPath), slog.Int("status", v.Status),
-					slog.Duration("latency", v.Latency), slog.String("request_id", v.RequestID))
+					slog.Float64("latency_ms", float64(v.Latency.Microseconds())/1000), slog.String("request_id", v.RequestID))
 				return nil
 			},
 		}),
@@ -164,14 +164,27 @@ type Bookmark struct {
 
 // Job is a venturi job's state and journal.
 type Job struct {
-	ID       string                 `json:"id"`
-	Kind     string                 `json:"kind"`
-	State    string                 `json:"state"`
-	Runs     int                    `json:"runs"`
-	Failures int                    `json:"failures"`
-	RunAt    time.Time              `json:"run_at"`
-	Carry    json.RawMessage        `json:"carry,omitempty"`
-	Journal  []venturi.JournalEntry `json:"journal"`
+	ID       string          `json:"id"`
+	Kind     string          `json:"kind"`
+	State    string          `json:"state"`
+	Runs     int             `json:"runs"`
+	Failures int             `json:"failures"`
+	RunAt    time.Time       `json:"run_at"`
+	Carry    json.RawMessage `json:"carry,omitempty"`
+	Journal  []JournalEntry  `json:"journal"`
+}
+
+// JournalEntry is one run (or merge) in a job's journal, as the API shows it: durations in
+// milliseconds, and no worker IDs or fencing tokens (internal detail).
+type JournalEntry struct {
+	Event      string          `json:"event"`
+	Run        int             `json:"run,omitempty"`
+	Note       string          `json:"note,omitempty"`
+	Attachment json.RawMessage `json:"attachment,omitempty"`
+	StartedAt  *time.Time      `json:"started_at,omitempty"`
+	At         *time.Time      `json:"at,omitempty"`
+	ResumeInMS int64           `json:"resume_in_ms,omitempty"`
+	Merge      string          `json:"merge,omitempty"`
 }
 
 func (a *API) createBookmark(c echo.Context) error {
@@ -281,12 +294,19 @@ func summary(s string) string {
 
 func toJob(j *venturi.Job) *Job {
 	out := &Job{ID: j.ID.String(), Kind: j.Kind, State: string(j.State), Runs: j.RunCount, Failures: j.Failures,
-		RunAt: j.RunAt, Journal: j.Journal}
+		RunAt: j.RunAt, Journal: make([]JournalEntry, len(j.Journal))}
 	if len(j.Carry) > 0 && string(j.Carry) != "null" {
 		out.Carry = j.Carry
 	}
-	if out.Journal == nil {
-		out.Journal = []venturi.JournalEntry{}
+	timeOrNil := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		return &t
+	}
+	for i, e := range j.Journal {
+		out.Journal[i] = JournalEntry{Event: string(e.Event), Run: e.Run, Note: e.Note, Attachment: e.Attachment,
+			StartedAt: timeOrNil(e.StartedAt), At: timeOrNil(e.At), ResumeInMS: e.ResumeIn.Milliseconds(), Merge: e.Merge}
 	}
 	return out
 }

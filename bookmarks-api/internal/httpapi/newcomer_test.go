@@ -1,9 +1,15 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/venturi-dev/venturi"
 )
 
 // TestPaginationLastPageExactlyFull: a last page that is exactly full has no next (it
@@ -51,5 +57,22 @@ func TestHeadHealth(t *testing.T) {
 		if code, _ := b.do(t, "HEAD", path, ""); code != 200 {
 			t.Fatalf("HEAD %s = %d, want 200", path, code)
 		}
+	}
+}
+
+// TestJournalViewUsesMillisecondsAndHidesWorkers: the API's journal shows resume_in in
+// milliseconds (it was raw nanoseconds) and no worker IDs (host names) or fencing tokens.
+func TestJournalViewUsesMillisecondsAndHidesWorkers(t *testing.T) {
+	t.Parallel()
+	j := toJob(&venturi.Job{ID: ulid.Make(), Kind: "fetch_bookmark", State: venturi.StateScheduled,
+		Journal: []venturi.JournalEntry{{Event: venturi.EventFailed, Run: 1, Note: "timeout",
+			ResumeIn: 1500 * time.Millisecond, Worker: "db-host-7-1234-abcd", Token: 42}}})
+	b, err := json.Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	if !strings.Contains(s, `"resume_in_ms":1500`) || strings.Contains(s, "db-host") || strings.Contains(s, `"token"`) {
+		t.Fatalf("journal view %s", s)
 	}
 }
