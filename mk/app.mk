@@ -2,7 +2,7 @@
 APP_MODULES := shared/tasks sql bookmarks-api bookmarks-worker
 APP_BIN     := $(CURDIR)/.bin/app
 
-.PHONY: generate/app verify/app test/app test/e2e test/run run build/app docker/build docker/up docker/down
+.PHONY: generate/app verify/app test/app test/e2e test/run test/copy run build/app docker/build docker/up docker/down
 
 generate/app: $(SQLC) ## Regenerate the app's sqlc code (sql/ → bookmarks-api, bookmarks-worker)
 	cd sql && $(SQLC) generate
@@ -20,6 +20,9 @@ test/e2e: ## End-to-end suite: real api and worker binaries against PostgreSQL (
 
 test/run: ## make run fails fast when the api cannot start, and stops on SIGTERM to make (scripts/check-run.sh)
 	@$(CURDIR)/scripts/check-run.sh
+
+test/copy: ## The README's recipes for copying venturi/ into another module build and vet (scripts/check-venturi-copy.sh)
+	@env -u TEST_DATABASE_URL $(CURDIR)/scripts/check-venturi-copy.sh
 
 build/app: ## Build bin/bookmarks-api and bin/bookmarks-worker into .bin/app
 	@mkdir -p $(APP_BIN)

@@ -20,7 +20,7 @@ import (
 )
 
 // ErrNoURL is LookupURL's error when neither TEST_DATABASE_URL nor DATABASE_URL is set.
-var ErrNoURL = errors.New("TEST_DATABASE_URL is not set: run `make test`, or `scripts/pg.sh with -- go test ./...` from the repository root, or point it at a PostgreSQL you own")
+var ErrNoURL = errors.New("TEST_DATABASE_URL is not set: point it at a PostgreSQL database in which the tests may create and drop schemas, e.g. TEST_DATABASE_URL=postgres://user:pass@localhost:5432/venturi_test (in the venturi repository, `make test` starts one)")
 
 // LookupURL returns TEST_DATABASE_URL, or DATABASE_URL when it is unset, or ErrNoURL.
 func LookupURL() (string, error) {
