@@ -32,7 +32,8 @@ MODULES := venturi shared/tasks sql bookmarks-api bookmarks-worker e2e chaos ben
 
 .PHONY: build
 build: ## Build every module on its own (a root `go build ./...` cannot: the root is a go.work, not a module)
-	@for m in $(MODULES); do echo "go build ./... in $$m"; (cd $$m && GOWORK=off go build ./...) || exit 1; done
+	@for m in $(MODULES); do echo "go build ./... in $$m"; \
+	  (cd $$m && GOWORK=off go build -o /dev/null ./...) || exit 1; done
 
 # ---- code generation -------------------------------------------------------------------
 
