@@ -61,7 +61,7 @@ verify/standalone: ## venturi builds and vets with GOWORK=off; its go.mod needs 
 
 .PHONY: test test/venturi
 test: verify ## Run every test: venturi, the app, e2e, the short chaos run (starts PostgreSQL when DATABASE_URL is unset)
-	@$(PG) with -- $(MAKE) --no-print-directory test/venturi test/app test/e2e test/run test/copy test/chaos
+	@$(PG) with -- $(MAKE) --no-print-directory test/venturi test/app test/e2e test/run test/copy test/rename test/chaos
 
 test/venturi: ## venturi's unit and integration tests, with the race detector
 	cd venturi && GOWORK=off go test -race $(GOTEST_FLAGS) ./...

@@ -2,7 +2,7 @@
 APP_MODULES := shared/tasks sql bookmarks-api bookmarks-worker
 APP_BIN     := $(CURDIR)/.bin/app
 
-.PHONY: generate/app verify/app test/app test/e2e test/run test/copy run build/app docker/build docker/up docker/down
+.PHONY: generate/app verify/app test/app test/e2e test/run test/copy test/rename run build/app docker/build docker/up docker/down
 
 generate/app: $(SQLC) ## Regenerate the app's sqlc code (sql/ → bookmarks-api, bookmarks-worker)
 	cd sql && $(SQLC) generate
@@ -23,6 +23,9 @@ test/run: ## make run fails fast when the api cannot start, and stops on SIGTERM
 
 test/copy: ## The README's recipes for copying venturi/ into another module build and vet (scripts/check-venturi-copy.sh)
 	@env -u TEST_DATABASE_URL $(CURDIR)/scripts/check-venturi-copy.sh
+
+test/rename: ## scripts/rename.sh on a fresh clone: no old module root left, every module builds and vets
+	@$(CURDIR)/scripts/check-rename.sh
 
 build/app: ## Build bin/bookmarks-api and bin/bookmarks-worker into .bin/app
 	@mkdir -p $(APP_BIN)

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# rename.sh: make this template yours. Rewrites the module root github.com/venturi-dev to
+# NEW_ROOT in every go.mod, Go import, go.work and document, re-sorts the imports (gofmt:
+# the new path sorts elsewhere), and builds every module to check the result.
+#
+#   scripts/rename.sh github.com/acme          # modules become github.com/acme/venturi, …
+#
+# Run it on a clean checkout (it refuses uncommitted changes unless FORCE=1) and review the
+# diff; then commit. Binary and generated-lockfile contents (go.sum) need no change: they
+# list only third-party modules.
+set -euo pipefail
+new=${1:?usage: scripts/rename.sh NEW_MODULE_ROOT (e.g. github.com/acme)}
+old=github.com/venturi-dev
+cd "$(dirname "$0")/.."
+case $new in
+  */ | /* | *' '* | *'#'*) echo "rename: bad module root '$new'" >&2; exit 2 ;;
+esac
+if [ -z "${FORCE:-}" ] && [ -n "$(git status --porcelain 2>/dev/null)" ]; then
+  echo "rename: the checkout has uncommitted changes; commit them first (or FORCE=1)" >&2
+  exit 2
+fi
+files=$(git ls-files | grep -v -E '(^|/)go\.sum$' | xargs grep -l -I -F "$old" || true)
+[ -n "$files" ] || { echo "rename: nothing refers to $old"; exit 0; }
+n=$(printf '%s\n' "$files" | wc -l)
+printf '%s\n' "$files" | xargs sed -i "s#$old\\([/\"\` ]\\|\$\\)#$new\\1#g"
+echo "rename: $old -> $new in $n files"
+for m in $(git ls-files '*go.mod' | xargs -n1 dirname); do
+  gofmt -w "$m"
+done
+echo "rename: imports re-sorted (gofmt)"
+if ! unformatted=$(gofmt -l $(git ls-files '*.go')) || [ -n "$unformatted" ]; then
+  echo "rename: gofmt still reports: $unformatted" >&2; exit 1
+fi
+make --no-print-directory build
+echo "rename: every module builds. Review with git diff, then commit."
