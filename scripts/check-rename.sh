@@ -9,9 +9,10 @@ git clone -q "$here" "$dir/repo"
 # The working tree's scripts, so that an uncommitted change to them is what is checked.
 cp "$here/scripts/rename.sh" "$dir/repo/scripts/rename.sh"
 cd "$dir/repo"
+old=$(sed -n 's#^module \(.*\)/venturi$#\1#p' venturi/go.mod)
 FORCE=1 scripts/rename.sh example.com/acme >/dev/null
-if left=$(git ls-files | grep -v -E '(^|/)go\.sum$' | xargs grep -l -I -F github.com/venturi-dev); then
-  echo "check-rename: FAIL: still refers to github.com/venturi-dev: $left" >&2; exit 1
+if left=$(git ls-files | grep -v -E '(^|/)go\.sum$' | xargs grep -l -I -F "$old"); then
+  echo "check-rename: FAIL: still refers to $old: $left" >&2; exit 1
 fi
 for m in $(git ls-files '*go.mod' | xargs -n1 dirname); do
   # tools/ holds only a tool directive: nothing to vet.

@@ -13,7 +13,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 export GOWORK=off GOFLAGS=-mod=mod
-old=github.com/venturi-dev/venturi
+old=$(sed -n 's#^module ##p' "$here/venturi/go.mod") # github.com/venturi-dev/venturi in the original
 
 program() { # $1: import path of venturi
   cat <<GO

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# rename.sh: make this template yours. Rewrites the module root github.com/venturi-dev to
-# NEW_ROOT in every go.mod, Go import, go.work and document, re-sorts the imports (gofmt:
+# rename.sh: make this template yours. Rewrites the module root (the path of venturi/go.mod
+# without its last element; github.com/venturi-dev in the original) to NEW_ROOT in every go.mod, Go import, go.work and document, re-sorts the imports (gofmt:
 # the new path sorts elsewhere), and builds every module to check the result.
 #
 #   scripts/rename.sh github.com/acme          # modules become github.com/acme/venturi, …
@@ -10,8 +10,10 @@
 # list only third-party modules.
 set -euo pipefail
 new=${1:?usage: scripts/rename.sh NEW_MODULE_ROOT (e.g. github.com/acme)}
-old=github.com/venturi-dev
 cd "$(dirname "$0")/.."
+old=$(sed -n 's#^module \(.*\)/venturi$#\1#p' venturi/go.mod)
+[ -n "$old" ] || { echo "rename: cannot read the module root from venturi/go.mod" >&2; exit 2; }
+[ "$old" != "$new" ] || { echo "rename: the module root is already $new"; exit 0; }
 case $new in
   */ | /* | *' '* | *'#'*) echo "rename: bad module root '$new'" >&2; exit 2 ;;
 esac
@@ -22,7 +24,7 @@ fi
 files=$(git ls-files | grep -v -E '(^|/)go\.sum$' | xargs grep -l -I -F "$old" || true)
 [ -n "$files" ] || { echo "rename: nothing refers to $old"; exit 0; }
 n=$(printf '%s\n' "$files" | wc -l)
-printf '%s\n' "$files" | xargs sed -i "s#$old\\([/\"\` ]\\|\$\\)#$new\\1#g"
+printf '%s\n' "$files" | xargs sed -i "s#$old#$new#g"
 echo "rename: $old -> $new in $n files"
 for m in $(git ls-files '*go.mod' | xargs -n1 dirname); do
   gofmt -w "$m"
