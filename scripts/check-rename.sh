@@ -10,7 +10,7 @@ git clone -q "$here" "$dir/repo"
 cp "$here/scripts/rename.sh" "$dir/repo/scripts/rename.sh"
 cd "$dir/repo"
 old=$(sed -n 's#^module \(.*\)/venturi$#\1#p' venturi/go.mod)
-FORCE=1 scripts/rename.sh example.com/acme >/dev/null
+FORCE=1 scripts/rename.sh example.com/renamecheck >/dev/null
 if left=$(git ls-files | grep -v -E '(^|/)go\.sum$' | xargs grep -l -I -F "$old"); then
   echo "check-rename: FAIL: still refers to $old: $left" >&2; exit 1
 fi
@@ -19,5 +19,5 @@ for m in $(git ls-files '*go.mod' | xargs -n1 dirname); do
   (cd "$m" && { [ -z "$(GOWORK=off go list ./... 2>/dev/null)" ] || GOWORK=off go vet ./...; }) \
     || { echo "check-rename: FAIL: go vet in $m" >&2; exit 1; }
 done
-grep -q '^module example.com/acme/venturi$' venturi/go.mod || { echo "check-rename: FAIL: venturi/go.mod" >&2; exit 1; }
-echo "check-rename: PASS (example.com/acme: no old references, gofmt clean, every module builds and vets)"
+grep -q '^module example.com/renamecheck/venturi$' venturi/go.mod || { echo "check-rename: FAIL: venturi/go.mod" >&2; exit 1; }
+echo "check-rename: PASS (example.com/renamecheck: no old references, gofmt clean, every module builds and vets)"
