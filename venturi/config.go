@@ -133,7 +133,7 @@ func (c Config) validate() (Config, error) {
 		}
 	}
 	atLeast := func(field string, d, least time.Duration) {
-		if d != 0 && d < least {
+		if d > 0 && d < least {
 			bad(field, "%v is shorter than the minimum %v", d, least)
 		}
 	}
