@@ -122,11 +122,12 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 		args.Payload, args.Priority, args.Carry = string(wp.payload), int16(wp.priority), string(cb)
 	}
 	args.Entry = mergedEntry(decision.mergeName(), p.id)
-	if _, err := q.q.MergeInto(ctx, tx, args); err != nil {
+	due, err := q.q.MergeInto(ctx, tx, args)
+	if err != nil {
 		return Result{}, err
 	}
-	if action != ActionKept { // due now or sooner: see queueNotify
-		if err := q.notifyNow(ctx, tx, p.kind); err != nil {
+	if action != ActionKept { // due now, or due sooner than before: see queueNotify
+		if err := q.notifyNow(ctx, tx, p.kind, due); err != nil {
 			return Result{}, err
 		}
 	}

@@ -123,7 +123,7 @@ func (q *Queue) enqueueMany(ctx context.Context, tx pgx.Tx, tasks []Task, opts [
 	plain := dbsqlc.InsertJobsParams{}
 	var keyed []int
 	var plans []*plan
-	due := map[string]bool{}
+	notify := map[string]bool{} // NOTIFY payloads: one per kind and due-now-or-later
 	for i, t := range tasks {
 		p, err := prepare(t, opts)
 		if err != nil {
@@ -146,14 +146,14 @@ func (q *Queue) enqueueMany(ctx context.Context, tx pgx.Tx, tasks []Task, opts [
 		}
 		plain.Ats = append(plain.Ats, at)
 		plain.DelaysUs = append(plain.DelaysUs, delayOf(p.opts.delay))
-		due[p.kind] = true // delayed jobs too: see queueNotify
+		notify[notifyPayload(p.kind, p.dueNow())] = true
 	}
 	if len(plain.Ids) > 0 {
 		b := &pgx.Batch{}
 		dbsqlc.QueueInsertJobs(b, plain)
 		if !q.poll {
-			for kind := range due {
-				dbsqlc.QueueNotify(b, dbsqlc.NotifyParams{Channel: q.channel, Payload: kind})
+			for payload := range notify {
+				dbsqlc.QueueNotify(b, dbsqlc.NotifyParams{Channel: q.channel, Payload: payload})
 			}
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -169,6 +169,9 @@ func (q *Queue) enqueueMany(ctx context.Context, tx pgx.Tx, tasks []Task, opts [
 	}
 	return res, nil
 }
+
+// dueNow reports whether p is due as soon as it commits (no At or After).
+func (p *plan) dueNow() bool { return p.opts.at == nil && p.opts.delay <= 0 }
 
 // plan is a validated, encoded task.
 type plan struct {

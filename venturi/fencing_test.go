@@ -117,9 +117,9 @@ func TestCompleteTxCommitsWithTheApplicationWrite(t *testing.T) {
 	createEffects(t, pool)
 	w := startWorkerFor[txTask](t, pool, &txApp{pool: pool}, fastConfig())
 	r := enqueue(t, q, txTask{})
-	j := waitState(t, q, r, venturi.StateCompleted)
+	waitState(t, q, r, venturi.StateCompleted)
 	stopWorker(t, w) // nothing more may be written for the run
-	j = jobByID(t, q, r.ID)
+	j := jobByID(t, q, r.ID)
 	if eventsOf(j) != "completed" || j.Journal[0].Note != "completed in tx by run 1" || j.Journal[0].Worker != w.ID() {
 		t.Fatalf("journal = %+v", j.Journal)
 	}
@@ -212,10 +212,10 @@ func TestLostLeaseFencesPlainResults(t *testing.T) {
 	cfg.Concurrency = 2
 	app, w, r := startBlockedRun(t, pool, q, cfg)
 	forceLeaseLoss(t, pool, r.ID)
-	j := waitState(t, q, r, venturi.StateCompleted)
+	waitState(t, q, r, venturi.StateCompleted)
 	close(app.release)
 	stopWorker(t, w)
-	j = jobByID(t, q, r.ID)
+	j := jobByID(t, q, r.ID)
 	var c blockCarry
 	decodeCarry(t, j, &c)
 	if eventsOf(j) != "abandoned,completed" || c.StaleWrite || lastEntry(j).Note != "run 2" {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,7 +20,8 @@ type listener struct {
 	channel    string
 	kinds      map[string]bool
 	log        *slog.Logger
-	notified   func() // a notification for one of kinds, or a reconnect
+	notified   func() // a due job of one of kinds was committed, or the listener reconnected
+	delayed    func() // a delayed job of one of kinds was committed
 }
 
 func (l *listener) run(ctx context.Context) {
@@ -71,8 +73,11 @@ func (l *listener) listen(ctx context.Context) error {
 			}
 			continue
 		}
-		if l.kinds[n.Payload] {
+		switch {
+		case l.kinds[n.Payload]:
 			l.notified()
+		case strings.HasPrefix(n.Payload, delayedPrefix) && l.kinds[n.Payload[len(delayedPrefix):]]:
+			l.delayed()
 		}
 	}
 }

@@ -154,20 +154,44 @@ func (l *notifyLimiter) allow(kind string) bool {
 	return true
 }
 
-func (q *Queue) notifyNow(ctx context.Context, db dbsqlc.DBTX, kind string) error {
-	if q.poll || !q.notify.allow(kind) {
+// delayedPrefix marks the NOTIFY payload of a delayed job ("@kind"): a worker that wakes
+// for it claims once and learns when the job is due, but does not keep looking for work
+// as it does after a due job's notification (whose commit may have sent none, see
+// Config.PollInterval). Workers that do not know the prefix ignore such payloads, as
+// they ignored delayed jobs before.
+const delayedPrefix = "@"
+
+// notifyPayload is the NOTIFY payload for a job of kind, due now or later. Due and
+// delayed jobs are debounced apart, so a delayed enqueue never suppresses the
+// notification of a due one.
+func notifyPayload(kind string, dueNow bool) string {
+	if dueNow {
+		return kind
+	}
+	return delayedPrefix + kind
+}
+
+// notifyNow sends a debounced NOTIFY in db's transaction.
+func (q *Queue) notifyNow(ctx context.Context, db dbsqlc.DBTX, kind string, dueNow bool) error {
+	payload := notifyPayload(kind, dueNow)
+	if q.poll || !q.notify.allow(payload) {
 		return nil
 	}
-	if err := q.q.Notify(ctx, db, dbsqlc.NotifyParams{Channel: q.channel, Payload: kind}); err != nil {
+	if err := q.q.Notify(ctx, db, dbsqlc.NotifyParams{Channel: q.channel, Payload: payload}); err != nil {
 		return fmt.Errorf("venturi: notify workers (the enqueue's transaction is aborted): %w", err)
 	}
 	return nil
 }
 
-// queueNotify adds a debounced NOTIFY for p's kind to b. Delayed jobs notify too: an
-// idle worker that wakes learns when the next scheduled job is due and sleeps until then.
+// queueNotify adds a debounced NOTIFY for p to b, delivered at commit. Delayed jobs
+// notify too: an idle worker that wakes learns when the next scheduled job is due and
+// sleeps until then.
 func (q *Queue) queueNotify(b *pgx.Batch, p *plan) {
-	if !q.poll && q.notify.allow(p.kind) {
-		dbsqlc.QueueNotify(b, dbsqlc.NotifyParams{Channel: q.channel, Payload: p.kind}) // delivered at commit
+	q.queueNotifyPayload(b, notifyPayload(p.kind, p.dueNow()))
+}
+
+func (q *Queue) queueNotifyPayload(b *pgx.Batch, payload string) {
+	if !q.poll && q.notify.allow(payload) {
+		dbsqlc.QueueNotify(b, dbsqlc.NotifyParams{Channel: q.channel, Payload: payload})
 	}
 }

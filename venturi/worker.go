@@ -120,7 +120,7 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 			kinds[k] = true
 		}
 		l := &listener{connConfig: w.pool.Config().ConnConfig, channel: w.channel, kinds: kinds,
-			log: w.log, notified: w.fetch.notified}
+			log: w.log, notified: w.fetch.notified, delayed: w.fetch.poke}
 		w.goBg(func() { l.run(bgCtx) })
 	}
 	w.log.Info("venturi worker started", "kinds", w.kinds, "concurrency", w.cfg.Concurrency)
