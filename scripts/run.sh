@@ -37,8 +37,8 @@ trap 'stop; exit 130' INT
 trap 'stop; exit 143' TERM HUP
 
 alive() { kill -0 "$1" 2>/dev/null; }
-# which names the first process that is gone, or prints nothing.
-which() {
+# first_gone names the first process that is gone, or prints nothing.
+first_gone() {
   alive "$api" || { echo api; return; }
   alive "$worker" || { echo worker; return; }
   [ -z "$make_pid" ] || alive "$make_pid" || echo make
@@ -46,7 +46,7 @@ which() {
 
 ready=
 for _ in $(seq 100); do # 20s
-  gone=$(which)
+  gone=$(first_gone)
   if [ -n "$gone" ]; then
     log "the $gone exited before the api was ready"
     stop; exit 1
@@ -69,7 +69,7 @@ then: curl -s http://$addr/bookmarks/<id>
 
 BANNER
 
-while gone=$(which); [ -z "$gone" ]; do sleep 0.5; done
+while gone=$(first_gone); [ -z "$gone" ]; do sleep 0.5; done
 case $gone in
   make) log "make is gone"; stop; exit 143 ;;
   *) wait "$([ "$gone" = api ] && echo "$api" || echo "$worker")"; rc=$?

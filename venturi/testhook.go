@@ -28,6 +28,7 @@ func init() {
 		return testhook.RunState{}
 	}
 	testhook.RetryDelay = retryDelay
+	testhook.EncodeJSON = encodeJSON
 }
 
 // testRun is implemented by every *Run[C], whatever C is, so that the hooks can reach a

@@ -181,6 +181,14 @@ func TestRunFuncRoundTripsThePayload(t *testing.T) {
 	if called || res3.Err == nil || res3.IsPermanent() || !strings.Contains(res3.Note(), "cannot be enqueued") {
 		t.Fatalf("unencodable payload: called %v, err %v", called, res3.Err)
 	}
+	// The queue refuses what jsonb cannot store; so does the test run.
+	res4 := venturitest.RunFunc(ctx, func(context.Context, step, *venturi.Run[struct{}], int) (venturi.Outcome, error) {
+		called = true
+		return venturi.Completed(), nil
+	}, step{Do: "nul\x00"}, 0, venturitest.RunOptions[struct{}]{})
+	if called || !errors.Is(res4.Err, venturi.ErrInvalidPayload) {
+		t.Fatalf("payload with NUL: called %v, err %v; want venturi.ErrInvalidPayload", called, res4.Err)
+	}
 }
 
 // TestRunFuncCompleteTx runs a handler that commits its outcome in its own transaction.

@@ -56,3 +56,7 @@ var (
 // RetryDelay reports the delay a venturi.RetryIn error (or one wrapping it) asks for, and
 // whether it asks for one; a test cannot read it through venturi's exported API.
 var RetryDelay func(err error) (time.Duration, bool)
+
+// EncodeJSON encodes a payload or carry as an enqueue does: it refuses what the queue
+// refuses (NUL characters jsonb cannot store, values over venturi.MaxPayloadBytes).
+var EncodeJSON func(v any) ([]byte, error)
