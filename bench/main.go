@@ -63,6 +63,9 @@ type options struct {
 	sustainRate float64 // scenario 8: offered jobs/s; 0 calibrates
 	sustainCSV  string  // scenario 8: samples file ("" for none)
 	sustainPNG  string  // scenario 8: plot file ("" for none)
+
+	historyRuns int // scenario 9: runs of every job
+	historyJobs int // scenario 9: jobs of the parallel case
 }
 
 func main() {
@@ -88,7 +91,7 @@ func main() {
 	flag.StringVar(&o.url, "db", defaultURL(), "PostgreSQL URL of the bench database (default $BENCH_DATABASE_URL, else $DATABASE_URL)")
 	flag.BoolVar(&o.quick, "quick", false, "smaller sizes (development; about five minutes)")
 	flag.IntVar(&o.reps, "reps", 3, "repetitions of every scenario and library")
-	flag.StringVar(&only, "only", "", "comma-separated scenarios to run: enqueue,dedup,batch,e2e,pickup,backlog,sustained (default all)")
+	flag.StringVar(&only, "only", "", "comma-separated scenarios to run: enqueue,dedup,batch,e2e,pickup,backlog,sustained,history (default all)")
 	flag.StringVar(&o.out, "out", "RESULTS.md", "file the markdown report is written to ('' for none)")
 	flag.StringVar(&o.profileDir, "profile", "", "directory for CPU profiles of the venturi worker processes (scenario 4)")
 	var libs string
@@ -102,6 +105,8 @@ func main() {
 	flag.Float64Var(&o.sustainRate, "sustained-rate", 0, "scenario 8: offered jobs/s, half of them delayed (default: the lower of 10,000 (quick 2,000) and 80% of the slowest library's calibrated drain rate)")
 	flag.StringVar(&o.sustainCSV, "sustained-csv", "sustained-samples.csv", "scenario 8: file the raw samples are written to ('' for none)")
 	flag.StringVar(&o.sustainPNG, "sustained-png", "sustained.png", "scenario 8: file the plot is written to ('' for none)")
+	flag.IntVar(&o.historyRuns, "history-runs", 0, "scenario 9: runs of every job (default 100,000; quick 3,000)")
+	flag.IntVar(&o.historyJobs, "history-jobs", 100, "scenario 9: jobs of the parallel case")
 	flag.Parse()
 	if o.url == "" {
 		fmt.Fprintln(os.Stderr, "bench: no database: set -db, BENCH_DATABASE_URL or DATABASE_URL (make bench does)")
@@ -114,6 +119,16 @@ func main() {
 	o.workerArgs = strings.Fields(workerArgs)
 	if o.e2eJobs > 0 {
 		o.sz.e2eJobs = o.e2eJobs
+	}
+	if o.historyRuns <= 0 {
+		o.historyRuns = 100_000
+		if o.quick {
+			o.historyRuns = 3_000
+		}
+	}
+	if o.historyRuns < 3*historyWindow {
+		fmt.Fprintf(os.Stderr, "bench: -history-runs must be at least %d\n", 3*historyWindow)
+		os.Exit(2)
 	}
 	if sustainDur > 0 {
 		o.sz.sustain.dur = sustainDur
@@ -178,6 +193,7 @@ func run(ctx context.Context, o options) error {
 		{"pickup", b.scenarioPickup},
 		{"backlog", b.scenarioBacklog},
 		{"sustained", b.scenarioSustained},
+		{"history", b.scenarioHistory},
 	}
 	for _, s := range steps {
 		if !o.want(s.name) {

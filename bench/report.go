@@ -36,6 +36,8 @@ type report struct {
 	sustainedNotes []string // per-library remarks on the measurement
 	sustainedCSV   string   // where the samples were written, if anywhere
 	sustainedPNG   string   // where the plot was written, if anywhere
+
+	history []string // scenario 9's table
 }
 
 func (r *report) get(list *[]*row, scenario, metric string, higher bool) *row {
@@ -277,6 +279,9 @@ func (r *report) markdown(env *environment, o options) string {
 	}
 	if len(r.sustained) > 0 {
 		r.sustainedMarkdown(&b)
+	}
+	if len(r.history) > 0 {
+		r.historyMarkdown(&b)
 	}
 	if len(r.notes) > 0 {
 		fmt.Fprintf(&b, "\n## Notes\n\n")

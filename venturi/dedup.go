@@ -88,7 +88,7 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 		return Result{}, err
 	}
 	c := &candidate{id: ulidOf(row.ID), priority: row.Priority, payload: row.Payload, carry: row.Carry,
-		runs: int(row.Runs), failures: int(row.Failures), journal: row.Journal}
+		runs: int(row.Runs), failures: int(row.Failures), journal: row.Journal, moved: row.JournalMoved}
 	m, err := mergerFor(reflect.TypeOf(p.task))
 	if err != nil {
 		return Result{}, err

@@ -85,6 +85,15 @@
 // as a fallback, and Config.PollOnly with QueueConfig.NoNotify serve connection
 // poolers in transaction mode.
 //
+// # The journal
+//
+// Each run appends one [JournalEntry] to its job's journal, and each merge one more. The
+// job's row keeps the recent entries ([JournalRecent]), which a claim hands to the run as
+// [Run.History]; older ones move to the table venturi_journal ([Run.EarlierHistory],
+// [Queue.Journal] page through them), which keeps [JournalMovedKept] per job and counts
+// the dropped rest ([Job].JournalDropped). A run therefore costs the same at run 100,000
+// as at run 1, and no job grows without bound.
+//
 // # Shutdown
 //
 // [Worker.Stop] stops claiming, releases prefetched jobs, signals running handlers

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
 )
@@ -27,6 +28,7 @@ var (
 // grow a fresh stack every time.
 type executor struct {
 	cfg      Config
+	db       dbsqlc.DBTX // the application's pool, for what handlers read on demand
 	q        *dbsqlc.Queries
 	reg      map[string]*registration
 	tracker  *runTracker
@@ -47,9 +49,9 @@ type start struct {
 	cancel context.CancelCauseFunc
 }
 
-func newExecutor(parent context.Context, cfg Config, q *dbsqlc.Queries, reg map[string]*registration, tracker *runTracker, finish func(*finishReq)) *executor {
+func newExecutor(parent context.Context, cfg Config, db dbsqlc.DBTX, q *dbsqlc.Queries, reg map[string]*registration, tracker *runTracker, finish func(*finishReq)) *executor {
 	e := &executor{
-		cfg: cfg, q: q, reg: reg, tracker: tracker, finish: finish,
+		cfg: cfg, db: db, q: q, reg: reg, tracker: tracker, finish: finish,
 		slots:    make(chan struct{}, cfg.Concurrency),
 		starts:   make(chan start, cfg.Concurrency),
 		freed:    make(chan struct{}, 1),
@@ -133,6 +135,13 @@ type finishReq struct {
 	degraded  bool      // the database refused the full result; stored without carry and attachment
 }
 
+// earlierHistory returns the loader behind Run.EarlierHistory for job id.
+func (e *executor) earlierHistory(id ulid.ULID) func(ctx context.Context, before int64, limit int) ([]JournalEntry, error) {
+	return func(ctx context.Context, before int64, limit int) ([]JournalEntry, error) {
+		return journalPage(ctx, e.db, e.q, id, before, limit)
+	}
+}
+
 // runTask decodes j into T and its carry into C, runs handle, and returns the job's
 // next state. Undecodable payloads, carries and journals send the job to dead.
 func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, state S, handle HandlerFunc[T, S, C]) *finishReq {
@@ -146,11 +155,9 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 			return deadReq(j, fmt.Sprintf("decode carry into %s: %v", reflect.TypeFor[C](), err))
 		}
 	}
-	var history []JournalEntry
-	if string(j.journal) != "[]" { // a first run's journal is empty: skip the decoder
-		if err := json.Unmarshal(j.journal, &history); err != nil {
-			return deadReq(j, fmt.Sprintf("decode journal: %v", err))
-		}
+	history, err := decodeJournal(j.journal, j.journalMoved)
+	if err != nil {
+		return deadReq(j, fmt.Sprintf("decode journal: %v", err))
 	}
 	backoff := e.cfg.Backoff
 	if bp, ok := any(task).(BackoffPolicy); ok {
@@ -158,7 +165,7 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 	}
 	run := &Run[C]{
 		id: j.id, kind: j.kind, token: j.token, runs: j.runs, failures: j.failures,
-		history: history, carry: carry, shutdown: e.shutdown,
+		history: history, carry: carry, shutdown: e.shutdown, earlier: e.earlierHistory(j.id),
 	}
 	keepCarry := reflect.TypeFor[C]().Size() > 0
 	// build turns a result into the job's next state. The carry is stored only when the
@@ -267,14 +274,11 @@ func (e *executor) outcomeReq(ctx context.Context, j *claimed, o Outcome, err er
 	return req
 }
 
-// maxNoteBytes bounds a journal note; error messages can be arbitrarily long.
-const maxNoteBytes = 16 << 10
-
 // cleanNote makes a note storable in jsonb: no NUL characters, valid UTF-8, bounded.
 func cleanNote(s string) string {
 	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
-	if len(s) > maxNoteBytes {
-		s = strings.ToValidUTF8(s[:maxNoteBytes], "") + " …(truncated)"
+	if len(s) > MaxNoteBytes {
+		s = strings.ToValidUTF8(s[:MaxNoteBytes], "") + " …(truncated)"
 	}
 	return s
 }

@@ -256,6 +256,23 @@ func eventsOf(j *venturi.Job) string {
 	return strings.Join(s, ",")
 }
 
+// fullJournal reads job id's whole kept journal, oldest first, paging with Queue.Journal.
+func fullJournal(t *testing.T, q *venturi.Queue, id ulid.ULID) []venturi.JournalEntry {
+	t.Helper()
+	var all []venturi.JournalEntry
+	for before := int64(0); ; {
+		page, err := q.Journal(context.Background(), id, before, 50)
+		if err != nil {
+			t.Fatalf("journal of %s: %v", id, err)
+		}
+		if len(page) == 0 {
+			return all
+		}
+		all = append(page, all...)
+		before = page[0].Seq
+	}
+}
+
 // lastEntry returns a job's last journal entry, or the zero entry for an empty journal.
 func lastEntry(j *venturi.Job) venturi.JournalEntry {
 	if len(j.Journal) == 0 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/oklog/ulid/v2"
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
 )
@@ -26,20 +27,27 @@ const (
 
 // Job is a stored job as read back by [Queue.Job].
 type Job struct {
-	ID          ulid.ULID
-	Kind        string
-	State       State
-	Priority    Priority
-	DedupKey    DedupKey
-	Payload     json.RawMessage
-	Carry       json.RawMessage
-	RunAt       time.Time
-	RunCount    int
-	Failures    int
-	Journal     []JournalEntry
-	CreatedAt   time.Time
-	AttemptedAt *time.Time
-	FinishedAt  *time.Time
+	ID       ulid.ULID
+	Kind     string
+	State    State
+	Priority Priority
+	DedupKey DedupKey
+	Payload  json.RawMessage
+	Carry    json.RawMessage
+	RunAt    time.Time
+	RunCount int
+	Failures int
+	// Journal holds the job's most recent journal entries (at most [JournalRecent]),
+	// oldest first; [Queue.Journal] pages through the older ones.
+	Journal []JournalEntry
+	// JournalLen is how many entries the job's journal has had in all, dropped ones
+	// included: the Seq of its newest entry.
+	JournalLen int64
+	// JournalDropped summarizes the entries dropped past the bound; nil when none was.
+	JournalDropped *JournalSummary
+	CreatedAt      time.Time
+	AttemptedAt    *time.Time
+	FinishedAt     *time.Time
 }
 
 // Job reads one job with its journal. It returns [ErrNotFound] for an unknown ID,
@@ -63,8 +71,62 @@ func jobFromRow(row *dbsqlc.GetJobRow) (*Job, error) {
 		RunAt: row.RunAt, RunCount: int(row.Runs), Failures: int(row.Failures),
 		CreatedAt: row.CreatedAt, AttemptedAt: row.AttemptedAt, FinishedAt: row.FinishedAt,
 	}
-	if err := json.Unmarshal(row.Journal, &j.Journal); err != nil {
-		return nil, fmt.Errorf("venturi: decode journal of %s: %w", j.ID, err)
+	if err := j.fillJournal(row.Journal, row.JournalMoved, row.JournalDropped); err != nil {
+		return nil, err
 	}
 	return j, nil
+}
+
+// fillJournal decodes a row's journal columns into j.
+func (j *Job) fillJournal(journal []byte, moved int64, dropped []byte) error {
+	entries, err := decodeJournal(journal, moved)
+	if err != nil {
+		return fmt.Errorf("venturi: decode journal of %s: %w", j.ID, err)
+	}
+	j.Journal, j.JournalLen = entries, moved+int64(len(entries))
+	if len(dropped) > 0 {
+		j.JournalDropped = new(JournalSummary)
+		if err := json.Unmarshal(dropped, j.JournalDropped); err != nil {
+			return fmt.Errorf("venturi: decode journal summary of %s: %w", j.ID, err)
+		}
+	}
+	return nil
+}
+
+// MaxJournalPage bounds the entries one [Queue.Journal] call returns.
+const MaxJournalPage = 1000
+
+// Journal returns up to limit entries of job id's journal numbered below before (Seq <
+// before), oldest first; before <= 0 reads from the newest entry. Page backwards by
+// passing the first entry's Seq as the next call's before. The entries come from the
+// job's row and from venturi_journal, read in one snapshot; an empty page means there is
+// nothing older (entries dropped past the bound are only counted, in
+// [Job].JournalDropped). limit <= 0 means 100; it is capped at [MaxJournalPage]. An
+// unknown or pruned job has an empty journal.
+func (q *Queue) Journal(ctx context.Context, id ulid.ULID, before int64, limit int) ([]JournalEntry, error) {
+	return journalPage(ctx, q.pool, q.q, id, before, limit)
+}
+
+func journalPage(ctx context.Context, db dbsqlc.DBTX, q *dbsqlc.Queries, id ulid.ULID, before int64, limit int) ([]JournalEntry, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, MaxJournalPage)
+	p := dbsqlc.JournalPageParams{ID: uuidOf(id), Max: int32(limit)}
+	if before > 0 {
+		p.Before = pgtype.Int8{Int64: before, Valid: true}
+	}
+	rows, err := q.JournalPage(ctx, db, p)
+	if err != nil {
+		return nil, fmt.Errorf("venturi: journal of %s: %w", id, err)
+	}
+	out := make([]JournalEntry, len(rows))
+	for i, r := range rows {
+		e := &out[len(rows)-1-i] // rows come newest first
+		if err := json.Unmarshal(r.Entry, e); err != nil {
+			return nil, fmt.Errorf("venturi: decode journal entry %d of %s: %w", r.Seq, id, err)
+		}
+		e.Seq = r.Seq
+	}
+	return out, nil
 }

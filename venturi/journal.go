@@ -21,8 +21,12 @@ const (
 )
 
 // JournalEntry is the record of one run of a job (or of one merge into it). The journal
-// is append-only and kept with the job until it is pruned.
+// is append-only and kept with the job until it is pruned, within a bound: see
+// [JournalRecent] and [JournalMovedKept].
 type JournalEntry struct {
+	// Seq is the entry's number in the job's whole journal: 1 for its first entry. It is
+	// not stored in the entry; it is the entry's position.
+	Seq int64 `json:"-"`
 	// Event is how the run ended.
 	Event Event `json:"event"`
 	// Run is the run's number (1 for the first execution); zero for merged entries.
@@ -49,8 +53,58 @@ type JournalEntry struct {
 	Merge string `json:"merge,omitempty"`
 }
 
+// The bound on what one job keeps. A job's row holds its most recent entries: when a write
+// leaves more than JournalRecent there, all but the newest JournalRecentAfterMove move to
+// the table venturi_journal, so each run costs the same however long the job has lived.
+// venturi_journal keeps a job's newest JournalMovedKept moved entries; older ones are
+// dropped and summarized ([JournalSummary], in [Job].JournalDropped). One job therefore
+// keeps at most JournalRecent + JournalMovedKept entries, each at most [MaxNoteBytes] of
+// note and [MaxAttachmentBytes] of attachment. The numbers are the schema's (migration 3).
+const (
+	JournalRecent          = 32
+	JournalRecentAfterMove = 16
+	JournalMovedKept       = 1000
+)
+
+// MaxNoteBytes bounds a journal entry's note; a longer outcome note or error message is
+// truncated (on a UTF-8 boundary) and marked so.
+const MaxNoteBytes = 16 << 10
+
+// MaxAttachmentBytes bounds a run's attachment, as encoded JSON; [Run.SetAttachment]
+// refuses a larger one.
+const MaxAttachmentBytes = 64 << 10
+
+// JournalSummary counts the entries of a job's journal that were dropped past the bound
+// (see [JournalMovedKept]).
+type JournalSummary struct {
+	// Entries is how many entries were dropped.
+	Entries int64 `json:"entries"`
+	// Events counts the dropped entries by event.
+	Events map[Event]int64 `json:"events"`
+	// FirstAt and LastAt are the At times of the oldest and newest dropped entries.
+	FirstAt time.Time `json:"first_at"`
+	LastAt  time.Time `json:"last_at"`
+}
+
+// decodeJournal decodes a job row's journal, whose first entry is number moved+1 of the
+// job's whole journal.
+func decodeJournal(b []byte, moved int64) ([]JournalEntry, error) {
+	if len(b) == 0 || string(b) == "[]" { // a first run's journal is empty: skip the decoder
+		return nil, nil
+	}
+	var entries []JournalEntry
+	if err := json.Unmarshal(b, &entries); err != nil {
+		return nil, err
+	}
+	for i := range entries {
+		entries[i].Seq = moved + int64(i) + 1
+	}
+	return entries, nil
+}
+
 // Failures counts the entries of a history that are failed runs (failed, dead and
-// abandoned), the basis for a task's own give-up decision.
+// abandoned), the basis for a task's own give-up decision. It counts only the entries
+// given: a run's History holds the recent ones; [Run.Failures] counts every failure.
 func Failures(history []JournalEntry) int {
 	n := 0
 	for _, e := range history {

@@ -27,7 +27,8 @@ type Pending[T Task, C any] struct {
 	Priority Priority
 	RunCount int
 	Failures int
-	Journal  []JournalEntry
+	// Journal holds the job's recent journal entries, as [Run.History] does.
+	Journal []JournalEntry
 }
 
 // Merge is a merge method's decision; build it with the methods of [Pending].
@@ -82,6 +83,7 @@ type candidate struct {
 	runs     int
 	failures int
 	journal  []byte
+	moved    int64 // journal entries moved out of the row before journal's first
 }
 
 func (p *Pending[T, C]) fill(c *candidate) error {
@@ -97,9 +99,11 @@ func (p *Pending[T, C]) fill(c *candidate) error {
 			return fmt.Errorf("decode pending carry: %w", err)
 		}
 	}
-	if err := json.Unmarshal(c.journal, &p.Journal); err != nil {
+	journal, err := decodeJournal(c.journal, c.moved)
+	if err != nil {
 		return fmt.Errorf("decode pending journal: %w", err)
 	}
+	p.Journal = journal
 	return nil
 }
 

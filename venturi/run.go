@@ -19,6 +19,7 @@ type Run[C any] struct {
 	runs       int
 	failures   int
 	history    []JournalEntry
+	earlier    func(ctx context.Context, before int64, limit int) ([]JournalEntry, error)
 	carry      C
 	attachment json.RawMessage
 	shutdown   <-chan struct{}
@@ -42,8 +43,23 @@ func (r *Run[C]) RunCount() int { return r.runs }
 // Failures reports how many earlier runs of the job failed (errors and abandoned runs).
 func (r *Run[C]) Failures() int { return r.failures }
 
-// History returns the journal entries of earlier runs and merges, oldest first.
+// History returns the recent journal entries of earlier runs and merges, oldest first: the
+// ones kept in the job's row (at most [JournalRecent]; at least [JournalRecentAfterMove]
+// once older ones were moved). It costs nothing to call: the claim brought them. Use
+// [Run.EarlierHistory] for older entries and [Run.RunCount] / [Run.Failures] for counts
+// over the whole history.
 func (r *Run[C]) History() []JournalEntry { return r.history }
+
+// EarlierHistory reads up to limit journal entries numbered below before (Seq < before),
+// oldest first, from the database; pass History()[0].Seq for the entries just before the
+// recent ones, and a page's first Seq for the page before it. An empty result means there
+// is nothing older. See [Queue.Journal].
+func (r *Run[C]) EarlierHistory(ctx context.Context, before int64, limit int) ([]JournalEntry, error) {
+	if r.earlier == nil {
+		return nil, nil
+	}
+	return r.earlier(ctx, before, limit)
+}
 
 // Carry returns the carried state (the zero value on the first run).
 func (r *Run[C]) Carry() C { return r.carry }
@@ -57,10 +73,14 @@ func (r *Run[C]) SetCarry(c C) { r.carry = c }
 
 // SetAttachment records v's JSON encoding as this run's attachment: structured evidence
 // kept in the journal whatever the outcome, errors included. The last call wins.
+// It refuses an attachment larger than [MaxAttachmentBytes], keeping the previous one.
 func (r *Run[C]) SetAttachment(v any) error {
 	b, err := encodeJSON(v)
 	if err != nil {
 		return fmt.Errorf("venturi: attachment: %w", err)
+	}
+	if len(b) > MaxAttachmentBytes {
+		return fmt.Errorf("venturi: attachment of %d bytes exceeds the limit of %d (MaxAttachmentBytes)", len(b), MaxAttachmentBytes)
 	}
 	r.attachment = b
 	return nil

@@ -1,6 +1,11 @@
 package venturi
 
 import (
+	"slices"
+	"sort"
+
+	"github.com/venturi-dev/venturi/internal/dbsqlc"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -29,6 +34,9 @@ func init() {
 	}
 	testhook.RetryDelay = retryDelay
 	testhook.EncodeJSON = encodeJSON
+	testhook.JobOfKind = func(row *dbsqlc.JobsOfKindRow) (any, error) {
+		return jobFromRow((*dbsqlc.GetJobRow)(row))
+	}
 }
 
 // testRun is implemented by every *Run[C], whatever C is, so that the hooks can reach a
@@ -45,7 +53,7 @@ func (r *Run[C]) fillTest(spec testhook.RunSpec) error {
 		if !ok {
 			return fmt.Errorf("venturi: test run history is %T, want []venturi.JournalEntry", spec.History)
 		}
-		history = h
+		history = numbered(h)
 	}
 	var carry C
 	if spec.Carry != nil {
@@ -58,7 +66,10 @@ func (r *Run[C]) fillTest(spec testhook.RunSpec) error {
 	finish := spec.Finish
 	*r = Run[C]{
 		id: ulid.ULID(spec.ID), kind: spec.Kind, token: spec.Token, runs: spec.RunCount,
-		failures: spec.Failures, history: history, carry: carry, shutdown: spec.Shutdown,
+		failures: spec.Failures, history: history[max(len(history)-JournalRecent, 0):], carry: carry, shutdown: spec.Shutdown,
+		earlier: func(_ context.Context, before int64, limit int) ([]JournalEntry, error) {
+			return pageOf(history, before, limit), nil
+		},
 		finish: func(ctx context.Context, _ pgx.Tx, o Outcome, c *C, attachment json.RawMessage) error {
 			if finish == nil {
 				return nil
@@ -71,4 +82,30 @@ func (r *Run[C]) fillTest(spec testhook.RunSpec) error {
 
 func (r *Run[C]) readTest() testhook.RunState {
 	return testhook.RunState{Carry: r.carry, Attachment: r.attachment, Finalized: r.finalized}
+}
+
+// numbered returns a test run's history (its whole journal) with each entry's Seq set to
+// its position, unless the caller numbered them.
+func numbered(h []JournalEntry) []JournalEntry {
+	if len(h) == 0 || h[0].Seq != 0 {
+		return h
+	}
+	out := slices.Clone(h)
+	for i := range out {
+		out[i].Seq = int64(i) + 1
+	}
+	return out
+}
+
+// pageOf is Queue.Journal over an in-memory journal, oldest first.
+func pageOf(h []JournalEntry, before int64, limit int) []JournalEntry {
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, MaxJournalPage)
+	end := len(h)
+	if before > 0 {
+		end = sort.Search(len(h), func(i int) bool { return h[i].Seq >= before })
+	}
+	return slices.Clone(h[max(end-limit, 0):end])
 }

@@ -12,17 +12,18 @@ import (
 
 // claimed is a job as a claim returned it.
 type claimed struct {
-	id       ulid.ULID
-	kind     string
-	payload  []byte
-	carry    []byte
-	runs     int
-	failures int
-	token    int64
-	journal  []byte
-	started  time.Time // attempted_at: the claim's database time
-	sent     time.Time // local clock when the claim was sent: the lease runs from here at the latest
-	received time.Time // local clock when the claim's rows arrived: the run's duration runs from here
+	id           ulid.ULID
+	kind         string
+	payload      []byte
+	carry        []byte
+	runs         int
+	failures     int
+	token        int64
+	journal      []byte    // the journal's recent entries, as stored in the row
+	journalMoved int64     // entries moved out of the row before them
+	started      time.Time // attempted_at: the claim's database time
+	sent         time.Time // local clock when the claim was sent: the lease runs from here at the latest
+	received     time.Time // local clock when the claim's rows arrived: the run's duration runs from here
 }
 
 // activeRun is a claimed job whose result is not yet durable.

@@ -101,7 +101,7 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 	w.dbCtx, w.abortDB = context.WithCancel(base)
 	w.tracker = newRunTracker(w.cfg.Lease, w.log)
 	w.fin = newFinisher(w.cfg, ctl, w.q, w.tracker, func() { w.fetch.poke() }, w.dbCtx, w.log)
-	w.exec = newExecutor(base, w.cfg, w.q, w.reg, w.tracker, w.fin.submit)
+	w.exec = newExecutor(base, w.cfg, w.pool, w.q, w.reg, w.tracker, w.fin.submit)
 	w.fetch = newFetcher(w.cfg, ctl, w.q, w.kinds, w.exec, w.tracker, w.dbCtx, w.log)
 
 	var fetchCtx, bgCtx context.Context

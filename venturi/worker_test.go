@@ -96,15 +96,16 @@ func TestPauseLoopNeverTripsTheBackstop(t *testing.T) {
 	}
 	var c pauseCarry
 	decodeCarry(t, j, &c)
-	if c.N != 40 || j.RunCount != 41 || j.Failures != 0 || len(j.Journal) != 41 {
-		t.Fatalf("carry %d, runs %d, failures %d, %d journal entries", c.N, j.RunCount, j.Failures, len(j.Journal))
+	journal := fullJournal(t, q, r.ID)
+	if c.N != 40 || j.RunCount != 41 || j.Failures != 0 || len(journal) != 41 || j.JournalLen != 41 {
+		t.Fatalf("carry %d, runs %d, failures %d, %d journal entries", c.N, j.RunCount, j.Failures, len(journal))
 	}
-	for i, e := range j.Journal[:40] {
+	for i, e := range journal[:40] {
 		if e.Event != venturi.EventPaused || e.Run != i+1 || e.ResumeIn != 0 {
 			t.Fatalf("entry %d = %+v", i, e)
 		}
 	}
-	if e := j.Journal[40]; e.Event != venturi.EventCompleted || e.Note != "finished at 40" || e.Run != 41 {
+	if e := journal[40]; e.Event != venturi.EventCompleted || e.Note != "finished at 40" || e.Run != 41 {
 		t.Fatalf("last entry = %+v", e)
 	}
 }

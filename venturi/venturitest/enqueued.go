@@ -15,6 +15,7 @@ import (
 
 	"github.com/venturi-dev/venturi"
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
+	"github.com/venturi-dev/venturi/internal/testhook"
 )
 
 // MaxJobsInspected bounds how many jobs of the kind (oldest first) one check reads.
@@ -240,15 +241,9 @@ func (s *search[T]) listing(tb testing.TB, db dbsqlc.DBTX) string {
 
 // jobOf converts a row as Queue.Job does.
 func jobOf(row *dbsqlc.JobsOfKindRow) (*venturi.Job, error) {
-	id := ulid.ULID(row.ID.Bytes)
-	j := &venturi.Job{
-		ID: id, Kind: row.Kind, State: venturi.State(row.State), Priority: venturi.Priority(row.Priority),
-		DedupKey: venturi.DedupKey(row.DedupKey.String), Payload: row.Payload, Carry: row.Carry,
-		RunAt: row.RunAt, RunCount: int(row.Runs), Failures: int(row.Failures),
-		CreatedAt: row.CreatedAt, AttemptedAt: row.AttemptedAt, FinishedAt: row.FinishedAt,
+	j, err := testhook.JobOfKind(row)
+	if err != nil {
+		return nil, err
 	}
-	if err := json.Unmarshal(row.Journal, &j.Journal); err != nil {
-		return nil, fmt.Errorf("decode journal of %s: %w", id, err)
-	}
-	return j, nil
+	return j.(*venturi.Job), nil
 }

@@ -27,7 +27,10 @@ type RunOptions[C any] struct {
 	RunCount int
 	// Failures is how many earlier runs failed.
 	Failures int
-	// History is the journal of earlier runs and merges, oldest first.
+	// History is the journal of earlier runs and merges, oldest first: the job's whole
+	// journal. Entries without a Seq are numbered from 1. As in a worker, the run's
+	// History() returns the newest venturi.JournalRecent of them and
+	// Run.EarlierHistory pages through the rest.
 	History []venturi.JournalEntry
 	// Carry is the carry the earlier runs left. It goes through a JSON round trip, as the
 	// stored carry does.

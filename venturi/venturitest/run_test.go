@@ -235,3 +235,38 @@ func TestRunFuncCompleteTx(t *testing.T) {
 		t.Fatalf("the failed run's attachment: %v", err)
 	}
 }
+
+// TestRunHandlerPagesALongHistory: given a history longer than a row keeps, the run's
+// History() holds the newest venturi.JournalRecent entries, numbered by their position,
+// and EarlierHistory pages back through the rest, as in a worker.
+func TestRunHandlerPagesALongHistory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	history := make([]venturi.JournalEntry, 100)
+	for i := range history {
+		history[i] = venturi.JournalEntry{Event: venturi.EventPaused, Run: i + 1}
+	}
+	var got []venturi.JournalEntry
+	res := venturitest.RunFunc(ctx, func(ctx context.Context, p pageAll, run *venturi.Run[struct{}], _ struct{}) (venturi.Outcome, error) {
+		got = run.History()
+		for {
+			older, err := run.EarlierHistory(ctx, got[0].Seq, 30)
+			if err != nil || len(older) == 0 {
+				return venturi.Completed(), err
+			}
+			got = append(older, got...)
+		}
+	}, pageAll{}, struct{}{}, venturitest.RunOptions[struct{}]{RunCount: 101, History: history})
+	if res.Err != nil || len(got) != 100 {
+		t.Fatalf("paged %d entries, %v", len(got), res.Err)
+	}
+	for i, e := range got {
+		if e.Seq != int64(i+1) || e.Run != i+1 {
+			t.Fatalf("entry %d = %+v", i, e)
+		}
+	}
+}
+
+type pageAll struct{}
+
+func (pageAll) Kind() string { return "page_all" }

@@ -52,7 +52,7 @@ func QueueClaim(b *pgx.Batch, arg ClaimParams, add func(*ClaimRow)) {
 		for rows.Next() {
 			var i ClaimRow
 			if err := rows.Scan(&i.ID, &i.Kind, &i.Payload, &i.Carry, &i.Runs, &i.Failures,
-				&i.LeaseToken, &i.Journal, &i.AttemptedAt); err != nil {
+				&i.LeaseToken, &i.Journal, &i.JournalMoved, &i.AttemptedAt); err != nil {
 				return err
 			}
 			add(&i)

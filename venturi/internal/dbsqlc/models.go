@@ -76,4 +76,12 @@ type VenturiJob struct {
 	Journal        []byte
 	CreatedAt      time.Time
 	FinishedAt     *time.Time
+	JournalMoved   int64
+	JournalDropped []byte
+}
+
+type VenturiJournal struct {
+	JobID pgtype.UUID
+	Seq   int64
+	Entry []byte
 }

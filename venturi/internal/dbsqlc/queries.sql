@@ -44,7 +44,7 @@ SELECT EXISTS (SELECT 1 FROM ins)::bool AS inserted,
 
 -- name: DedupCandidate :one
 -- The newest pending job with the key, locked so no worker claims it while merge runs.
-SELECT id, priority, payload, carry, runs, failures, journal
+SELECT id, priority, payload, carry, runs, failures, journal, journal_moved
 FROM venturi_job
 WHERE kind = @kind AND dedup_key = @dedup_key::text AND state IN ('scheduled', 'available')
 ORDER BY id DESC
@@ -109,7 +109,7 @@ UPDATE venturi_job j SET
     max_failures     = @max_failures::int
 FROM picked
 WHERE j.id = picked.id
-RETURNING j.id, j.kind, j.payload, j.carry, j.runs, j.failures, j.lease_token, j.journal, j.attempted_at;
+RETURNING j.id, j.kind, j.payload, j.carry, j.runs, j.failures, j.lease_token, j.journal, j.journal_moved, j.attempted_at;
 
 -- name: FinishRuns :many
 -- Ends runs: one row per run, each fenced by its token. Rows whose token no longer
@@ -199,7 +199,7 @@ WHERE id IN (
 
 -- name: GetJob :one
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
-       created_at, attempted_at, finished_at, lease_expires_at
+       journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at
 FROM venturi_job
 WHERE id = @id;
 
@@ -250,7 +250,7 @@ SELECT COALESCE((SELECT id FROM upd), (SELECT id FROM ins))::uuid AS job_id,
 -- The jobs of one kind in the given states (every state when states is empty), oldest
 -- first, for venturitest's assertions.
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
-       created_at, attempted_at, finished_at, lease_expires_at
+       journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at
 FROM venturi_job
 WHERE kind = @kind
   AND (cardinality(@states::text[]) = 0 OR state::text = ANY(@states::text[]))
@@ -268,3 +268,21 @@ FROM (
     ORDER BY run_at
     LIMIT 1
 ) s;
+
+-- name: JournalPage :many
+-- Up to max entries of one job's journal numbered below before (its whole journal when
+-- before is NULL), newest first: the entries still in the job's row and those moved to
+-- venturi_journal, read in one snapshot.
+SELECT e.seq::bigint AS seq, e.entry::jsonb AS entry
+FROM (
+    SELECT j.journal_moved + r.ord AS seq, r.entry
+    FROM venturi_job j, jsonb_array_elements(j.journal) WITH ORDINALITY AS r(entry, ord)
+    WHERE j.id = @id
+    UNION ALL
+    SELECT m.seq, m.entry
+    FROM venturi_journal m
+    WHERE m.job_id = @id AND m.seq < COALESCE(sqlc.narg(before)::bigint, 9223372036854775807)
+) e
+WHERE e.seq < COALESCE(sqlc.narg(before)::bigint, 9223372036854775807)
+ORDER BY e.seq DESC
+LIMIT @max::int;

@@ -37,7 +37,7 @@ UPDATE venturi_job j SET
     max_failures     = $3::int
 FROM picked
 WHERE j.id = picked.id
-RETURNING j.id, j.kind, j.payload, j.carry, j.runs, j.failures, j.lease_token, j.journal, j.attempted_at
+RETURNING j.id, j.kind, j.payload, j.carry, j.runs, j.failures, j.lease_token, j.journal, j.journal_moved, j.attempted_at
 `
 
 type ClaimParams struct {
@@ -49,15 +49,16 @@ type ClaimParams struct {
 }
 
 type ClaimRow struct {
-	ID          pgtype.UUID
-	Kind        string
-	Payload     []byte
-	Carry       []byte
-	Runs        int32
-	Failures    int32
-	LeaseToken  pgtype.Int8
-	Journal     []byte
-	AttemptedAt *time.Time
+	ID           pgtype.UUID
+	Kind         string
+	Payload      []byte
+	Carry        []byte
+	Runs         int32
+	Failures     int32
+	LeaseToken   pgtype.Int8
+	Journal      []byte
+	JournalMoved int64
+	AttemptedAt  *time.Time
 }
 
 // Claims up to max due jobs of the given kinds, most urgent first, then by due time, then
@@ -86,6 +87,7 @@ func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]*Claim
 			&i.Failures,
 			&i.LeaseToken,
 			&i.Journal,
+			&i.JournalMoved,
 			&i.AttemptedAt,
 		); err != nil {
 			return nil, err
@@ -132,7 +134,7 @@ func (q *Queries) CountJobs(ctx context.Context, db DBTX) ([]*CountJobsRow, erro
 }
 
 const dedupCandidate = `-- name: DedupCandidate :one
-SELECT id, priority, payload, carry, runs, failures, journal
+SELECT id, priority, payload, carry, runs, failures, journal, journal_moved
 FROM venturi_job
 WHERE kind = $1 AND dedup_key = $2::text AND state IN ('scheduled', 'available')
 ORDER BY id DESC
@@ -146,13 +148,14 @@ type DedupCandidateParams struct {
 }
 
 type DedupCandidateRow struct {
-	ID       pgtype.UUID
-	Priority int16
-	Payload  []byte
-	Carry    []byte
-	Runs     int32
-	Failures int32
-	Journal  []byte
+	ID           pgtype.UUID
+	Priority     int16
+	Payload      []byte
+	Carry        []byte
+	Runs         int32
+	Failures     int32
+	Journal      []byte
+	JournalMoved int64
 }
 
 // The newest pending job with the key, locked so no worker claims it while merge runs.
@@ -167,6 +170,7 @@ func (q *Queries) DedupCandidate(ctx context.Context, db DBTX, arg DedupCandidat
 		&i.Runs,
 		&i.Failures,
 		&i.Journal,
+		&i.JournalMoved,
 	)
 	return &i, err
 }
@@ -293,7 +297,7 @@ func (q *Queries) FinishRuns(ctx context.Context, db DBTX, arg FinishRunsParams)
 
 const getJob = `-- name: GetJob :one
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
-       created_at, attempted_at, finished_at, lease_expires_at
+       journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at
 FROM venturi_job
 WHERE id = $1
 `
@@ -310,6 +314,8 @@ type GetJobRow struct {
 	Runs           int32
 	Failures       int32
 	Journal        []byte
+	JournalMoved   int64
+	JournalDropped []byte
 	CreatedAt      time.Time
 	AttemptedAt    *time.Time
 	FinishedAt     *time.Time
@@ -331,6 +337,8 @@ func (q *Queries) GetJob(ctx context.Context, db DBTX, id pgtype.UUID) (*GetJobR
 		&i.Runs,
 		&i.Failures,
 		&i.Journal,
+		&i.JournalMoved,
+		&i.JournalDropped,
 		&i.CreatedAt,
 		&i.AttemptedAt,
 		&i.FinishedAt,
@@ -525,7 +533,7 @@ func (q *Queries) InsertOrReplace(ctx context.Context, db DBTX, arg InsertOrRepl
 
 const jobsOfKind = `-- name: JobsOfKind :many
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
-       created_at, attempted_at, finished_at, lease_expires_at
+       journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at
 FROM venturi_job
 WHERE kind = $1
   AND (cardinality($2::text[]) = 0 OR state::text = ANY($2::text[]))
@@ -551,6 +559,8 @@ type JobsOfKindRow struct {
 	Runs           int32
 	Failures       int32
 	Journal        []byte
+	JournalMoved   int64
+	JournalDropped []byte
 	CreatedAt      time.Time
 	AttemptedAt    *time.Time
 	FinishedAt     *time.Time
@@ -580,11 +590,63 @@ func (q *Queries) JobsOfKind(ctx context.Context, db DBTX, arg JobsOfKindParams)
 			&i.Runs,
 			&i.Failures,
 			&i.Journal,
+			&i.JournalMoved,
+			&i.JournalDropped,
 			&i.CreatedAt,
 			&i.AttemptedAt,
 			&i.FinishedAt,
 			&i.LeaseExpiresAt,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const journalPage = `-- name: JournalPage :many
+SELECT e.seq::bigint AS seq, e.entry::jsonb AS entry
+FROM (
+    SELECT j.journal_moved + r.ord AS seq, r.entry
+    FROM venturi_job j, jsonb_array_elements(j.journal) WITH ORDINALITY AS r(entry, ord)
+    WHERE j.id = $1
+    UNION ALL
+    SELECT m.seq, m.entry
+    FROM venturi_journal m
+    WHERE m.job_id = $1 AND m.seq < COALESCE($2::bigint, 9223372036854775807)
+) e
+WHERE e.seq < COALESCE($2::bigint, 9223372036854775807)
+ORDER BY e.seq DESC
+LIMIT $3::int
+`
+
+type JournalPageParams struct {
+	ID     pgtype.UUID
+	Before pgtype.Int8
+	Max    int32
+}
+
+type JournalPageRow struct {
+	Seq   int64
+	Entry []byte
+}
+
+// Up to max entries of one job's journal numbered below before (its whole journal when
+// before is NULL), newest first: the entries still in the job's row and those moved to
+// venturi_journal, read in one snapshot.
+func (q *Queries) JournalPage(ctx context.Context, db DBTX, arg JournalPageParams) ([]*JournalPageRow, error) {
+	rows, err := db.Query(ctx, journalPage, arg.ID, arg.Before, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*JournalPageRow
+	for rows.Next() {
+		var i JournalPageRow
+		if err := rows.Scan(&i.Seq, &i.Entry); err != nil {
 			return nil, err
 		}
 		items = append(items, &i)

@@ -5,6 +5,8 @@
 package testhook
 
 import (
+	"github.com/venturi-dev/venturi/internal/dbsqlc"
+
 	"context"
 	"encoding/json"
 	"time"
@@ -56,6 +58,9 @@ var (
 // RetryDelay reports the delay a venturi.RetryIn error (or one wrapping it) asks for, and
 // whether it asks for one; a test cannot read it through venturi's exported API.
 var RetryDelay func(err error) (time.Duration, bool)
+
+// JobOfKind converts a JobsOfKind row into a *venturi.Job, as Queue.Job converts its own.
+var JobOfKind func(row *dbsqlc.JobsOfKindRow) (any, error)
 
 // EncodeJSON encodes a payload or carry as an enqueue does: it refuses what the queue
 // refuses (NUL characters jsonb cannot store, values over venturi.MaxPayloadBytes).

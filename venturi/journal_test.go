@@ -1,0 +1,268 @@
+package venturi_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/venturi-dev/venturi"
+)
+
+// pager pauses until it has run Runs times. Each run checks what History and
+// EarlierHistory show it against what the earlier runs wrote.
+type pager struct {
+	Runs int `json:"runs"`
+}
+
+func (pager) Kind() string { return "pager" }
+
+type pagerSeen struct {
+	Recent   int   // len(History())
+	FirstSeq int64 // History()[0].Seq
+	LastSeq  int64 // History()[len-1].Seq
+	All      int   // entries reachable through EarlierHistory plus History
+	Ordered  bool  // Seq 1..All, runs in order
+}
+
+func (p pager) Handle(ctx context.Context, run *venturi.Run[struct{}], seen chan<- pagerSeen) (venturi.Outcome, error) {
+	if run.RunCount() < p.Runs {
+		return venturi.PauseInWith(0, fmt.Sprintf("page %d", run.RunCount())), nil
+	}
+	h := run.History()
+	s := pagerSeen{Recent: len(h), Ordered: true}
+	if len(h) > 0 {
+		s.FirstSeq, s.LastSeq = h[0].Seq, h[len(h)-1].Seq
+	}
+	all := h
+	for len(all) > 0 {
+		older, err := run.EarlierHistory(ctx, all[0].Seq, 7) // a small page: many round trips
+		if err != nil {
+			return venturi.Outcome{}, err
+		}
+		if len(older) == 0 {
+			break
+		}
+		all = append(older, all...)
+	}
+	s.All = len(all)
+	for i, e := range all {
+		if e.Seq != int64(i+1) || e.Run != i+1 || e.Event != venturi.EventPaused {
+			s.Ordered = false
+		}
+	}
+	seen <- s
+	return venturi.Completed(), nil
+}
+
+// TestJournalStaysInBoundAcrossRuns: a job that pauses 100 times keeps at most
+// JournalRecent entries in its row; the rest move to venturi_journal; the handler's
+// History holds the recent ones and EarlierHistory pages back through all of them, in
+// order; Queue.Journal does the same from outside; retention deletes the moved entries
+// with the job.
+func TestJournalStaysInBoundAcrossRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, q := newQueue(t)
+	seen := make(chan pagerSeen, 1)
+	startWorkerFor[pager](t, pool, (chan<- pagerSeen)(seen), fastConfig())
+	const runs = 100
+	r := enqueue(t, q, pager{Runs: runs})
+	s := recv(t, seen, "the last run")
+	// 99 earlier entries: moves happened at 33, 50, 67, 84 entries, leaving 16 + 15.
+	if s.All != runs-1 || !s.Ordered || s.Recent > venturi.JournalRecent || s.Recent < venturi.JournalRecentAfterMove || s.LastSeq != runs-1 {
+		t.Fatalf("the last run saw %+v; want all %d earlier entries in order, at most %d recent", s, runs-1, venturi.JournalRecent)
+	}
+	j := waitFinished(t, q, r.ID)
+	if j.JournalLen != runs || len(j.Journal) > venturi.JournalRecent || j.Journal[len(j.Journal)-1].Seq != runs || j.JournalDropped != nil {
+		t.Fatalf("Job: JournalLen %d, %d recent entries (last Seq %d), dropped %+v", j.JournalLen, len(j.Journal), j.Journal[len(j.Journal)-1].Seq, j.JournalDropped)
+	}
+	if n := rowJournalLen(t, pool, r.ID); n > venturi.JournalRecent {
+		t.Fatalf("the row keeps %d entries, want at most %d", n, venturi.JournalRecent)
+	}
+	page, err := q.Journal(ctx, r.ID, 0, 10)
+	if err != nil || len(page) != 10 || page[0].Seq != runs-9 || page[9].Seq != runs || page[9].Event != venturi.EventCompleted {
+		t.Fatalf("Journal(0, 10) = %d entries %v, %v", len(page), seqs(page), err)
+	}
+	page, err = q.Journal(ctx, r.ID, 6, 10)
+	if err != nil || len(page) != 5 || page[0].Seq != 1 || page[0].Note != "page 1" {
+		t.Fatalf("Journal(6, 10) = %v, %v", seqs(page), err)
+	}
+	if moved := countRows(t, pool, "venturi_journal"); moved == 0 {
+		t.Fatal("nothing moved to venturi_journal")
+	}
+	if _, err := pool.Exec(ctx, "DELETE FROM venturi_job WHERE id = $1", r.ID[:]); err != nil {
+		t.Fatal(err)
+	}
+	if moved := countRows(t, pool, "venturi_journal"); moved != 0 {
+		t.Fatalf("%d moved entries outlive their job", moved)
+	}
+}
+
+// TestJournalBoundHoldsForAMergeBurst: 100,000 merged entries into one pending job (each
+// appended by its own statement, as MergeInto appends them) leave a row of at most
+// JournalRecent entries and JournalMovedKept moved ones, and a summary of the dropped
+// rest, whose count adds up.
+func TestJournalBoundHoldsForAMergeBurst(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, q := newQueue(t)
+	r := enqueue(t, q, noteTask{Msg: "target"})
+	const merges = 100_000
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	// One commit per merge; not waiting for each commit's flush keeps the test short.
+	if _, err := conn.Exec(ctx, "SET synchronous_commit = off"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, fmt.Sprintf(`DO $$
+		BEGIN
+			FOR i IN 1..%d LOOP
+				UPDATE venturi_job SET journal = journal || jsonb_build_array(jsonb_build_object(
+					'event', 'merged', 'merge', 'keep', 'note', 'merged enqueue ' || i, 'at', clock_timestamp()))
+				WHERE id = '%s';
+				COMMIT; -- each merge is its own transaction, as each enqueue is
+			END LOOP;
+		END $$`, merges, uuidString(r.ID))); err != nil {
+		t.Fatal(err)
+	}
+	j := jobByID(t, q, r.ID)
+	if j.JournalLen != merges || len(j.Journal) > venturi.JournalRecent || j.Journal[len(j.Journal)-1].Note != fmt.Sprintf("merged enqueue %d", merges) {
+		t.Fatalf("JournalLen %d, %d recent entries", j.JournalLen, len(j.Journal))
+	}
+	moved := countRows(t, pool, "venturi_journal")
+	if moved > venturi.JournalMovedKept {
+		t.Fatalf("%d moved entries kept, want at most %d", moved, venturi.JournalMovedKept)
+	}
+	d := j.JournalDropped
+	if d == nil || d.Entries != int64(merges-moved-len(j.Journal)) || d.Events[venturi.EventMerged] != d.Entries || d.FirstAt.IsZero() || d.LastAt.Before(d.FirstAt) {
+		t.Fatalf("dropped summary %+v; want %d merged entries", d, merges-moved-len(j.Journal))
+	}
+	var rowBytes int
+	if err := pool.QueryRow(ctx, "SELECT pg_column_size(j.*) FROM venturi_job j WHERE id = $1", r.ID[:]).Scan(&rowBytes); err != nil {
+		t.Fatal(err)
+	}
+	if rowBytes > 8<<10 {
+		t.Fatalf("the row is %d bytes after %d merges", rowBytes, merges)
+	}
+	// The oldest entry still kept is the first after the dropped ones.
+	first, err := q.Journal(ctx, r.ID, d.Entries+2, 10)
+	if err != nil || len(first) != 1 || first[0].Seq != d.Entries+1 {
+		t.Fatalf("oldest kept entry: %v, %v", seqs(first), err)
+	}
+	// The job still runs, and its handler sees the recent entries.
+	w := newWorker(t, pool, struct{}{}, fastConfig())
+	venturi.MustRegister[noteTask](w)
+	startWorker(t, w)
+	waitFinished(t, q, r.ID)
+}
+
+// TestAttachmentBound: SetAttachment refuses an attachment over MaxAttachmentBytes and
+// keeps the previous one.
+func TestAttachmentBound(t *testing.T) {
+	t.Parallel()
+	var run venturi.Run[struct{}]
+	if err := run.SetAttachment(map[string]string{"a": "b"}); err != nil {
+		t.Fatal(err)
+	}
+	err := run.SetAttachment(strings.Repeat("x", venturi.MaxAttachmentBytes))
+	if err == nil || !strings.Contains(err.Error(), "MaxAttachmentBytes") {
+		t.Fatalf("oversized attachment: %v", err)
+	}
+}
+
+// TestMigration3UpgradesAVersion2Schema: jobs of a version-2 schema, one with a journal
+// longer than the bound and one running under a lease, survive the upgrade: the long
+// journal is moved (nothing lost, numbered in order), and both jobs still finish.
+func TestMigration3UpgradesAVersion2Schema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	all, err := venturi.ReadMigrations(venturi.MigrationsFS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := fstest.MapFS{}
+	for _, m := range all[:2] {
+		v2[m.Name+".up.sql"] = &fstest.MapFile{Data: []byte(m.SQL)}
+	}
+	if _, err := venturi.MigrateFS(ctx, pool, v2, "venturi_migration"); err != nil {
+		t.Fatal(err)
+	}
+	long := ulid.Make()
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, state, payload, run_at, runs, journal)
+		SELECT $1, 'note', 'available', '{"msg":"long"}', now(), 50,
+		       jsonb_agg(jsonb_build_object('event', 'paused', 'run', i, 'note', 'v2 run ' || i) ORDER BY i)
+		FROM generate_series(1, 50) i`, long[:]); err != nil {
+		t.Fatal(err)
+	}
+	running := ulid.Make()
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, state, payload, run_at, runs, lease_token, lease_expires_at, worker_id)
+		VALUES ($1, 'note', 'running', '{"msg":"running"}', now(), 1, 7, now() - interval '1 hour', 'v2-worker')`, running[:]); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := venturi.Migrate(ctx, pool)
+	if err != nil || len(applied) != 1 || applied[0] != 3 {
+		t.Fatalf("Migrate = %v, %v; want version 3 applied", applied, err)
+	}
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	j := jobByID(t, q, long)
+	if j.JournalLen != 50 || len(j.Journal) != venturi.JournalRecentAfterMove || j.Journal[0].Seq != 35 {
+		t.Fatalf("after the upgrade: JournalLen %d, recent %v", j.JournalLen, seqs(j.Journal))
+	}
+	older, err := q.Journal(ctx, long, 35, 100)
+	if err != nil || len(older) != 34 || older[0].Note != "v2 run 1" || older[33].Seq != 34 {
+		t.Fatalf("moved entries: %v, %v", seqs(older), err)
+	}
+	w := newWorker(t, pool, struct{}{}, fastConfig())
+	venturi.MustRegister[noteTask](w)
+	startWorker(t, w)
+	if j := waitFinished(t, q, long); j.State != venturi.StateCompleted || j.JournalLen != 51 {
+		t.Fatalf("long job after the upgrade: %s, JournalLen %d", j.State, j.JournalLen)
+	}
+	if j := waitFinished(t, q, running); j.State != venturi.StateCompleted || j.Journal[0].Event != venturi.EventAbandoned {
+		t.Fatalf("rescued job after the upgrade: %s, %s", j.State, eventsOf(j))
+	}
+}
+
+// rowJournalLen is the number of entries in a job row's journal column.
+func rowJournalLen(t *testing.T, pool *pgxpool.Pool, id ulid.ULID) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), "SELECT jsonb_array_length(journal) FROM venturi_job WHERE id = $1", id[:]).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// countRows counts the rows of table.
+func countRows(t *testing.T, pool *pgxpool.Pool, table string) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// uuidString formats a ULID's bytes as PostgreSQL's uuid text.
+func uuidString(id ulid.ULID) string {
+	b := id[:]
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// seqs lists the entries' numbers, for failure messages.
+func seqs(entries []venturi.JournalEntry) []int64 {
+	out := make([]int64, len(entries))
+	for i, e := range entries {
+		out[i] = e.Seq
+	}
+	return out
+}
