@@ -61,8 +61,7 @@ func FuzzCreateBookmark(f *testing.F) {
 		if contentType != "" {
 			req.Header.Set("Content-Type", contentType)
 		}
-		rec := httptest.NewRecorder()
-		b.e.ServeHTTP(rec, req)
+		rec := b.serve(b.auth(req))
 		code := rec.Code
 		switch code {
 		case 201, 400, 413, 415, 422:
