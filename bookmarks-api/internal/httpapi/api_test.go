@@ -109,7 +109,25 @@ func (b *testBundle) do(t *testing.T, method, path, body string) (int, map[strin
 	if rec.Header().Get(echo.HeaderXRequestID) == "" {
 		t.Fatalf("%s %s: no request ID", method, path)
 	}
+	if rec.Code >= 400 {
+		requireNoLeak(t, rec.Body.String())
+	}
 	return rec.Code, out
+}
+
+// leakMarkers are pieces of internal detail that must never appear in a response: Go's
+// network and database error texts, pgx's, PostgreSQL's.
+var leakMarkers = []string{"tcp", "dial", "read ", "i/o", "127.0.0.1", "::1", "pgx", "pgconn", "SQLSTATE", "closed pool",
+	"connection", "goroutine", "panic", "venturi:", "violates", "relation "}
+
+// requireNoLeak fails if an error body carries internal detail.
+func requireNoLeak(t testing.TB, body string) {
+	t.Helper()
+	for _, m := range leakMarkers {
+		if strings.Contains(body, m) {
+			t.Fatalf("the response %q carries internal detail (%q)", body, m)
+		}
+	}
 }
 
 func TestBookmarkLifecycle(t *testing.T) {

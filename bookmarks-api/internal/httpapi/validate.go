@@ -16,14 +16,21 @@ import (
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/venturi-dev/bookmarks/shared/tasks"
 )
 
 const (
 	maxURLLen   = 2048
 	maxTitleLen = 500
-	maxTags     = 20
-	maxTagLen   = 50
+	// maxTags is the most tags a bookmark or a request names. A tag-index rebuild lists at
+	// most tasks.MaxRebuildTags tags (beyond, it rebuilds all tags), so one request never
+	// reaches that cap: the constant below does not compile if maxTags exceeds it.
+	maxTags   = 20
+	maxTagLen = tasks.MaxTagLen
 )
+
+const _ = uint(tasks.MaxRebuildTags - maxTags) // maxTags <= tasks.MaxRebuildTags
 
 var tagPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
 
