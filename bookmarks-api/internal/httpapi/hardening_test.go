@@ -125,6 +125,7 @@ func TestTypeErrorsNameTheValidationPath(t *testing.T) {
 		{"/imports", `{"items":[{"url":"https://a/"}],"page_size":"50"}`, 400, "page_size"},
 		{"/imports", `{"items":[{"url":"https://a/"}],"tags":["a",{"b":1}]}`, 400, "tags[1]"},
 		{"/imports", ` { "it\u0065ms" : [ {"url":"https://a/"} , { "url" : 5 } ] } `, 400, "items[1].url"},
+		{"/imports", `{"items":[{"URL":5}]}`, 400, "items[0].url"}, // keys match fields in any case
 		{"/bookmarks", `{"url":"https://a/","tags":["a",1]}`, 400, "tags[1]"},
 		{"/bookmarks", `{"url":{"a":[1,2]}}`, 400, "url"},
 		{"/bookmarks", `{"url":"https://a/","title":1e999}`, 400, "title"},

@@ -109,8 +109,8 @@ func decodeJSON(c echo.Context, v any) error {
 			return &badRequest{msg: fmt.Sprintf("field %q must be a JSON %s", path, jsonKind(te.Type.Kind().String())), field: path}
 		case errors.As(err, &se):
 			return &badRequest{msg: "malformed JSON: " + se.Error()}
-		default:
-			return &badRequest{msg: "malformed JSON"}
+		default: // not the client's doing (json.InvalidUnmarshalError): a 500, logged
+			return err
 		}
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
@@ -124,6 +124,7 @@ func decodeJSON(c echo.Context, v any) error {
 // fields only (items.url), so the path is found by walking the body's tokens to the value
 // the error's offset points at: the end of a scalar, or just past the opening bracket or
 // brace of an array or object. If no value matches, the path falls back to the Field.
+// Member names are encoding/json's (a JSON key matches a field case-insensitively).
 func typeErrorPath(body []byte, te *json.UnmarshalTypeError) string {
 	type frame struct {
 		array   bool
@@ -132,8 +133,19 @@ func typeErrorPath(body []byte, te *json.UnmarshalTypeError) string {
 		wantKey bool   // objects: the next string token is a name
 	}
 	var stack []frame
+	// The names are encoding/json's (the struct fields' JSON names) when they line up with
+	// the objects on the way, so that {"URL": 5} is named url, as validation names it; the
+	// walk adds the indexes.
+	names := strings.Split(te.Field, ".")
 	path := func() string {
+		objects := 0
+		for _, f := range stack {
+			if !f.array {
+				objects++
+			}
+		}
 		var b strings.Builder
+		i := 0
 		for _, f := range stack {
 			if f.array {
 				b.WriteString("[" + strconv.Itoa(f.index) + "]")
@@ -142,7 +154,12 @@ func typeErrorPath(body []byte, te *json.UnmarshalTypeError) string {
 			if b.Len() > 0 {
 				b.WriteByte('.')
 			}
-			b.WriteString(f.key)
+			if te.Field != "" && objects == len(names) {
+				b.WriteString(names[i])
+			} else {
+				b.WriteString(f.key)
+			}
+			i++
 		}
 		return b.String()
 	}
