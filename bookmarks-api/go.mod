@@ -15,6 +15,7 @@ require (
 	github.com/venturi-dev/bookmarks/shared/tasks v0.0.0-00010101000000-000000000000
 	github.com/venturi-dev/bookmarks/sql v0.0.0-00010101000000-000000000000
 	github.com/venturi-dev/venturi v0.0.0
+	golang.org/x/time v0.15.0
 )
 
 require (
@@ -31,5 +32,4 @@ require (
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.46.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
-	golang.org/x/time v0.15.0 // indirect
 )

@@ -1,7 +1,9 @@
 // Command bookmarks-api serves the bookmarks HTTP API.
 //
-//	bookmarks-api           serve (DATABASE_URL, BOOKMARKS_API_ADDR, BOOKMARKS_TAG_INDEX_DELAY)
+//	bookmarks-api           serve (DATABASE_URL, BOOKMARKS_API_ADDR, ...: see server.FromEnv)
 //	bookmarks-api migrate   apply venturi's and the application's migrations to DATABASE_URL
+//	bookmarks-api keys create --name NAME [--replace] | list | revoke ID|KEY
+//	                        manage the API keys in DATABASE_URL (create prints the key once)
 package main
 
 import (
@@ -31,8 +33,15 @@ func main() {
 		}
 	case "migrate":
 		err = migrate(ctx)
+	case "keys":
+		// A command-line tool: plain messages on stderr, not JSON logs.
+		if err := runKeys(ctx, os.Args[2:], os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "bookmarks-api:", err)
+			os.Exit(1)
+		}
+		return
 	default:
-		err = fmt.Errorf("unknown command %q (want serve or migrate)", cmd)
+		err = fmt.Errorf("unknown command %q (want serve, migrate or keys)", cmd)
 	}
 	if err != nil {
 		log.Error("bookmarks-api failed", "err", err)

@@ -23,8 +23,19 @@ const (
 
 var httpClient = &http.Client{Timeout: 10 * time.Second}
 
-// call sends a JSON request to the API and decodes the JSON answer into out (if not nil).
+// call sends a JSON request to the API with the suite's key and decodes the JSON answer
+// into out (if not nil).
 func call(method, path string, body any, out any) (int, error) {
+	resp, err := callAs(sys.key, method, path, body, out)
+	if resp == nil {
+		return 0, err
+	}
+	return resp.StatusCode, err
+}
+
+// callAs is call with another key ("" for none); it returns the response (its body read
+// and decoded into out) for its headers.
+func callAs(key, method, path string, body any, out any) (*http.Response, error) {
 	var r io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -32,24 +43,27 @@ func call(method, path string, body any, out any) (int, error) {
 	}
 	req, err := http.NewRequest(method, sys.apiURL+path, r)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
 	resp, err := httpClient.Do(req)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return resp.StatusCode, err
+		return resp, err
 	}
 	if out != nil && len(b) > 0 {
 		if err := json.Unmarshal(b, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("decode %s: %w", b, err)
+			return resp, fmt.Errorf("decode %s: %w", b, err)
 		}
 	}
-	return resp.StatusCode, nil
+	return resp, nil
 }
 
 func mustCall(t *testing.T, method, path string, body any, want int, out any) {
@@ -112,12 +126,13 @@ type journalEntry struct {
 }
 
 type job struct {
-	ID      string          `json:"id"`
-	Kind    string          `json:"kind"`
-	State   string          `json:"state"`
-	Runs    int             `json:"runs"`
-	Carry   json.RawMessage `json:"carry"`
-	Journal []journalEntry  `json:"journal"`
+	ID           string          `json:"id"`
+	Kind         string          `json:"kind"`
+	State        string          `json:"state"`
+	Runs         int             `json:"runs"`
+	Carry        json.RawMessage `json:"carry"`
+	Journal      []journalEntry  `json:"journal"` // the last 20 entries
+	JournalTotal int             `json:"journal_total"`
 }
 
 type bookmark struct {

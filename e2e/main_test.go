@@ -23,6 +23,7 @@ var sys struct {
 	api     *stack.Process
 	worker  *stack.Process
 	apiURL  string
+	key     string // the API key every call sends (see newKey for others)
 	pages   *pageServer
 	pageURL string
 	logDir  string
@@ -86,6 +87,11 @@ func run(m *testing.M) (int, error) {
 		"BOOKMARKS_FETCH_ALLOW_LOOPBACK_PORT=" + pu.Port(),
 		"BOOKMARKS_FETCH_STATIC_HOSTS=metadata.e2e.test=169.254.169.254,internal.e2e.test=10.0.0.1",
 	}}
+	// The API authenticates every request but the probes: the suite's key comes from the
+	// CLI a user would run.
+	if sys.key, err = newKey(ctx, "e2e"); err != nil {
+		return 0, err
+	}
 	if err := sys.api.Start(); err != nil {
 		return 0, err
 	}
@@ -107,6 +113,19 @@ func run(m *testing.M) (int, error) {
 		os.RemoveAll(dir)
 	}
 	return code, nil
+}
+
+// newKey creates an API key with `bookmarks-api keys create --name name`.
+func newKey(ctx context.Context, name string) (string, error) {
+	out, err := sys.api.Command(ctx, "keys", "create", "--name", name)
+	if err != nil {
+		return "", err
+	}
+	key := strings.TrimSpace(out)
+	if !strings.HasPrefix(key, "bmk_") || strings.ContainsAny(key, " \n") {
+		return "", fmt.Errorf("keys create printed %q, want the key alone", out)
+	}
+	return key, nil
 }
 
 func tail(b []byte, n int) []byte {

@@ -2,7 +2,7 @@
 APP_MODULES := shared/tasks sql bookmarks-api bookmarks-worker
 APP_BIN     := $(CURDIR)/.bin/app
 
-.PHONY: generate/app verify/app test/app test/e2e test/run test/copy test/rename run build/app docker/build docker/up docker/down
+.PHONY: generate/app verify/app test/app test/e2e test/run test/copy test/rename run keys build/app docker/build docker/up docker/down
 
 generate/app: $(SQLC) ## Regenerate the app's sqlc code (sql/ → bookmarks-api, bookmarks-worker)
 	cd sql && $(SQLC) generate
@@ -36,6 +36,11 @@ APP_ADDR ?= 127.0.0.1:8080
 
 run: build/app ## Start PostgreSQL, migrate, run the api and the worker; Ctrl-C stops everything
 	@$(PG) with -- $(CURDIR)/scripts/run.sh $(APP_BIN)/bookmarks-api $(APP_BIN)/bookmarks-worker $(APP_ADDR) $$PPID
+
+ARGS ?= list
+
+keys: build/app ## API keys in the app's database (make run's): make keys [ARGS='create --name me' | ARGS='revoke ID']
+	@$(PG) with -- bash -c 'DATABASE_URL=$$($(CURDIR)/scripts/app-db-url.sh) && export DATABASE_URL && exec $(APP_BIN)/bookmarks-api keys "$$@"' keys $(ARGS)
 
 docker/build: ## Build the api and worker images (needs Docker)
 	docker build -f docker/api.Dockerfile -t bookmarks-api .

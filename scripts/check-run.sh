@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # check-run.sh: `make run` never lies. Checks, against the project's PostgreSQL:
 #   1. with the api's port taken, make run fails within 30s and prints no "ready" banner;
-#   2. otherwise it prints the banner only once /readyz answers 200;
+#   2. otherwise it prints the banner only once /readyz answers 200, with an API key that
+#      works and a curl command that, pasted as it is, creates a bookmark;
 #   3. SIGTERM sent to make's PID alone (as a script or an IDE sends it) stops the api and
 #      the worker.
 # Run from the repository root (make test/run does). Bounded: every wait has a deadline.
@@ -32,6 +33,17 @@ for _ in $(seq 120); do grep -q "API ready" "$log" && break; kill -0 "$make_pid"
 grep -q "API ready" "$log" || fail "no ready banner within 60s"
 [ "$(curl -s --max-time 2 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz")" = 200 ] \
   || fail "banner printed but /readyz is not 200"
+key=$(grep -o 'bmk_[A-Za-z0-9_-]*' "$log" | head -1)
+[ -n "$key" ] || fail "the banner shows no API key"
+[ "$(curl -s --max-time 2 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $key" "http://127.0.0.1:$port/bookmarks")" = 200 ] \
+  || fail "the banner's API key is refused"
+[ "$(curl -s --max-time 2 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/bookmarks")" = 401 ] \
+  || fail "GET /bookmarks without a key is not 401"
+try=$(sed -n 's/^try:  //p' "$log")
+[ -n "$try" ] || fail "the banner has no try: line"
+created=$(eval "$try --max-time 5") || fail "the banner's curl failed: $try"
+case $created in *'"fetch_status":"pending"'*) ;; *) fail "the banner's curl did not create a bookmark: $created" ;; esac
+echo "check-run: the banner's key works and its curl, pasted, creates a bookmark"
 kill -TERM "$make_pid"
 for _ in $(seq 60); do
   curl -s --max-time 1 -o /dev/null "http://127.0.0.1:$port/readyz" || break

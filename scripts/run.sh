@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # run.sh: what `make run` runs inside `scripts/pg.sh with` (DATABASE_URL points at the
-# project's cluster): create the bookmarks database, migrate it, start the api and the
-# worker, and keep them running until one of them exits, make is interrupted, or make
-# itself goes away.
+# project's cluster): create the bookmarks database, migrate it, create this run's API key
+# (named make-run; each run replaces the previous run's), start the api and the worker,
+# and keep them running until one of them exits, make is interrupted, or make itself goes
+# away.
 #
 #   scripts/run.sh API_BIN WORKER_BIN ADDR [MAKE_PID]
 #
-# It prints the "ready" banner only after GET /readyz answered 200, fails fast (exit 1)
+# It prints the "ready" banner, with the key and a curl command ready to paste, only after
+# GET /readyz answered 200, fails fast (exit 1)
 # when a process exits or readiness does not come within 20s, and stops both processes
 # on SIGINT, SIGTERM or SIGHUP, and when MAKE_PID (the make that started it) is gone: a
 # script or an IDE signals make's PID, not its process group, and make does not pass a
@@ -18,6 +20,12 @@ log() { printf 'run: %s\n' "$*" >&2; }
 DATABASE_URL=$("$(dirname "$0")/app-db-url.sh") || exit 1
 export DATABASE_URL
 "$api_bin" migrate || exit 1
+# The API requires a key on every endpoint but the probes. This run's key is printed in the
+# banner; --replace revokes the previous run's, so they do not pile up.
+key_err=$(mktemp)
+dev_key=$("$api_bin" keys create --name make-run --replace 2>"$key_err") \
+  || { cat "$key_err" >&2; rm -f "$key_err"; log "could not create the development API key"; exit 1; }
+rm -f "$key_err"
 
 export BOOKMARKS_API_ADDR=$addr
 "$api_bin" & api=$!
@@ -64,8 +72,10 @@ fi
 cat <<BANNER
 
 bookmarks API ready: http://$addr   (Ctrl-C stops the api, the worker and PostgreSQL)
-try:  curl -s -X POST http://$addr/bookmarks -H "Content-Type: application/json" -d '{"url":"https://example.com/","tags":["demo"]}'
-then: curl -s http://$addr/bookmarks/<id>
+API key of this run (named make-run; the next make run replaces it; make keys ARGS='create --name me' makes your own):
+      $dev_key
+try:  curl -s -X POST http://$addr/bookmarks -H "Authorization: Bearer $dev_key" -H "Content-Type: application/json" -d '{"url":"https://example.com/","tags":["demo"]}'
+then: curl -s http://$addr/bookmarks/<id> -H "Authorization: Bearer $dev_key"
 
 BANNER
 

@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -29,6 +32,12 @@ type Config struct {
 	RefetchDelay time.Duration
 	// ShutdownTimeout bounds the graceful shutdown (default 15s).
 	ShutdownTimeout time.Duration
+	// WriteLimit is each API key's limit on the endpoints that change something
+	// (BOOKMARKS_WRITE_RATE, default 10/s, and BOOKMARKS_WRITE_BURST, default 20).
+	WriteLimit httpapi.RateLimit
+	// ImportLimit is each API key's limit on POST /imports, on top of WriteLimit
+	// (BOOKMARKS_IMPORT_RATE, default 1/m, and BOOKMARKS_IMPORT_BURST, default 3).
+	ImportLimit httpapi.RateLimit
 }
 
 // FromEnv reads the configuration from the environment.
@@ -54,7 +63,56 @@ func FromEnv() (Config, error) {
 		}
 		c.RefetchDelay = d
 	}
+	var err error
+	if c.WriteLimit, err = rateLimitFromEnv("BOOKMARKS_WRITE", httpapi.DefaultWriteLimit); err != nil {
+		return c, err
+	}
+	if c.ImportLimit, err = rateLimitFromEnv("BOOKMARKS_IMPORT", httpapi.DefaultImportLimit); err != nil {
+		return c, err
+	}
 	return c, nil
+}
+
+// rateLimitFromEnv reads <prefix>_RATE ("10/s", "600/m", "20/h", or "off") and
+// <prefix>_BURST (a positive integer); unset ones keep def's values.
+func rateLimitFromEnv(prefix string, def httpapi.RateLimit) (httpapi.RateLimit, error) {
+	l := def
+	if v := os.Getenv(prefix + "_RATE"); v != "" {
+		r, err := ParseRate(v)
+		if err != nil {
+			return l, fmt.Errorf("%s_RATE: %w", prefix, err)
+		}
+		l.PerSecond = r
+	}
+	if v := os.Getenv(prefix + "_BURST"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return l, fmt.Errorf("%s_BURST: want a positive integer such as %d, got %q", prefix, def.Burst, v)
+		}
+		l.Burst = n
+	}
+	if l.Off() {
+		return httpapi.Unlimited, nil
+	}
+	if err := l.Validate(); err != nil {
+		return l, fmt.Errorf("%s_RATE/_BURST: %w", prefix, err)
+	}
+	return l, nil
+}
+
+// ParseRate parses a rate such as "10/s", "600/m" or "20/h" into requests per second;
+// "off" is +Inf (no limit).
+func ParseRate(s string) (float64, error) {
+	if strings.EqualFold(s, "off") {
+		return math.Inf(1), nil
+	}
+	n, unit, ok := strings.Cut(s, "/")
+	per := map[string]float64{"s": 1, "m": 60, "h": 3600}[unit]
+	count, err := strconv.ParseFloat(n, 64)
+	if !ok || per == 0 || err != nil || !(count > 0) || math.IsInf(count, 0) {
+		return 0, fmt.Errorf("want a rate such as 10/s, 600/m or 20/h (or off), got %q", s)
+	}
+	return count / per, nil
 }
 
 // Run serves the API until ctx is cancelled, then shuts down gracefully: it stops
@@ -65,7 +123,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	defer pool.Close()
-	e := httpapi.New(pool, log, httpapi.Config{TagIndexDelay: cfg.TagIndexDelay, RefetchDelay: cfg.RefetchDelay})
+	e := httpapi.New(pool, log, httpapi.Config{TagIndexDelay: cfg.TagIndexDelay, RefetchDelay: cfg.RefetchDelay,
+		WriteLimit: cfg.WriteLimit, ImportLimit: cfg.ImportLimit})
 	srv := &http.Server{
 		Handler:           e,
 		ReadHeaderTimeout: 5 * time.Second,

@@ -14,7 +14,7 @@ import (
 // are) and exercises every enqueue-time policy on what decoded. Properties: nothing
 // panics; a decoded value survives an encode/decode round trip unchanged; merging two
 // rebuilds never loses a request (Requests is at least each side's, with no overflow to a
-// negative count) and yields sorted, unique tags; Size is always from 1 to 1000; dedup keys
+// negative count) and yields sorted, unique tags, at most MaxRebuildTags of them; Size is always from 1 to 1000; dedup keys
 // are valid UTF-8 text.
 func FuzzTaskPayloadDecode(f *testing.F) {
 	for _, s := range []string{
@@ -77,6 +77,9 @@ func FuzzTaskPayloadDecode(f *testing.F) {
 				}
 				if m.All && m.Tags != nil {
 					t.Fatalf("a rebuild of all tags lists tags %q", m.Tags)
+				}
+				if len(m.Tags) > MaxRebuildTags {
+					t.Fatalf("a merge kept %d tags, over MaxRebuildTags", len(m.Tags))
 				}
 			}
 		}

@@ -14,6 +14,17 @@ const KindRebuildTagIndex = "rebuild_tag_index"
 // runs at high priority: a long burst should not starve the index.
 const BoostAfter = 10
 
+// Bounds on a rebuild's tag list, so that the pending job's payload stays small however
+// many requests merge into it (at most MaxRebuildTags × (MaxTagLen + 3) bytes of tags,
+// about 5 KiB). A rebuild that would list more tags, or a tag longer than MaxTagLen,
+// becomes a rebuild of all tags instead (All): it recounts every tag, so nothing a merged
+// request asked for is lost, and it costs one pass over the bookmarks. The API refuses
+// longer tags and more than 20 tags per request (422), so one request never reaches the cap.
+const (
+	MaxRebuildTags = 100
+	MaxTagLen      = 50
+)
+
 // RebuildTagIndex recounts the bookmarks of the given tags in the tag index. Every change
 // to a bookmark's tags enqueues one, usually with a short delay; while one is pending,
 // further enqueues merge into it with With, which unions their tags, so a burst of edits
@@ -33,9 +44,10 @@ type TagIndexCarry struct {
 	Merged int `json:"merged"`
 }
 
-// NewRebuildTagIndex returns a rebuild request for tags.
+// NewRebuildTagIndex returns a rebuild request for tags (a rebuild of all tags beyond the
+// bounds; see MaxRebuildTags).
 func NewRebuildTagIndex(tags ...string) RebuildTagIndex {
-	return RebuildTagIndex{Tags: normalizeTags(tags), Requests: 1}
+	return RebuildTagIndex{Tags: normalizeTags(tags), Requests: 1}.bounded()
 }
 
 // Kind implements venturi.Task.
@@ -52,19 +64,30 @@ func (t RebuildTagIndex) Priority() venturi.Priority {
 	return venturi.PriorityNormal
 }
 
-// Merge unions the incoming tags into the pending rebuild and counts the merge.
+// Merge unions the incoming tags into the pending rebuild and counts the merge. A union
+// beyond MaxRebuildTags becomes a rebuild of all tags, so the payload stays bounded.
 func (t RebuildTagIndex) Merge(existing venturi.Pending[RebuildTagIndex, TagIndexCarry]) venturi.Merge[RebuildTagIndex, TagIndexCarry] {
 	merged := RebuildTagIndex{
-		Tags:     normalizeTags(append(slices.Clone(existing.Payload.Tags), t.Tags...)),
 		All:      existing.Payload.All || t.All,
 		Requests: addRequests(existing.Payload.Requests, t.Requests),
 	}
-	if merged.All {
-		merged.Tags = nil
+	if !merged.All {
+		merged.Tags = normalizeTags(append(slices.Clone(existing.Payload.Tags), t.Tags...))
 	}
 	carry := existing.Carry
 	carry.Merged++
-	return existing.With(merged, carry)
+	return existing.With(merged.bounded(), carry)
+}
+
+// bounded turns a rebuild whose tags exceed the bounds into a rebuild of all tags.
+func (t RebuildTagIndex) bounded() RebuildTagIndex {
+	if len(t.Tags) > MaxRebuildTags || slices.ContainsFunc(t.Tags, func(s string) bool { return len(s) > MaxTagLen }) {
+		t.All = true
+	}
+	if t.All {
+		t.Tags = nil
+	}
+	return t
 }
 
 // addRequests adds two request counts, each at least 1, saturating instead of wrapping: a

@@ -2,7 +2,9 @@ package tasks
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/venturi-dev/venturi"
@@ -74,5 +76,72 @@ func TestRebuildTagIndexMergeUnions(t *testing.T) {
 	}
 	if got := NewRebuildTagIndex("b", "", "a", "b").Tags; !reflect.DeepEqual(got, []string{"a", "b"}) {
 		t.Fatalf("tags = %v", got)
+	}
+}
+
+// TestRebuildTagIndexMergeIsBounded: a burst of 100,000 merges, each bringing a new tag,
+// keeps the pending job's payload small. Each merge goes through JSON as in the queue (the
+// stored payload is decoded, merged, encoded again); once the union passes MaxRebuildTags
+// the rebuild covers all tags, so no request is lost, and the payload stops growing.
+func TestRebuildTagIndexMergeIsBounded(t *testing.T) {
+	t.Parallel()
+	const merges = 100_000
+	stored, _ := json.Marshal(NewRebuildTagIndex("t0"))
+	carry := TagIndexCarry{}
+	largest := len(stored)
+	for i := 1; i <= merges; i++ {
+		var existing RebuildTagIndex
+		if err := json.Unmarshal(stored, &existing); err != nil {
+			t.Fatal(err)
+		}
+		incoming := NewRebuildTagIndex(fmt.Sprintf("tag-%06d-%s", i, strings.Repeat("x", MaxTagLen-11)))
+		m := incoming.Merge(venturi.Pending[RebuildTagIndex, TagIndexCarry]{Payload: existing, Carry: carry})
+		if m.Decision() != venturi.ActionMerged {
+			t.Fatalf("merge %d: %v, want with", i, m.Decision())
+		}
+		stored, _ = json.Marshal(m.Task())
+		carry = m.Carry()
+		largest = max(largest, len(stored))
+	}
+	var final RebuildTagIndex
+	_ = json.Unmarshal(stored, &final)
+	if !final.All || final.Tags != nil || final.Requests != merges+1 || carry.Merged != merges {
+		t.Fatalf("after %d merges: all=%v, %d tags, requests %d, merged %d; want all tags, every request counted",
+			merges, final.All, len(final.Tags), final.Requests, carry.Merged)
+	}
+	// The bound: MaxRebuildTags tags of MaxTagLen bytes, quoted and separated, plus the
+	// other fields.
+	if bound := MaxRebuildTags*(MaxTagLen+3) + 64; largest > bound {
+		t.Fatalf("the payload reached %d bytes, over the bound of %d", largest, bound)
+	}
+	t.Logf("largest payload over %d merges: %d bytes; final %s", merges, largest, stored)
+}
+
+func TestRebuildTagIndexBounds(t *testing.T) {
+	t.Parallel()
+	tags := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("t%03d", i)
+		}
+		return out
+	}
+	if r := NewRebuildTagIndex(tags(MaxRebuildTags)...); r.All || len(r.Tags) != MaxRebuildTags {
+		t.Fatalf("%d tags: all=%v with %d tags, want the tags listed", MaxRebuildTags, r.All, len(r.Tags))
+	}
+	if r := NewRebuildTagIndex(tags(MaxRebuildTags + 1)...); !r.All || r.Tags != nil {
+		t.Fatalf("%d tags: all=%v with %d tags, want a rebuild of all tags", MaxRebuildTags+1, r.All, len(r.Tags))
+	}
+	if r := NewRebuildTagIndex("ok", strings.Repeat("x", MaxTagLen+1)); !r.All {
+		t.Fatal("a tag over MaxTagLen must turn the rebuild into one of all tags")
+	}
+	// A merge exactly at the cap keeps the list; one past it does not.
+	existing := venturi.Pending[RebuildTagIndex, TagIndexCarry]{Payload: NewRebuildTagIndex(tags(MaxRebuildTags - 1)...)}
+	if m := NewRebuildTagIndex("zzz").Merge(existing).Task(); m.All || len(m.Tags) != MaxRebuildTags {
+		t.Fatalf("merge to the cap: all=%v with %d tags", m.All, len(m.Tags))
+	}
+	existing.Payload = NewRebuildTagIndex(tags(MaxRebuildTags)...)
+	if m := NewRebuildTagIndex("zzz").Merge(existing).Task(); !m.All || m.Tags != nil || m.Requests != 2 {
+		t.Fatalf("merge past the cap = %+v, want all tags and 2 requests", m)
 	}
 }

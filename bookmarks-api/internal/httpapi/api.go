@@ -19,6 +19,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/venturi-dev/bookmarks/bookmarks-api/internal/apikey"
 	"github.com/venturi-dev/bookmarks/bookmarks-api/internal/store"
 	"github.com/venturi-dev/bookmarks/shared/tasks"
 	"github.com/venturi-dev/venturi"
@@ -30,6 +31,9 @@ const (
 	ImportBodyLimit = "1M"  // POST /imports
 	MaxImportItems  = 5000
 	summaryRunes    = 280
+	// MaxJournalEntries is how many of a job's latest journal entries GET /bookmarks/{id}
+	// and GET /imports/{id} show; journal_total counts them all.
+	MaxJournalEntries = 20
 )
 
 // Config configures the handlers.
@@ -42,6 +46,12 @@ type Config struct {
 	// RefetchDelay debounces refetches: the fetch runs this long after the last refetch of
 	// a burst, which all merge into one pending job. Default 1s.
 	RefetchDelay time.Duration
+	// WriteLimit limits each API key's requests to the endpoints that change something
+	// (POST, DELETE). Default DefaultWriteLimit; Unlimited turns it off.
+	WriteLimit RateLimit
+	// ImportLimit limits each API key's POST /imports on top of WriteLimit: one import
+	// makes up to MaxImportItems fetches. Default DefaultImportLimit; Unlimited turns it off.
+	ImportLimit RateLimit
 }
 
 // API holds the handlers' dependencies.
@@ -49,11 +59,13 @@ type API struct {
 	pool  *pgxpool.Pool
 	queue *venturi.Queue
 	q     *store.Queries
+	keys  *apikey.Store
 	log   *slog.Logger
 	cfg   Config
 }
 
-// New returns the Echo instance serving the API.
+// New returns the Echo instance serving the API. Every route but /healthz and /readyz
+// requires an API key (see requireKey): a route added here is authenticated by default.
 func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	if cfg.TagIndexDelay <= 0 {
 		cfg.TagIndexDelay = 2 * time.Second
@@ -64,41 +76,54 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 10 * time.Second
 	}
-	a := &API{pool: pool, queue: venturi.NewQueue(pool, venturi.QueueConfig{}), q: store.New(), log: log, cfg: cfg}
+	if cfg.WriteLimit == (RateLimit{}) {
+		cfg.WriteLimit = DefaultWriteLimit
+	}
+	if cfg.ImportLimit == (RateLimit{}) {
+		cfg.ImportLimit = DefaultImportLimit
+	}
+	a := &API{pool: pool, queue: venturi.NewQueue(pool, venturi.QueueConfig{}), q: store.New(), keys: apikey.NewStore(pool),
+		log: log, cfg: cfg}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(log)
 	e.IPExtractor = echo.ExtractIPDirect()
 	e.Use(
+		sanitizeRequestID, // before RequestID, which echoes what it leaves
 		middleware.RequestID(),
 		middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
 			LogStatus: true, LogURIPath: true, LogMethod: true, LogLatency: true, LogRequestID: true, LogError: true,
 			HandleError: true,
 			LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
-				log.LogAttrs(c.Request().Context(), slog.LevelInfo, "request",
-					slog.String("method", v.Method), slog.String("path", v.URIPath), slog.Int("status", v.Status),
-					slog.Float64("latency_ms", float64(v.Latency.Microseconds())/1000), slog.String("request_id", v.RequestID))
+				attrs := []slog.Attr{slog.String("method", v.Method), slog.String("path", v.URIPath), slog.Int("status", v.Status),
+					slog.Float64("latency_ms", float64(v.Latency.Microseconds())/1000), slog.String("request_id", v.RequestID)}
+				if id, ok := keyID(c); ok { // the key's ID, never the key
+					attrs = append(attrs, slog.String("key_id", id.String()))
+				}
+				log.LogAttrs(c.Request().Context(), slog.LevelInfo, "request", attrs...)
 				return nil
 			},
 		}),
 		middleware.Recover(),
 		middleware.Secure(),
 		middleware.ContextTimeout(cfg.RequestTimeout),
+		a.requireKey(),
 	)
 	e.GET("/healthz", a.healthz)
 	e.HEAD("/healthz", a.healthz)
 	e.GET("/readyz", a.readyz)
 	e.HEAD("/readyz", a.readyz)
 	small := bodyLimit(BodyLimit)
-	e.POST("/bookmarks", a.createBookmark, small, requireJSON)
+	write := rateLimit(cfg.WriteLimit)
+	e.POST("/bookmarks", a.createBookmark, write, small, requireJSON)
 	e.GET("/bookmarks", a.listBookmarks)
 	e.GET("/bookmarks/:id", a.getBookmark)
-	e.POST("/bookmarks/:id/refetch", a.refetchBookmark, small)
-	e.DELETE("/bookmarks/:id", a.deleteBookmark)
-	e.POST("/imports", a.createImport, bodyLimit(ImportBodyLimit), requireJSON)
+	e.POST("/bookmarks/:id/refetch", a.refetchBookmark, write, small, noSimpleBody)
+	e.DELETE("/bookmarks/:id", a.deleteBookmark, write, small, noSimpleBody)
+	e.POST("/imports", a.createImport, write, rateLimit(cfg.ImportLimit), bodyLimit(ImportBodyLimit), requireJSON)
 	e.GET("/imports/:id", a.getImport)
 	e.GET("/tags", a.listTags)
-	e.POST("/tags/rebuild", a.rebuildTags, small, requireJSON)
+	e.POST("/tags/rebuild", a.rebuildTags, write, small, requireJSON)
 	return e
 }
 
@@ -162,7 +187,7 @@ type Bookmark struct {
 	FetchJob       *Job       `json:"fetch_job,omitempty"`
 }
 
-// Job is a venturi job's state and journal.
+// Job is a venturi job's state and the latest entries of its journal.
 type Job struct {
 	ID       string          `json:"id"`
 	Kind     string          `json:"kind"`
@@ -171,7 +196,11 @@ type Job struct {
 	Failures int             `json:"failures"`
 	RunAt    time.Time       `json:"run_at"`
 	Carry    json.RawMessage `json:"carry,omitempty"`
-	Journal  []JournalEntry  `json:"journal"`
+	// Journal is the last MaxJournalEntries entries of the job's journal, oldest first.
+	Journal []JournalEntry `json:"journal"`
+	// JournalTotal is how many entries the journal has in all (more than len(Journal) when
+	// older ones are not shown).
+	JournalTotal int `json:"journal_total"`
 }
 
 // JournalEntry is one run (or merge) in a job's journal, as the API shows it: durations in
@@ -293,8 +322,9 @@ func summary(s string) string {
 }
 
 func toJob(j *venturi.Job) *Job {
+	shown := j.Journal[max(0, len(j.Journal)-MaxJournalEntries):]
 	out := &Job{ID: j.ID.String(), Kind: j.Kind, State: string(j.State), Runs: j.RunCount, Failures: j.Failures,
-		RunAt: j.RunAt, Journal: make([]JournalEntry, len(j.Journal))}
+		RunAt: j.RunAt, Journal: make([]JournalEntry, len(shown)), JournalTotal: len(j.Journal)}
 	if len(j.Carry) > 0 && string(j.Carry) != "null" {
 		out.Carry = j.Carry
 	}
@@ -304,7 +334,7 @@ func toJob(j *venturi.Job) *Job {
 		}
 		return &t
 	}
-	for i, e := range j.Journal {
+	for i, e := range shown {
 		out.Journal[i] = JournalEntry{Event: string(e.Event), Run: e.Run, Note: e.Note, Attachment: e.Attachment,
 			StartedAt: timeOrNil(e.StartedAt), At: timeOrNil(e.At), ResumeInMS: e.ResumeIn.Milliseconds(), Merge: e.Merge}
 	}
@@ -571,16 +601,72 @@ type Tag struct {
 	RebuiltAt time.Time `json:"rebuilt_at"`
 }
 
+// TagList is a page of GET /tags.
+type TagList struct {
+	Items []Tag `json:"items"`
+	// Next is the cursor of the following page (pass it as ?after=); empty on the last page.
+	Next string `json:"next,omitempty"`
+}
+
+// Tag list page sizes.
+const (
+	DefaultTagPage = 100
+	MaxTagPage     = 1000
+)
+
+// listTags pages through the tag index, most used first (then by name). The cursor is the
+// last row's "count:tag"; a tag whose count changes between two pages may be skipped or
+// shown twice, as with any keyset on a changing value.
 func (a *API) listTags(c echo.Context) error {
-	rows, err := a.q.ListTagIndex(c.Request().Context(), a.pool)
+	var ve ValidationError
+	limit := DefaultTagPage
+	if s := c.QueryParam("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxTagPage {
+			ve.add("limit", "must be an integer from 1 to "+strconv.Itoa(MaxTagPage))
+		}
+		limit = n
+	}
+	p := store.ListTagIndexParams{MaxRows: int32(limit + 1)}
+	if s := c.QueryParam("after"); s != "" {
+		count, tag, ok := parseTagCursor(s)
+		if !ok {
+			ve.add("after", "must be the previous page's next")
+		}
+		p.AfterCount = pgtype.Int4{Int32: count, Valid: true}
+		p.AfterTag = pgtype.Text{String: tag, Valid: true}
+	}
+	if err := ve.orNil(); err != nil {
+		return err
+	}
+	rows, err := a.q.ListTagIndex(c.Request().Context(), a.pool, p)
 	if err != nil {
 		return err
 	}
-	out := make([]Tag, 0, len(rows))
+	more := len(rows) > limit
+	rows = rows[:min(len(rows), limit)]
+	out := TagList{Items: make([]Tag, 0, len(rows))}
 	for _, r := range rows {
-		out = append(out, Tag{Tag: r.Tag, Count: r.BookmarkCount, RebuiltAt: r.RebuiltAt})
+		out.Items = append(out.Items, Tag{Tag: r.Tag, Count: r.BookmarkCount, RebuiltAt: r.RebuiltAt})
 	}
-	return c.JSON(http.StatusOK, map[string]any{"items": out})
+	if more {
+		last := out.Items[len(out.Items)-1]
+		out.Next = strconv.Itoa(int(last.Count)) + ":" + last.Tag
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// parseTagCursor parses a GET /tags cursor, "count:tag".
+func parseTagCursor(s string) (int32, string, bool) {
+	n, tag, ok := strings.Cut(s, ":")
+	if !ok || len(tag) > maxTagLen || !tagPattern.MatchString(tag) {
+		return 0, "", false
+	}
+	count, err := strconv.ParseInt(n, 10, 32)
+	if err != nil || count < 0 {
+		return 0, "", false
+	}
+	return int32(count), tag, true
 }
 
 // RebuildTagsRequest is the body of POST /tags/rebuild.

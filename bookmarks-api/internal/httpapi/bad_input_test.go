@@ -108,8 +108,7 @@ func TestBadInput(t *testing.T) {
 			if tt.contentType != "" {
 				req.Header.Set("Content-Type", tt.contentType)
 			}
-			rec := httptest.NewRecorder()
-			b.e.ServeHTTP(rec, req)
+			rec := b.serve(b.auth(req))
 			if rec.Code != tt.status {
 				t.Fatalf("status = %d, want %d; body %s", rec.Code, tt.status, rec.Body.String())
 			}
@@ -182,8 +181,7 @@ func TestBadInputHugeBody(t *testing.T) {
 		if declared {
 			req.ContentLength = size
 		}
-		rec := httptest.NewRecorder()
-		b.e.ServeHTTP(rec, req)
+		rec := b.serve(b.auth(req))
 		if rec.Code != 413 || !strings.Contains(rec.Body.String(), "body_too_large") {
 			t.Fatalf("declared length %v: status %d, body %s", declared, rec.Code, rec.Body.String())
 		}

@@ -35,10 +35,19 @@ func (e *ValidationError) orNil() error {
 // errNotFound is an unknown (or malformed) ID: 404.
 var errNotFound = errors.New("not found")
 
-// badRequest is a body that is not the JSON the endpoint takes: 400.
-type badRequest struct{ msg string }
+// badRequest is a body that is not the JSON the endpoint takes: 400. field, when set, is
+// the path of the value at fault, in the form validation uses (items[0].url).
+type badRequest struct{ msg, field string }
 
 func (e *badRequest) Error() string { return e.msg }
+
+// bodyReadError is a request body that could not be read (the client went away, the read
+// timed out, ...): 400 with a generic message. Its cause names network addresses, so it is
+// logged with the request ID and never sent.
+type bodyReadError struct{ err error }
+
+func (e *bodyReadError) Error() string { return "read the request body: " + e.err.Error() }
+func (e *bodyReadError) Unwrap() error { return e.err }
 
 // Problem is the body of every error response.
 type Problem struct {
@@ -53,11 +62,13 @@ type ProblemDetail struct {
 	RequestID string            `json:"request_id,omitempty"`
 }
 
-// toProblem maps an error to its status and body. Anything unrecognised is a 500 whose
-// body says nothing about the cause.
+// toProblem maps an error to its status and body. Only messages written for clients reach
+// the body: this package's own, and those of the HTTP errors that Echo and this package
+// create. Anything unrecognised is a 500 whose body says nothing about the cause.
 func toProblem(err error) (int, ProblemDetail) {
 	var ve *ValidationError
 	var br *badRequest
+	var re *bodyReadError
 	var he *echo.HTTPError
 	switch {
 	case errors.As(err, &ve):
@@ -65,7 +76,13 @@ func toProblem(err error) (int, ProblemDetail) {
 	case errors.Is(err, errNotFound):
 		return http.StatusNotFound, ProblemDetail{Code: "not_found", Message: "no such resource"}
 	case errors.As(err, &br):
-		return http.StatusBadRequest, ProblemDetail{Code: "bad_request", Message: br.msg}
+		d := ProblemDetail{Code: "bad_request", Message: br.msg}
+		if br.field != "" {
+			d.Fields = map[string]string{br.field: br.msg}
+		}
+		return http.StatusBadRequest, d
+	case errors.As(err, &re):
+		return http.StatusBadRequest, ProblemDetail{Code: "bad_request", Message: "the request body could not be read"}
 	case errors.As(err, &he):
 		if he.Code >= 500 {
 			break
@@ -77,7 +94,8 @@ func toProblem(err error) (int, ProblemDetail) {
 		code := map[int]string{
 			http.StatusNotFound: "not_found", http.StatusMethodNotAllowed: "method_not_allowed",
 			http.StatusRequestEntityTooLarge: "body_too_large", http.StatusUnsupportedMediaType: "unsupported_media_type",
-			http.StatusBadRequest: "bad_request",
+			http.StatusBadRequest: "bad_request", http.StatusUnauthorized: "unauthorized",
+			http.StatusTooManyRequests: "rate_limited",
 		}[he.Code]
 		if code == "" {
 			code = "client_error"
@@ -98,8 +116,13 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		}
 		status, body := toProblem(err)
 		body.RequestID = c.Response().Header().Get(echo.HeaderXRequestID)
-		if status >= 500 {
+		var re *bodyReadError
+		switch {
+		case status >= 500:
 			log.ErrorContext(c.Request().Context(), "request failed", "err", err,
+				"method", c.Request().Method, "path", c.Path(), "request_id", body.RequestID)
+		case errors.As(err, &re):
+			log.WarnContext(c.Request().Context(), "request body unreadable", "err", re.err,
 				"method", c.Request().Method, "path", c.Path(), "request_id", body.RequestID)
 		}
 		if c.Request().Method == http.MethodHead {

@@ -3,8 +3,10 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode"
@@ -61,8 +63,7 @@ func FuzzCreateBookmark(f *testing.F) {
 		if contentType != "" {
 			req.Header.Set("Content-Type", contentType)
 		}
-		rec := httptest.NewRecorder()
-		b.e.ServeHTTP(rec, req)
+		rec := b.serve(b.auth(req))
 		code := rec.Code
 		switch code {
 		case 201, 400, 413, 415, 422:
@@ -158,6 +159,36 @@ func FuzzURLValidation(f *testing.F) {
 		}
 		if again, msg := checkURL(out); msg != "" || again != out {
 			t.Fatalf("the normal form %q of %q validates as %q (%s)", out, raw, again, msg)
+		}
+	})
+}
+
+// FuzzTypeErrorPath decodes any body into the import request (the deepest shape the API
+// takes) and, on a type error, checks the path typeErrorPath names against encoding/json's
+// own Field: with the indexes taken out they agree (items[3].url and items.url), and the
+// path is one the validation messages could use (no empty segment).
+func FuzzTypeErrorPath(f *testing.F) {
+	for _, s := range []string{
+		`{"items":[{"url":"https://a/"},{"url":5}]}`, `{"items":[{"url":"a","title":[1]}]}`, `{"items":[1,2]}`,
+		`{"items":{"a":1}}`, `{"tags":["a",{"b":[1,2,{"c":3}]}]}`, `{"page_size":"x"}`, `{"page_size":1e999}`,
+		` { "it\u0065ms" : [ { } , { "url" : true } ] } `, `{"items":[{"url":"a","url":5}]}`, `[]`, `5`, `"x"`,
+		`{"unknown":[1,{"x":2}],"items":[{"title":{}}]}`, `{"items":[{"URL":5}]}`, `{"items":[[{"url":1}]]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	indexes := regexp.MustCompile(`\[\d+\]`)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var req CreateImportRequest
+		var te *json.UnmarshalTypeError
+		if !errors.As(json.Unmarshal(body, &req), &te) {
+			return
+		}
+		path := typeErrorPath(body, te)
+		if got := indexes.ReplaceAllString(path, ""); got != te.Field {
+			t.Fatalf("body %q: path %q, but encoding/json says the field is %q", body, path, te.Field)
+		}
+		if strings.HasPrefix(path, ".") || strings.Contains(path, "..") || strings.HasSuffix(path, ".") {
+			t.Fatalf("body %q: path %q has an empty segment", body, path)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,14 +16,21 @@ import (
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/venturi-dev/bookmarks/shared/tasks"
 )
 
 const (
 	maxURLLen   = 2048
 	maxTitleLen = 500
-	maxTags     = 20
-	maxTagLen   = 50
+	// maxTags is the most tags a bookmark or a request names. A tag-index rebuild lists at
+	// most tasks.MaxRebuildTags tags (beyond, it rebuilds all tags), so one request never
+	// reaches that cap: the constant below does not compile if maxTags exceeds it.
+	maxTags   = 20
+	maxTagLen = tasks.MaxTagLen
 )
+
+const _ = uint(tasks.MaxRebuildTags - maxTags) // maxTags <= tasks.MaxRebuildTags
 
 var tagPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
 
@@ -54,32 +62,151 @@ func isJSONContentType(ct string) bool {
 	return true
 }
 
-// decodeJSON reads the body into v: 400 when it is not one JSON value of the right shape,
-// 413 (from the body limit) when it is too long.
-func decodeJSON(c echo.Context, v any) error {
-	dec := json.NewDecoder(c.Request().Body)
-	if err := dec.Decode(v); err != nil {
-		var he *echo.HTTPError
-		var te *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &he):
-			return he
-		case errors.Is(err, io.EOF):
-			return &badRequest{"the body is empty; send a JSON object"}
-		case errors.As(err, &te):
-			return &badRequest{fmt.Sprintf("field %q must be a JSON %s", te.Field, jsonKind(te.Type.Kind().String()))}
-		default:
-			return &badRequest{"malformed JSON: " + err.Error()}
+// noSimpleBody answers 415 to a request that declares a body type a cross-site HTML form
+// or a no-preflight fetch can send (form encodings, text/plain, anything but JSON). It
+// guards the state-changing endpoints that take no body (refetch, delete); those that take
+// one require JSON with requireJSON. A request with no Content-Type passes (curl -X POST).
+// The API key is the real defence against cross-site requests (see the README's threat
+// model); this one costs nothing and keeps working if a deployment ever adds cookies.
+func noSimpleBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if ct := c.Request().Header.Get(echo.HeaderContentType); ct != "" && !isJSONContentType(ct) {
+			return echo.NewHTTPError(http.StatusUnsupportedMediaType,
+				"this endpoint takes no body; send none (or declare it application/json)")
 		}
+		return next(c)
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+}
+
+// decodeJSON reads the body into v: 400 when it is not one JSON value of the right shape,
+// 413 (from the body limit) when it is too long. The body is read whole first (the body
+// limit bounds it) so that a type error can be located in it (see typeErrorPath). Only
+// messages about the JSON itself reach the client: a failed read is a bodyReadError, whose
+// cause (which names addresses) is logged, not sent.
+func decodeJSON(c echo.Context, v any) error {
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
 		var he *echo.HTTPError
 		if errors.As(err, &he) {
 			return he
 		}
-		return &badRequest{"malformed JSON: unexpected data after the object"}
+		return &bodyReadError{err}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		var se *json.SyntaxError
+		switch {
+		case errors.Is(err, io.EOF):
+			return &badRequest{msg: "the body is empty; send a JSON object"}
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return &badRequest{msg: "malformed JSON: the body ends in the middle of a value"}
+		case errors.As(err, &te):
+			path := typeErrorPath(body, te)
+			if path == "" {
+				return &badRequest{msg: "the body must be a JSON object"}
+			}
+			return &badRequest{msg: fmt.Sprintf("field %q must be a JSON %s", path, jsonKind(te.Type.Kind().String())), field: path}
+		case errors.As(err, &se):
+			return &badRequest{msg: "malformed JSON: " + se.Error()}
+		default: // not the client's doing (json.InvalidUnmarshalError): a 500, logged
+			return err
+		}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return &badRequest{msg: "malformed JSON: unexpected data after the object"}
 	}
 	return nil
+}
+
+// typeErrorPath names the value a type error is about with the path form validation uses:
+// items[0].url, tags[2], url; "" for the body itself. encoding/json's Field joins struct
+// fields only (items.url), so the path is found by walking the body's tokens to the value
+// the error's offset points at: the end of a scalar, or just past the opening bracket or
+// brace of an array or object. If no value matches, the path falls back to the Field.
+// Member names are encoding/json's (a JSON key matches a field case-insensitively).
+func typeErrorPath(body []byte, te *json.UnmarshalTypeError) string {
+	type frame struct {
+		array   bool
+		index   int    // arrays: the current element's index
+		key     string // objects: the current member's name
+		wantKey bool   // objects: the next string token is a name
+	}
+	var stack []frame
+	// The names are encoding/json's (the struct fields' JSON names) when they line up with
+	// the objects on the way, so that {"URL": 5} is named url, as validation names it; the
+	// walk adds the indexes.
+	names := strings.Split(te.Field, ".")
+	path := func() string {
+		objects := 0
+		for _, f := range stack {
+			if !f.array {
+				objects++
+			}
+		}
+		var b strings.Builder
+		i := 0
+		for _, f := range stack {
+			if f.array {
+				b.WriteString("[" + strconv.Itoa(f.index) + "]")
+				continue
+			}
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			if te.Field != "" && objects == len(names) {
+				b.WriteString(names[i])
+			} else {
+				b.WriteString(f.key)
+			}
+			i++
+		}
+		return b.String()
+	}
+	startValue := func() {
+		if n := len(stack); n > 0 && stack[n-1].array {
+			stack[n-1].index++
+		}
+	}
+	endValue := func() {
+		if n := len(stack); n > 0 && !stack[n-1].array {
+			stack[n-1].wantKey = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return te.Field
+		}
+		if n := len(stack); n > 0 && !stack[n-1].array && stack[n-1].wantKey {
+			if name, ok := tok.(string); ok {
+				stack[n-1].key, stack[n-1].wantKey = name, false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('['), json.Delim('{'):
+			startValue()
+			if dec.InputOffset() == te.Offset {
+				return path()
+			}
+			stack = append(stack, frame{array: tok == json.Delim('['), index: -1, wantKey: tok == json.Delim('{')})
+		case json.Delim(']'), json.Delim('}'):
+			if len(stack) == 0 {
+				return te.Field
+			}
+			stack = stack[:len(stack)-1]
+			endValue()
+		default:
+			startValue()
+			if dec.InputOffset() == te.Offset {
+				return path()
+			}
+			endValue()
+		}
+	}
 }
 
 func jsonKind(goKind string) string {

@@ -194,11 +194,24 @@ func (q *Queries) ListBookmarks(ctx context.Context, db DBTX, arg ListBookmarksP
 }
 
 const listTagIndex = `-- name: ListTagIndex :many
-SELECT tag, bookmark_count, rebuilt_at FROM tag_index ORDER BY bookmark_count DESC, tag
+SELECT tag, bookmark_count, rebuilt_at
+FROM tag_index
+WHERE $1::integer IS NULL
+   OR bookmark_count < $1::integer
+   OR (bookmark_count = $1::integer AND tag > $2::text)
+ORDER BY bookmark_count DESC, tag
+LIMIT $3
 `
 
-func (q *Queries) ListTagIndex(ctx context.Context, db DBTX) ([]*TagIndex, error) {
-	rows, err := db.Query(ctx, listTagIndex)
+type ListTagIndexParams struct {
+	AfterCount pgtype.Int4
+	AfterTag   pgtype.Text
+	MaxRows    int32
+}
+
+// Most used first, then by name; keyset-paginated by (count, tag) after the previous page's last row.
+func (q *Queries) ListTagIndex(ctx context.Context, db DBTX, arg ListTagIndexParams) ([]*TagIndex, error) {
+	rows, err := db.Query(ctx, listTagIndex, arg.AfterCount, arg.AfterTag, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,14 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type ApiKey struct {
+	ID        pgtype.UUID
+	Name      string
+	KeyHash   []byte
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
 type Bookmark struct {
 	ID            pgtype.UUID
 	Url           string

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -57,6 +58,19 @@ func (p *Process) Start() error {
 	go func() { done <- cmd.Wait(); f.Close() }()
 	p.cmd, p.done = cmd, done
 	return nil
+}
+
+// Command runs the binary once with args and the process's environment (a subcommand such
+// as `bookmarks-api keys create`), and returns its stdout; stderr is in the error.
+func (p *Process) Command(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, p.Bin, args...)
+	cmd.Env = append(os.Environ(), p.Env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("%s %v: %w: %s", p.Name, args, err, stderr.String())
+	}
+	return stdout.String(), nil
 }
 
 // Kill sends SIGKILL and waits for the process to die: a crash.

@@ -37,4 +37,11 @@ FROM unnest(@urls::text[]) WITH ORDINALITY AS x(url, ord);
 SELECT * FROM bookmark_import WHERE id = @id;
 
 -- name: ListTagIndex :many
-SELECT tag, bookmark_count, rebuilt_at FROM tag_index ORDER BY bookmark_count DESC, tag;
+-- Most used first, then by name; keyset-paginated by (count, tag) after the previous page's last row.
+SELECT tag, bookmark_count, rebuilt_at
+FROM tag_index
+WHERE sqlc.narg('after_count')::integer IS NULL
+   OR bookmark_count < sqlc.narg('after_count')::integer
+   OR (bookmark_count = sqlc.narg('after_count')::integer AND tag > sqlc.narg('after_tag')::text)
+ORDER BY bookmark_count DESC, tag
+LIMIT @max_rows;

@@ -1,0 +1,89 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"regexp"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/oklog/ulid/v2"
+)
+
+// publicRoutes are the routes served without an API key: the probes of load balancers and
+// orchestrators, which answer nothing but whether the process and its database are up.
+// Every other route, including one added later, requires a key.
+var publicRoutes = map[string]bool{"/healthz": true, "/readyz": true}
+
+// keyIDContextKey holds the authenticated key's ID (a ulid.ULID) in the Echo context.
+const keyIDContextKey = "api_key_id"
+
+// errUnauthorized is a request without a valid API key: 401. It never says why (missing,
+// malformed, unknown, revoked or wrong), so a client learns nothing about the keys.
+var errUnauthorized = echo.NewHTTPError(http.StatusUnauthorized,
+	"a valid API key is required: send Authorization: Bearer <key>")
+
+// wwwAuthenticate is the challenge of every 401 (RFC 6750).
+const wwwAuthenticate = `Bearer realm="bookmarks-api"`
+
+// keyLookupError is a key check the database could not answer: a 500, not a 401.
+type keyLookupError struct{ err error }
+
+func (e *keyLookupError) Error() string { return "API key lookup: " + e.err.Error() }
+func (e *keyLookupError) Unwrap() error { return e.err }
+
+// requireKey is Echo's KeyAuth on `Authorization: Bearer <key>`, checked by apikey.Store
+// (SHA-256 digests compared in constant time). A request without a valid key gets a 401
+// with a WWW-Authenticate challenge; the key's ID is kept in the context for the rate
+// limits and the request log.
+func (a *API) requireKey() echo.MiddlewareFunc {
+	return middleware.KeyAuthWithConfig(middleware.KeyAuthConfig{
+		Skipper:    func(c echo.Context) bool { return publicRoutes[c.Path()] },
+		KeyLookup:  "header:" + echo.HeaderAuthorization,
+		AuthScheme: "Bearer",
+		Validator: func(key string, c echo.Context) (bool, error) {
+			id, ok, err := a.keys.Authenticate(c.Request().Context(), key)
+			if err != nil {
+				return false, &keyLookupError{err}
+			}
+			if ok {
+				c.Set(keyIDContextKey, id)
+			}
+			return ok, nil
+		},
+		ErrorHandler: func(err error, c echo.Context) error {
+			var le *keyLookupError
+			if errors.As(err, &le) {
+				return le
+			}
+			c.Response().Header().Set(echo.HeaderWWWAuthenticate, wwwAuthenticate)
+			return errUnauthorized
+		},
+	})
+}
+
+// keyID is the authenticated request's key ID.
+func keyID(c echo.Context) (ulid.ULID, bool) {
+	id, ok := c.Get(keyIDContextKey).(ulid.ULID)
+	return id, ok
+}
+
+// requestIDPattern is what a client's X-Request-ID may be: a short token that is safe in
+// headers, JSON and logs.
+var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// sanitizeRequestID drops a client's X-Request-ID unless it is a short safe token (at most
+// 64 characters of A-Z, a-z, 0-9, '.', '_', '-'), so that the RequestID middleware after
+// it generates a fresh one instead of echoing arbitrary bytes into headers, bodies and logs.
+func sanitizeRequestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Request().Header
+		if vs := h.Values(echo.HeaderXRequestID); len(vs) > 0 {
+			h.Del(echo.HeaderXRequestID)
+			if requestIDPattern.MatchString(vs[0]) {
+				h.Set(echo.HeaderXRequestID, vs[0])
+			}
+		}
+		return next(c)
+	}
+}

@@ -1,0 +1,46 @@
+package server
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/venturi-dev/bookmarks/bookmarks-api/internal/httpapi"
+)
+
+func TestParseRate(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]float64{"10/s": 10, "600/m": 10, "36/h": 0.01, "0.5/s": 0.5, "off": math.Inf(1), "OFF": math.Inf(1)} {
+		if got, err := ParseRate(in); err != nil || got != want {
+			t.Errorf("ParseRate(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "10", "10/d", "/s", "x/s", "0/s", "-1/s", "NaN/s", "Inf/s", "10/S", "10 /s"} {
+		if _, err := ParseRate(in); err == nil {
+			t.Errorf("ParseRate(%q) accepted it", in)
+		}
+	}
+}
+
+func TestRateLimitsFromEnv(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://x")
+	c, err := FromEnv()
+	if err != nil || c.WriteLimit != httpapi.DefaultWriteLimit || c.ImportLimit != httpapi.DefaultImportLimit {
+		t.Fatalf("defaults: %+v %+v, %v", c.WriteLimit, c.ImportLimit, err)
+	}
+	t.Setenv("BOOKMARKS_WRITE_RATE", "120/m")
+	t.Setenv("BOOKMARKS_WRITE_BURST", "5")
+	t.Setenv("BOOKMARKS_IMPORT_RATE", "off")
+	c, err = FromEnv()
+	if err != nil || c.WriteLimit != (httpapi.RateLimit{PerSecond: 2, Burst: 5}) || !c.ImportLimit.Off() {
+		t.Fatalf("set: %+v %+v, %v", c.WriteLimit, c.ImportLimit, err)
+	}
+	for k, v := range map[string]string{"BOOKMARKS_WRITE_RATE": "fast", "BOOKMARKS_WRITE_BURST": "0", "BOOKMARKS_IMPORT_BURST": "x"} {
+		t.Run(k, func(t *testing.T) {
+			t.Setenv(k, v)
+			if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), k) {
+				t.Fatalf("%s=%s: %v, want an error naming it", k, v, err)
+			}
+		})
+	}
+}
