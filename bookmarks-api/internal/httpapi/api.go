@@ -324,7 +324,7 @@ func summary(s string) string {
 func toJob(j *venturi.Job) *Job {
 	shown := j.Journal[max(0, len(j.Journal)-MaxJournalEntries):]
 	out := &Job{ID: j.ID.String(), Kind: j.Kind, State: string(j.State), Runs: j.RunCount, Failures: j.Failures,
-		RunAt: j.RunAt, Journal: make([]JournalEntry, len(shown)), JournalTotal: len(j.Journal)}
+		RunAt: j.RunAt, Journal: make([]JournalEntry, len(shown)), JournalTotal: int(j.JournalLen)}
 	if len(j.Carry) > 0 && string(j.Carry) != "null" {
 		out.Carry = j.Carry
 	}

@@ -255,11 +255,11 @@ func TestJournalShowsTheLast20(t *testing.T) {
 	for i := range entries {
 		entries[i] = venturi.JournalEntry{Event: venturi.EventFailed, Run: i + 1, Note: fmt.Sprint("run ", i+1)}
 	}
-	j := toJob(&venturi.Job{ID: ulid.Make(), Journal: entries})
+	j := toJob(&venturi.Job{ID: ulid.Make(), Journal: entries, JournalLen: 50})
 	if j.JournalTotal != 50 || len(j.Journal) != MaxJournalEntries || j.Journal[0].Run != 31 || j.Journal[19].Run != 50 {
 		t.Fatalf("toJob: total %d, runs %d..%d", j.JournalTotal, j.Journal[0].Run, j.Journal[len(j.Journal)-1].Run)
 	}
-	if j := toJob(&venturi.Job{ID: ulid.Make(), Journal: entries[:3]}); j.JournalTotal != 3 || len(j.Journal) != 3 {
+	if j := toJob(&venturi.Job{ID: ulid.Make(), Journal: entries[:3], JournalLen: 3}); j.JournalTotal != 3 || len(j.Journal) != 3 {
 		t.Fatalf("toJob of a short journal: %+v", j)
 	}
 }
