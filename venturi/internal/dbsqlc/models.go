@@ -78,6 +78,7 @@ type VenturiJob struct {
 	FinishedAt     *time.Time
 	JournalMoved   int64
 	JournalDropped []byte
+	Queue          string
 }
 
 type VenturiJournal struct {

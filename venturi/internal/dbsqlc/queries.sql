@@ -83,33 +83,37 @@ WHERE id IN (
 );
 
 -- name: Claim :many
--- Claims up to max due jobs of the given kinds, most urgent first, then by due time, then
--- by ID, and opens a run on each under a fresh fencing token.
+-- Claims up to max due jobs of the given kinds from one queue, most urgent first, then by
+-- due time, then by ID, and opens a run on each under a fresh fencing token. One walk of
+-- venturi_job_claim_queue_idx in that order: jobs of other kinds are stepped over and only
+-- the rows taken are locked, so the cost follows the rows returned, not the kinds served.
 WITH picked AS (
-    SELECT c.id
-    FROM unnest(@kinds::text[]) AS k(kind)
-    CROSS JOIN LATERAL (
-        SELECT j.id, j.priority, j.run_at
-        FROM venturi_job j
-        WHERE j.state = 'available' AND j.kind = k.kind
-        ORDER BY j.priority DESC, j.run_at, j.id
-        LIMIT @max::int
-        FOR UPDATE SKIP LOCKED
-    ) c
-    ORDER BY c.priority DESC, c.run_at, c.id
+    SELECT j.id
+    FROM venturi_job j
+    WHERE j.state = 'available' AND j.queue = @queue::text AND j.kind = ANY(@kinds::text[])
+    ORDER BY j.priority DESC, j.run_at, j.id
     LIMIT @max::int
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE venturi_job j SET
+        state            = 'running',
+        runs             = j.runs + 1,
+        lease_token      = nextval('venturi_lease_token_seq'),
+        lease_expires_at = now() + interval '1 microsecond' * @lease_us::bigint,
+        worker_id        = @worker_id::text,
+        attempted_at     = now(),
+        max_failures     = @max_failures::int
+    FROM picked
+    WHERE j.id = picked.id
+    RETURNING j.id, j.kind, j.payload, j.carry, j.runs, j.failures, j.lease_token, j.journal,
+              j.journal_moved, j.attempted_at, j.priority, j.run_at
 )
-UPDATE venturi_job j SET
-    state            = 'running',
-    runs             = j.runs + 1,
-    lease_token      = nextval('venturi_lease_token_seq'),
-    lease_expires_at = now() + interval '1 microsecond' * @lease_us::bigint,
-    worker_id        = @worker_id::text,
-    attempted_at     = now(),
-    max_failures     = @max_failures::int
-FROM picked
-WHERE j.id = picked.id
-RETURNING j.id, j.kind, j.payload, j.carry, j.runs, j.failures, j.lease_token, j.journal, j.journal_moved, j.attempted_at;
+-- An UPDATE returns its rows in whatever order its join produced them: order them again,
+-- so that the worker starts them most urgent first.
+SELECT c.id, c.kind, c.payload, c.carry, c.runs, c.failures, c.lease_token, c.journal,
+       c.journal_moved, c.attempted_at
+FROM claimed c
+ORDER BY c.priority DESC, c.run_at, c.id;
 
 -- name: FinishRuns :many
 -- Ends runs: one row per run, each fenced by its token. Rows whose token no longer

@@ -14,38 +14,39 @@ import (
 
 const claim = `-- name: Claim :many
 WITH picked AS (
-    SELECT c.id
-    FROM unnest($4::text[]) AS k(kind)
-    CROSS JOIN LATERAL (
-        SELECT j.id, j.priority, j.run_at
-        FROM venturi_job j
-        WHERE j.state = 'available' AND j.kind = k.kind
-        ORDER BY j.priority DESC, j.run_at, j.id
-        LIMIT $5::int
-        FOR UPDATE SKIP LOCKED
-    ) c
-    ORDER BY c.priority DESC, c.run_at, c.id
-    LIMIT $5::int
+    SELECT j.id
+    FROM venturi_job j
+    WHERE j.state = 'available' AND j.queue = $1::text AND j.kind = ANY($2::text[])
+    ORDER BY j.priority DESC, j.run_at, j.id
+    LIMIT $3::int
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE venturi_job j SET
+        state            = 'running',
+        runs             = j.runs + 1,
+        lease_token      = nextval('venturi_lease_token_seq'),
+        lease_expires_at = now() + interval '1 microsecond' * $4::bigint,
+        worker_id        = $5::text,
+        attempted_at     = now(),
+        max_failures     = $6::int
+    FROM picked
+    WHERE j.id = picked.id
+    RETURNING j.id, j.kind, j.payload, j.carry, j.runs, j.failures, j.lease_token, j.journal,
+              j.journal_moved, j.attempted_at, j.priority, j.run_at
 )
-UPDATE venturi_job j SET
-    state            = 'running',
-    runs             = j.runs + 1,
-    lease_token      = nextval('venturi_lease_token_seq'),
-    lease_expires_at = now() + interval '1 microsecond' * $1::bigint,
-    worker_id        = $2::text,
-    attempted_at     = now(),
-    max_failures     = $3::int
-FROM picked
-WHERE j.id = picked.id
-RETURNING j.id, j.kind, j.payload, j.carry, j.runs, j.failures, j.lease_token, j.journal, j.journal_moved, j.attempted_at
+SELECT c.id, c.kind, c.payload, c.carry, c.runs, c.failures, c.lease_token, c.journal,
+       c.journal_moved, c.attempted_at
+FROM claimed c
+ORDER BY c.priority DESC, c.run_at, c.id
 `
 
 type ClaimParams struct {
+	Queue       string
+	Kinds       []string
+	Max         int32
 	LeaseUs     int64
 	WorkerID    string
 	MaxFailures int32
-	Kinds       []string
-	Max         int32
 }
 
 type ClaimRow struct {
@@ -61,15 +62,20 @@ type ClaimRow struct {
 	AttemptedAt  *time.Time
 }
 
-// Claims up to max due jobs of the given kinds, most urgent first, then by due time, then
-// by ID, and opens a run on each under a fresh fencing token.
+// Claims up to max due jobs of the given kinds from one queue, most urgent first, then by
+// due time, then by ID, and opens a run on each under a fresh fencing token. One walk of
+// venturi_job_claim_queue_idx in that order: jobs of other kinds are stepped over and only
+// the rows taken are locked, so the cost follows the rows returned, not the kinds served.
+// An UPDATE returns its rows in whatever order its join produced them: order them again,
+// so that the worker starts them most urgent first.
 func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]*ClaimRow, error) {
 	rows, err := db.Query(ctx, claim,
+		arg.Queue,
+		arg.Kinds,
+		arg.Max,
 		arg.LeaseUs,
 		arg.WorkerID,
 		arg.MaxFailures,
-		arg.Kinds,
-		arg.Max,
 	)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,114 @@
+package venturi_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/venturi-dev/venturi"
+)
+
+// migrateTo applies venturi's migrations up to version v only.
+func migrateTo(t *testing.T, pool *pgxpool.Pool, v int) {
+	t.Helper()
+	all, err := venturi.ReadMigrations(venturi.MigrationsFS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys := fstest.MapFS{}
+	for _, m := range all {
+		if m.Version <= v {
+			fsys[m.Name+".up.sql"] = &fstest.MapFile{Data: []byte(m.SQL)}
+		}
+	}
+	if _, err := venturi.MigrateFS(context.Background(), pool, fsys, "venturi_migration"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// prioTask2 is prioTask under another kind.
+type prioTask2 prioTask
+
+func (prioTask2) Kind() string                 { return "prio2" }
+func (p prioTask2) Priority() venturi.Priority { return p.P }
+func (p prioTask2) Handle(ctx context.Context, run *venturi.Run[struct{}], order chan<- string) (venturi.Outcome, error) {
+	order <- p.Name
+	return venturi.Completed(), nil
+}
+
+// TestClaimOrderIsExactAcrossKinds: jobs of two kinds run in one order, by priority, then
+// due time, whatever their kind.
+func TestClaimOrderIsExactAcrossKinds(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	base := time.Now().Add(-time.Hour)
+	enqueue(t, q, prioTask{"a-low-old", venturi.PriorityLow}, venturi.At(base))
+	enqueue(t, q, prioTask2{"b-high-new", venturi.PriorityHigh}, venturi.At(base.Add(3*time.Minute)))
+	enqueue(t, q, prioTask{"a-high-old", venturi.PriorityHigh}, venturi.At(base.Add(time.Minute)))
+	enqueue(t, q, prioTask2{"b-normal", venturi.PriorityNormal}, venturi.At(base.Add(2*time.Minute)))
+	enqueue(t, q, prioTask2{"b-low-new", venturi.PriorityLow}, venturi.At(base.Add(4*time.Minute)))
+	order := make(chan string, 10)
+	cfg := fastConfig()
+	cfg.Concurrency = 1
+	w := newWorker(t, pool, (chan<- string)(order), cfg)
+	venturi.MustRegister[prioTask](w)
+	venturi.MustRegister[prioTask2](w)
+	startWorker(t, w)
+	var got []string
+	for range 5 {
+		got = append(got, recv(t, order, "the next job"))
+	}
+	if want := "a-high-old,b-high-new,b-normal,a-low-old,b-low-new"; strings.Join(got, ",") != want {
+		t.Fatalf("ran %v, want %s", got, want)
+	}
+}
+
+// TestMigration4UpgradesAVersion3Schema: available, scheduled and running jobs of a
+// version-3 schema survive the upgrade: they land in the default queue, the claim index
+// replaces the per-kind one, and a version-4 worker runs them all, most urgent first.
+func TestMigration4UpgradesAVersion3Schema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 3)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	ids := []ulid.ULID{
+		enqueue(t, q, prioTask{"low", venturi.PriorityLow}).ID,
+		enqueue(t, q, prioTask{"high", venturi.PriorityHigh}).ID,
+		enqueue(t, q, prioTask{"later", venturi.PriorityNormal}, venturi.After(300*time.Millisecond)).ID,
+		ulid.Make(),
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, state, payload, run_at, runs, lease_token, lease_expires_at, worker_id)
+		VALUES ($1, 'prio', 'running', '{"Name":"rescued","P":0}', now(), 1, 7, now() - interval '1 hour', 'v3-worker')`, ids[3][:]); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := venturi.Migrate(ctx, pool)
+	if err != nil || len(applied) != 1 || applied[0] != 4 {
+		t.Fatalf("Migrate = %v, %v; want version 4 applied", applied, err)
+	}
+	var queues, oldIndex int
+	if err := pool.QueryRow(ctx, `SELECT count(DISTINCT queue), (SELECT count(*) FROM pg_indexes
+		WHERE indexname = 'venturi_job_claim_idx' AND schemaname = current_schema()) FROM venturi_job`).Scan(&queues, &oldIndex); err != nil {
+		t.Fatal(err)
+	}
+	if queues != 1 || oldIndex != 0 {
+		t.Fatalf("after the upgrade: %d queues, per-kind claim index present: %v", queues, oldIndex == 1)
+	}
+	order := make(chan string, 8)
+	cfg := fastConfig()
+	cfg.Concurrency = 1
+	startWorkerFor[prioTask](t, pool, (chan<- string)(order), cfg)
+	if first := recv(t, order, "the first run"); first != "high" {
+		t.Fatalf("first run %q, want the high-priority job", first)
+	}
+	for _, id := range ids {
+		if j := waitFinished(t, q, id); j.State != venturi.StateCompleted {
+			t.Fatalf("job %s ended %s", id, j.State)
+		}
+	}
+}
