@@ -87,8 +87,9 @@ func jobTable(lib string) string {
 	return riverSchema + ".river_job"
 }
 
-// pendingCount counts the jobs not yet finished, one partial-index-friendly count per
-// state so that the poll stays cheap while the last jobs complete.
+// pendingCount counts the jobs of kind (of every kind when kind is "") not yet finished,
+// one partial-index-friendly count per state so that the poll stays cheap while the last
+// jobs complete.
 func pendingCount(ctx context.Context, admin *pgxpool.Pool, lib, kind string) (int64, error) {
 	var states []string
 	if lib == libVenturi {
@@ -98,16 +99,21 @@ func pendingCount(ctx context.Context, admin *pgxpool.Pool, lib, kind string) (i
 	}
 	q := "SELECT 0"
 	for _, s := range states {
-		q += fmt.Sprintf(" + (SELECT count(*) FROM %s WHERE state = '%s' AND kind = %s)", jobTable(lib), s, quoteLit(kind))
+		cond := " AND kind = " + quoteLit(kind)
+		if kind == "" {
+			cond = ""
+		}
+		q += fmt.Sprintf(" + (SELECT count(*) FROM %s WHERE state = '%s'%s)", jobTable(lib), s, cond)
 	}
 	var n int64
 	err := admin.QueryRow(ctx, q).Scan(&n)
 	return n, err
 }
 
+// completedCount counts the completed jobs of kind (of every kind when kind is "").
 func completedCount(ctx context.Context, admin *pgxpool.Pool, lib, kind string) (int64, error) {
 	var n int64
-	err := admin.QueryRow(ctx, "SELECT count(*) FROM "+jobTable(lib)+" WHERE state = 'completed' AND kind = $1", kind).Scan(&n)
+	err := admin.QueryRow(ctx, "SELECT count(*) FROM "+jobTable(lib)+" WHERE state = 'completed' AND ($1 = '' OR kind = $1)", kind).Scan(&n)
 	return n, err
 }
 

@@ -121,7 +121,7 @@ func newUUID() pgtype.UUID {
 func explainSet(ctx context.Context, pool *pgxpool.Pool, sqls map[string]string, md *strings.Builder, title string) error {
 	fmt.Fprintf(md, "\n## %s\n", title)
 	const claimMax = 100
-	claimArgs := []any{int64(30e6), "explain-worker", int32(25), []string{kindNoop}, int32(claimMax)}
+	claimArgs := []any{"default", []string{kindNoop}, int32(claimMax), int64(30e6), "explain-worker", int32(25)} // generated order: queue, kinds, max, lease_us, worker_id, max_failures
 	run := func(name, sql string, prep func(tx pgx.Tx) ([]any, error)) error {
 		tx, err := pool.Begin(ctx)
 		if err != nil {

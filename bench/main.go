@@ -78,6 +78,12 @@ func main() {
 				os.Exit(1)
 			}
 			return
+		case "explain-kinds":
+			if err := explainKindsMain(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "explain-kinds:", err)
+				os.Exit(1)
+			}
+			return
 		case "explain":
 			if err := explainMain(os.Args[2:]); err != nil {
 				fmt.Fprintln(os.Stderr, "explain:", err)
@@ -91,7 +97,7 @@ func main() {
 	flag.StringVar(&o.url, "db", defaultURL(), "PostgreSQL URL of the bench database (default $BENCH_DATABASE_URL, else $DATABASE_URL)")
 	flag.BoolVar(&o.quick, "quick", false, "smaller sizes (development; about five minutes)")
 	flag.IntVar(&o.reps, "reps", 3, "repetitions of every scenario and library")
-	flag.StringVar(&only, "only", "", "comma-separated scenarios to run: enqueue,dedup,batch,e2e,pickup,backlog,sustained,history (default all)")
+	flag.StringVar(&only, "only", "", "comma-separated scenarios to run: enqueue,dedup,batch,e2e,pickup,backlog,sustained,history,kinds (default all)")
 	flag.StringVar(&o.out, "out", "RESULTS.md", "file the markdown report is written to ('' for none)")
 	flag.StringVar(&o.profileDir, "profile", "", "directory for CPU profiles of the venturi worker processes (scenario 4)")
 	var libs string
@@ -194,6 +200,7 @@ func run(ctx context.Context, o options) error {
 		{"backlog", b.scenarioBacklog},
 		{"sustained", b.scenarioSustained},
 		{"history", b.scenarioHistory},
+		{"kinds", b.scenarioKinds},
 	}
 	for _, s := range steps {
 		if !o.want(s.name) {

@@ -37,7 +37,8 @@ type report struct {
 	sustainedCSV   string   // where the samples were written, if anywhere
 	sustainedPNG   string   // where the plot was written, if anywhere
 
-	history []string // scenario 9's table
+	history []string                     // scenario 9's table
+	kinds   map[string]map[int][]float64 // scenario 10: library -> kinds -> jobs/s per repetition
 }
 
 func (r *report) get(list *[]*row, scenario, metric string, higher bool) *row {
@@ -282,6 +283,9 @@ func (r *report) markdown(env *environment, o options) string {
 	}
 	if len(r.history) > 0 {
 		r.historyMarkdown(&b)
+	}
+	if len(r.kinds) > 0 {
+		r.kindsMarkdown(&b, o.sz.e2eJobs)
 	}
 	if len(r.notes) > 0 {
 		fmt.Fprintf(&b, "\n## Notes\n\n")

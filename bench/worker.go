@@ -38,6 +38,7 @@ func workerMain(args []string) error {
 	concurrency := fs.Int("concurrency", 0, "what-if: venturi Config.Concurrency (0 keeps the default)")
 	prefetch := fs.Int("prefetch", 0, "what-if: venturi Config.Prefetch (0 keeps the default)")
 	sustained := fs.Bool("sustained", false, "work the kind of scenario 8 instead of the no-op kind and answer each \"sample\" line on stdin with a line of latency histograms")
+	kinds := fs.Int("kinds", 0, "scenario 10: work the first N generated kinds instead of the no-op kind")
 	retain := fs.Duration("retain-completed", 0, "venturi Config.RetainCompleted and River's CompletedJobRetentionPeriod (0 keeps the default)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -109,9 +110,14 @@ func workerMain(args []string) error {
 		if err != nil {
 			return err
 		}
-		if *sustained {
+		switch {
+		case *sustained:
 			venturi.MustRegister[SustainTask](w)
-		} else {
+		case *kinds > 0:
+			for _, k := range manyKinds[:min(*kinds, len(manyKinds))] {
+				k.register(w)
+			}
+		default:
 			venturi.MustRegister[NoopTask](w)
 		}
 		t0 = time.Now()
@@ -121,9 +127,14 @@ func workerMain(args []string) error {
 		stopFn = w.Stop
 	case libRiver, libRiverTuned:
 		workers := river.NewWorkers()
-		if *sustained {
+		switch {
+		case *sustained:
 			river.AddWorker(workers, &sustainWorker{rec: rec})
-		} else {
+		case *kinds > 0:
+			for _, k := range manyKinds[:min(*kinds, len(manyKinds))] {
+				k.addRiver(workers)
+			}
+		default:
 			river.AddWorker(workers, &noopWorker{})
 		}
 		cfg := riverConfig(*lib == libRiverTuned, workers)
