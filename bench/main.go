@@ -64,8 +64,9 @@ type options struct {
 	sustainCSV  string  // scenario 8: samples file ("" for none)
 	sustainPNG  string  // scenario 8: plot file ("" for none)
 
-	historyRuns int // scenario 9: runs of every job
-	historyJobs int // scenario 9: jobs of the parallel case
+	historyRuns         int // scenario 9: runs of every job
+	historyJobs         int // scenario 9: jobs of the parallel case
+	historyParallelRuns int // scenario 9: runs of every job of the parallel case
 }
 
 func main() {
@@ -111,7 +112,8 @@ func main() {
 	flag.Float64Var(&o.sustainRate, "sustained-rate", 0, "scenario 8: offered jobs/s, half of them delayed (default: the lower of 10,000 (quick 2,000) and 80% of the slowest library's calibrated drain rate)")
 	flag.StringVar(&o.sustainCSV, "sustained-csv", "sustained-samples.csv", "scenario 8: file the raw samples are written to ('' for none)")
 	flag.StringVar(&o.sustainPNG, "sustained-png", "sustained.png", "scenario 8: file the plot is written to ('' for none)")
-	flag.IntVar(&o.historyRuns, "history-runs", 0, "scenario 9: runs of every job (default 100,000; quick 3,000)")
+	flag.IntVar(&o.historyRuns, "history-runs", 0, "scenario 9: runs of the single job (default 100,000; quick 5,000)")
+	flag.IntVar(&o.historyParallelRuns, "history-parallel-runs", 0, "scenario 9: runs of each job of the parallel case (default 10,000; quick 5,000)")
 	flag.IntVar(&o.historyJobs, "history-jobs", 100, "scenario 9: jobs of the parallel case")
 	flag.Parse()
 	if o.url == "" {
@@ -129,11 +131,17 @@ func main() {
 	if o.historyRuns <= 0 {
 		o.historyRuns = 100_000
 		if o.quick {
-			o.historyRuns = 3_000
+			o.historyRuns = 5_000
 		}
 	}
-	if o.historyRuns < 3*historyWindow {
-		fmt.Fprintf(os.Stderr, "bench: -history-runs must be at least %d\n", 3*historyWindow)
+	if o.historyParallelRuns <= 0 {
+		o.historyParallelRuns = 10_000
+		if o.quick {
+			o.historyParallelRuns = 5_000
+		}
+	}
+	if min(o.historyRuns, o.historyParallelRuns) < 1_000+2*historyWindow {
+		fmt.Fprintf(os.Stderr, "bench: -history-runs and -history-parallel-runs must be at least %d\n", 1_000+2*historyWindow)
 		os.Exit(2)
 	}
 	if sustainDur > 0 {
