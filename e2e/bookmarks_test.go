@@ -231,8 +231,18 @@ func TestImportPausesAndResumes(t *testing.T) {
 	if imp.Imported != 6 || imp.Skipped != 1 {
 		t.Fatalf("import = %+v", imp)
 	}
-	if got := events(imp.Job.Journal); !slices.Equal(got, []string{"paused", "paused", "completed"}) {
-		t.Fatalf("journal = %v, want paused, paused, completed", got)
+	if got := events(imp.Job.Journal); !slices.Equal(got, []string{"paused", "paused", "paused", "completed"}) {
+		t.Fatalf("journal = %v, want paused three times (a page each), then completed", got)
+	}
+	// The carry the completed job shows has the import's final counts.
+	var final struct {
+		Next     int `json:"next"`
+		Imported int `json:"imported"`
+		Skipped  int `json:"skipped"`
+		Pages    int `json:"pages"`
+	}
+	if err := json.Unmarshal(imp.Job.Carry, &final); err != nil || final.Next != 7 || final.Imported != 6 || final.Skipped != 1 || final.Pages != 3 {
+		t.Fatalf("completed job's carry = %s (%v), want next 7, imported 6, skipped 1, pages 3", imp.Job.Carry, err)
 	}
 	var checkpoints []int
 	for _, e := range imp.Job.Journal {
@@ -245,8 +255,8 @@ func TestImportPausesAndResumes(t *testing.T) {
 		}
 		checkpoints = append(checkpoints, c.Next)
 	}
-	if !slices.Equal(checkpoints, []int{3, 6, 7}) {
-		t.Fatalf("checkpoints = %v, want 3, 6, 7 (each run resumed from the carry)", checkpoints)
+	if !slices.Equal(checkpoints, []int{3, 6, 7, 7}) {
+		t.Fatalf("checkpoints = %v, want 3, 6, 7, 7 (each run resumed from the carry)", checkpoints)
 	}
 	var list struct {
 		Items []bookmark `json:"items"`

@@ -107,20 +107,32 @@ func TestImportBookmarksPausesWithCarry(t *testing.T) {
 	imp, _ := parseID(task.ImportID)
 	b.start(t)
 	j := b.waitJob(t, job, venturi.StateCompleted)
-	if j.RunCount != 3 || j.Journal[0].Event != venturi.EventPaused || j.Journal[1].Event != venturi.EventPaused {
-		t.Fatalf("want two pauses then completion, journal = %+v", j.Journal)
-	}
+	final := tasks.ImportCarry{Next: 7, Imported: 5, Skipped: 2, Pages: 3}
+	// The carry the completed job keeps has the final counts, those of the import.
 	var carry tasks.ImportCarry
-	if err := json.Unmarshal(j.Journal[1].Attachment, &carry); err != nil || carry.Next != 6 || carry.Pages != 2 {
-		t.Fatalf("checkpoint after page 2 = %+v (%v)", carry, err)
+	if err := json.Unmarshal(j.Carry, &carry); err != nil || carry != final {
+		t.Fatalf("completed job's carry %s = %+v (%v), want %+v", j.Carry, carry, err, final)
+	}
+	var events []venturi.Event
+	var checkpoints []tasks.ImportCarry
+	for _, e := range j.Journal {
+		var c tasks.ImportCarry
+		if err := json.Unmarshal(e.Attachment, &c); err != nil {
+			t.Fatalf("attachment %s: %v", e.Attachment, err)
+		}
+		events, checkpoints = append(events, e.Event), append(checkpoints, c)
+	}
+	if !slices.Equal(events, []venturi.Event{venturi.EventPaused, venturi.EventPaused, venturi.EventPaused, venturi.EventCompleted}) ||
+		!slices.Equal(checkpoints, []tasks.ImportCarry{{Next: 3, Imported: 2, Skipped: 1, Pages: 1}, {Next: 6, Imported: 4, Skipped: 2, Pages: 2}, final, final}) {
+		t.Fatalf("journal %v with checkpoints %+v, want three pages then the closing run", events, checkpoints)
 	}
 	var n, skipped int
 	var status string
 	if err := b.pool.QueryRow(ctx, "SELECT imported, skipped, status FROM bookmark_import WHERE id = $1", imp).Scan(&n, &skipped, &status); err != nil {
 		t.Fatal(err)
 	}
-	if n != 5 || skipped != 2 || status != "done" {
-		t.Fatalf("import = %d imported, %d skipped, %s", n, skipped, status)
+	if n != carry.Imported || skipped != carry.Skipped || status != "done" {
+		t.Fatalf("import = %d imported, %d skipped, %s; want the carry's %d and %d, done", n, skipped, status, carry.Imported, carry.Skipped)
 	}
 	// The finished import asked for its tag to be recounted (the rebuild may have run by now).
 	venturitest.RequireEnqueued(t, b.pool, func(r tasks.RebuildTagIndex) bool {

@@ -151,8 +151,17 @@ func TestImportBookmarksOnePageARun(t *testing.T) {
 	}
 	opts.Carry, opts.RunCount = res.Carry, 3
 	res = venturitest.RunFunc(ctx, handleImportBookmarks, task, b.app, opts)
-	if res.Event() != venturi.EventCompleted || !res.CompletedTx || res.Note() != "imported 4 of 5 items in 3 pages (1 skipped)" {
-		t.Fatalf("page 3: %s %q", res.Event(), res.Note())
+	final := tasks.ImportCarry{Next: 5, Imported: 4, Skipped: 1, Pages: 3}
+	if res.Event() != venturi.EventPaused || res.Carry != final {
+		t.Fatalf("page 3 (the last) must pause, storing the final carry: %s %q carry %+v", res.Event(), res.Note(), res.Carry)
+	}
+	venturitest.RequireNotEnqueued[tasks.RebuildTagIndex](t, b.pool, nil)
+	// The run after the last page finds nothing left and completes; the carry it leaves is
+	// the one the last page's pause stored.
+	opts.Carry, opts.RunCount = res.Carry, 4
+	res = venturitest.RunFunc(ctx, handleImportBookmarks, task, b.app, opts)
+	if res.Event() != venturi.EventCompleted || !res.CompletedTx || res.Note() != "imported 4 of 5 items in 3 pages (1 skipped)" || res.Carry != final {
+		t.Fatalf("closing run: %s %q carry %+v", res.Event(), res.Note(), res.Carry)
 	}
 
 	// Every valid URL has its bookmark and its fetch job; the invalid one has neither.
