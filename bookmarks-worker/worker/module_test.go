@@ -61,3 +61,24 @@ func TestStopTimeoutCoversTheShutdown(t *testing.T) {
 		}
 	}
 }
+
+// TestTheWorkerRunsEveryRegistration: the worker the fx graph builds has every kind of
+// handlers.Registrations() registered (a second registration of each is refused), so the
+// list is the only place a kind is added. Building the graph connects to nothing.
+func TestTheWorkerRunsEveryRegistration(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://registration.invalid/none")
+	var w *handlers.Worker
+	app := fx.New(Module, fx.Supply(slog.New(slog.NewTextHandler(io.Discard, nil))), fx.Populate(&w), fx.NopLogger)
+	if err := app.Err(); err != nil {
+		t.Fatal(err)
+	}
+	regs := handlers.Registrations()
+	if len(regs) == 0 {
+		t.Fatal("no registrations")
+	}
+	for i, reg := range regs {
+		if err := reg(w); err == nil {
+			t.Errorf("registration %d was not in the fx group: it registered again", i)
+		}
+	}
+}
