@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -329,4 +331,26 @@ func TestTagRebuildBurstMerges(t *testing.T) {
 	if counts["merge-a"] != 1 || counts["merge-b"] != 1 || counts["merge-c"] != 1 || counts["merge-d"] != 0 {
 		t.Fatalf("tag index = %v", counts)
 	}
+}
+
+// TestWorkerWarnsOfTestOnlySettings: the suite's worker runs with test-only settings (a
+// loopback port, static hosts), and the first thing it logs is a warning naming them.
+func TestWorkerWarnsOfTestOnlySettings(t *testing.T) {
+	eventually(t, fetchDeadline, "the worker's test-only warning", func() (bool, string) {
+		b, err := os.ReadFile(filepath.Join(sys.logDir, "worker.log"))
+		if err != nil {
+			return false, err.Error()
+		}
+		_, rest, _ := strings.Cut(string(b), "\n") // after the "---- worker start" marker
+		first, _, _ := strings.Cut(rest, "\n")
+		var line struct {
+			Level    string   `json:"level"`
+			Msg      string   `json:"msg"`
+			Settings []string `json:"test_only_settings"`
+		}
+		err = json.Unmarshal([]byte(first), &line)
+		return err == nil && line.Level == "WARN" && strings.Contains(line.Msg, "TEST-ONLY SETTINGS ACTIVE") && len(line.Settings) == 2 &&
+			strings.HasPrefix(line.Settings[0], "BOOKMARKS_FETCH_ALLOW_LOOPBACK_PORT=") &&
+			strings.HasPrefix(line.Settings[1], "BOOKMARKS_FETCH_STATIC_HOSTS="), fmt.Sprintf("first line %q (%v)", first, err)
+	})
 }
