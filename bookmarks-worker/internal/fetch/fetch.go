@@ -128,10 +128,11 @@ type Error struct {
 	RetryAfter time.Duration
 }
 
-// Summary is the failure as users may see it: the reason code, and the HTTP status when a
-// response arrived ("dns", "http_status 503"). It never includes the underlying error.
+// Summary is the failure as users may see it: the reason code, followed by the status for
+// ReasonHTTPStatus ("dns", "too_large", "http_status 503"). It never includes the
+// underlying error.
 func (e *Error) Summary() string {
-	if e.Status != 0 {
+	if e.Reason == ReasonHTTPStatus && e.Status != 0 {
 		return fmt.Sprintf("%s %d", e.Reason, e.Status)
 	}
 	return e.Reason

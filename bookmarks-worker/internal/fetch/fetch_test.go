@@ -290,4 +290,9 @@ func TestErrorSummaryHasTheStatus(t *testing.T) {
 	if fe.Summary() != "http_status 503" || fe.Error() != "http_status 503: detail" {
 		t.Fatalf("Summary %q, Error %q", fe.Summary(), fe.Error())
 	}
+	// The status of a page refused for its body is on the bookmark, not in the summary.
+	fe = &Error{Reason: ReasonTooLarge, Status: 200, Err: errors.New("body larger than 1024 bytes")}
+	if fe.Summary() != "too_large" {
+		t.Fatalf("Summary %q", fe.Summary())
+	}
 }
