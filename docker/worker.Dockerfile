@@ -1,18 +1,26 @@
-# syntax=docker/dockerfile:1
 # bookmarks-worker: build from the repository root: docker build -f docker/worker.Dockerfile .
-FROM golang:1.26-alpine AS build
+#
+# GO_VERSION pins the Go image; it must be at least every go and toolchain line of the
+# modules built here (make verify checks it, scripts/check-docker-go.sh). No "# syntax="
+# line: BuildKit would fetch that frontend image from a registry; the built-in one does.
+ARG GO_VERSION=1.26.11
+FROM golang:${GO_VERSION}-alpine AS build
+# The image's Go builds, or the build fails naming the version go.mod wants: never a
+# toolchain downloaded behind the pin's back.
+ENV GOTOOLCHAIN=local GOWORK=off CGO_ENABLED=0
 WORKDIR /src
-# Module files first, so dependency downloads are cached.
+# Module files first, so dependency downloads are cached (from GOPROXY, the only network
+# the build needs).
 COPY venturi/go.mod venturi/go.sum venturi/
 COPY shared/tasks/go.mod shared/tasks/go.sum shared/tasks/
 COPY sql/go.mod sql/go.sum sql/
 COPY bookmarks-worker/go.mod bookmarks-worker/go.sum bookmarks-worker/
-RUN cd bookmarks-worker && GOWORK=off go mod download
+RUN cd bookmarks-worker && go mod download
 COPY venturi/ venturi/
 COPY shared/ shared/
 COPY sql/ sql/
 COPY bookmarks-worker/ bookmarks-worker/
-RUN cd bookmarks-worker && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/bookmarks-worker .
+RUN cd bookmarks-worker && go build -trimpath -ldflags="-s -w" -o /out/bookmarks-worker .
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/bookmarks-worker /bookmarks-worker

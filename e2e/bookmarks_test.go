@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -76,11 +78,11 @@ func TestGoneEndsDead(t *testing.T) {
 	b := create(t, sys.pageURL+"/gone")
 	b = waitBookmark(t, b.ID, "failed", fetchDeadline)
 	j := b.FetchJob
-	if j.State != "dead" || len(j.Journal) != 1 || j.Journal[0].Event != "dead" || !strings.Contains(j.Journal[0].Note, "410") {
+	if j.State != "dead" || len(j.Journal) != 1 || j.Journal[0].Event != "dead" || j.Journal[0].Note != "fetch failed: http_status 410" {
 		t.Fatalf("job = %+v", j)
 	}
-	if !strings.Contains(b.FetchError, "gone") {
-		t.Fatalf("fetch_error = %q", b.FetchError)
+	if b.FetchError != "http_status" || b.HTTPStatus == nil || *b.HTTPStatus != 410 {
+		t.Fatalf("fetch_error = %q, http_status %v; want http_status 410", b.FetchError, b.HTTPStatus)
 	}
 }
 
@@ -114,8 +116,11 @@ func TestSSRFRefused(t *testing.T) {
 	}
 	for name, id := range ids {
 		b := waitBookmark(t, id, "failed", fetchDeadline)
-		if b.FetchJob.State != "dead" || !strings.HasPrefix(b.FetchError, "blocked") {
-			t.Errorf("%s (%s): status %s, error %q, job %s; want blocked and dead", name, targets[name], b.FetchStatus, b.FetchError, b.FetchJob.State)
+		// A code, no address: the journal shows what the bookmark shows.
+		last := b.FetchJob.Journal[len(b.FetchJob.Journal)-1].Note
+		if b.FetchJob.State != "dead" || b.FetchError != "blocked_address" || last != "fetch failed: blocked_address" {
+			t.Errorf("%s (%s): status %s, error %q, job %s, note %q; want blocked_address and dead", name, targets[name],
+				b.FetchStatus, b.FetchError, b.FetchJob.State, last)
 		}
 	}
 }
@@ -241,8 +246,18 @@ func TestImportPausesAndResumes(t *testing.T) {
 	if imp.Imported != 6 || imp.Skipped != 1 {
 		t.Fatalf("import = %+v", imp)
 	}
-	if got := events(imp.Job.Journal); !slices.Equal(got, []string{"paused", "paused", "completed"}) {
-		t.Fatalf("journal = %v, want paused, paused, completed", got)
+	if got := events(imp.Job.Journal); !slices.Equal(got, []string{"paused", "paused", "paused", "completed"}) {
+		t.Fatalf("journal = %v, want paused three times (a page each), then completed", got)
+	}
+	// The carry the completed job shows has the import's final counts.
+	var final struct {
+		Next     int `json:"next"`
+		Imported int `json:"imported"`
+		Skipped  int `json:"skipped"`
+		Pages    int `json:"pages"`
+	}
+	if err := json.Unmarshal(imp.Job.Carry, &final); err != nil || final.Next != 7 || final.Imported != 6 || final.Skipped != 1 || final.Pages != 3 {
+		t.Fatalf("completed job's carry = %s (%v), want next 7, imported 6, skipped 1, pages 3", imp.Job.Carry, err)
 	}
 	var checkpoints []int
 	for _, e := range imp.Job.Journal {
@@ -255,8 +270,8 @@ func TestImportPausesAndResumes(t *testing.T) {
 		}
 		checkpoints = append(checkpoints, c.Next)
 	}
-	if !slices.Equal(checkpoints, []int{3, 6, 7}) {
-		t.Fatalf("checkpoints = %v, want 3, 6, 7 (each run resumed from the carry)", checkpoints)
+	if !slices.Equal(checkpoints, []int{3, 6, 7, 7}) {
+		t.Fatalf("checkpoints = %v, want 3, 6, 7, 7 (each run resumed from the carry)", checkpoints)
 	}
 	var list struct {
 		Items []bookmark `json:"items"`
@@ -329,4 +344,26 @@ func TestTagRebuildBurstMerges(t *testing.T) {
 	if counts["merge-a"] != 1 || counts["merge-b"] != 1 || counts["merge-c"] != 1 || counts["merge-d"] != 0 {
 		t.Fatalf("tag index = %v", counts)
 	}
+}
+
+// TestWorkerWarnsOfTestOnlySettings: the suite's worker runs with test-only settings (a
+// loopback port, static hosts), and the first thing it logs is a warning naming them.
+func TestWorkerWarnsOfTestOnlySettings(t *testing.T) {
+	eventually(t, fetchDeadline, "the worker's test-only warning", func() (bool, string) {
+		b, err := os.ReadFile(filepath.Join(sys.logDir, "worker.log"))
+		if err != nil {
+			return false, err.Error()
+		}
+		_, rest, _ := strings.Cut(string(b), "\n") // after the "---- worker start" marker
+		first, _, _ := strings.Cut(rest, "\n")
+		var line struct {
+			Level    string   `json:"level"`
+			Msg      string   `json:"msg"`
+			Settings []string `json:"test_only_settings"`
+		}
+		err = json.Unmarshal([]byte(first), &line)
+		return err == nil && line.Level == "WARN" && strings.Contains(line.Msg, "TEST-ONLY SETTINGS ACTIVE") && len(line.Settings) == 2 &&
+			strings.HasPrefix(line.Settings[0], "BOOKMARKS_FETCH_ALLOW_LOOPBACK_PORT=") &&
+			strings.HasPrefix(line.Settings[1], "BOOKMARKS_FETCH_STATIC_HOSTS="), fmt.Sprintf("first line %q (%v)", first, err)
+	})
 }

@@ -141,6 +141,7 @@ type bookmark struct {
 	Tags           []string `json:"tags"`
 	FetchStatus    string   `json:"fetch_status"`
 	FetchError     string   `json:"fetch_error"`
+	HTTPStatus     *int     `json:"http_status"`
 	PageTitle      string   `json:"page_title"`
 	ContentSummary string   `json:"content_summary"`
 	FetchJob       *job     `json:"fetch_job"`

@@ -2,15 +2,18 @@
 APP_MODULES := shared/tasks sql bookmarks-api bookmarks-worker
 APP_BIN     := $(CURDIR)/.bin/app
 
-.PHONY: generate/app verify/app test/app test/e2e test/run test/copy test/rename run keys build/app docker/build docker/up docker/down
+.PHONY: generate/app verify/app verify/docker-go test/app test/e2e test/run test/copy test/rename test/docker run keys build/app docker/build docker/up docker/down
 
 generate/app: $(SQLC) ## Regenerate the app's sqlc code (sql/ → bookmarks-api, bookmarks-worker)
 	cd sql && $(SQLC) generate
 
-verify/app: $(SQLC) ## App sqlc output fresh; every app module builds and vets on its own
+verify/app: $(SQLC) verify/docker-go ## App sqlc output fresh; every app module builds and vets on its own
 	cd sql && $(SQLC) diff
 	@for m in $(APP_MODULES) e2e; do echo "GOWORK=off go build+vet $$m"; \
 	  (cd $$m && GOWORK=off go build ./... && GOWORK=off go vet ./...) || exit 1; done
+
+verify/docker-go: ## The Dockerfiles' pinned Go (ARG GO_VERSION) satisfies every go.mod they build (no Docker needed)
+	@$(CURDIR)/scripts/check-docker-go.sh
 
 test/app: ## Unit and integration tests of the app modules, with the race detector (needs TEST_DATABASE_URL)
 	@for m in $(APP_MODULES); do (cd $$m && GOWORK=off go test -race $(GOTEST_FLAGS) ./...) || exit 1; done
@@ -41,6 +44,9 @@ ARGS ?= list
 
 keys: build/app ## API keys in the app's database (make run's): make keys [ARGS='create --name me' | ARGS='revoke ID']
 	@$(PG) with -- bash -c 'DATABASE_URL=$$($(CURDIR)/scripts/app-db-url.sh) && export DATABASE_URL && exec $(APP_BIN)/bookmarks-api keys "$$@"' keys $(ARGS)
+
+test/docker: ## Needs Docker + compose v2, not in make test: build the images, bring the compose stack up, create a bookmark over HTTP, wait for the worker, tear down (scripts/check-docker.sh)
+	@$(CURDIR)/scripts/check-docker.sh
 
 docker/build: ## Build the api and worker images (needs Docker)
 	docker build -f docker/api.Dockerfile -t bookmarks-api .

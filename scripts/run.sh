@@ -78,6 +78,11 @@ try:  curl -s -X POST http://$addr/bookmarks -H "Authorization: Bearer $dev_key"
 then: curl -s http://$addr/bookmarks/<id> -H "Authorization: Bearer $dev_key"
 
 BANNER
+# The worker logs a warning for these too; repeat it under the banner, where it is seen.
+test_only=$(env | grep -E '^BOOKMARKS_FETCH_(ALLOW_LOOPBACK_PORT|STATIC_HOSTS)=.' | tr '\n' ' ')
+if [ -n "$test_only" ]; then
+  printf 'WARNING: the worker runs with TEST-ONLY settings: %s\n         (they let it fetch addresses it refuses in production; never use them there)\n\n' "$test_only"
+fi
 
 while gone=$(first_gone); [ -z "$gone" ]; do sleep 0.5; done
 case $gone in

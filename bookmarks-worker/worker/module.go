@@ -22,10 +22,23 @@ import (
 // Module is the whole worker. It needs a *slog.Logger (see [Options]).
 var Module = fx.Module("worker",
 	config.Module,
+	fx.Invoke(WarnTestOnlySettings), // first: before anything else is logged
 	fx.Provide(NewPool, NewVenturiWorker),
 	handlers.Module,
 	fx.Invoke(func(*handlers.Worker) {}), // the worker is the point of the app
 )
+
+// TestOnlyWarning is the message of the warning [WarnTestOnlySettings] logs.
+const TestOnlyWarning = "WARNING: TEST-ONLY SETTINGS ACTIVE: the fetcher may reach addresses it refuses in production. Never run this worker in production with them."
+
+// WarnTestOnlySettings logs TestOnlyWarning at level WARN, naming each active test-only
+// setting (config.Config.TestOnlySettings), when any is active; otherwise nothing. The
+// worker runs it before it logs anything else, so the warning heads its log.
+func WarnTestOnlySettings(cfg config.Config, log *slog.Logger) {
+	if s := cfg.TestOnlySettings(); len(s) > 0 {
+		log.Warn(TestOnlyWarning, "test_only_settings", s)
+	}
+}
 
 // Options returns everything main needs: the Module, a JSON logger on stderr, fx's own
 // events through that logger, and a stop timeout that covers the shutdown grace.

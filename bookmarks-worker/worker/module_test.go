@@ -1,9 +1,13 @@
 package worker
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,5 +63,75 @@ func TestStopTimeoutCoversTheShutdown(t *testing.T) {
 		if got, need := StopTimeout(cfg), cfg.ShutdownGrace+min(5*time.Second, cfg.Lease/2); got <= need {
 			t.Errorf("StopTimeout(%+v) = %v, not above the shutdown's %v", cfg, got, need)
 		}
+	}
+}
+
+// TestTheWorkerRunsEveryRegistration: the worker the fx graph builds has every kind of
+// handlers.Registrations() registered (a second registration of each is refused), so the
+// list is the only place a kind is added. Building the graph connects to nothing.
+func TestTheWorkerRunsEveryRegistration(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://registration.invalid/none")
+	var w *handlers.Worker
+	app := fx.New(Module, fx.Supply(slog.New(slog.NewTextHandler(io.Discard, nil))), fx.Populate(&w), fx.NopLogger)
+	if err := app.Err(); err != nil {
+		t.Fatal(err)
+	}
+	regs := handlers.Registrations()
+	if len(regs) == 0 {
+		t.Fatal("no registrations")
+	}
+	for i, reg := range regs {
+		if err := reg(w); err == nil {
+			t.Errorf("registration %d was not in the fx group: it registered again", i)
+		}
+	}
+}
+
+// TestTestOnlySettingsWarnAtStart: a worker started with a test-only setting logs a
+// warning naming it, before anything else; one without logs no warning.
+func TestTestOnlySettingsWarnAtStart(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		want []string // the warning's test_only_settings; nil: no warning
+	}{
+		{"none", nil, nil},
+		{"loopback port", map[string]string{"BOOKMARKS_FETCH_ALLOW_LOOPBACK_PORT": "8000"},
+			[]string{"BOOKMARKS_FETCH_ALLOW_LOOPBACK_PORT=8000: the fetcher may connect to 127.0.0.1:8000"}},
+		{"static hosts", map[string]string{"BOOKMARKS_FETCH_STATIC_HOSTS": "meta.test=169.254.169.254"},
+			[]string{"BOOKMARKS_FETCH_STATIC_HOSTS=meta.test=169.254.169.254: these names resolve without DNS"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("DATABASE_URL", "postgres://registration.invalid/none")
+			t.Setenv("BOOKMARKS_FETCH_ALLOW_LOOPBACK_PORT", "")
+			t.Setenv("BOOKMARKS_FETCH_STATIC_HOSTS", "")
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			var buf bytes.Buffer
+			log := slog.New(slog.NewJSONHandler(&buf, nil))
+			app := fx.New(Module, fx.Supply(log), fx.NopLogger) // builds the graph; connects to nothing
+			if err := app.Err(); err != nil {
+				t.Fatal(err)
+			}
+			var first struct {
+				Level    string   `json:"level"`
+				Msg      string   `json:"msg"`
+				Settings []string `json:"test_only_settings"`
+			}
+			line, _, _ := strings.Cut(buf.String(), "\n")
+			if tt.want == nil {
+				if strings.Contains(buf.String(), "TEST-ONLY") {
+					t.Fatalf("a warning without test-only settings:\n%s", buf.String())
+				}
+				return
+			}
+			if err := json.Unmarshal([]byte(line), &first); err != nil {
+				t.Fatalf("first log line %q: %v", line, err)
+			}
+			if first.Level != "WARN" || first.Msg != TestOnlyWarning || !slices.Equal(first.Settings, tt.want) {
+				t.Fatalf("first log line = %+v, want the WARN %q with %q", first, TestOnlyWarning, tt.want)
+			}
+		})
 	}
 }

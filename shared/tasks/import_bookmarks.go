@@ -12,19 +12,24 @@ const DefaultImportPageSize = 50
 // ImportBookmarks imports an uploaded bookmarks export (stored by the API as the rows of
 // an import) page by page. Each run imports one page in one transaction together with its
 // checkpoint (the carry), then pauses; the next run resumes after the checkpoint. A crash
-// or shutdown between pages repeats nothing that committed.
+// or shutdown between pages repeats nothing that committed. The run that finds no item
+// left completes the job (and marks the import done), so an import of n pages takes n+1
+// runs: venturi stores the carry when a job pauses, not when it completes, and this way
+// the carry a completed job keeps has the final counts.
 type ImportBookmarks struct {
 	ImportID string `json:"import_id"`
 	PageSize int    `json:"page_size,omitempty"`
 }
 
-// ImportCarry is ImportBookmarks's checkpoint, persisted on every pause and retry.
+// ImportCarry is ImportBookmarks's checkpoint, persisted on every pause and retry. The
+// last page's pause stores the final counts, which the completed job then keeps.
 type ImportCarry struct {
 	// Next is the position of the first item not yet imported.
 	Next int `json:"next"`
 	// Imported counts the bookmarks created so far.
 	Imported int `json:"imported"`
-	// Skipped counts items that were invalid or already bookmarked.
+	// Skipped counts items whose URL the fetcher would not try (not http or https, with
+	// credentials, too long, ...).
 	Skipped int `json:"skipped"`
 	// Pages counts the pages done.
 	Pages int `json:"pages"`

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +39,26 @@ type Config struct {
 	//   BOOKMARKS_FETCH_ALLOW_LOOPBACK_PORT (tests only: allow 127.0.0.1 on this one port),
 	//   BOOKMARKS_FETCH_STATIC_HOSTS (tests only: name=ip,name=ip resolved without DNS).
 	Fetch fetch.Config
+}
+
+// TestOnlySettings describes the test-only settings that c has active, one entry each
+// ("BOOKMARKS_FETCH_ALLOW_LOOPBACK_PORT=8000: the fetcher may connect to 127.0.0.1:8000"),
+// or returns nil. They weaken the fetcher's SSRF protection for tests and local demos; the
+// worker logs a warning naming them when it starts.
+func (c Config) TestOnlySettings() []string {
+	var s []string
+	if p := c.Fetch.AllowLoopbackPort; p != 0 {
+		s = append(s, fmt.Sprintf("BOOKMARKS_FETCH_ALLOW_LOOPBACK_PORT=%d: the fetcher may connect to 127.0.0.1:%d", p, p))
+	}
+	if len(c.Fetch.StaticHosts) > 0 {
+		names := make([]string, 0, len(c.Fetch.StaticHosts))
+		for name, ip := range c.Fetch.StaticHosts {
+			names = append(names, name+"="+ip.String())
+		}
+		slices.Sort(names)
+		s = append(s, "BOOKMARKS_FETCH_STATIC_HOSTS="+strings.Join(names, ",")+": these names resolve without DNS")
+	}
+	return s
 }
 
 // FromEnv reads the configuration from the process environment.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 )
@@ -35,5 +36,28 @@ func TestParseTestSettingsAndErrors(t *testing.T) {
 	}
 	if _, err := Parse(env(map[string]string{"BOOKMARKS_WORKER_LEASE": "soon"})); err == nil {
 		t.Fatal("want errors for a missing DATABASE_URL and a bad duration")
+	}
+}
+
+func TestTestOnlySettings(t *testing.T) {
+	t.Parallel()
+	c, err := Parse(env(map[string]string{"DATABASE_URL": "postgres://x"}))
+	if err != nil || c.TestOnlySettings() != nil {
+		t.Fatalf("defaults: %v, test-only settings %q", err, c.TestOnlySettings())
+	}
+	c, err = Parse(env(map[string]string{
+		"DATABASE_URL":                        "postgres://x",
+		"BOOKMARKS_FETCH_ALLOW_LOOPBACK_PORT": "8000",
+		"BOOKMARKS_FETCH_STATIC_HOSTS":        "b.test=10.0.0.1,a.test=169.254.169.254",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"BOOKMARKS_FETCH_ALLOW_LOOPBACK_PORT=8000: the fetcher may connect to 127.0.0.1:8000",
+		"BOOKMARKS_FETCH_STATIC_HOSTS=a.test=169.254.169.254,b.test=10.0.0.1: these names resolve without DNS",
+	}
+	if got := c.TestOnlySettings(); !slices.Equal(got, want) {
+		t.Fatalf("TestOnlySettings() = %q, want %q", got, want)
 	}
 }

@@ -9,18 +9,18 @@ package fetch
 //	row                                        answer
 //	http://[::1]/                              refused at dial time: the guard's check says
 //	                                           ssrf.ErrProhibitedIP for tcp6 [::1]:80; Fetch
-//	                                           returns reason "blocked", permanent (the socket
+//	                                           returns reason "blocked_address", permanent (the socket
 //	                                           is refused before connect; loopback only)
-//	http://[::1]:8080/, http://[::ffff:127.0.0.1]/  blocked, permanent (guard)
-//	http://2130706433/ (127.0.0.1 in decimal)  blocked, permanent, before any DNS lookup: a host
+//	http://[::1]:8080/, http://[::ffff:127.0.0.1]/  blocked_address, permanent (guard)
+//	http://2130706433/ (127.0.0.1 in decimal)  blocked_address, permanent, before any DNS lookup: a host
 //	                                           ending in a number that is not a dotted quad is
 //	                                           refused; and the address inet_aton-style
 //	                                           resolvers make of it, 127.0.0.1, is refused by
 //	                                           the guard's check
-//	http://0x7f000001/, http://0x7f.1/,        blocked, permanent (same rule: hex, shorthand,
+//	http://0x7f000001/, http://0x7f.1/,        blocked_address, permanent (same rule: hex, shorthand,
 //	http://017700000001/, http://127.1/,       octal, trailing dot, non-canonical octets)
 //	http://127.0.0.1./, http://127.000.000.001/
-//	http://3232235777/ (192.168.1.1)           blocked, permanent
+//	http://3232235777/ (192.168.1.1)           blocked_address, permanent
 //	http://user:pw@example.com/                bad_url, permanent (credentials are not sent)
 //	file:///etc/passwd                         bad_url, permanent
 //	gopher://127.0.0.1:70/_GET                 bad_url, permanent

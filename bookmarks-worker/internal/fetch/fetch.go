@@ -13,6 +13,8 @@ package fetch
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -53,6 +55,9 @@ type Config struct {
 	// way /etc/hosts would. Tests use it to point a name at a refused address; the guard
 	// still checks the address at dial time. Default none.
 	StaticHosts map[string]netip.Addr
+	// Resolver looks host names up. Tests point it at a local DNS server (see
+	// fetchtest.NXDomainResolver). Default nil: net.DefaultResolver.
+	Resolver *net.Resolver
 }
 
 func (c Config) withDefaults() Config {
@@ -87,45 +92,61 @@ type Result struct {
 	Text        string `json:"-"`
 }
 
-// Reasons a fetch fails, as recorded on the bookmark and in the job's attachment.
+// Reason codes: why a fetch failed, as users see it. The worker stores the code (and the
+// HTTP status, when a response arrived) on the bookmark and in the job's journal, never
+// the underlying error: a dial or DNS error names internal addresses (the resolver's, a
+// refused IP), so its text goes to the worker's log only.
 const (
-	ReasonBlocked         = "blocked"                  // the address, port or network is not allowed
-	ReasonBadURL          = "bad_url"                  // not an absolute http(s) URL without credentials
-	ReasonTooManyRedirect = "too_many_redirects"       // redirect limit reached
-	ReasonGone            = "gone"                     // 410
-	ReasonClientError     = "http_client_error"        // other 4xx
-	ReasonServerError     = "http_server_error"        // 5xx
-	ReasonRateLimited     = "rate_limited"             // 429 (and 408)
-	ReasonTooLarge        = "body_too_large"           // over MaxBytes
-	ReasonContentType     = "unsupported_content_type" // not HTML or plain text
-	ReasonTimeout         = "timeout"
-	ReasonNoHost          = "no_such_host"
-	ReasonNetwork         = "network_error"
+	ReasonBadURL           = "bad_url"            // not an absolute http(s) URL without credentials
+	ReasonBlocked          = "blocked_address"    // the address, port or network is not allowed
+	ReasonDNS              = "dns"                // the host name did not resolve
+	ReasonConnect          = "connect"            // the connection was refused or the host unreachable
+	ReasonTimeout          = "timeout"            // no answer in time (connect, TLS, headers or body)
+	ReasonTLS              = "tls"                // TLS handshake or certificate failure
+	ReasonTooManyRedirects = "too_many_redirects" // redirect limit reached
+	ReasonHTTPStatus       = "http_status"        // a non-2xx status (Error.Status says which)
+	ReasonTooLarge         = "too_large"          // body over MaxBytes
+	ReasonBadContent       = "bad_content"        // not HTML or plain text
+	ReasonNetwork          = "network"            // any other transport failure (reset, protocol error)
 )
 
 // Error is a failed fetch, classified for the retry policy.
 type Error struct {
-	Reason    string
-	Status    int // the HTTP status, when a response arrived
+	// Reason is one of the Reason* codes.
+	Reason string
+	// Status is the HTTP status, when a response arrived.
+	Status int
+	// Permanent reports that retrying cannot help (a refused address, a 4xx but 408 and
+	// 429, an unknown host, ...).
 	Permanent bool
-	Err       error
+	// Err is the underlying error. Its text can name internal addresses: log it, never
+	// show it to users (see [Error.Summary]).
+	Err error
 	// RetryAfter is the wait a 429 or 503 response asked for in its Retry-After header
 	// (delay-seconds or an HTTP-date); zero when the header is absent, unparsable, or
 	// asks for no wait.
 	RetryAfter time.Duration
 }
 
-func (e *Error) Error() string {
-	msg := e.Reason
-	if e.Status != 0 {
-		msg += fmt.Sprintf(" (HTTP %d)", e.Status)
+// Summary is the failure as users may see it: the reason code, followed by the status for
+// ReasonHTTPStatus ("dns", "too_large", "http_status 503"). It never includes the
+// underlying error.
+func (e *Error) Summary() string {
+	if e.Reason == ReasonHTTPStatus && e.Status != 0 {
+		return fmt.Sprintf("%s %d", e.Reason, e.Status)
 	}
-	if e.Err != nil {
-		msg += ": " + e.Err.Error()
-	}
-	return msg
+	return e.Reason
 }
 
+// Error is the Summary followed by the underlying error, for logs.
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Summary() + ": " + e.Err.Error()
+	}
+	return e.Summary()
+}
+
+// Unwrap returns the underlying error.
 func (e *Error) Unwrap() error { return e.Err }
 
 // Fetcher fetches pages. It is safe for concurrent use.
@@ -137,7 +158,8 @@ type Fetcher struct {
 // New returns a Fetcher with its own transport, guarded as the package describes.
 func New(cfg Config) *Fetcher {
 	cfg = cfg.withDefaults()
-	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: dialControl(cfg)}
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: dialControl(cfg),
+		Resolver: cfg.Resolver}
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if host, port, err := net.SplitHostPort(addr); err == nil {
 			if ip, ok := cfg.StaticHosts[strings.ToLower(host)]; ok {
@@ -161,7 +183,7 @@ func New(cfg Config) *Fetcher {
 		Timeout:   cfg.Timeout,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) > cfg.MaxRedirects {
-				return &Error{Reason: ReasonTooManyRedirect, Permanent: true,
+				return &Error{Reason: ReasonTooManyRedirects, Permanent: true,
 					Err: fmt.Errorf("more than %d redirects", cfg.MaxRedirects)}
 			}
 			if err := checkURL(req.URL); err != nil {
@@ -270,7 +292,7 @@ func (f *Fetcher) Fetch(ctx context.Context, raw string) (*Result, error) {
 	switch mediaType {
 	case "text/html", "application/xhtml+xml", "text/plain":
 	default:
-		return nil, &Error{Reason: ReasonContentType, Status: resp.StatusCode, Permanent: true,
+		return nil, &Error{Reason: ReasonBadContent, Status: resp.StatusCode, Permanent: true,
 			Err: fmt.Errorf("content type %q", mediaType)}
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, f.cfg.MaxBytes+1))
@@ -296,18 +318,15 @@ func statusError(code int) *Error {
 	switch {
 	case code >= 200 && code < 300:
 		return nil
-	case code == http.StatusGone:
-		return &Error{Reason: ReasonGone, Status: code, Permanent: true}
-	case code == http.StatusTooManyRequests || code == http.StatusRequestTimeout:
-		return &Error{Reason: ReasonRateLimited, Status: code}
-	case code >= 500:
-		return &Error{Reason: ReasonServerError, Status: code}
-	default: // other 4xx, and 1xx/3xx that were not followed
-		return &Error{Reason: ReasonClientError, Status: code, Permanent: true}
+	case code == http.StatusTooManyRequests || code == http.StatusRequestTimeout || code >= 500:
+		return &Error{Reason: ReasonHTTPStatus, Status: code}
+	default: // 410, other 4xx, and 1xx/3xx that were not followed
+		return &Error{Reason: ReasonHTTPStatus, Status: code, Permanent: true}
 	}
 }
 
-// classify turns a transport error into an *Error.
+// classify turns a transport error into an *Error. The order matters: a guard refusal and
+// a failed lookup arrive as dial errors too, and a TLS handshake timeout is a timeout.
 func classify(err error) *Error {
 	var fe *Error
 	if errors.As(err, &fe) {
@@ -318,14 +337,37 @@ func classify(err error) *Error {
 		return &Error{Reason: ReasonBlocked, Permanent: true, Err: unwrapDial(err)}
 	}
 	var dnsErr *net.DNSError
-	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
-		return &Error{Reason: ReasonNoHost, Permanent: true, Err: dnsErr}
+	if errors.As(err, &dnsErr) {
+		// An unknown name is final; a resolver that failed or timed out may answer later.
+		return &Error{Reason: ReasonDNS, Permanent: dnsErr.IsNotFound, Err: dnsErr}
 	}
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
 		return &Error{Reason: ReasonTimeout, Err: err}
 	}
+	if isTLS(err) {
+		return &Error{Reason: ReasonTLS, Err: err}
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return &Error{Reason: ReasonConnect, Err: err}
+	}
 	return &Error{Reason: ReasonNetwork, Err: err}
+}
+
+// isTLS reports whether err is a TLS handshake or certificate failure.
+func isTLS(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		alert    tls.AlertError
+		record   tls.RecordHeaderError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+	)
+	return errors.As(err, &verify) || errors.As(err, &alert) || errors.As(err, &record) ||
+		errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
+		strings.Contains(err.Error(), "tls: ")
 }
 
 // unwrapDial drops the url.Error and net.OpError layers around a guard refusal, keeping

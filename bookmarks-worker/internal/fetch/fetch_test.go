@@ -3,6 +3,7 @@ package fetch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/fetch/fetchtest"
 )
 
 // testServer is a loopback page server and a Fetcher allowed to reach exactly it.
@@ -62,12 +65,12 @@ func TestFetchStatusClassification(t *testing.T) {
 		reason    string
 		permanent bool
 	}{
-		{410, ReasonGone, true},
-		{404, ReasonClientError, true},
-		{429, ReasonRateLimited, false},
-		{408, ReasonRateLimited, false},
-		{500, ReasonServerError, false},
-		{503, ReasonServerError, false},
+		{410, ReasonHTTPStatus, true},
+		{404, ReasonHTTPStatus, true},
+		{429, ReasonHTTPStatus, false},
+		{408, ReasonHTTPStatus, false},
+		{500, ReasonHTTPStatus, false},
+		{503, ReasonHTTPStatus, false},
 	} {
 		t.Run(strconv.Itoa(tt.status), func(t *testing.T) {
 			t.Parallel()
@@ -166,9 +169,9 @@ func TestFetchLimits(t *testing.T) {
 	_, err := f.Fetch(t.Context(), srv.URL+"/big")
 	requireReason(t, err, ReasonTooLarge, true)
 	_, err = f.Fetch(t.Context(), srv.URL+"/image")
-	requireReason(t, err, ReasonContentType, true)
+	requireReason(t, err, ReasonBadContent, true)
 	_, err = f.Fetch(t.Context(), srv.URL+"/loop")
-	requireReason(t, err, ReasonTooManyRedirect, true)
+	requireReason(t, err, ReasonTooManyRedirects, true)
 	_, err = f.Fetch(t.Context(), srv.URL+"/hang")
 	requireReason(t, err, ReasonTimeout, false)
 }
@@ -206,7 +209,7 @@ func TestFetchRefusesSpecialAddresses(t *testing.T) {
 			t.Parallel()
 			_, err := f.Fetch(t.Context(), target)
 			var fe *Error
-			if !errors.As(err, &fe) || !fe.Permanent || (fe.Reason != ReasonBlocked && fe.Reason != ReasonNoHost) {
+			if !errors.As(err, &fe) || !fe.Permanent || (fe.Reason != ReasonBlocked && fe.Reason != ReasonDNS) {
 				t.Fatalf("fetch %s: %v, want a permanent refusal", target, err)
 			}
 			// Through a redirect from an allowed page, too.
@@ -244,5 +247,52 @@ func TestDefaultAllowsNoLoopback(t *testing.T) {
 	requireReason(t, err, ReasonBlocked, true)
 	if hits.Load() != 0 {
 		t.Fatal("the loopback server was reached")
+	}
+}
+
+// TestFetchClassifiesTransportFailures: a name that does not resolve, a refused
+// connection and an untrusted certificate each get their reason code, and the Summary
+// users see carries none of the addresses the underlying error names.
+func TestFetchClassifiesTransportFailures(t *testing.T) {
+	t.Parallel()
+	refusing := fetchtest.RefusingPort(t)
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(tlsSrv.Close)
+	tu, _ := url.Parse(tlsSrv.URL)
+	tlsPort, _ := strconv.Atoi(tu.Port())
+	for _, tt := range []struct {
+		name, url string
+		cfg       Config
+		reason    string
+		permanent bool
+	}{
+		{"unknown name", "http://nohost.fetch.test/", Config{Resolver: fetchtest.NXDomainResolver(t)}, ReasonDNS, true},
+		{"refused connection", fmt.Sprintf("http://127.0.0.1:%d/", refusing), Config{AllowLoopbackPort: refusing}, ReasonConnect, false},
+		{"untrusted certificate", tlsSrv.URL, Config{AllowLoopbackPort: uint16(tlsPort)}, ReasonTLS, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := New(tt.cfg).Fetch(t.Context(), tt.url)
+			fe := requireReason(t, err, tt.reason, tt.permanent)
+			if fe.Summary() != tt.reason {
+				t.Fatalf("Summary() = %q, want %q", fe.Summary(), tt.reason)
+			}
+			if fe.Err == nil || !strings.HasPrefix(fe.Error(), tt.reason+": ") {
+				t.Fatalf("Error() = %q, want the code and the underlying error (for logs)", fe.Error())
+			}
+		})
+	}
+}
+
+func TestErrorSummaryHasTheStatus(t *testing.T) {
+	t.Parallel()
+	fe := &Error{Reason: ReasonHTTPStatus, Status: 503, Err: errors.New("detail")}
+	if fe.Summary() != "http_status 503" || fe.Error() != "http_status 503: detail" {
+		t.Fatalf("Summary %q, Error %q", fe.Summary(), fe.Error())
+	}
+	// The status of a page refused for its body is on the bookmark, not in the summary.
+	fe = &Error{Reason: ReasonTooLarge, Status: 200, Err: errors.New("body larger than 1024 bytes")}
+	if fe.Summary() != "too_large" {
+		t.Fatalf("Summary %q", fe.Summary())
 	}
 }

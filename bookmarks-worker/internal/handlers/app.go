@@ -2,7 +2,7 @@
 // kind, each a handler function over the shared payload type, and App, the state they share.
 //
 // Go cannot add a Handle method to another package's type, so each kind is registered with
-// venturi.RegisterFuncSafely and a function of type venturi.HandlerFunc[T, *App, C], for
+// venturi.RegisterFunc and a function of type venturi.HandlerFunc[T, *App, C], for
 // example handleFetchBookmark(ctx, tasks.FetchBookmark, *venturi.Run[tasks.FetchCarry],
 // *App). The payload type itself is registered, so its Kind and its enqueue-time policy
 // (DedupKey, Merge, Priority) are the ones the producer uses, and registration fails if
@@ -55,10 +55,15 @@ type Worker = venturi.Worker[*App]
 // through the "venturi.handlers" value group.
 type Registration func(*Worker) error
 
-// Registrations lists every task kind this worker runs. Adding a kind means adding its
-// handler file and one line here (and one in module.go).
+// Registrations lists every task kind this worker runs, and is the only list: Module feeds
+// each into the "venturi.handlers" group, and the tests register them all. Adding a kind
+// means adding its handler file and its Register function here.
 func Registrations() []Registration {
-	return []Registration{RegisterFetchBookmark, RegisterImportBookmarks, RegisterRebuildTagIndex}
+	return []Registration{
+		RegisterFetchBookmark,
+		RegisterImportBookmarks,
+		RegisterRebuildTagIndex,
+	}
 }
 
 func uuidOf(id ulid.ULID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: true} }

@@ -32,7 +32,8 @@ type FetchAttachment struct {
 	Bytes       int64  `json:"bytes,omitempty"`
 	ContentType string `json:"content_type,omitempty"`
 	FinalURL    string `json:"final_url,omitempty"`
-	Reason      string `json:"reason,omitempty"`
+	// Reason is the failure's reason code (fetch.Reason*), empty on success.
+	Reason string `json:"reason,omitempty"`
 	// RetryAfter is the wait a 429 or 503 asked for with Retry-After (before the
 	// MaxRetryAfter cap): evidence of what the server said. It sets the retry's delay,
 	// except on the last attempt, where the job gives up.
@@ -44,7 +45,10 @@ type FetchAttachment struct {
 // Gone and other permanent failures kill the job and mark the bookmark failed; 5xx, 429
 // and timeouts retry with backoff until the bookmark's attempts run out, except that a 429
 // or 503 with a Retry-After header retries after the wait it asks for (at most
-// MaxRetryAfter).
+// MaxRetryAfter). A failure stores its reason code (fetch.Reason*) in the bookmark's
+// fetch_error and the HTTP status in http_status; the journal note says the same
+// ("fetch failed: dns"); the underlying error, which can name internal addresses, is
+// logged with the job ID and nowhere else.
 func handleFetchBookmark(ctx context.Context, t tasks.FetchBookmark, run *venturi.Run[tasks.FetchCarry], app *App) (venturi.Outcome, error) {
 	id, err := parseID(t.BookmarkID)
 	if err != nil {
@@ -75,22 +79,27 @@ func handleFetchBookmark(ctx context.Context, t tasks.FetchBookmark, run *ventur
 		}
 		_ = run.SetAttachment(att)
 		final := fe.Permanent || run.Failures()+1 >= app.MaxFetchAttempts
+		// The raw error (resolver and dialled addresses) goes to the log only; the bookmark
+		// and the journal get the reason code and the HTTP status.
+		app.Log.Warn("fetch failed", "job_id", run.ID().String(), "bookmark_id", t.BookmarkID,
+			"reason", fe.Reason, "http_status", fe.Status, "attempt", run.Failures()+1, "final", final, "err", fe.Error())
 		status := pgtype.Int4{Int32: int32(fe.Status), Valid: fe.Status != 0}
 		if _, err := app.Store.RecordFetchFailure(ctx, app.Pool, store.RecordFetchFailureParams{
-			Final: final, FetchError: fe.Error(), HttpStatus: status, ID: id, FetchJobID: job,
+			Final: final, FetchError: fe.Reason, HttpStatus: status, ID: id, FetchJobID: job,
 		}); err != nil {
-			return venturi.Outcome{}, fmt.Errorf("record failure %v: %w", fe, err)
+			return venturi.Outcome{}, fmt.Errorf("record failure (%s): %w", fe.Summary(), err)
 		}
+		failed := fetchFailed{fe.Summary()}
 		if final {
 			if !fe.Permanent {
-				return venturi.Outcome{}, venturi.Permanentf("giving up after %d attempts: %w", run.Failures()+1, fe)
+				return venturi.Outcome{}, venturi.Permanentf("giving up after %d attempts: %w", run.Failures()+1, failed)
 			}
-			return venturi.Outcome{}, venturi.Permanent(fe)
+			return venturi.Outcome{}, venturi.Permanent(failed)
 		}
 		if retryAfter > 0 {
-			return venturi.Outcome{}, venturi.RetryIn(retryAfter, fe)
+			return venturi.Outcome{}, venturi.RetryIn(retryAfter, failed)
 		}
-		return venturi.Outcome{}, fe
+		return venturi.Outcome{}, failed
 	}
 	att.Status, att.Bytes, att.ContentType, att.FinalURL = res.Status, res.Bytes, res.ContentType, res.FinalURL
 	_ = run.SetAttachment(att)
@@ -116,6 +125,14 @@ func handleFetchBookmark(ctx context.Context, t tasks.FetchBookmark, run *ventur
 	})
 	return out, err
 }
+
+// fetchFailed is the error a failed fetch returns to venturi, whose message becomes the
+// job's journal note: "fetch failed: " and the reason code, with the HTTP status when a
+// response arrived ("fetch failed: http_status 503"). It holds no underlying error, so no
+// address or resolver detail reaches the journal (or the API that shows it).
+type fetchFailed struct{ summary string }
+
+func (f fetchFailed) Error() string { return "fetch failed: " + f.summary }
 
 // retryAfterOf returns the delay before the retry of a failed fetch that a 429 or 503
 // asked for with Retry-After, capped at MaxRetryAfter; zero means the usual backoff.

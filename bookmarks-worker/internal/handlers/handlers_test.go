@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +22,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/fetch"
+	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/fetch/fetchtest"
 	"github.com/venturi-dev/bookmarks/shared/tasks"
 	"github.com/venturi-dev/venturi"
 	"github.com/venturi-dev/venturi/venturitest"
@@ -45,8 +49,8 @@ func TestFetchBookmarkRetriesThenSucceeds(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.fetcher.script["https://flaky.example/"] = []func() (*fetch.Result, error){
-		fail(&fetch.Error{Reason: fetch.ReasonServerError, Status: 503}),
-		fail(&fetch.Error{Reason: fetch.ReasonRateLimited, Status: 429}),
+		fail(&fetch.Error{Reason: fetch.ReasonHTTPStatus, Status: 503}),
+		fail(&fetch.Error{Reason: fetch.ReasonHTTPStatus, Status: 429}),
 		ok("Finally"),
 	}
 	b.start(t)
@@ -63,14 +67,14 @@ func TestFetchBookmarkRetriesThenSucceeds(t *testing.T) {
 func TestFetchBookmarkPermanentFailures(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.fetcher.script["https://gone.example/"] = []func() (*fetch.Result, error){fail(&fetch.Error{Reason: fetch.ReasonGone, Status: 410, Permanent: true})}
-	b.fetcher.script["http://10.0.0.1/"] = []func() (*fetch.Result, error){fail(&fetch.Error{Reason: fetch.ReasonBlocked, Permanent: true, Err: errors.New("prohibited IP address")})}
-	b.fetcher.script["https://down.example/"] = []func() (*fetch.Result, error){fail(&fetch.Error{Reason: fetch.ReasonServerError, Status: 500})}
+	b.fetcher.script["https://gone.example/"] = []func() (*fetch.Result, error){fail(&fetch.Error{Reason: fetch.ReasonHTTPStatus, Status: 410, Permanent: true})}
+	b.fetcher.script["http://10.0.0.1/"] = []func() (*fetch.Result, error){fail(&fetch.Error{Reason: fetch.ReasonBlocked, Permanent: true, Err: errors.New("prohibited IP address: 10.0.0.1")})}
+	b.fetcher.script["https://down.example/"] = []func() (*fetch.Result, error){fail(&fetch.Error{Reason: fetch.ReasonHTTPStatus, Status: 500})}
 	b.start(t)
 	for url, want := range map[string]string{
-		"https://gone.example/": "gone (HTTP 410)",
-		"http://10.0.0.1/":      "blocked: prohibited IP address",
-		"https://down.example/": "http_server_error (HTTP 500)", // gives up after MaxFetchAttempts (3)
+		"https://gone.example/": "http_status",
+		"http://10.0.0.1/":      "blocked_address",
+		"https://down.example/": "http_status", // gives up after MaxFetchAttempts (3)
 	} {
 		id, job := b.bookmark(t, url)
 		j := b.waitJob(t, job, venturi.StateDead)
@@ -103,20 +107,32 @@ func TestImportBookmarksPausesWithCarry(t *testing.T) {
 	imp, _ := parseID(task.ImportID)
 	b.start(t)
 	j := b.waitJob(t, job, venturi.StateCompleted)
-	if j.RunCount != 3 || j.Journal[0].Event != venturi.EventPaused || j.Journal[1].Event != venturi.EventPaused {
-		t.Fatalf("want two pauses then completion, journal = %+v", j.Journal)
-	}
+	final := tasks.ImportCarry{Next: 7, Imported: 5, Skipped: 2, Pages: 3}
+	// The carry the completed job keeps has the final counts, those of the import.
 	var carry tasks.ImportCarry
-	if err := json.Unmarshal(j.Journal[1].Attachment, &carry); err != nil || carry.Next != 6 || carry.Pages != 2 {
-		t.Fatalf("checkpoint after page 2 = %+v (%v)", carry, err)
+	if err := json.Unmarshal(j.Carry, &carry); err != nil || carry != final {
+		t.Fatalf("completed job's carry %s = %+v (%v), want %+v", j.Carry, carry, err, final)
+	}
+	var events []venturi.Event
+	var checkpoints []tasks.ImportCarry
+	for _, e := range j.Journal {
+		var c tasks.ImportCarry
+		if err := json.Unmarshal(e.Attachment, &c); err != nil {
+			t.Fatalf("attachment %s: %v", e.Attachment, err)
+		}
+		events, checkpoints = append(events, e.Event), append(checkpoints, c)
+	}
+	if !slices.Equal(events, []venturi.Event{venturi.EventPaused, venturi.EventPaused, venturi.EventPaused, venturi.EventCompleted}) ||
+		!slices.Equal(checkpoints, []tasks.ImportCarry{{Next: 3, Imported: 2, Skipped: 1, Pages: 1}, {Next: 6, Imported: 4, Skipped: 2, Pages: 2}, final, final}) {
+		t.Fatalf("journal %v with checkpoints %+v, want three pages then the closing run", events, checkpoints)
 	}
 	var n, skipped int
 	var status string
 	if err := b.pool.QueryRow(ctx, "SELECT imported, skipped, status FROM bookmark_import WHERE id = $1", imp).Scan(&n, &skipped, &status); err != nil {
 		t.Fatal(err)
 	}
-	if n != 5 || skipped != 2 || status != "done" {
-		t.Fatalf("import = %d imported, %d skipped, %s", n, skipped, status)
+	if n != carry.Imported || skipped != carry.Skipped || status != "done" {
+		t.Fatalf("import = %d imported, %d skipped, %s; want the carry's %d and %d, done", n, skipped, status, carry.Imported, carry.Skipped)
 	}
 	// The finished import asked for its tag to be recounted (the rebuild may have run by now).
 	venturitest.RequireEnqueued(t, b.pool, func(r tasks.RebuildTagIndex) bool {
@@ -295,5 +311,83 @@ func TestFetchBookmarkHonoursRetryAfter(t *testing.T) {
 		if status, title, _, attempts := b.row(t, id); status != "fetched" || title != "Up" || attempts != 2 {
 			t.Fatalf("%s: bookmark %s %q attempts %d", path, status, title, attempts)
 		}
+	}
+}
+
+// syncBuffer is a log destination the worker's goroutines may share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestFetchFailuresShowCodesNotAddresses: a name that does not resolve and a refused
+// connection, through the real fetcher, leave a reason code on the bookmark and in every
+// journal note, and no address (the resolver's, the dialled one) anywhere users look. The
+// raw error goes to the worker's log, with the job ID.
+func TestFetchFailuresShowCodesNotAddresses(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	refusing := fetchtest.RefusingPort(t)
+	b.app.Fetcher = fetch.New(fetch.Config{Resolver: fetchtest.NXDomainResolver(t), AllowLoopbackPort: refusing})
+	var logs syncBuffer
+	b.app.Log = slog.New(slog.NewJSONHandler(&logs, nil))
+	b.start(t)
+	for _, tt := range []struct {
+		name, url, code string
+		notes           []string // the journal, run by run (MaxFetchAttempts is 3)
+		raw             string   // in the log line only
+	}{
+		{"unknown name", "http://nohost.fetch.test/", fetch.ReasonDNS,
+			[]string{"fetch failed: dns"}, "lookup nohost.fetch.test"},
+		{"connection refused", fmt.Sprintf("http://127.0.0.1:%d/", refusing), fetch.ReasonConnect,
+			[]string{"fetch failed: connect", "fetch failed: connect", "giving up after 3 attempts: fetch failed: connect"},
+			fmt.Sprintf("127.0.0.1:%d: connect: connection refused", refusing)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			id, job := b.bookmark(t, tt.url)
+			j := b.waitJob(t, job, venturi.StateDead)
+			var code string
+			var httpStatus *int32
+			if err := b.pool.QueryRow(context.Background(), "SELECT fetch_status, fetch_error, http_status FROM bookmark WHERE id = $1",
+				uuidOf(id)).Scan(new(string), &code, &httpStatus); err != nil {
+				t.Fatal(err)
+			}
+			if code != tt.code || httpStatus != nil {
+				t.Fatalf("bookmark fetch_error %q http_status %v, want %q and none", code, httpStatus, tt.code)
+			}
+			var notes []string
+			for _, e := range j.Journal {
+				notes = append(notes, e.Note)
+				var att FetchAttachment
+				if err := json.Unmarshal(e.Attachment, &att); err != nil || att.Reason != tt.code {
+					t.Fatalf("attachment %s (%v), want reason %q", e.Attachment, err, tt.code)
+				}
+			}
+			if !slices.Equal(notes, tt.notes) {
+				t.Fatalf("journal notes %q, want %q", notes, tt.notes)
+			}
+			// The detail is in the log, on a line that names the job.
+			line := ""
+			for l := range strings.Lines(logs.String()) {
+				if strings.Contains(l, job.String()) && strings.Contains(l, tt.raw) {
+					line = l
+				}
+			}
+			if line == "" {
+				t.Fatalf("no log line with job %s and %q:\n%s", job, tt.raw, logs.String())
+			}
+		})
 	}
 }

@@ -23,9 +23,16 @@ func RegisterImportBookmarks(w *Worker) error {
 // ImportPause is the pause between two pages: zero yields at once, letting other jobs run.
 const ImportPause = 0 * time.Second
 
-// handleImportBookmarks imports one page of the import, starting at the carry's checkpoint: it creates the
-// page's bookmarks, enqueues their fetches, advances the checkpoint and records the outcome
-// in one transaction, then pauses until the next page (or completes after the last one).
+// handleImportBookmarks imports one page of the import, starting at the carry's
+// checkpoint: it creates the page's bookmarks, enqueues their fetches, advances the
+// checkpoint and records the outcome in one transaction, then pauses until the next page.
+//
+// The run that finds no item left completes the job: it marks the import done, asks for
+// its tags to be recounted and records the totals, again in one transaction. Completion
+// gets a run of its own because venturi stores a carry only when the job goes back to
+// pending (a pause or a retry), never when it completes: had the last page completed the
+// job, the carry the job keeps, which GET /imports/{id} shows, would be the previous
+// page's, with stale counts.
 func handleImportBookmarks(ctx context.Context, t tasks.ImportBookmarks, run *venturi.Run[tasks.ImportCarry], app *App) (venturi.Outcome, error) {
 	id, err := parseID(t.ImportID)
 	if err != nil {
@@ -49,6 +56,22 @@ func handleImportBookmarks(ctx context.Context, t tasks.ImportBookmarks, run *ve
 		if err != nil {
 			return err
 		}
+		if len(rows) == 0 {
+			// Every page is in: the carry is final (the last page's pause stored it).
+			if len(imp.Tags) > 0 && carry.Imported > 0 {
+				if _, err := app.Queue.EnqueueTx(ctx, tx, tasks.NewRebuildTagIndex(imp.Tags...), venturi.After(time.Second)); err != nil {
+					return err
+				}
+			}
+			if err := app.Store.SetImportProgress(ctx, tx, store.SetImportProgressParams{
+				Status: "done", Imported: int32(carry.Imported), Skipped: int32(carry.Skipped), ID: id}); err != nil {
+				return err
+			}
+			_ = run.SetAttachment(carry)
+			out, err = run.CompleteTx(ctx, tx, venturi.CompletedWith(fmt.Sprintf("imported %d of %d items in %d pages (%d skipped)",
+				carry.Imported, imp.Total, carry.Pages, carry.Skipped)))
+			return err
+		}
 		for _, r := range rows {
 			carry.Next = int(r.Position) + 1
 			if fetch.CheckURL(r.Url) != nil || len(r.Url) > 2048 {
@@ -70,35 +93,22 @@ func handleImportBookmarks(ctx context.Context, t tasks.ImportBookmarks, run *ve
 			carry.Imported++
 		}
 		carry.Pages++
-		done := len(rows) < size || carry.Next >= int(imp.Total)
-		status := "running"
-		if done {
-			status = "done"
-			if len(imp.Tags) > 0 && carry.Imported > 0 {
-				if _, err := app.Queue.EnqueueTx(ctx, tx, tasks.NewRebuildTagIndex(imp.Tags...), venturi.After(time.Second)); err != nil {
-					return err
-				}
-			}
-		}
 		if err := app.Store.SetImportProgress(ctx, tx, store.SetImportProgressParams{
-			Status: status, Imported: int32(carry.Imported), Skipped: int32(carry.Skipped), ID: id}); err != nil {
+			Status: "running", Imported: int32(carry.Imported), Skipped: int32(carry.Skipped), ID: id}); err != nil {
 			return err
 		}
 		_ = run.SetAttachment(carry)
-		o := venturi.PauseInWith(ImportPause, fmt.Sprintf("page %d: %d/%d items, %d imported, %d skipped",
-			carry.Pages, carry.Next, imp.Total, carry.Imported, carry.Skipped))
-		if done {
-			o = venturi.CompletedWith(fmt.Sprintf("imported %d of %d items in %d pages (%d skipped)",
-				carry.Imported, imp.Total, carry.Pages, carry.Skipped))
-		}
 		run.SetCarry(c)
-		out, err = run.CompleteTx(ctx, tx, o)
+		out, err = run.CompleteTx(ctx, tx, venturi.PauseInWith(ImportPause, fmt.Sprintf("page %d: %d/%d items, %d imported, %d skipped",
+			carry.Pages, carry.Next, imp.Total, carry.Imported, carry.Skipped)))
 		return err
 	})
 	if err != nil {
 		// The transaction rolled back, so the checkpoint must not advance: a retry persists
-		// the carry as it is now.
+		// the carry as it is now, and the journal shows that one, not the counts that
+		// did not commit.
 		run.SetCarry(saved)
+		_ = run.SetAttachment(saved)
 	}
 	return out, err
 }

@@ -10,19 +10,19 @@ import (
 	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/fetch"
 )
 
-// Group is the value group that carries Registrations to the worker.
+// Group is the value group that carries Registrations to the worker. Another fx module can
+// add a kind of its own with fx.Annotate(func() Registration { ... }, fx.ResultTags(Group)).
 const Group = `group:"venturi.handlers"`
 
-// Module provides the App, the fetcher and one Registration per task kind in the
-// "venturi.handlers" group.
+// Module provides the App, the fetcher and every Registration of [Registrations] in the
+// "venturi.handlers" group: the list is provided once, flattened into one group value per
+// kind, so adding a kind to Registrations is all the fx wiring it needs.
 var Module = fx.Module("handlers",
 	fx.Provide(
 		func(cfg config.Config) Fetcher { return fetch.New(cfg.Fetch) },
 		func(pool *pgxpool.Pool, f Fetcher, log *slog.Logger, cfg config.Config) *App {
 			return NewApp(pool, f, log, cfg.MaxFetchAttempts)
 		},
-		fx.Annotate(func() Registration { return RegisterFetchBookmark }, fx.ResultTags(Group)),
-		fx.Annotate(func() Registration { return RegisterImportBookmarks }, fx.ResultTags(Group)),
-		fx.Annotate(func() Registration { return RegisterRebuildTagIndex }, fx.ResultTags(Group)),
+		fx.Annotate(Registrations, fx.ResultTags(`group:"venturi.handlers,flatten"`)),
 	),
 )

@@ -44,13 +44,14 @@ func TestFetchBookmarkFailureDecisions(t *testing.T) {
 		retryIn  time.Duration // 0: the worker's backoff
 		note     string
 	}{
-		{"429 asks for two hours: capped", &fetch.Error{Reason: fetch.ReasonRateLimited, Status: 429, RetryAfter: 2 * time.Hour}, 0, venturi.EventFailed, MaxRetryAfter, "rate_limited (HTTP 429)"},
-		{"503 asks for a second", &fetch.Error{Reason: fetch.ReasonServerError, Status: 503, RetryAfter: time.Second}, 1, venturi.EventFailed, time.Second, "http_server_error (HTTP 503)"},
-		{"500 with Retry-After: backoff", &fetch.Error{Reason: fetch.ReasonServerError, Status: 500, RetryAfter: 5 * time.Second}, 0, venturi.EventFailed, 0, "http_server_error (HTTP 500)"},
-		{"503 without Retry-After: backoff", &fetch.Error{Reason: fetch.ReasonServerError, Status: 503}, 0, venturi.EventFailed, 0, "http_server_error (HTTP 503)"},
-		{"410 is permanent", &fetch.Error{Reason: fetch.ReasonGone, Status: 410, Permanent: true}, 0, venturi.EventDead, 0, "gone (HTTP 410)"},
-		{"the last attempt gives up", &fetch.Error{Reason: fetch.ReasonServerError, Status: 500}, 2, venturi.EventDead, 0, "giving up after 3 attempts: http_server_error (HTTP 500)"},
-		{"the last attempt ignores Retry-After", &fetch.Error{Reason: fetch.ReasonRateLimited, Status: 429, RetryAfter: time.Minute}, 2, venturi.EventDead, 0, "giving up after 3 attempts: rate_limited (HTTP 429)"},
+		{"429 asks for two hours: capped", &fetch.Error{Reason: fetch.ReasonHTTPStatus, Status: 429, RetryAfter: 2 * time.Hour}, 0, venturi.EventFailed, MaxRetryAfter, "fetch failed: http_status 429"},
+		{"503 asks for a second", &fetch.Error{Reason: fetch.ReasonHTTPStatus, Status: 503, RetryAfter: time.Second}, 1, venturi.EventFailed, time.Second, "fetch failed: http_status 503"},
+		{"500 with Retry-After: backoff", &fetch.Error{Reason: fetch.ReasonHTTPStatus, Status: 500, RetryAfter: 5 * time.Second}, 0, venturi.EventFailed, 0, "fetch failed: http_status 500"},
+		{"503 without Retry-After: backoff", &fetch.Error{Reason: fetch.ReasonHTTPStatus, Status: 503}, 0, venturi.EventFailed, 0, "fetch failed: http_status 503"},
+		{"410 is permanent", &fetch.Error{Reason: fetch.ReasonHTTPStatus, Status: 410, Permanent: true}, 0, venturi.EventDead, 0, "fetch failed: http_status 410"},
+		{"the last attempt gives up", &fetch.Error{Reason: fetch.ReasonHTTPStatus, Status: 500}, 2, venturi.EventDead, 0, "giving up after 3 attempts: fetch failed: http_status 500"},
+		{"the last attempt ignores Retry-After", &fetch.Error{Reason: fetch.ReasonHTTPStatus, Status: 429, RetryAfter: time.Minute}, 2, venturi.EventDead, 0, "giving up after 3 attempts: fetch failed: http_status 429"},
+		{"a timeout's detail stays out", &fetch.Error{Reason: fetch.ReasonTimeout, Err: errors.New("dial tcp 10.1.2.3:443: i/o timeout")}, 0, venturi.EventFailed, 0, "fetch failed: timeout"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			url := fmt.Sprintf("https://r%d.example/", i)
@@ -75,8 +76,8 @@ func TestFetchBookmarkFailureDecisions(t *testing.T) {
 			if tt.event == venturi.EventDead {
 				wantStatus = "failed"
 			}
-			if status, _, errText, attempts := b.row(t, id); status != wantStatus || errText != tt.fe.Error() || attempts != 1 {
-				t.Fatalf("bookmark %s %q attempts %d, want %s %q 1", status, errText, attempts, wantStatus, tt.fe.Error())
+			if status, _, errText, attempts := b.row(t, id); status != wantStatus || errText != tt.fe.Reason || attempts != 1 {
+				t.Fatalf("bookmark %s %q attempts %d, want %s %q 1", status, errText, attempts, wantStatus, tt.fe.Reason)
 			}
 		})
 	}
@@ -150,8 +151,17 @@ func TestImportBookmarksOnePageARun(t *testing.T) {
 	}
 	opts.Carry, opts.RunCount = res.Carry, 3
 	res = venturitest.RunFunc(ctx, handleImportBookmarks, task, b.app, opts)
-	if res.Event() != venturi.EventCompleted || !res.CompletedTx || res.Note() != "imported 4 of 5 items in 3 pages (1 skipped)" {
-		t.Fatalf("page 3: %s %q", res.Event(), res.Note())
+	final := tasks.ImportCarry{Next: 5, Imported: 4, Skipped: 1, Pages: 3}
+	if res.Event() != venturi.EventPaused || res.Carry != final {
+		t.Fatalf("page 3 (the last) must pause, storing the final carry: %s %q carry %+v", res.Event(), res.Note(), res.Carry)
+	}
+	venturitest.RequireNotEnqueued[tasks.RebuildTagIndex](t, b.pool, nil)
+	// The run after the last page finds nothing left and completes; the carry it leaves is
+	// the one the last page's pause stored.
+	opts.Carry, opts.RunCount = res.Carry, 4
+	res = venturitest.RunFunc(ctx, handleImportBookmarks, task, b.app, opts)
+	if res.Event() != venturi.EventCompleted || !res.CompletedTx || res.Note() != "imported 4 of 5 items in 3 pages (1 skipped)" || res.Carry != final {
+		t.Fatalf("closing run: %s %q carry %+v", res.Event(), res.Note(), res.Carry)
 	}
 
 	// Every valid URL has its bookmark and its fetch job; the invalid one has neither.
