@@ -192,13 +192,12 @@ CONF
   as_owner "$bindir/pg_ctl" -D "$datadir" -l "$datadir/server.log" -o "-p $p" -w -t 60 start >/dev/null \
     || { cat "$datadir/server.log" >&2; die "PostgreSQL did not start"; }
   ensure_auth
-  export PGPASSWORD; PGPASSWORD=$(password)
+  local pw; pw=$(password)
   for db in "${dbs[@]}"; do
-    "$bindir/psql" -h 127.0.0.1 -p "$p" -U postgres -d postgres -qtAc \
+    PGPASSWORD=$pw "$bindir/psql" -h 127.0.0.1 -p "$p" -U postgres -d postgres -qtAc \
       "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1 \
-      || "$bindir/createdb" -h 127.0.0.1 -p "$p" -U postgres "$db"
+      || PGPASSWORD=$pw "$bindir/createdb" -h 127.0.0.1 -p "$p" -U postgres "$db"
   done
-  unset PGPASSWORD
 }
 
 stop() {
