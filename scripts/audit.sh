@@ -40,7 +40,7 @@ else
   fi
   dir=$cached
   resolved=${cached##*@}
-  echo "audit: module proxy unreachable; using the newest vulndb in the module cache ($resolved)" >&2
+  echo "audit: cannot download golang.org/x/vulndb@latest ($(echo "$json" | field Error)); using the newest one in the module cache, $resolved" >&2
 fi
 [ -d "$dir/data/osv" ] || { echo "audit: $dir/data/osv is missing: not a vulndb checkout?" >&2; exit 1; }
 # A pseudo-version v0.0.0-YYYYMMDDhhmmss-commit carries the date of its last report.
@@ -55,22 +55,26 @@ vulnerable=() broken=()
 for m in "$@"; do
   echo "audit: $m"
   rc=0
-  (cd "$here/$m" && GOWORK=off "$govulncheck" -db "file://$dir/data/osv" ./...) | tee "$tmp/out" || rc=$?
-  # govulncheck's exit status (pipefail): 3 when vulnerable code is reachable.
+  # Exit status 3: vulnerable code is reachable. The output is printed below, in full unless
+  # every finding is accepted.
+  (cd "$here/$m" && GOWORK=off "$govulncheck" -db "file://$dir/data/osv" ./...) >"$tmp/out" 2>&1 || rc=$?
   found=$(sed -n 's/^Vulnerability #[0-9]*: \(GO-[0-9]*-[0-9]*\).*/\1/p' "$tmp/out" | sort -u)
   for id in $(comm -13 <(echo "$found") <(accepted "$m")); do
     echo "audit: note: $id is accepted for $m in scripts/audit-accepted.txt but no longer reported: remove the line"
   done
   case $rc in
-    0) ;;
+    0) cat "$tmp/out" ;;
     3)
       unaccepted=$(comm -23 <(echo "$found") <(accepted "$m"))
       if [ -z "$found" ] || [ -n "$unaccepted" ]; then
+        cat "$tmp/out"
         vulnerable+=("$m${unaccepted:+ (}$(echo $unaccepted | tr ' ' ',')${unaccepted:+)}")
       else
+        # Without the call traces (there, every use of the module).
+        grep -v '^ *#[0-9]*: ' "$tmp/out" | grep -v '^ *Example traces found:$' || true
         echo "audit: $m: every reachable vulnerability ($(echo $found)) is accepted in scripts/audit-accepted.txt"
       fi ;;
-    *) broken+=("$m") ;;
+    *) cat "$tmp/out"; broken+=("$m") ;;
   esac
 done
 if [ ${#vulnerable[@]} -gt 0 ] || [ ${#broken[@]} -gt 0 ]; then
@@ -78,4 +82,4 @@ if [ ${#vulnerable[@]} -gt 0 ] || [ ${#broken[@]} -gt 0 ]; then
   [ ${#broken[@]} -eq 0 ] || echo "audit: FAIL: govulncheck could not check: ${broken[*]} (see above)" >&2
   exit 1
 fi
-echo "audit: PASS ($*: no reachable vulnerability)"
+echo "audit: PASS ($*: no reachable vulnerability but those accepted in scripts/audit-accepted.txt)"
