@@ -93,8 +93,8 @@ lint: $(STATICCHECK) ## go vet and staticcheck (default checks, tests included) 
 	  [ $$rc = 0 ] || { echo "lint: FAIL (findings above)"; exit 1; }
 
 VULNDB_VERSION ?= latest
-audit: $(GOVULNCHECK) ## govulncheck every module (GOWORK=off) against the Go vulnerability database fetched from the module proxy
-	@$(CURDIR)/scripts/audit.sh $(GOVULNCHECK) $(VULNDB_VERSION) $(MODULES)
+audit: $(GOVULNCHECK) ## govulncheck every module and the pinned tools (GOWORK=off) against the Go vulnerability database fetched from the module proxy
+	@$(CURDIR)/scripts/audit.sh $(GOVULNCHECK) $(VULNDB_VERSION) $(MODULES) tools
 
 # ---- tests -------------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # audit.sh GOVULNCHECK VULNDB_VERSION MODULE…: govulncheck each module on its own (GOWORK=off,
-# as it ships) against the Go vulnerability database. `make audit` runs it.
+# as it ships) against the Go vulnerability database: its packages, or for a module without
+# any (tools/) the tools its `tool` directives pin. `make audit` runs it.
 #
 # The database comes from the module proxy, not from vuln.go.dev: the golang.org/x/vulndb
 # module holds every report as an OSV file in data/osv/<ID>.json, and govulncheck reads a
@@ -57,7 +58,10 @@ for m in "$@"; do
   rc=0
   # Exit status 3: vulnerable code is reachable. The output is printed below, in full unless
   # every finding is accepted.
-  (cd "$here/$m" && GOWORK=off "$govulncheck" -db "file://$dir/data/osv" ./...) >"$tmp/out" 2>&1 || rc=$?
+  # A module with no packages of its own (tools/) is audited for its tool directives.
+  pattern=./...
+  [ -n "$(cd "$here/$m" && GOWORK=off go list ./... 2>/dev/null)" ] || pattern=tool
+  (cd "$here/$m" && GOWORK=off "$govulncheck" -db "file://$dir/data/osv" "$pattern") >"$tmp/out" 2>&1 || rc=$?
   found=$(sed -n 's/^Vulnerability #[0-9]*: \(GO-[0-9]*-[0-9]*\).*/\1/p' "$tmp/out" | sort -u)
   for id in $(comm -13 <(echo "$found") <(accepted "$m")); do
     echo "audit: note: $id is accepted for $m in scripts/audit-accepted.txt but no longer reported: remove the line"
