@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -140,4 +139,3 @@ func riverConfig(tuned bool, workers *river.Workers) *river.Config {
 	return cfg
 }
 
-func itoa(n int) string { return strconv.Itoa(n) }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"runtime"
@@ -243,7 +244,7 @@ func (r *report) markdown(env *environment, o options) string {
 	}
 	fmt.Fprintf(&b, "# venturi vs River benchmark results\n\n")
 	fmt.Fprintf(&b, "Mode: **%s** (`%s`), %d repetitions per library, libraries alternated run by run; run took %s on %s.\n\n",
-		mode, strings.Join(append([]string{"bench"}, os.Args[1:]...), " "), o.reps, env.duration.Round(time.Second), time.Now().UTC().Format("2006-01-02 15:04 MST"))
+		mode, strings.Join(append([]string{"bench"}, redactArgs(os.Args[1:])...), " "), o.reps, env.duration.Round(time.Second), time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "Cells are median (min–max) over the repetitions. Ratios are venturi's median over River's median from this same run:\n")
 	fmt.Fprintf(&b, "above 1 is better for venturi on throughput rows (jobs/s), below 1 is better on latency and memory rows.\n")
 	fmt.Fprintf(&b, "River \"default\" is its documented configuration (FetchCooldown 100ms, FetchPollInterval 1s, MaxWorkers 100);\n")
@@ -340,3 +341,26 @@ const sustainedMethod = "Method: one producer in the bench process commits one t
 	"Percentiles come from log-linear histograms (within 1.6%) merged over the windows. " +
 	"Table size is pg_total_relation_size (heap, indexes, TOAST); dead tuples are pg_stat_user_tables.n_dead_tup; rows by state are counted at every sample. " +
 	"River's scheduler promotes scheduled jobs every 5 s (its fixed default), with a 5 s look-ahead."
+
+// redactArgs returns a copy of command-line arguments in which the password of every URL
+// (-db URL, -db=URL) is replaced by "xxxxx": reports are committed, and the project's
+// PostgreSQL URLs carry a password (scripts/pg.sh).
+func redactArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		prefix, raw := "", a
+		if j := strings.Index(a, "="); j >= 0 && strings.HasPrefix(a, "-") {
+			prefix, raw = a[:j+1], a[j+1:]
+		}
+		if !strings.Contains(raw, "://") {
+			continue
+		}
+		if u, err := url.Parse(raw); err == nil && u.User != nil {
+			out[i] = prefix + u.Redacted()
+		} else if err != nil {
+			out[i] = prefix + "(unparsable URL)"
+		}
+	}
+	return out
+}

@@ -102,7 +102,7 @@ func workerMain(args []string) error {
 		stop()
 	}()
 	var stopFn func(context.Context) error
-	t0 := time.Now()
+	var t0 time.Time // when the worker started claiming: set by each library's case
 	switch *lib {
 	case libVenturi:
 		cfg := venturi.Config{Concurrency: *concurrency, Prefetch: *prefetch, RetainCompleted: *retain}
@@ -259,11 +259,14 @@ func launchWorker(url, lib, cpuprofile string, drain bool, extra []string) (*wor
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"worker", "-lib", lib, "-db", url}, extra...)
+	args := append([]string{"worker", "-lib", lib}, extra...)
 	if cpuprofile != "" {
 		args = append(args, "-cpuprofile", cpuprofile)
 	}
 	cmd := exec.Command(exe, args...)
+	// The URL goes through the environment (the worker's -db default), not the command
+	// line, where any user of the machine could read its password (ps).
+	cmd.Env = append(os.Environ(), "BENCH_DATABASE_URL="+url)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -2,6 +2,8 @@ module github.com/venturi-dev/bookmarks/bookmarks-worker
 
 go 1.26.0
 
+toolchain go1.26.11
+
 replace (
 	github.com/venturi-dev/bookmarks/shared/tasks => ../shared/tasks
 	github.com/venturi-dev/bookmarks/sql => ../sql
@@ -10,7 +12,7 @@ replace (
 
 require (
 	code.dny.dev/ssrf v0.3.0
-	github.com/jackc/pgx/v5 v5.12.0
+	github.com/jackc/pgx/v5 v5.13.0
 	github.com/oklog/ulid/v2 v2.1.2
 	github.com/venturi-dev/bookmarks/shared/tasks v0.0.0-00010101000000-000000000000
 	github.com/venturi-dev/bookmarks/sql v0.0.0-00010101000000-000000000000
@@ -26,7 +28,7 @@ require (
 	go.uber.org/dig v1.19.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.26.0 // indirect
-	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.43.0 // indirect
+	golang.org/x/sync v0.25.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/text v0.44.0 // indirect
 )

@@ -154,13 +154,6 @@ func create(t *testing.T, url string, tags ...string) bookmark {
 	return b
 }
 
-func get(t *testing.T, id string) bookmark {
-	t.Helper()
-	var b bookmark
-	mustCall(t, "GET", "/bookmarks/"+id, nil, 200, &b)
-	return b
-}
-
 // waitBookmark waits until the bookmark's fetch status is want (and its job has finished).
 func waitBookmark(t *testing.T, id, want string, d time.Duration) bookmark {
 	t.Helper()

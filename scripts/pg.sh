@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # pg.sh: a throwaway PostgreSQL for development, tests, benchmarks and CI.
 #
-#   scripts/pg.sh url [DB]      print a connection URL (starting the cluster if needed)
+#   scripts/pg.sh url [DB]      print a connection URL (starting the cluster if needed; says so
+#                               on stderr when it does)
 #   scripts/pg.sh start         start the cluster (reuse it when already running)
 #   scripts/pg.sh stop          stop the cluster started by this script
 #   scripts/pg.sh status        say whether it runs
@@ -11,8 +12,13 @@
 #
 # When DATABASE_URL (or TEST_DATABASE_URL) is already set, nothing is started and the
 # given URL is used. Otherwise the cluster lives in $VENTURI_PGDATA (default: .pgdata in
-# the repository, git-ignored), listens on 127.0.0.1 on a free port from 54329 upwards,
-# and trusts local connections: it is for throwaway data only.
+# the repository, git-ignored) and listens on 127.0.0.1 on a free port from 54329 upwards.
+# It is for throwaway data only, but other users of the machine cannot connect to it: the
+# superuser postgres logs in with scram-sha-256 and a random password generated at initdb,
+# kept in $VENTURI_PGDATA/venturi.password (mode 0600, in the 0700 data directory), and the
+# URLs printed here (url, status, with) carry it. A cluster made by an earlier pg.sh with
+# trust authentication is upgraded in place the next time it is started or used: a password
+# is set and pg_hba.conf switched to scram-sha-256 (pg.sh says so on stderr).
 #
 # Server binaries are looked up with pg_config, then /usr/lib/postgresql/*/bin, then PATH.
 # If none exist on a Debian machine and we are root, the `postgresql` package is installed.
@@ -96,19 +102,78 @@ running() { [ -f "$datadir/postmaster.pid" ] && as_owner "$bindir/pg_ctl" -D "$d
 
 port() { cat "$datadir/venturi.port"; }
 
+pwfile() { echo "$datadir/venturi.password"; }
+
+# new_password prints 32 random URL-safe characters (no escaping needed inside a URL).
+new_password() { head -c 24 /dev/urandom | base64 | tr '+/' '-_'; }
+
+# save_password writes the password file: mode 0600, owned by the cluster's owner, inside
+# the 0700 data directory. Whoever runs pg.sh reads it: the owner, or root.
+save_password() {
+  local tmp="$datadir/venturi.password.tmp"
+  (umask 077 && printf '%s\n' "$1" >"$tmp")
+  [ "$(id -u)" = 0 ] && chown "$owner" "$tmp"
+  mv -f "$tmp" "$(pwfile)"
+}
+
+password() { cat "$(pwfile)"; }
+
+# hba_scram makes every connection authenticate with scram-sha-256.
+hba_scram() {
+  as_owner tee "$datadir/pg_hba.conf" >/dev/null <<'HBA'
+# venturi pg.sh: every connection authenticates with scram-sha-256; the superuser's password
+# is in venturi.password beside this file. TYPE DATABASE USER ADDRESS METHOD
+local   all         all                 scram-sha-256
+host    all         all   127.0.0.1/32  scram-sha-256
+host    all         all   ::1/128       scram-sha-256
+local   replication all                 scram-sha-256
+host    replication all   127.0.0.1/32  scram-sha-256
+host    replication all   ::1/128       scram-sha-256
+HBA
+}
+
+# ensure_auth runs on a running cluster. A cluster initialised by an earlier pg.sh trusts
+# every local connection and has no password file: set a password (trust still lets us in),
+# save it, switch pg_hba.conf to scram-sha-256 and reload.
+ensure_auth() {
+  [ -f "$(pwfile)" ] && return 0
+  if ! as_owner grep -Eq '^[^#]*[[:space:]]trust([[:space:]]|$)' "$datadir/pg_hba.conf"; then
+    die "$datadir has no venturi.password and does not trust local connections, so pg.sh cannot log in.
+  It holds throwaway data: stop it (scripts/pg.sh stop) and remove the directory to start afresh."
+  fi
+  log "upgrading $datadir (made by an earlier pg.sh) from trust to scram-sha-256 authentication; password in $(pwfile)"
+  local pw; pw=$(new_password)
+  "$bindir/psql" -h 127.0.0.1 -p "$(port)" -U postgres -d postgres -qX -v ON_ERROR_STOP=1 >/dev/null <<SQL
+SET password_encryption = 'scram-sha-256';
+ALTER ROLE postgres PASSWORD '$pw';
+SQL
+  save_password "$pw"
+  hba_scram
+  as_owner "$bindir/pg_ctl" -D "$datadir" reload >/dev/null
+}
+
 start() {
   ensure_binaries; pick_owner
-  if running; then return 0; fi
+  if running; then ensure_auth; return 0; fi
   if [ ! -f "$datadir/PG_VERSION" ]; then
     mkdir -p "$datadir"
     [ "$(id -u)" = 0 ] && chown "$owner" "$datadir"
     chmod 700 "$datadir"
     log "initdb in $datadir"
-    as_owner "$bindir/initdb" -D "$datadir" -U postgres -A trust -E UTF8 --locale=C >/dev/null
-    cat >>"$datadir/postgresql.conf" <<CONF
+    # initdb wants an empty directory: hand it the password in a private temporary file.
+    local pw tmp; pw=$(new_password); tmp=$(mktemp -d)
+    (umask 077 && printf '%s\n' "$pw" >"$tmp/pw")
+    [ "$(id -u)" = 0 ] && chown -R "$owner" "$tmp"
+    as_owner "$bindir/initdb" -D "$datadir" -U postgres --pwfile="$tmp/pw" -A scram-sha-256 -E UTF8 --locale=C >/dev/null \
+      || { rm -rf "$tmp"; die "initdb failed"; }
+    rm -rf "$tmp"
+    save_password "$pw"
+    hba_scram
+    as_owner tee -a "$datadir/postgresql.conf" >/dev/null <<CONF
 # venturi development settings (durability stays on: fsync and synchronous_commit are defaults)
 listen_addresses = '127.0.0.1'
 unix_socket_directories = ''
+password_encryption = 'scram-sha-256'
 max_connections = 300
 shared_buffers = 256MB
 max_wal_size = 2GB
@@ -126,10 +191,12 @@ CONF
   log "starting PostgreSQL on 127.0.0.1:$p ($datadir)"
   as_owner "$bindir/pg_ctl" -D "$datadir" -l "$datadir/server.log" -o "-p $p" -w -t 60 start >/dev/null \
     || { cat "$datadir/server.log" >&2; die "PostgreSQL did not start"; }
+  ensure_auth
+  local pw; pw=$(password)
   for db in "${dbs[@]}"; do
-    "$bindir/psql" -h 127.0.0.1 -p "$p" -U postgres -d postgres -qtAc \
+    PGPASSWORD=$pw "$bindir/psql" -h 127.0.0.1 -p "$p" -U postgres -d postgres -qtAc \
       "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1 \
-      || "$bindir/createdb" -h 127.0.0.1 -p "$p" -U postgres "$db"
+      || PGPASSWORD=$pw "$bindir/createdb" -h 127.0.0.1 -p "$p" -U postgres "$db"
   done
 }
 
@@ -141,13 +208,25 @@ stop() {
   fi
 }
 
-url() { echo "postgres://postgres@127.0.0.1:$(port)/${1:-venturi}?sslmode=disable"; }
+# url prints a URL of database $1 with the superuser's password (none for a cluster that an
+# earlier pg.sh made with trust authentication and that has not been upgraded yet).
+url() {
+  local auth=postgres
+  [ -f "$(pwfile)" ] && auth="postgres:$(password)"
+  echo "postgres://$auth@127.0.0.1:$(port)/${1:-venturi}?sslmode=disable"
+}
 
 cmd=${1:-}; shift || true
 case "$cmd" in
   url)
     if [ -n "${DATABASE_URL:-}" ]; then echo "$DATABASE_URL"; exit 0; fi
-    start; url "${1:-venturi}" ;;
+    ensure_binaries; pick_owner
+    if ! running; then
+      start
+      log "started PostgreSQL for this URL; it keeps running until scripts/pg.sh stop (make db/stop)"
+    fi
+    ensure_auth
+    url "${1:-venturi}" ;;
   start) start; url ;;
   stop) stop ;;
   status) ensure_binaries; pick_owner; if running; then echo "running: $(url)"; else echo stopped; exit 1; fi ;;
@@ -164,12 +243,12 @@ case "$cmd" in
     fi
     ensure_binaries; pick_owner
     started=0
-    running || { start; started=1; }
+    if running; then ensure_auth; else start; started=1; fi
     export DATABASE_URL; DATABASE_URL=$(url venturi)
     export TEST_DATABASE_URL; TEST_DATABASE_URL=$(url venturi_test)
     export VENTURI_PGDATA=$datadir VENTURI_PGBIN=$bindir
     rc=0; "$@" || rc=$?
     [ "$started" = 1 ] && stop
     exit "$rc" ;;
-  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
