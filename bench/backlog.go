@@ -14,15 +14,20 @@ import (
 // then a counter) and increasing due times, so heap order follows claim order as it does
 // for real enqueues. Random UUIDs would scatter the oldest jobs over every heap page.
 func loadBacklog(ctx context.Context, admin *pgxpool.Pool, kind string, n int) error {
+	return loadBacklogIn(ctx, admin, kind, "default", n)
+}
+
+// loadBacklogIn is loadBacklog into the named queue.
+func loadBacklogIn(ctx context.Context, admin *pgxpool.Pool, kind, queue string, n int) error {
 	const chunk = 250_000
 	for done := 0; done < n; done += chunk {
 		k := min(chunk, n-done)
-		_, err := admin.Exec(ctx, `INSERT INTO `+venturiSchema+`.venturi_job (id, kind, state, priority, payload, run_at)
+		_, err := admin.Exec(ctx, `INSERT INTO `+venturiSchema+`.venturi_job (id, kind, queue, state, priority, payload, run_at)
 			SELECT (lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0')
 			        || lpad(to_hex($3::bigint + g), 20, '0'))::uuid,
-			       $1, 'available', 0, jsonb_build_object('n', g),
+			       $1, $4, 'available', 0, jsonb_build_object('n', g),
 			       now() - interval '1 microsecond' * ($2::int - g)
-			FROM generate_series(1, $2::int) g`, kind, k, done)
+			FROM generate_series(1, $2::int) g`, kind, k, done, queue)
 		if err != nil {
 			return err
 		}
@@ -52,7 +57,10 @@ func (b *bencher) scenarioBacklog(ctx context.Context) error {
 			order[0], order[1] = order[1], order[0]
 		}
 		for _, size := range order {
-			if err := b.backlogOtherKind(ctx, size, rep); err != nil {
+			if err := b.backlogOtherKind(ctx, size, rep, "other"); err != nil {
+				return err
+			}
+			if err := b.backlogOtherKind(ctx, size, rep, "default"); err != nil {
 				return err
 			}
 			if !b.o.sameKind {
@@ -68,16 +76,45 @@ func (b *bencher) scenarioBacklog(ctx context.Context) error {
 }
 
 // backlogOtherKind measures dedup-enqueue latency (6a) and claim throughput (6b) beside a
-// backlog of size jobs of a kind no worker handles.
-func (b *bencher) backlogOtherKind(ctx context.Context, size, rep int) error {
+// backlog of size jobs of a kind no worker handles, in queue: "other", as a fleet of other
+// workers would have it (6a and 6b, with targets), or the workers' own queue "default"
+// (6b', for information: the claim steps over every one of those jobs).
+func (b *bencher) backlogOtherKind(ctx context.Context, size, rep int, queue string) error {
 	m := b.o.sz.backlogJobs
-	dedupName := "6a. dedup enqueue, 1 producer, backlog of another kind"
-	claimName := fmt.Sprintf("6b. claim throughput, %d jobs, backlog of another kind", m)
+	dedupName := "6a. dedup enqueue, 1 producer, backlog of another kind in another queue"
+	claimName := fmt.Sprintf("6b. claim throughput, %d jobs, backlog of another kind in another queue", m)
+	target := true
+	if queue == "default" {
+		dedupName, target = "", false
+		claimName = fmt.Sprintf("6b'. claim throughput, %d jobs, backlog of another kind in the same queue", m)
+	}
 	col := fmt.Sprintf("%d", size)
-	logf("  backlog %d of another kind, rep %d", size, rep)
-	if err := b.freshBacklog(ctx, kindBacklog, size); err != nil {
+	logf("  backlog %d of another kind in queue %s, rep %d", size, queue, rep)
+	if err := b.freshBacklogIn(ctx, kindBacklog, queue, size); err != nil {
 		return err
 	}
+	if dedupName != "" {
+		if err := b.backlogDedup(ctx, dedupName, col, size, rep); err != nil {
+			return err
+		}
+	}
+	if err := b.enqueueBulk(ctx, libVenturi, m); err != nil {
+		return err
+	}
+	if _, err := b.admin.Exec(ctx, "ANALYZE "+jobTable(libVenturi)+"; CHECKPOINT"); err != nil {
+		return err
+	}
+	el, _, err := b.workUntil(ctx, libVenturi, "", b.allDone(libVenturi, kindNoop, m))
+	if err != nil {
+		return err
+	}
+	logf("  %s backlog %d rep %d: %.0f jobs/s", claimName, size, rep, float64(m)/el.Seconds())
+	b.backlogRow(claimName, "jobs/s", true, col, float64(m)/el.Seconds(), target)
+	return nil
+}
+
+// backlogDedup measures dedup-enqueue latency beside the loaded backlog (6a).
+func (b *bencher) backlogDedup(ctx context.Context, dedupName, col string, size, rep int) error {
 	p, err := b.openProducers(ctx, libVenturi)
 	if err != nil {
 		return err
@@ -95,19 +132,6 @@ func (b *bencher) backlogOtherKind(ctx context.Context, size, rep int) error {
 	b.backlogRow(dedupName, "p50 latency (ms)", false, col, pct(lats, .5), true)
 	b.backlogRow(dedupName, "p99 latency (ms)", false, col, pct(lats, .99), false)
 	b.backlogRow(dedupName, "enqueues/s", true, col, float64(count)/el.Seconds(), false)
-
-	if err := b.enqueueBulk(ctx, libVenturi, m); err != nil {
-		return err
-	}
-	if _, err := b.admin.Exec(ctx, "ANALYZE "+jobTable(libVenturi)+"; CHECKPOINT"); err != nil {
-		return err
-	}
-	el, _, err = b.workUntil(ctx, libVenturi, "", b.allDone(libVenturi, kindNoop, m))
-	if err != nil {
-		return err
-	}
-	logf("  %s backlog %d rep %d: %.0f jobs/s", claimName, size, rep, float64(m)/el.Seconds())
-	b.backlogRow(claimName, "jobs/s", true, col, float64(m)/el.Seconds(), true)
 	return nil
 }
 
@@ -134,10 +158,15 @@ func (b *bencher) backlogSameKind(ctx context.Context, size, rep int) error {
 
 // freshBacklog empties the job table and loads a settled backlog of n jobs of kind.
 func (b *bencher) freshBacklog(ctx context.Context, kind string, n int) error {
+	return b.freshBacklogIn(ctx, kind, "default", n)
+}
+
+// freshBacklogIn is freshBacklog into the named queue.
+func (b *bencher) freshBacklogIn(ctx context.Context, kind, queue string, n int) error {
 	if err := resetJobs(ctx, b.admin); err != nil {
 		return err
 	}
-	if err := loadBacklog(ctx, b.admin, kind, n); err != nil {
+	if err := loadBacklogIn(ctx, b.admin, kind, queue, n); err != nil {
 		return err
 	}
 	return b.vacuumSettle(ctx)

@@ -37,7 +37,7 @@ func TestClaimLocksOnlyTheRowsItTakes(t *testing.T) {
 	}
 	defer tx.Rollback(ctx)
 	rows, err := dbsqlc.New().Claim(ctx, tx, dbsqlc.ClaimParams{
-		LeaseUs: 30_000_000, WorkerID: "t", Queue: defaultQueue, Kinds: kinds, Max: 10,
+		LeaseUs: 30_000_000, WorkerID: "t", Queue: DefaultQueue, Kinds: kinds, Max: 10,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package venturi_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -77,11 +78,14 @@ func TestMigration4UpgradesAVersion3Schema(t *testing.T) {
 	pool := newEmptyDB(t)
 	migrateTo(t, pool, 3)
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	ids := []ulid.ULID{
-		enqueue(t, q, prioTask{"low", venturi.PriorityLow}).ID,
-		enqueue(t, q, prioTask{"high", venturi.PriorityHigh}).ID,
-		enqueue(t, q, prioTask{"later", venturi.PriorityNormal}, venturi.After(300*time.Millisecond)).ID,
-		ulid.Make(),
+	// Jobs as version 3 stores them (this version's enqueue names the queue column).
+	ids := []ulid.ULID{ulid.Make(), ulid.Make(), ulid.Make(), ulid.Make()}
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, state, priority, payload, run_at) VALUES
+		($1, 'prio', 'available', -10, '{"Name":"low","P":-10}', now()),
+		($2, 'prio', 'available', 10, '{"Name":"high","P":10}', now()),
+		($3, 'prio', 'scheduled', 0, '{"Name":"later","P":0}', now() + interval '300 milliseconds')`,
+		ids[0][:], ids[1][:], ids[2][:]); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, state, payload, run_at, runs, lease_token, lease_expires_at, worker_id)
 		VALUES ($1, 'prio', 'running', '{"Name":"rescued","P":0}', now(), 1, 7, now() - interval '1 hour', 'v3-worker')`, ids[3][:]); err != nil {
@@ -110,5 +114,73 @@ func TestMigration4UpgradesAVersion3Schema(t *testing.T) {
 		if j := waitFinished(t, q, id); j.State != venturi.StateCompleted {
 			t.Fatalf("job %s ended %s", id, j.State)
 		}
+	}
+}
+
+// bulkTask goes to the queue "bulk"; bulkKeyed does too, with a dedup key.
+type bulkTask struct{ N int }
+
+func (bulkTask) Kind() string  { return "bulk" }
+func (bulkTask) Queue() string { return "bulk" }
+func (b bulkTask) Handle(ctx context.Context, run *venturi.Run[struct{}], seen chan<- string) (venturi.Outcome, error) {
+	seen <- "bulk"
+	return venturi.Completed(), nil
+}
+
+type bulkKeyed struct{ K string }
+
+func (bulkKeyed) Kind() string                 { return "bulk_keyed" }
+func (bulkKeyed) Queue() string                { return "bulk" }
+func (b bulkKeyed) DedupKey() venturi.DedupKey { return venturi.DedupKey(b.K) }
+func (b bulkKeyed) Handle(ctx context.Context, run *venturi.Run[struct{}], seen chan<- string) (venturi.Outcome, error) {
+	seen <- "bulk_keyed"
+	return venturi.Completed(), nil
+}
+
+type badQueueTask struct{}
+
+func (badQueueTask) Kind() string  { return "bad_queue" }
+func (badQueueTask) Queue() string { return "" }
+
+// TestNamedQueueSeparatesWorkers: a task's Queue() puts its jobs in that queue through
+// every enqueue path (one, many, dedup insert, dedup replace); a worker of the default
+// queue that registered the kinds leaves them alone, and a worker of that queue runs them.
+// An invalid queue name is refused, by Enqueue and by NewWorker.
+func TestNamedQueueSeparatesWorkers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, q := newQueue(t)
+	enqueue(t, q, bulkTask{N: 1})
+	if _, err := q.EnqueueMany(ctx, []venturi.Task{bulkTask{N: 2}, bulkKeyed{K: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, q, bulkKeyed{K: "b"})
+	enqueue(t, q, bulkKeyed{K: "b"}) // replaces the pending job
+	if n := countJobs(t, pool, "queue = 'bulk'"); n != 4 || countJobs(t, pool, "true") != 4 {
+		t.Fatalf("%d jobs in queue bulk, want all 4", n)
+	}
+	seen := make(chan string, 8)
+	other := newWorker(t, pool, (chan<- string)(seen), fastConfig()) // the default queue
+	venturi.MustRegister[bulkTask](other)
+	venturi.MustRegister[bulkKeyed](other)
+	startWorker(t, other)
+	cfg := fastConfig()
+	cfg.Queue, cfg.ID = "bulk", "bulk-worker"
+	w := newWorker(t, pool, (chan<- string)(seen), cfg)
+	venturi.MustRegister[bulkTask](w)
+	venturi.MustRegister[bulkKeyed](w)
+	startWorker(t, w)
+	eventually(t, within, "every bulk job to complete", func() bool {
+		return countJobs(t, pool, "queue = 'bulk' AND state = 'completed'") == 4
+	})
+	if n := countJobs(t, pool, "queue = 'bulk' AND worker_id <> $1", cfg.ID); n != 0 {
+		t.Fatalf("%d bulk jobs ran on a worker of another queue", n)
+	}
+	if _, err := q.Enqueue(ctx, badQueueTask{}); !errors.Is(err, venturi.ErrInvalidQueue) {
+		t.Fatalf("empty queue name: %v, want ErrInvalidQueue", err)
+	}
+	var ce *venturi.ConfigError
+	if _, err := venturi.NewWorker(pool, struct{}{}, venturi.Config{Queue: strings.Repeat("q", 129)}); !errors.As(err, &ce) || ce.Field != "Queue" {
+		t.Fatalf("NewWorker with a 129-byte queue: %v", err)
 	}
 }

@@ -109,6 +109,9 @@ type Config struct {
 	// ID names the worker in leases and journals, at most MaxWorkerIDBytes of UTF-8.
 	// Default: host-pid-random.
 	ID string
+	// Queue is the queue the worker claims from (see [Queuer]): jobs of its registered
+	// kinds in other queues are left to other workers. Default DefaultQueue.
+	Queue string
 }
 
 // ConfigError is the error NewWorker returns for an invalid Config field.
@@ -164,6 +167,9 @@ func (c Config) validate() (Config, error) {
 	if len(c.ID) > MaxWorkerIDBytes || !utf8.ValidString(c.ID) || containsNUL(c.ID) {
 		bad("ID", "want at most %d bytes of UTF-8 text without NUL", MaxWorkerIDBytes)
 	}
+	if c.Queue != "" && !validQueue(c.Queue) {
+		bad("Queue", "want 1 to 128 bytes of UTF-8 text without NUL (empty for %q)", DefaultQueue)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}
@@ -179,6 +185,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
+	}
+	if c.Queue == "" {
+		c.Queue = DefaultQueue
 	}
 	switch {
 	case c.Prefetch == 0:

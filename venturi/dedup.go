@@ -24,7 +24,7 @@ func (q *Queue) lockAndInsert(ctx context.Context, db batcher, p *plan) (iso str
 	var row dbsqlc.InsertIfNoCandidateRow
 	dbsqlc.QueueDedupLock(b, dbsqlc.DedupLockParams{Kind: p.kind, DedupKey: p.key}, &iso)
 	dbsqlc.QueueInsertIfNoCandidate(b, dbsqlc.InsertIfNoCandidateParams{
-		Kind: p.kind, DedupKey: p.key, ID: uuidOf(p.id), Priority: int16(p.priority),
+		Kind: p.kind, DedupKey: p.key, ID: uuidOf(p.id), Queue: p.queue, Priority: int16(p.priority),
 		Payload: string(p.payload), At: p.opts.at, DelayUs: delayOf(p.opts.delay),
 	}, &row)
 	q.queueNotify(b, p)
@@ -49,7 +49,7 @@ func (q *Queue) replaceFast(ctx context.Context, db batcher, p *plan) (Result, b
 	dbsqlc.QueueDedupLock(b, dbsqlc.DedupLockParams{Kind: p.kind, DedupKey: p.key}, &iso)
 	dbsqlc.QueueInsertOrReplace(b, dbsqlc.InsertOrReplaceParams{
 		At: p.opts.at, DelayUs: delayOf(p.opts.delay), Kind: p.kind, DedupKey: p.key,
-		Payload: string(p.payload), Priority: int16(p.priority), Entry: entry, ID: uuidOf(p.id),
+		Payload: string(p.payload), Priority: int16(p.priority), Entry: entry, ID: uuidOf(p.id), Queue: p.queue,
 	}, &row)
 	q.queueNotify(b, p)
 	if err := db.SendBatch(ctx, b).Close(); err != nil {

@@ -15,6 +15,8 @@
 //   - Kind() string is required ([Task]). It must be unique and stable: it is stored
 //     with the payload and routes the job back to its handler.
 //   - Priority() Priority ([Prioritizer]) orders claims; higher runs first.
+//   - Queue() string ([Queuer]) puts the jobs in a named queue; a worker claims from the
+//     one queue of its [Config].Queue ([DefaultQueue] unless set).
 //   - DedupKey() DedupKey ([Deduplicator]) makes an enqueue merge into a pending job of
 //     the same kind and key instead of adding one.
 //   - Merge(Pending[T, C]) Merge[T, C] decides that merge: keep the pending job, replace

@@ -137,6 +137,7 @@ func (q *Queue) enqueueMany(ctx context.Context, tx pgx.Tx, tasks []Task, opts [
 		res[i] = Result{ID: p.id, Action: ActionInserted}
 		plain.Ids = append(plain.Ids, uuidOf(p.id))
 		plain.Kinds = append(plain.Kinds, p.kind)
+		plain.Queues = append(plain.Queues, p.queue)
 		plain.Priorities = append(plain.Priorities, int16(p.priority))
 		plain.Payloads = append(plain.Payloads, string(p.payload))
 		plain.HasAt = append(plain.HasAt, p.opts.at != nil)
@@ -178,6 +179,7 @@ type plan struct {
 	task     Task
 	id       ulid.ULID
 	kind     string
+	queue    string
 	key      string
 	priority Priority
 	payload  []byte
@@ -188,7 +190,7 @@ func prepare(task Task, opts []EnqueueOption) (*plan, error) {
 	if task == nil || (reflect.ValueOf(task).Kind() == reflect.Pointer && reflect.ValueOf(task).IsNil()) {
 		return nil, errors.New("venturi: nil task")
 	}
-	p := &plan{task: task, id: ulid.Make(), kind: task.Kind(), priority: PriorityNormal}
+	p := &plan{task: task, id: ulid.Make(), kind: task.Kind(), queue: DefaultQueue, priority: PriorityNormal}
 	for _, o := range opts {
 		if o != nil {
 			o.applyEnqueue(&p.opts)
@@ -199,6 +201,11 @@ func prepare(task Task, opts []EnqueueOption) (*plan, error) {
 	}
 	if len(p.kind) > 128 || !utf8.ValidString(p.kind) {
 		return nil, ErrKindTooLong
+	}
+	if t, ok := task.(Queuer); ok {
+		if p.queue = t.Queue(); !validQueue(p.queue) {
+			return nil, fmt.Errorf("%w: %q", ErrInvalidQueue, p.queue)
+		}
 	}
 	if t, ok := task.(Prioritizer); ok {
 		p.priority = t.Priority().clamp()
@@ -266,7 +273,7 @@ func containsEscapedNUL(b []byte) bool {
 // queueInsert adds the plain insert of p (and its NOTIFY) to b.
 func (q *Queue) queueInsert(b *pgx.Batch, p *plan) {
 	dbsqlc.QueueInsertJob(b, dbsqlc.InsertJobParams{
-		ID: uuidOf(p.id), Kind: p.kind, Priority: int16(p.priority),
+		ID: uuidOf(p.id), Kind: p.kind, Queue: p.queue, Priority: int16(p.priority),
 		DedupKey: pgtype.Text{String: p.key, Valid: p.key != ""},
 		Payload:  string(p.payload), At: p.opts.at, DelayUs: delayOf(p.opts.delay),
 	})

@@ -10,6 +10,7 @@ import (
 var (
 	ErrEmptyKind       = errors.New("venturi: task kind is empty")
 	ErrKindTooLong     = errors.New("venturi: task kind is longer than 128 bytes")
+	ErrInvalidQueue    = errors.New("venturi: queue name must be 1 to 128 bytes of UTF-8 text without NUL")
 	ErrPayloadTooLarge = fmt.Errorf("venturi: encoded payload is larger than %d bytes", MaxPayloadBytes)
 	ErrInvalidPayload  = errors.New("venturi: payload cannot be stored")
 	ErrDedupKeyTooLong = fmt.Errorf("venturi: dedup key is longer than %d bytes", MaxDedupKeyBytes)

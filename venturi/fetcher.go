@@ -219,7 +219,7 @@ func (f *fetcher) claim(n int) claimResult {
 	dbsqlc.QueuePromoteDue(b, PromoteBatch)
 	dbsqlc.QueueClaim(b, dbsqlc.ClaimParams{
 		LeaseUs: delayOf(f.cfg.Lease), WorkerID: f.cfg.ID, MaxFailures: int32(max(f.cfg.MaxFailures, 0)),
-		Queue: defaultQueue, Kinds: f.kinds, Max: int32(n),
+		Queue: f.cfg.Queue, Kinds: f.kinds, Max: int32(n),
 	}, func(row *dbsqlc.ClaimRow) {
 		j := &claimed{
 			id: ulidOf(row.ID), kind: row.Kind, payload: row.Payload, carry: row.Carry,

@@ -195,7 +195,3 @@ func (q *Queue) queueNotifyPayload(b *pgx.Batch, payload string) {
 		dbsqlc.QueueNotify(b, dbsqlc.NotifyParams{Channel: q.channel, Payload: payload})
 	}
 }
-
-// defaultQueue is the queue every job belongs to until named queues are exposed (the
-// column's default in migration 4).
-const defaultQueue = "default"

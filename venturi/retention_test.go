@@ -7,6 +7,8 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/venturi-dev/venturi"
 )
 
@@ -58,8 +60,10 @@ func TestMigration2UpgradesAVersion1Schema(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	r, err := q.Enqueue(ctx, noteTask{Msg: "from v1"})
-	if err != nil {
+	// A job as version 1 stores it (this version's enqueue names columns version 1 lacks).
+	r := venturi.Result{ID: ulid.Make()}
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, state, payload, run_at)
+		VALUES ($1, 'note', 'available', '{"msg":"from v1"}', now())`, r.ID[:]); err != nil {
 		t.Fatal(err)
 	}
 	applied, err := venturi.Migrate(ctx, pool)

@@ -1,5 +1,7 @@
 package venturi
 
+import "unicode/utf8"
+
 import (
 	"fmt"
 )
@@ -28,6 +30,23 @@ type Prioritizer interface {
 // (kind, key) are merge candidates, found through an index.
 type Deduplicator interface {
 	DedupKey() DedupKey
+}
+
+// Queuer is implemented by tasks whose jobs go to a named queue instead of
+// [DefaultQueue]. A worker claims from one queue ([Config].Queue): give worker fleets that
+// serve different kinds their own queues, so that one fleet's backlog never sits in the
+// other's claim path (see the README, "Claiming"). The name is 1 to 128 bytes of UTF-8.
+type Queuer interface {
+	Queue() string
+}
+
+// DefaultQueue is the queue of a task that does not implement [Queuer], and the queue a
+// worker with an empty [Config].Queue claims from.
+const DefaultQueue = "default"
+
+// validQueue reports whether name can name a queue.
+func validQueue(name string) bool {
+	return name != "" && len(name) <= 128 && utf8.ValidString(name) && !containsNUL(name)
 }
 
 // BackoffPolicy is implemented by tasks that override the worker's retry backoff. A zero

@@ -123,7 +123,7 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 			log: w.log, notified: w.fetch.notified, delayed: w.fetch.poke}
 		w.goBg(func() { l.run(bgCtx) })
 	}
-	w.log.Info("venturi worker started", "kinds", w.kinds, "concurrency", w.cfg.Concurrency)
+	w.log.Info("venturi worker started", "queue", w.cfg.Queue, "kinds", w.kinds, "concurrency", w.cfg.Concurrency)
 	return nil
 }
 

@@ -11,7 +11,8 @@
 -- locked: a large backlog of such jobs in the same queue slows the claim (see the README,
 -- "Claiming").
 --
--- Rolling deploy: workers of version 3 keep working, correctly, beside version 4: their
+-- Rolling deploy: apply this migration before deploying code of this version, whose
+-- enqueues name the queue column. Workers of version 3 keep working, correctly, beside it: their
 -- per-kind claim can no longer use an index in claim order, so each of their claims sorts
 -- the available jobs of each kind. That is slow with a large backlog: finish the rollout
 -- promptly. Creating the index takes a write lock on venturi_job for as long as the build

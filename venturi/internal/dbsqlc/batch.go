@@ -11,12 +11,12 @@ import "github.com/jackc/pgx/v5"
 
 // QueueInsertJob is InsertJob in a batch.
 func QueueInsertJob(b *pgx.Batch, arg InsertJobParams) {
-	b.Queue(insertJob, arg.ID, arg.Kind, arg.Priority, arg.DedupKey, arg.Payload, arg.At, arg.DelayUs)
+	b.Queue(insertJob, arg.ID, arg.Kind, arg.Queue, arg.Priority, arg.DedupKey, arg.Payload, arg.At, arg.DelayUs)
 }
 
 // QueueInsertJobs is InsertJobs in a batch.
 func QueueInsertJobs(b *pgx.Batch, arg InsertJobsParams) {
-	b.Queue(insertJobs, arg.Ids, arg.Kinds, arg.Priorities, arg.Payloads, arg.HasAt, arg.Ats, arg.DelaysUs)
+	b.Queue(insertJobs, arg.Ids, arg.Kinds, arg.Queues, arg.Priorities, arg.Payloads, arg.HasAt, arg.Ats, arg.DelaysUs)
 }
 
 // QueueNotify is Notify in a batch (delivered when the batch's transaction commits).
@@ -36,13 +36,13 @@ func QueueDedupLock(b *pgx.Batch, arg DedupLockParams, isolation *string) {
 
 // QueueInsertIfNoCandidate is InsertIfNoCandidate in a batch; its row lands in out.
 func QueueInsertIfNoCandidate(b *pgx.Batch, arg InsertIfNoCandidateParams, out *InsertIfNoCandidateRow) {
-	b.Queue(insertIfNoCandidate, arg.Kind, arg.DedupKey, arg.ID, arg.Priority, arg.Payload, arg.At, arg.DelayUs).
+	b.Queue(insertIfNoCandidate, arg.Kind, arg.DedupKey, arg.ID, arg.Queue, arg.Priority, arg.Payload, arg.At, arg.DelayUs).
 		QueryRow(func(r pgx.Row) error { return r.Scan(&out.Inserted, &out.Due) })
 }
 
 // QueueInsertOrReplace is InsertOrReplace in a batch; its row lands in out.
 func QueueInsertOrReplace(b *pgx.Batch, arg InsertOrReplaceParams, out *InsertOrReplaceRow) {
-	b.Queue(insertOrReplace, arg.At, arg.DelayUs, arg.Kind, arg.DedupKey, arg.Payload, arg.Priority, arg.Entry, arg.ID).
+	b.Queue(insertOrReplace, arg.At, arg.DelayUs, arg.Kind, arg.DedupKey, arg.Payload, arg.Priority, arg.Entry, arg.ID, arg.Queue).
 		QueryRow(func(r pgx.Row) error { return r.Scan(&out.JobID, &out.Replaced, &out.Due) })
 }
 

@@ -1,14 +1,14 @@
 -- name: InsertJob :exec
-INSERT INTO venturi_job (id, kind, state, priority, dedup_key, payload, run_at)
-SELECT @id, @kind, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at)
+SELECT @id, @kind, @queue::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
        @priority, sqlc.narg(dedup_key), (@payload::text)::jsonb, t.at
 FROM (SELECT COALESCE(sqlc.narg(at)::timestamptz, now()) + interval '1 microsecond' * @delay_us::bigint AS at) t;
 
 -- name: InsertJobs :exec
-INSERT INTO venturi_job (id, kind, state, priority, payload, run_at)
-SELECT u.id, u.kind, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+INSERT INTO venturi_job (id, kind, queue, state, priority, payload, run_at)
+SELECT u.id, u.kind, u.queue, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
        u.priority, u.payload::jsonb, t.at
-FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@kinds::text[]) AS kind, unnest(@priorities::smallint[]) AS priority, unnest(@payloads::text[]) AS payload, unnest(@has_at::bool[]) AS has_at, unnest(@ats::timestamptz[]) AS at, unnest(@delays_us::bigint[]) AS delay_us) AS u
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@kinds::text[]) AS kind, unnest(@queues::text[]) AS queue, unnest(@priorities::smallint[]) AS priority, unnest(@payloads::text[]) AS payload, unnest(@has_at::bool[]) AS has_at, unnest(@ats::timestamptz[]) AS at, unnest(@delays_us::bigint[]) AS delay_us) AS u
 CROSS JOIN LATERAL (
     SELECT CASE WHEN u.has_at THEN u.at ELSE now() END + u.delay_us * interval '1 microsecond' AS at
 ) t;
@@ -30,8 +30,8 @@ WITH cand AS (
     WHERE j.kind = @kind AND j.dedup_key = @dedup_key::text AND j.state IN ('scheduled', 'available')
     LIMIT 1
 ), ins AS (
-    INSERT INTO venturi_job (id, kind, state, priority, dedup_key, payload, run_at)
-    SELECT @id, @kind, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at)
+    SELECT @id, @kind, @queue::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
            @priority, @dedup_key::text, (@payload::text)::jsonb, t.at
     FROM (SELECT COALESCE(sqlc.narg(at)::timestamptz, now()) + interval '1 microsecond' * @delay_us::bigint AS at) t
     WHERE NOT EXISTS (SELECT 1 FROM cand)
@@ -240,8 +240,8 @@ WITH t AS (
     WHERE j.id = cand.id
     RETURNING j.id, j.state
 ), ins AS (
-    INSERT INTO venturi_job (id, kind, state, priority, dedup_key, payload, run_at)
-    SELECT @id, @kind, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at)
+    SELECT @id, @kind, @queue::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
            @priority, @dedup_key::text, (@payload::text)::jsonb, t.at
     FROM t
     WHERE NOT EXISTS (SELECT 1 FROM cand)

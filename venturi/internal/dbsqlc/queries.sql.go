@@ -361,10 +361,10 @@ WITH cand AS (
     WHERE j.kind = $1 AND j.dedup_key = $2::text AND j.state IN ('scheduled', 'available')
     LIMIT 1
 ), ins AS (
-    INSERT INTO venturi_job (id, kind, state, priority, dedup_key, payload, run_at)
-    SELECT $3, $1, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
-           $4, $2::text, ($5::text)::jsonb, t.at
-    FROM (SELECT COALESCE($6::timestamptz, now()) + interval '1 microsecond' * $7::bigint AS at) t
+    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at)
+    SELECT $3, $1, $4::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+           $5, $2::text, ($6::text)::jsonb, t.at
+    FROM (SELECT COALESCE($7::timestamptz, now()) + interval '1 microsecond' * $8::bigint AS at) t
     WHERE NOT EXISTS (SELECT 1 FROM cand)
       -- Only READ COMMITTED gives this statement a snapshot taken after the key's lock.
       AND current_setting('transaction_isolation') = 'read committed'
@@ -378,6 +378,7 @@ type InsertIfNoCandidateParams struct {
 	Kind     string
 	DedupKey string
 	ID       pgtype.UUID
+	Queue    string
 	Priority int16
 	Payload  string
 	At       *time.Time
@@ -395,6 +396,7 @@ func (q *Queries) InsertIfNoCandidate(ctx context.Context, db DBTX, arg InsertIf
 		arg.Kind,
 		arg.DedupKey,
 		arg.ID,
+		arg.Queue,
 		arg.Priority,
 		arg.Payload,
 		arg.At,
@@ -406,15 +408,16 @@ func (q *Queries) InsertIfNoCandidate(ctx context.Context, db DBTX, arg InsertIf
 }
 
 const insertJob = `-- name: InsertJob :exec
-INSERT INTO venturi_job (id, kind, state, priority, dedup_key, payload, run_at)
-SELECT $1, $2, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
-       $3, $4, ($5::text)::jsonb, t.at
-FROM (SELECT COALESCE($6::timestamptz, now()) + interval '1 microsecond' * $7::bigint AS at) t
+INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at)
+SELECT $1, $2, $3::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+       $4, $5, ($6::text)::jsonb, t.at
+FROM (SELECT COALESCE($7::timestamptz, now()) + interval '1 microsecond' * $8::bigint AS at) t
 `
 
 type InsertJobParams struct {
 	ID       pgtype.UUID
 	Kind     string
+	Queue    string
 	Priority int16
 	DedupKey pgtype.Text
 	Payload  string
@@ -426,6 +429,7 @@ func (q *Queries) InsertJob(ctx context.Context, db DBTX, arg InsertJobParams) e
 	_, err := db.Exec(ctx, insertJob,
 		arg.ID,
 		arg.Kind,
+		arg.Queue,
 		arg.Priority,
 		arg.DedupKey,
 		arg.Payload,
@@ -436,10 +440,10 @@ func (q *Queries) InsertJob(ctx context.Context, db DBTX, arg InsertJobParams) e
 }
 
 const insertJobs = `-- name: InsertJobs :exec
-INSERT INTO venturi_job (id, kind, state, priority, payload, run_at)
-SELECT u.id, u.kind, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+INSERT INTO venturi_job (id, kind, queue, state, priority, payload, run_at)
+SELECT u.id, u.kind, u.queue, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
        u.priority, u.payload::jsonb, t.at
-FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::text[]) AS kind, unnest($3::smallint[]) AS priority, unnest($4::text[]) AS payload, unnest($5::bool[]) AS has_at, unnest($6::timestamptz[]) AS at, unnest($7::bigint[]) AS delay_us) AS u
+FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::text[]) AS kind, unnest($3::text[]) AS queue, unnest($4::smallint[]) AS priority, unnest($5::text[]) AS payload, unnest($6::bool[]) AS has_at, unnest($7::timestamptz[]) AS at, unnest($8::bigint[]) AS delay_us) AS u
 CROSS JOIN LATERAL (
     SELECT CASE WHEN u.has_at THEN u.at ELSE now() END + u.delay_us * interval '1 microsecond' AS at
 ) t
@@ -448,6 +452,7 @@ CROSS JOIN LATERAL (
 type InsertJobsParams struct {
 	Ids        []pgtype.UUID
 	Kinds      []string
+	Queues     []string
 	Priorities []int16
 	Payloads   []string
 	HasAt      []bool
@@ -459,6 +464,7 @@ func (q *Queries) InsertJobs(ctx context.Context, db DBTX, arg InsertJobsParams)
 	_, err := db.Exec(ctx, insertJobs,
 		arg.Ids,
 		arg.Kinds,
+		arg.Queues,
 		arg.Priorities,
 		arg.Payloads,
 		arg.HasAt,
@@ -490,8 +496,8 @@ WITH t AS (
     WHERE j.id = cand.id
     RETURNING j.id, j.state
 ), ins AS (
-    INSERT INTO venturi_job (id, kind, state, priority, dedup_key, payload, run_at)
-    SELECT $8, $3, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at)
+    SELECT $8, $3, $9::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
            $6, $4::text, ($5::text)::jsonb, t.at
     FROM t
     WHERE NOT EXISTS (SELECT 1 FROM cand)
@@ -512,6 +518,7 @@ type InsertOrReplaceParams struct {
 	Priority int16
 	Entry    string
 	ID       pgtype.UUID
+	Queue    string
 }
 
 type InsertOrReplaceRow struct {
@@ -533,6 +540,7 @@ func (q *Queries) InsertOrReplace(ctx context.Context, db DBTX, arg InsertOrRepl
 		arg.Priority,
 		arg.Entry,
 		arg.ID,
+		arg.Queue,
 	)
 	var i InsertOrReplaceRow
 	err := row.Scan(&i.JobID, &i.Replaced, &i.Due)
