@@ -186,10 +186,10 @@ func explainSet(ctx context.Context, pool *pgxpool.Pool, sqls map[string]string,
 	}); err != nil {
 		return err
 	}
-	if err := run("InsertJob (Enqueue without a dedup key)", sqls["insertJob"], noArgs(newUUID(), kindNoop, int16(0), pgtype.Text{}, `{"n":1}`, (*time.Time)(nil), int64(0))); err != nil {
+	if err := run("InsertJob (Enqueue without a dedup key)", sqls["insertJob"], noArgs(newUUID(), kindNoop, "default", int16(0), pgtype.Text{}, `{"n":1}`, (*time.Time)(nil), int64(0))); err != nil {
 		return err
 	}
-	if err := run("InsertIfNoCandidate (dedup enqueue, new key)", sqls["insertIfNoCandidate"], noArgs(kindDedup, "explain-key", newUUID(), int16(0), `{"key":"explain-key"}`, (*time.Time)(nil), int64(0))); err != nil {
+	if err := run("InsertIfNoCandidate (dedup enqueue, new key)", sqls["insertIfNoCandidate"], noArgs(kindDedup, "explain-key", newUUID(), "default", int16(0), `{"key":"explain-key"}`, (*time.Time)(nil), int64(0))); err != nil {
 		return err
 	}
 	return nil
