@@ -202,17 +202,27 @@ func (b *bencher) driveProducers(ctx context.Context, name, unit string, n int, 
 
 // enqueueBatch enqueues n no-op jobs numbered from first in one call.
 func (p *producers) enqueueBatch(ctx context.Context, first, n int) error {
+	return p.enqueueBatchOf(ctx, first, n, noopTask, noopArgs)
+}
+
+// noopTask and noopArgs make the i-th no-op job of venturi and River.
+func noopTask(i int) venturi.Task  { return NoopTask{N: i} }
+func noopArgs(i int) river.JobArgs { return NoopArgs{N: i} }
+
+// enqueueBatchOf enqueues jobs first … first+n-1 in one batch call, made by task (venturi)
+// or args (River).
+func (p *producers) enqueueBatchOf(ctx context.Context, first, n int, task func(int) venturi.Task, args func(int) river.JobArgs) error {
 	if p.lib == libVenturi {
 		tasks := make([]venturi.Task, n)
 		for i := range tasks {
-			tasks[i] = NoopTask{N: first + i}
+			tasks[i] = task(first + i)
 		}
 		_, err := p.q.EnqueueMany(ctx, tasks)
 		return err
 	}
 	params := make([]river.InsertManyParams, n)
 	for i := range params {
-		params[i] = river.InsertManyParams{Args: NoopArgs{N: first + i}}
+		params[i] = river.InsertManyParams{Args: args(first + i)}
 	}
 	_, err := p.river.InsertMany(ctx, params)
 	return err

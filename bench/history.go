@@ -207,25 +207,23 @@ func (b *bencher) historyCase(ctx context.Context, jobs, until int) (string, err
 // historySample reads the scenario's rows: run counts, the largest row, the most entries
 // in a row's journal, and the entries moved out of the rows (0 before schema version 3).
 func (b *bencher) historySample(ctx context.Context) (historySample, error) {
-	var x historySample
+	var (
+		x          historySample
+		hasJournal bool
+	)
+	// journal_moved read through to_jsonb: the column does not exist before schema 3.
 	if err := b.admin.QueryRow(ctx, `SELECT COALESCE(min(runs), 0), COALESCE(max(runs), 0),
-		COALESCE(max(pg_column_size(j.*)), 0), COALESCE(max(jsonb_array_length(journal)), 0)
-		FROM `+venturiSchema+`.venturi_job j WHERE kind = $1`, kindHistory).Scan(&x.minRuns, &x.maxRuns, &x.rowBytes, &x.recent); err != nil {
+		COALESCE(max(pg_column_size(j.*)), 0), COALESCE(max(jsonb_array_length(journal)), 0),
+		COALESCE(sum((to_jsonb(j)->>'journal_moved')::bigint), 0)::bigint, to_regclass($2) IS NOT NULL
+		FROM `+venturiSchema+`.venturi_job j WHERE kind = $1`, kindHistory, venturiSchema+".venturi_journal").Scan(
+		&x.minRuns, &x.maxRuns, &x.rowBytes, &x.recent, &x.moved, &hasJournal); err != nil {
 		return x, err
 	}
-	var moved *int64
-	if err := b.admin.QueryRow(ctx, `SELECT CASE WHEN to_regclass('`+venturiSchema+`.venturi_journal') IS NOT NULL
-		THEN (SELECT sum(journal_moved) FROM `+venturiSchema+`.venturi_job WHERE kind = $1)::bigint END`, kindHistory).Scan(&moved); err != nil {
-		// Before schema version 3 the column does not exist either.
+	if !hasJournal {
 		return x, nil
 	}
-	if moved != nil {
-		x.moved = *moved
-		if err := b.admin.QueryRow(ctx, `SELECT count(*) FROM `+venturiSchema+`.venturi_journal`).Scan(&x.kept); err != nil {
-			return x, err
-		}
-	}
-	return x, nil
+	err := b.admin.QueryRow(ctx, `SELECT count(*) FROM `+venturiSchema+`.venturi_journal`).Scan(&x.kept)
+	return x, err
 }
 
 // historyMarkdown writes scenario 9's section.

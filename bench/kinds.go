@@ -110,36 +110,9 @@ func (b *bencher) scenarioKinds(ctx context.Context) error {
 
 // enqueueKinds enqueues n no-op jobs spread round-robin over the first k kinds, untimed.
 func (b *bencher) enqueueKinds(ctx context.Context, lib string, n, k int) error {
-	pl := libVenturi
-	if lib != libVenturi {
-		pl = libRiver
-	}
-	p, err := b.openProducers(ctx, pl)
-	if err != nil {
-		return err
-	}
-	defer p.close()
-	for i := 0; i < n; i += 1000 {
-		m := min(1000, n-i)
-		if pl == libVenturi {
-			tasks := make([]venturi.Task, m)
-			for j := range tasks {
-				tasks[j] = manyKinds[(i+j)%k].task(i + j)
-			}
-			if _, err := p.q.EnqueueMany(ctx, tasks); err != nil {
-				return err
-			}
-			continue
-		}
-		params := make([]river.InsertManyParams, m)
-		for j := range params {
-			params[j] = river.InsertManyParams{Args: manyKinds[(i+j)%k].args(i + j)}
-		}
-		if _, err := p.river.InsertMany(ctx, params); err != nil {
-			return err
-		}
-	}
-	return nil
+	return b.enqueueBulkOf(ctx, lib, n,
+		func(i int) venturi.Task { return manyKinds[i%k].task(i) },
+		func(i int) river.JobArgs { return manyKinds[i%k].args(i) })
 }
 
 // addKinds records one run of scenario 10.

@@ -336,6 +336,12 @@ func (p *workerProc) kill() {
 
 // enqueueBulk enqueues n no-op jobs through the library's batch API, untimed.
 func (b *bencher) enqueueBulk(ctx context.Context, lib string, n int) error {
+	return b.enqueueBulkOf(ctx, lib, n, noopTask, noopArgs)
+}
+
+// enqueueBulkOf enqueues n jobs made by task (venturi) or args (River) in batches of
+// 1,000, untimed.
+func (b *bencher) enqueueBulkOf(ctx context.Context, lib string, n int, task func(int) venturi.Task, args func(int) river.JobArgs) error {
 	pl := libVenturi
 	if lib != libVenturi {
 		pl = libRiver
@@ -346,7 +352,7 @@ func (b *bencher) enqueueBulk(ctx context.Context, lib string, n int) error {
 	}
 	defer p.close()
 	for i := 0; i < n; i += 1000 {
-		if err := p.enqueueBatch(ctx, i, min(1000, n-i)); err != nil {
+		if err := p.enqueueBatchOf(ctx, i, min(1000, n-i), task, args); err != nil {
 			return err
 		}
 	}

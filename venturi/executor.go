@@ -28,7 +28,7 @@ var (
 // grow a fresh stack every time.
 type executor struct {
 	cfg      Config
-	db       dbsqlc.DBTX // the application's pool, for what handlers read on demand
+	journal  journalLoader // Run.EarlierHistory's reads, on the application's pool
 	q        *dbsqlc.Queries
 	reg      map[string]*registration
 	tracker  *runTracker
@@ -51,11 +51,14 @@ type start struct {
 
 func newExecutor(parent context.Context, cfg Config, db dbsqlc.DBTX, q *dbsqlc.Queries, reg map[string]*registration, tracker *runTracker, finish func(*finishReq)) *executor {
 	e := &executor{
-		cfg: cfg, db: db, q: q, reg: reg, tracker: tracker, finish: finish,
+		cfg: cfg, q: q, reg: reg, tracker: tracker, finish: finish,
 		slots:    make(chan struct{}, cfg.Concurrency),
 		starts:   make(chan start, cfg.Concurrency),
 		freed:    make(chan struct{}, 1),
 		shutdown: make(chan struct{}),
+	}
+	e.journal = func(ctx context.Context, id ulid.ULID, before int64, limit int) ([]JournalEntry, error) {
+		return journalPage(ctx, db, q, id, before, limit)
 	}
 	e.hardCtx, e.hard = context.WithCancelCause(parent)
 	for range cfg.Concurrency {
@@ -135,13 +138,6 @@ type finishReq struct {
 	degraded  bool      // the database refused the full result; stored without carry and attachment
 }
 
-// earlierHistory returns the loader behind Run.EarlierHistory for job id.
-func (e *executor) earlierHistory(id ulid.ULID) func(ctx context.Context, before int64, limit int) ([]JournalEntry, error) {
-	return func(ctx context.Context, before int64, limit int) ([]JournalEntry, error) {
-		return journalPage(ctx, e.db, e.q, id, before, limit)
-	}
-}
-
 // runTask decodes j into T and its carry into C, runs handle, and returns the job's
 // next state. Undecodable payloads, carries and journals send the job to dead.
 func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, state S, handle HandlerFunc[T, S, C]) *finishReq {
@@ -165,7 +161,7 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 	}
 	run := &Run[C]{
 		id: j.id, kind: j.kind, token: j.token, runs: j.runs, failures: j.failures,
-		history: history, carry: carry, shutdown: e.shutdown, earlier: e.earlierHistory(j.id),
+		history: history, carry: carry, shutdown: e.shutdown, earlier: e.journal,
 	}
 	keepCarry := reflect.TypeFor[C]().Size() > 0
 	// build turns a result into the job's next state. The carry is stored only when the

@@ -74,7 +74,7 @@ func (f *fetcher) notified() {
 // claimResult is what a claim returned.
 type claimResult struct {
 	jobs []*claimed
-	// nextDue is when the next scheduled job of the worker's kinds is due, by the local
+	// nextDue is when the next scheduled job of the worker's kinds in its queue is due, by the local
 	// clock (zero: none is scheduled), as the database saw it when the claim ran.
 	nextDue time.Time
 	err     error
@@ -231,7 +231,7 @@ func (f *fetcher) claim(n int) claimResult {
 		}
 		jobs = append(jobs, j)
 	})
-	dbsqlc.QueueNextDue(b, f.kinds, &dueInUs)
+	dbsqlc.QueueNextDue(b, dbsqlc.NextDueParams{Queue: f.cfg.Queue, Kinds: f.kinds}, &dueInUs)
 	ctx, cancel := context.WithTimeout(f.dbCtx, f.cfg.Lease/2)
 	defer cancel()
 	if err := f.db.SendBatch(ctx, b).Close(); err != nil {

@@ -19,13 +19,16 @@ type Run[C any] struct {
 	runs       int
 	failures   int
 	history    []JournalEntry
-	earlier    func(ctx context.Context, before int64, limit int) ([]JournalEntry, error)
+	earlier    journalLoader // reads older entries; one per worker, shared by its runs
 	carry      C
 	attachment json.RawMessage
 	shutdown   <-chan struct{}
 	finish     func(ctx context.Context, tx pgx.Tx, o Outcome, carry *C, attachment json.RawMessage) error
 	finalized  bool
 }
+
+// journalLoader reads a page of a job's journal (see Queue.Journal).
+type journalLoader func(ctx context.Context, id ulid.ULID, before int64, limit int) ([]JournalEntry, error)
 
 // ID returns the job's ID.
 func (r *Run[C]) ID() ulid.ULID { return r.id }
@@ -58,7 +61,7 @@ func (r *Run[C]) EarlierHistory(ctx context.Context, before int64, limit int) ([
 	if r.earlier == nil {
 		return nil, nil
 	}
-	return r.earlier(ctx, before, limit)
+	return r.earlier(ctx, r.id, before, limit)
 }
 
 // Carry returns the carried state (the zero value on the first run).

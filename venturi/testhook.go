@@ -67,7 +67,7 @@ func (r *Run[C]) fillTest(spec testhook.RunSpec) error {
 	*r = Run[C]{
 		id: ulid.ULID(spec.ID), kind: spec.Kind, token: spec.Token, runs: spec.RunCount,
 		failures: spec.Failures, history: history[max(len(history)-JournalRecent, 0):], carry: carry, shutdown: spec.Shutdown,
-		earlier: func(_ context.Context, before int64, limit int) ([]JournalEntry, error) {
+		earlier: func(_ context.Context, _ ulid.ULID, before int64, limit int) ([]JournalEntry, error) {
 			return pageOf(history, before, limit), nil
 		},
 		finish: func(ctx context.Context, _ pgx.Tx, o Outcome, c *C, attachment json.RawMessage) error {

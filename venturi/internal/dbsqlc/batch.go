@@ -62,6 +62,6 @@ func QueueClaim(b *pgx.Batch, arg ClaimParams, add func(*ClaimRow)) {
 }
 
 // QueueNextDue is NextDue in a batch; its value lands in dueInUs.
-func QueueNextDue(b *pgx.Batch, kinds []string, dueInUs *int64) {
-	b.Queue(nextDue, kinds).QueryRow(func(r pgx.Row) error { return r.Scan(dueInUs) })
+func QueueNextDue(b *pgx.Batch, arg NextDueParams, dueInUs *int64) {
+	b.Queue(nextDue, arg.Queue, arg.Kinds).QueryRow(func(r pgx.Row) error { return r.Scan(dueInUs) })
 }

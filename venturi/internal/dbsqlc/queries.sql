@@ -264,13 +264,13 @@ ORDER BY id
 LIMIT @max::int;
 
 -- name: NextDue :one
--- How long until the next scheduled job of the given kinds is due (database clock), in
+-- How long until the next scheduled job of the given kinds in the queue is due (database clock), in
 -- microseconds; 0 when one is already due, -1 when none is scheduled. An idle worker
 -- sleeps until then instead of waiting for its poll.
 SELECT COALESCE((EXTRACT(EPOCH FROM GREATEST(min(run_at) - now(), interval '0')) * 1000000)::bigint, -1)::bigint AS due_in_us
 FROM (
     SELECT run_at FROM venturi_job
-    WHERE state = 'scheduled' AND kind = ANY(@kinds::text[])
+    WHERE state = 'scheduled' AND queue = @queue::text AND kind = ANY(@kinds::text[])
     ORDER BY run_at
     LIMIT 1
 ) s;

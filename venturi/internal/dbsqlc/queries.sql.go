@@ -727,17 +727,22 @@ const nextDue = `-- name: NextDue :one
 SELECT COALESCE((EXTRACT(EPOCH FROM GREATEST(min(run_at) - now(), interval '0')) * 1000000)::bigint, -1)::bigint AS due_in_us
 FROM (
     SELECT run_at FROM venturi_job
-    WHERE state = 'scheduled' AND kind = ANY($1::text[])
+    WHERE state = 'scheduled' AND queue = $1::text AND kind = ANY($2::text[])
     ORDER BY run_at
     LIMIT 1
 ) s
 `
 
-// How long until the next scheduled job of the given kinds is due (database clock), in
+type NextDueParams struct {
+	Queue string
+	Kinds []string
+}
+
+// How long until the next scheduled job of the given kinds in the queue is due (database clock), in
 // microseconds; 0 when one is already due, -1 when none is scheduled. An idle worker
 // sleeps until then instead of waiting for its poll.
-func (q *Queries) NextDue(ctx context.Context, db DBTX, kinds []string) (int64, error) {
-	row := db.QueryRow(ctx, nextDue, kinds)
+func (q *Queries) NextDue(ctx context.Context, db DBTX, arg NextDueParams) (int64, error) {
+	row := db.QueryRow(ctx, nextDue, arg.Queue, arg.Kinds)
 	var due_in_us int64
 	err := row.Scan(&due_in_us)
 	return due_in_us, err
