@@ -110,8 +110,20 @@ type Config struct {
 	// Default: host-pid-random.
 	ID string
 	// Queue is the queue the worker claims from (see [Queuer]): jobs of its registered
-	// kinds in other queues are left to other workers. Default DefaultQueue.
+	// kinds in other queues are left to other workers. Default DefaultQueue. Set Queues
+	// instead to serve several.
 	Queue string
+	// Queues are the queues the worker serves, each with its own handlers, prefetch
+	// buffer and claims, so a backlog in one never delays another's jobs. A queue's zero
+	// Concurrency takes Config.Concurrency. Default: the one queue named by Queue, with
+	// Concurrency handlers. Queue must be empty when Queues is set.
+	Queues []WorkerQueue
+}
+
+// WorkerQueue is one queue a worker serves.
+type WorkerQueue struct {
+	Name        string
+	Concurrency int // handlers for this queue's jobs; 0 for Config.Concurrency
 }
 
 // ConfigError is the error NewWorker returns for an invalid Config field.
@@ -170,6 +182,21 @@ func (c Config) validate() (Config, error) {
 	if c.Queue != "" && !validQueue(c.Queue) {
 		bad("Queue", "want 1 to 128 bytes of UTF-8 text without NUL (empty for %q)", DefaultQueue)
 	}
+	if c.Queue != "" && len(c.Queues) > 0 {
+		bad("Queues", "set Queue or Queues, not both")
+	}
+	seen := map[string]bool{}
+	for i, q := range c.Queues {
+		switch {
+		case !validQueue(q.Name):
+			bad(fmt.Sprintf("Queues[%d].Name", i), "want 1 to 128 bytes of UTF-8 text without NUL")
+		case seen[q.Name]:
+			bad(fmt.Sprintf("Queues[%d].Name", i), "queue %q is listed twice", q.Name)
+		case q.Concurrency < 0:
+			bad(fmt.Sprintf("Queues[%d].Concurrency", i), "%d; want at least 1 (0 for Config.Concurrency)", q.Concurrency)
+		}
+		seen[q.Name] = true
+	}
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}
@@ -186,8 +213,18 @@ func (c Config) withDefaults() Config {
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
 	}
-	if c.Queue == "" {
-		c.Queue = DefaultQueue
+	if len(c.Queues) == 0 {
+		if c.Queue == "" {
+			c.Queue = DefaultQueue
+		}
+		c.Queues = []WorkerQueue{{Name: c.Queue, Concurrency: c.Concurrency}}
+	} else {
+		c.Queues = append([]WorkerQueue(nil), c.Queues...) // the caller's slice stays theirs
+		for i := range c.Queues {
+			if c.Queues[i].Concurrency == 0 {
+				c.Queues[i].Concurrency = c.Concurrency
+			}
+		}
 	}
 	switch {
 	case c.Prefetch == 0:
@@ -232,3 +269,19 @@ func (c Config) withDefaults() Config {
 // prefetchWait is the longest a prefetched job waits for a slot before it is released
 // for other workers: busy handlers must not hold claimed jobs hostage.
 func (c Config) prefetchWait() time.Duration { return min(time.Second, c.Lease/3) }
+
+// forQueue returns the configuration of the fetcher and handlers of one queue.
+func (c Config) forQueue(q WorkerQueue) Config {
+	c.Queue, c.Concurrency = q.Name, q.Concurrency
+	c.ClaimBatch = min(c.ClaimBatch, c.Concurrency+c.Prefetch)
+	return c
+}
+
+// totalConcurrency is the handlers of all queues.
+func (c Config) totalConcurrency() int {
+	n := 0
+	for _, q := range c.Queues {
+		n += q.Concurrency
+	}
+	return n
+}

@@ -23,7 +23,9 @@ func (q *Queue) lockAndInsert(ctx context.Context, db batcher, p *plan) (iso str
 	b := &pgx.Batch{}
 	var row dbsqlc.InsertIfNoCandidateRow
 	dbsqlc.QueueDedupLock(b, dbsqlc.DedupLockParams{Kind: p.kind, DedupKey: p.key}, &iso)
+	sk, sl, sp := p.slotParams()
 	dbsqlc.QueueInsertIfNoCandidate(b, dbsqlc.InsertIfNoCandidateParams{
+		Part: p.part, SlotKey: sk, SlotLimit: sl, SlotPolicy: sp,
 		Kind: p.kind, DedupKey: p.key, ID: uuidOf(p.id), Queue: p.queue, Priority: int16(p.priority),
 		Payload: string(p.payload), At: p.opts.at, DelayUs: delayOf(p.opts.delay),
 	}, &row)
@@ -47,7 +49,9 @@ func (q *Queue) replaceFast(ctx context.Context, db batcher, p *plan) (Result, b
 	)
 	b := &pgx.Batch{}
 	dbsqlc.QueueDedupLock(b, dbsqlc.DedupLockParams{Kind: p.kind, DedupKey: p.key}, &iso)
+	sk, sl, sp := p.slotParams()
 	dbsqlc.QueueInsertOrReplace(b, dbsqlc.InsertOrReplaceParams{
+		Part: p.part, SlotKey: sk, SlotLimit: sl, SlotPolicy: sp,
 		At: p.opts.at, DelayUs: delayOf(p.opts.delay), Kind: p.kind, DedupKey: p.key,
 		Payload: string(p.payload), Priority: int16(p.priority), Entry: entry, ID: uuidOf(p.id), Queue: p.queue,
 	}, &row)

@@ -40,16 +40,31 @@ func (w *Worker[S]) drain(ctx context.Context, kinds []string, maxRuns int) ([]t
 			return nil, fmt.Errorf("venturi: Drain of kind %q, which the worker did not register", k)
 		}
 	}
-	tracker := newRunTracker(w.cfg.Lease, w.log)
-	exec := &executor{cfg: w.cfg, q: w.q, reg: w.reg, tracker: tracker, shutdown: make(chan struct{})}
-	f := newFetcher(w.cfg, w.pool, w.q, kinds, exec, tracker, ctx, w.log)
+	tracker := newRunTracker(w.cfg.Lease, w.cfg.ShutdownGrace, w.log)
+	exec := &executor{cfg: w.cfg, q: w.q, reg: w.reg, tracker: tracker, shutdown: make(chan struct{}), channel: w.channel}
+	var fetchers []*fetcher
+	for _, wq := range w.cfg.Queues {
+		f := newFetcher(w.cfg.forQueue(wq), w.pool, w.q, kinds, exec, tracker, ctx, w.log)
+		f.channel = w.channel
+		fetchers = append(fetchers, f)
+	}
 	var out []testhook.Drained
 	for {
-		r := f.claim(1)
-		if r.err != nil {
-			return out, r.err
+		// One job at a time, from the first queue that has one. A claim may return a
+		// gated and a plain job: the second goes back.
+		var (
+			jobs []*claimed
+			f    *fetcher
+		)
+		for _, f = range fetchers {
+			r := f.claim(1)
+			if r.err != nil {
+				return out, r.err
+			}
+			if jobs = r.jobs; len(jobs) > 0 {
+				break
+			}
 		}
-		jobs := r.jobs
 		if len(jobs) == 0 {
 			return out, nil
 		}
@@ -58,15 +73,18 @@ func (w *Worker[S]) drain(ctx context.Context, kinds []string, maxRuns int) ([]t
 			return out, fmt.Errorf("venturi: Drain stopped after %d runs with jobs still available", maxRuns)
 		}
 		j := jobs[0]
+		f.release(jobs[1:])
 		rctx, cancel := context.WithCancelCause(ctx)
 		tracker.begin(j, cancel)
 		req := w.reg[j.kind].run(rctx, exec, j)
 		cancel(nil)
 		tracker.remove(j)
 		if !req.finalized && !req.lost {
-			if _, err := w.q.FinishRuns(ctx, w.pool, finishParams(w.cfg.ID, []*finishReq{req})); err != nil {
+			ids, err := w.q.FinishRuns(ctx, w.pool, finishParams(w.cfg.ID, []*finishReq{req}))
+			if err != nil {
 				return out, err
 			}
+			afterFinish(ctx, w.pool, w.q, w.channel, []*finishReq{req}, ids, w.log)
 		}
 		row, err := w.q.GetJob(ctx, w.pool, uuidOf(j.id))
 		if err != nil {

@@ -18,7 +18,7 @@ import (
 // MaxPayloadBytes is the largest encoded payload (and carry) an enqueue accepts: 1 MiB.
 const MaxPayloadBytes = 1 << 20
 
-// EnqueueOption adjusts one enqueue; [At] and [After] make one.
+// EnqueueOption adjusts one enqueue; [At], [After] and [OnQueue] make one.
 type EnqueueOption interface {
 	applyEnqueue(*enqueueOpts)
 }
@@ -26,6 +26,7 @@ type EnqueueOption interface {
 type enqueueOpts struct {
 	at    *time.Time
 	delay time.Duration
+	queue string
 }
 
 type enqueueOptionFunc func(*enqueueOpts)
@@ -38,6 +39,12 @@ func At(t time.Time) EnqueueOption { return enqueueOptionFunc(func(o *enqueueOpt
 // After makes the job due d after the enqueue runs, measured by the database clock.
 func After(d time.Duration) EnqueueOption {
 	return enqueueOptionFunc(func(o *enqueueOpts) { o.delay = d })
+}
+
+// OnQueue puts the job in the named queue, overriding the task's [Queuer] and
+// [DefaultQueue].
+func OnQueue(name string) EnqueueOption {
+	return enqueueOptionFunc(func(o *enqueueOpts) { o.queue = name })
 }
 
 // Enqueue enqueues task in its own transaction.
@@ -147,6 +154,11 @@ func (q *Queue) enqueueMany(ctx context.Context, tx pgx.Tx, tasks []Task, opts [
 		}
 		plain.Ats = append(plain.Ats, at)
 		plain.DelaysUs = append(plain.DelaysUs, delayOf(p.opts.delay))
+		plain.HasPart = append(plain.HasPart, p.part.Valid)
+		plain.Parts = append(plain.Parts, p.part.String)
+		plain.SlotKeys = append(plain.SlotKeys, p.slot.Key)
+		plain.SlotLimits = append(plain.SlotLimits, int32(p.slot.Limit))
+		plain.SlotPolicies = append(plain.SlotPolicies, int16(p.slot.Policy))
 		notify[notifyPayload(p.kind, p.dueNow())] = true
 	}
 	if len(plain.Ids) > 0 {
@@ -184,6 +196,8 @@ type plan struct {
 	priority Priority
 	payload  []byte
 	opts     enqueueOpts
+	part     pgtype.Text // the partition (or slot key) of a gated job; NULL: plain, unless its kind has limits
+	slot     Slot        // Key empty: none
 }
 
 func prepare(task Task, opts []EnqueueOption) (*plan, error) {
@@ -203,8 +217,30 @@ func prepare(task Task, opts []EnqueueOption) (*plan, error) {
 		return nil, ErrKindTooLong
 	}
 	if t, ok := task.(Queuer); ok {
-		if p.queue = t.Queue(); !validQueue(p.queue) {
-			return nil, fmt.Errorf("%w: %q", ErrInvalidQueue, p.queue)
+		p.queue = t.Queue()
+	}
+	if p.opts.queue != "" {
+		p.queue = p.opts.queue
+	}
+	if !validQueue(p.queue) {
+		return nil, fmt.Errorf("%w: %q", ErrInvalidQueue, p.queue)
+	}
+	if t, ok := task.(Slotter); ok {
+		p.slot = t.Slot()
+		if p.slot.Key != "" {
+			if !validText(p.slot.Key, MaxSlotKeyBytes) || p.slot.Limit < 0 || p.slot.Policy < SlotQueue || p.slot.Policy > SlotDropIfRunning {
+				return nil, ErrInvalidSlot
+			}
+			p.slot.Limit = max(p.slot.Limit, 1)
+			p.part = pgtype.Text{String: p.slot.Key, Valid: true}
+		}
+	}
+	if t, ok := task.(Partitioner); ok {
+		if part := t.Partition(); part != "" {
+			if !validText(part, MaxPartitionBytes) {
+				return nil, ErrInvalidPartition
+			}
+			p.part = pgtype.Text{String: part, Valid: true}
 		}
 	}
 	if t, ok := task.(Prioritizer); ok {
@@ -272,7 +308,9 @@ func containsEscapedNUL(b []byte) bool {
 
 // queueInsert adds the plain insert of p (and its NOTIFY) to b.
 func (q *Queue) queueInsert(b *pgx.Batch, p *plan) {
+	sk, sl, sp := p.slotParams()
 	dbsqlc.QueueInsertJob(b, dbsqlc.InsertJobParams{
+		Part: p.part, SlotKey: sk, SlotLimit: sl, SlotPolicy: sp,
 		ID: uuidOf(p.id), Kind: p.kind, Queue: p.queue, Priority: int16(p.priority),
 		DedupKey: pgtype.Text{String: p.key, Valid: p.key != ""},
 		Payload:  string(p.payload), At: p.opts.at, DelayUs: delayOf(p.opts.delay),

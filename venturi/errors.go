@@ -16,6 +16,11 @@ var (
 	ErrDedupKeyTooLong = fmt.Errorf("venturi: dedup key is longer than %d bytes", MaxDedupKeyBytes)
 	ErrIsolation       = errors.New("venturi: an enqueue with a dedup key needs a READ COMMITTED transaction")
 	ErrNotFound        = errors.New("venturi: job not found")
+	// ErrInvalidSlot is returned for a Slot with an overlong or non-text key, a negative
+	// limit or an unknown policy.
+	ErrInvalidSlot = fmt.Errorf("venturi: slot key must be at most %d bytes of UTF-8 text without NUL or U+001F, its limit at least 0 and its policy one of SlotQueue, SlotReplace, SlotDropIfRunning", MaxSlotKeyBytes)
+	// ErrInvalidPartition is returned for an overlong or non-text partition.
+	ErrInvalidPartition = fmt.Errorf("venturi: partition must be at most %d bytes of UTF-8 text without NUL or U+001F", MaxPartitionBytes)
 )
 
 // TaskError is a failure that says whether retrying can help. Any other error returned by

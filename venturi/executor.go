@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"runtime/debug"
 	"strings"
@@ -20,6 +21,7 @@ import (
 var (
 	errShutdown   = errors.New("venturi: worker shut down")
 	errJobTimeout = errors.New("venturi: job timeout")
+	errReplaced   = errors.New("venturi: replaced by a newer job of its slot")
 )
 
 // executor runs handlers: Concurrency long-lived goroutines take claimed jobs, run the
@@ -28,6 +30,7 @@ var (
 // grow a fresh stack every time.
 type executor struct {
 	cfg      Config
+	channel  string        // the notification channel (wake-ups after gated runs)
 	journal  journalLoader // Run.EarlierHistory's reads, on the application's pool
 	q        *dbsqlc.Queries
 	reg      map[string]*registration
@@ -69,6 +72,14 @@ func newExecutor(parent context.Context, cfg Config, db dbsqlc.DBTX, q *dbsqlc.Q
 		}()
 	}
 	return e
+}
+
+// log returns the executor's logger.
+func (e *executor) log() *slog.Logger {
+	if e.cfg.Logger == nil {
+		return slog.Default()
+	}
+	return e.cfg.Logger
 }
 
 // free reports how many handler slots are free.
@@ -163,6 +174,9 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 		id: j.id, kind: j.kind, token: j.token, runs: j.runs, failures: j.failures,
 		history: history, carry: carry, shutdown: e.shutdown, earlier: e.journal,
 	}
+	if j.stop != nil {
+		run.shutdown = j.stop.ch
+	}
 	keepCarry := reflect.TypeFor[C]().Size() > 0
 	// build turns a result into the job's next state. The carry is stored only when the
 	// job goes back to pending (pause, retry, interruption): a completed or dead job has
@@ -191,6 +205,7 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 		if len(ids) != 1 {
 			return ErrLeaseLost
 		}
+		afterFinish(fctx, tx, e.q, e.channel, []*finishReq{req}, ids, e.log())
 		return nil
 	}
 	o, err := safeHandle(ctx, handle, task, run, state)
@@ -230,6 +245,18 @@ func (e *executor) outcomeReq(ctx context.Context, j *claimed, o Outcome, err er
 	req := &finishReq{job: j}
 	entry := JournalEntry{Attachment: attachment}
 	switch {
+	case context.Cause(ctx) == ErrLeaseLost:
+		req.lost = true
+	case j.replaced.Load() && (err != nil || o.kind != outcomeCompleted):
+		// SlotReplace: a newer job of the slot took over. Not a failure, and not to be run again.
+		entry.Event, entry.Note = EventReplaced, "replaced by a newer job of its slot"
+		switch {
+		case err != nil:
+			entry.Note += ": " + err.Error()
+		case o.note != "":
+			entry.Note += ": " + o.note
+		}
+		req.state = dbsqlc.VenturiJobStateCancelled
 	case err == nil && o.kind == outcomePause:
 		entry.Event, entry.Note, entry.ResumeIn = EventPaused, o.note, o.resumeIn
 		req.state, req.delay = pendingState(o.resumeIn), o.resumeIn
@@ -239,8 +266,6 @@ func (e *executor) outcomeReq(ctx context.Context, j *claimed, o Outcome, err er
 	case context.Cause(ctx) == errShutdown:
 		entry.Event, entry.Note = EventInterrupted, "interrupted by shutdown: "+err.Error()
 		req.state = dbsqlc.VenturiJobStateAvailable
-	case context.Cause(ctx) == ErrLeaseLost:
-		req.lost = true
 	default:
 		if context.Cause(ctx) == errJobTimeout {
 			err = fmt.Errorf("%w after %v: %w", errJobTimeout, e.cfg.JobTimeout, err)

@@ -28,6 +28,7 @@ type fetcher struct {
 	exec    *executor
 	tracker *runTracker
 	dbCtx   context.Context // cancelled when Stop gives up: no statement outlives it
+	channel string          // the notification channel (the gated claim notifies replaced runs)
 
 	wake     chan struct{} // a notification, a rescue or a reconnect asks for a fetch
 	lastWake atomic.Int64  // UnixNano of the last notification for this worker's kinds
@@ -41,6 +42,7 @@ type fetcher struct {
 	askWakes  uint64    // wake-ups received when it was sent
 	wakes     uint64    // wake-ups received
 	idle      bool      // the last claim found nothing: wait for a wake-up or the poll
+	paused    bool      // the last claim found the queue paused: start nothing
 	pollAt    time.Time // when an idle loop looks again without a wake-up
 	notBefore time.Time // after a failed claim, no new one before this
 	errDelay  time.Duration
@@ -77,6 +79,7 @@ type claimResult struct {
 	// nextDue is when the next scheduled job of the worker's kinds in its queue is due, by the local
 	// clock (zero: none is scheduled), as the database saw it when the claim ran.
 	nextDue time.Time
+	paused  bool // the queue is paused
 	err     error
 }
 
@@ -154,7 +157,7 @@ func (f *fetcher) run(ctx context.Context) {
 
 // feed moves buffered jobs into free handler slots, oldest first.
 func (f *fetcher) feed() {
-	for len(f.buffer) > 0 && f.exec.free() > 0 {
+	for len(f.buffer) > 0 && f.exec.free() > 0 && !f.paused {
 		j := f.buffer[0]
 		f.window.started(time.Since(j.sent))
 		f.exec.start(j)
@@ -175,6 +178,11 @@ func (f *fetcher) claimed(r claimResult) {
 		return
 	}
 	f.errDelay = firstClaimRetry
+	if f.paused = r.paused; f.paused {
+		// A paused queue starts nothing more: what this worker holds goes back.
+		f.release(append(f.buffer, r.jobs...))
+		f.buffer, r.jobs = nil, nil
+	}
 	drained := len(f.buffer) == 0 && f.exec.free() > 0
 	f.window.claimed(f.asked, len(r.jobs), time.Since(f.lastClaim), drained)
 	f.buffer = append(f.buffer, r.jobs...)
@@ -213,10 +221,25 @@ func (f *fetcher) claim(n int) claimResult {
 	var (
 		jobs    []*claimed
 		dueInUs int64
+		paused  bool
 	)
 	sent := time.Now()
 	b := &pgx.Batch{}
 	dbsqlc.QueuePromoteDue(b, PromoteBatch)
+	// Gated jobs first: their claim enforces the queue's pause and limits, slots, rates
+	// and breakers; the plain claim below takes nothing from a paused or limited queue.
+	dbsqlc.QueueClaimGated(b, dbsqlc.ClaimGatedParams{
+		LeaseUs: delayOf(f.cfg.Lease), WorkerID: f.cfg.ID, MaxFailures: int32(max(f.cfg.MaxFailures, 0)),
+		Queue: f.cfg.Queue, Kinds: f.kinds, Max: int32(n), Channel: f.channel,
+	}, func(row *dbsqlc.ClaimGatedRow) {
+		j := &claimed{
+			id: ulidOf(row.ID), kind: row.Kind, payload: row.Payload, carry: row.Carry,
+			runs: int(row.Runs), failures: int(row.Failures), token: row.LeaseToken,
+			journal: row.Journal, journalMoved: row.JournalMoved, sent: sent, started: row.AttemptedAt,
+			breaker: row.Breaker, gated: true, stop: newRunStop(),
+		}
+		jobs = append(jobs, j)
+	})
 	dbsqlc.QueueClaim(b, dbsqlc.ClaimParams{
 		LeaseUs: delayOf(f.cfg.Lease), WorkerID: f.cfg.ID, MaxFailures: int32(max(f.cfg.MaxFailures, 0)),
 		Queue: f.cfg.Queue, Kinds: f.kinds, Max: int32(n),
@@ -232,6 +255,7 @@ func (f *fetcher) claim(n int) claimResult {
 		jobs = append(jobs, j)
 	})
 	dbsqlc.QueueNextDue(b, dbsqlc.NextDueParams{Queue: f.cfg.Queue, Kinds: f.kinds}, &dueInUs)
+	dbsqlc.QueueQueuePaused(b, f.cfg.Queue, &paused)
 	ctx, cancel := context.WithTimeout(f.dbCtx, f.cfg.Lease/2)
 	defer cancel()
 	if err := f.db.SendBatch(ctx, b).Close(); err != nil {
@@ -242,7 +266,7 @@ func (f *fetcher) claim(n int) claimResult {
 		j.received = received
 	}
 	f.tracker.add(jobs)
-	r := claimResult{jobs: jobs}
+	r := claimResult{jobs: jobs, paused: paused}
 	if dueInUs >= 0 {
 		r.nextDue = received.Add(time.Duration(dueInUs) * time.Microsecond)
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
@@ -30,13 +32,17 @@ type finisher struct {
 
 const maxFinishBatch = 1000
 
-func newFinisher(cfg Config, db *pgxpool.Pool, q *dbsqlc.Queries, tracker *runTracker, again func(), dbCtx context.Context, log *slog.Logger) *finisher {
+func newFinisher(cfg Config, db *pgxpool.Pool, q *dbsqlc.Queries, tracker *runTracker, again func(), channel string, dbCtx context.Context, log *slog.Logger) *finisher {
 	return &finisher{
 		log: log, tracker: tracker, again: again, dbCtx: dbCtx,
 		write: func(ctx context.Context, reqs []*finishReq) ([]pgtype.UUID, error) {
-			return q.FinishRuns(ctx, db, finishParams(cfg.ID, reqs))
+			ids, err := q.FinishRuns(ctx, db, finishParams(cfg.ID, reqs))
+			if err == nil {
+				afterFinish(ctx, db, q, channel, reqs, ids, log)
+			}
+			return ids, err
 		},
-		in:      make(chan *finishReq, max(maxFinishBatch, 4*cfg.Concurrency)),
+		in:      make(chan *finishReq, max(maxFinishBatch, 4*cfg.totalConcurrency())),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
@@ -165,4 +171,98 @@ func (f *finisher) written(batch []*finishReq, ids []pgtype.UUID) {
 	if again {
 		f.again()
 	}
+}
+
+// afterFinish does what the end of gated runs entails once their results are written:
+// it reports their outcomes to their breakers (in key order, the lock order) and wakes
+// the workers of their kinds, for whom a slot or a limit may have room now. Both are
+// best-effort: a lost breaker report only delays a trip, and a lost wake-up costs a poll.
+func afterFinish(ctx context.Context, db dbBatcher, q *dbsqlc.Queries, channel string, reqs []*finishReq, ids []pgtype.UUID, log *slog.Logger) {
+	var written map[ulid.ULID]bool
+	var kinds []string
+	var p dbsqlc.BreakerRecordParams
+	for _, r := range reqs {
+		if !r.job.gated {
+			continue
+		}
+		if written == nil {
+			written = make(map[ulid.ULID]bool, len(ids))
+			for _, u := range ids {
+				written[ulid.ULID(u.Bytes)] = true
+			}
+		}
+		if !written[r.job.id] {
+			continue
+		}
+		if !slices.Contains(kinds, r.job.kind) {
+			kinds = append(kinds, r.job.kind)
+		}
+		if failed, ok := r.breakerOutcome(); ok {
+			p.Keys = append(p.Keys, r.job.breaker)
+			p.Failed = append(p.Failed, failed)
+		}
+	}
+	if len(kinds) == 0 {
+		return
+	}
+	if len(p.Keys) > 0 {
+		recordBreakers(ctx, db, q, p, log)
+	}
+	if channel != "" {
+		b := &pgx.Batch{}
+		for _, k := range kinds {
+			dbsqlc.QueueNotify(b, dbsqlc.NotifyParams{Channel: channel, Payload: k})
+		}
+		if err := db.SendBatch(ctx, b).Close(); err != nil {
+			log.Debug("venturi: wake-up after gated runs failed", "err", err)
+		}
+	}
+}
+
+// recordBreakers reports outcomes to breakers, sorted by key (stable: one key's outcomes
+// keep their order), and logs the breakers that opened or closed.
+func recordBreakers(ctx context.Context, db dbsqlc.DBTX, q *dbsqlc.Queries, p dbsqlc.BreakerRecordParams, log *slog.Logger) {
+	idx := make([]int, len(p.Keys))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return strings.Compare(p.Keys[a], p.Keys[b]) })
+	var sorted dbsqlc.BreakerRecordParams
+	for _, i := range idx {
+		sorted.Keys = append(sorted.Keys, p.Keys[i])
+		sorted.Failed = append(sorted.Failed, p.Failed[i])
+	}
+	rows, err := q.BreakerRecord(ctx, db, sorted)
+	if err != nil {
+		log.Warn("venturi: breaker report failed", "err", err, "outcomes", len(sorted.Keys))
+		return
+	}
+	for _, r := range rows {
+		if r.Opened {
+			log.Warn("venturi: circuit opened: claims of the kind stop until the cooldown ends, then one probe runs",
+				"kind", r.Kind, "partition", r.Part, "failures", r.Fails, "open_until", r.OpenUntil)
+		} else {
+			log.Info("venturi: circuit closed: a run succeeded", "kind", r.Kind, "partition", r.Part)
+		}
+	}
+}
+
+// breakerOutcome reports whether the run failed, for its breaker; ok is false for an
+// outcome that is neither a success nor a failure (pause, interruption, replacement).
+func (r *finishReq) breakerOutcome() (failed, ok bool) {
+	switch {
+	case r.job.breaker == "":
+		return false, false
+	case r.failed:
+		return true, true
+	case r.state == dbsqlc.VenturiJobStateCompleted:
+		return false, true
+	}
+	return false, false
+}
+
+// dbBatcher is a pool or a transaction: it runs statements and batches.
+type dbBatcher interface {
+	dbsqlc.DBTX
+	batcher
 }

@@ -23,6 +23,9 @@ const (
 	StateRunning   State = "running"
 	StateCompleted State = "completed"
 	StateDead      State = "dead"
+	// StateCancelled is terminal: a slot policy ended the job (SlotDropIfRunning,
+	// SlotReplace). It is not a failure.
+	StateCancelled State = "cancelled"
 )
 
 // Job is a stored job as read back by [Queue.Job].
@@ -48,6 +51,22 @@ type Job struct {
 	CreatedAt      time.Time
 	AttemptedAt    *time.Time
 	FinishedAt     *time.Time
+	// Queue is the job's queue.
+	Queue string
+	// Partition is the job's partition (see [Partitioner]); for a job with a slot and no
+	// partition, its slot key.
+	Partition string
+	// Gated reports whether the job is claimed by the gated claim: it has a partition or
+	// a slot, or its kind had limits when it was enqueued.
+	Gated bool
+	// Slot is the job's slot; nil when it takes none.
+	Slot *Slot
+	// StopRequested reports that a newer job of the slot asked this job's run to stop
+	// (SlotReplace).
+	StopRequested bool
+	// Circuit is the breaker the job reports to, read with the job by [Queue.Job]; nil when
+	// its kind has no breaker (or it has not seen a claim). While it is open the job waits.
+	Circuit *Circuit
 }
 
 // Job reads one job with its journal. It returns [ErrNotFound] for an unknown ID,
@@ -60,7 +79,14 @@ func (q *Queue) Job(ctx context.Context, id ulid.ULID) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	return jobFromRow(row)
+	j, err := jobFromRow(row)
+	if err != nil {
+		return nil, err
+	}
+	if j.Circuit, err = q.circuitFor(ctx, q.pool, j.Kind, row.Part); err != nil {
+		return nil, err
+	}
+	return j, nil
 }
 
 // jobFromRow converts a GetJob row.
@@ -70,6 +96,10 @@ func jobFromRow(row *dbsqlc.GetJobRow) (*Job, error) {
 		DedupKey: DedupKey(row.DedupKey.String), Payload: row.Payload, Carry: row.Carry,
 		RunAt: row.RunAt, RunCount: int(row.Runs), Failures: int(row.Failures),
 		CreatedAt: row.CreatedAt, AttemptedAt: row.AttemptedAt, FinishedAt: row.FinishedAt,
+		Queue: row.Queue, Partition: row.Part.String, Gated: row.Part.Valid, StopRequested: row.StopRequestedAt != nil,
+	}
+	if row.SlotKey.Valid {
+		j.Slot = &Slot{Key: row.SlotKey.String, Limit: int(row.SlotLimit.Int32), Policy: SlotPolicy(row.SlotPolicy.Int16)}
 	}
 	if err := j.fillJournal(row.Journal, row.JournalMoved, row.JournalDropped); err != nil {
 		return nil, err

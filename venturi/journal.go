@@ -18,6 +18,8 @@ const (
 	EventAbandoned   Event = "abandoned"   // the lease expired (the worker died or stalled); counts as a failure
 	EventInterrupted Event = "interrupted" // graceful shutdown cut the run; not a failure
 	EventMerged      Event = "merged"      // an enqueue merged into this pending job
+	EventReplaced    Event = "replaced"    // SlotReplace: a newer job of the slot took over; the job is cancelled, not failed
+	EventDropped     Event = "dropped"     // SlotDropIfRunning: the job's slot was full when it became runnable; cancelled
 )
 
 // JournalEntry is the record of one run of a job (or of one merge into it). The journal

@@ -60,8 +60,11 @@ func (l *leaseExtender) extend(ctx context.Context) {
 		return
 	}
 	ok := make(map[ulid.ULID]bool, len(kept))
-	for _, u := range kept {
-		ok[ulidOf(u)] = true
+	for _, r := range kept {
+		ok[ulidOf(r.ID)] = true
+		if r.StopRequested { // the notification may have been missed
+			l.tracker.requestStop(ulidOf(r.ID))
+		}
 	}
 	l.tracker.extended(runs, ok, sent)
 }

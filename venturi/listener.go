@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/oklog/ulid/v2"
 )
 
 // listener holds a dedicated LISTEN connection and reports notifications for the
@@ -20,9 +22,18 @@ type listener struct {
 	channel    string
 	kinds      map[string]bool
 	log        *slog.Logger
-	notified   func() // a due job of one of kinds was committed, or the listener reconnected
-	delayed    func() // a delayed job of one of kinds was committed
+	notified   func()            // a due job of one of kinds was committed, or the listener reconnected
+	delayed    func()            // a delayed job of one of kinds was committed
+	queue      func(name string) // a queue was paused, resumed or limited
+	stop       func(ulid.ULID)   // a newer job of a slot asks this job's run to stop
 }
+
+// Notification payloads besides kinds and delayedPrefix+kind. They start with U+001F,
+// which no sane kind does; a kind that did would only cause extra wake-ups.
+const (
+	queuePrefix = "\x1fqueue:"
+	stopPrefix  = "\x1fstop:"
+)
 
 func (l *listener) run(ctx context.Context) {
 	delay := 100 * time.Millisecond
@@ -78,6 +89,13 @@ func (l *listener) listen(ctx context.Context) error {
 			l.notified()
 		case strings.HasPrefix(n.Payload, delayedPrefix) && l.kinds[n.Payload[len(delayedPrefix):]]:
 			l.delayed()
+		case strings.HasPrefix(n.Payload, queuePrefix):
+			l.queue(n.Payload[len(queuePrefix):])
+		case strings.HasPrefix(n.Payload, stopPrefix):
+			var u pgtype.UUID
+			if err := u.Scan(n.Payload[len(stopPrefix):]); err == nil && u.Valid {
+				l.stop(ulid.ULID(u.Bytes))
+			}
 		}
 	}
 }

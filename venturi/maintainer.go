@@ -67,11 +67,11 @@ func (m *maintainer) run(ctx context.Context) {
 
 // maintenanceWork is what one round of a tick does, and what came back full.
 type maintenanceWork struct {
-	rescue, promote, pruneCompleted, pruneDead bool
+	rescue, promote, pruneCompleted, pruneDead, pruneCancelled bool
 }
 
 func (w maintenanceWork) any() bool {
-	return w.rescue || w.promote || w.pruneCompleted || w.pruneDead
+	return w.rescue || w.promote || w.pruneCompleted || w.pruneDead || w.pruneCancelled
 }
 
 // tick does maintenance if this worker gets the lock: one round of every step in one
@@ -80,7 +80,7 @@ func (w maintenanceWork) any() bool {
 // has caught up or the budget is spent. held says the worker was the maintainer.
 func (m *maintainer) tick(ctx context.Context, rescue bool) (held bool, err error) {
 	deadline := time.Now().Add(m.maintenanceBudget())
-	work := maintenanceWork{rescue: rescue, promote: true, pruneCompleted: true, pruneDead: true}
+	work := maintenanceWork{rescue: rescue, promote: true, pruneCompleted: true, pruneDead: true, pruneCancelled: true}
 	rescuedAny := false
 	for work.any() {
 		var full maintenanceWork
@@ -122,8 +122,16 @@ func (m *maintainer) round(ctx context.Context, work maintenanceWork) (held bool
 			if err != nil {
 				return err
 			}
+			var brk dbsqlc.BreakerRecordParams
 			for _, r := range rows {
 				m.log.Warn("venturi: rescued a run whose lease expired", "job", ulidOf(r.ID), "kind", r.Kind, "state", r.State)
+				if r.Breaker.Valid { // an abandoned run is a failure for its breaker
+					brk.Keys = append(brk.Keys, r.Breaker.String)
+					brk.Failed = append(brk.Failed, true)
+				}
+			}
+			if len(brk.Keys) > 0 {
+				recordBreakers(ctx, tx, m.q, brk, m.log)
 			}
 			rescued, full.rescue = len(rows), len(rows) == RescueBatch
 		}
@@ -142,6 +150,7 @@ func (m *maintainer) round(ctx context.Context, work maintenanceWork) (held bool
 		}{
 			{work.pruneCompleted, dbsqlc.VenturiJobStateCompleted, m.cfg.RetainCompleted, &full.pruneCompleted},
 			{work.pruneDead, dbsqlc.VenturiJobStateDead, m.cfg.RetainDead, &full.pruneDead},
+			{work.pruneCancelled, dbsqlc.VenturiJobStateCancelled, m.cfg.RetainCompleted, &full.pruneCancelled},
 		} {
 			if !p.do {
 				continue

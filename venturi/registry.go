@@ -47,8 +47,9 @@ func MustRegisterFunc[T Task, S, C any](w *Worker[S], handle HandlerFunc[T, S, C
 // registration runs one kind's handler: it decodes the claimed job into the task type
 // and runs it against the worker's state.
 type registration struct {
-	kind string
-	run  func(ctx context.Context, e *executor, j *claimed) *finishReq
+	kind   string
+	limits Limits // the type's Limits (see Limiter)
+	run    func(ctx context.Context, e *executor, j *claimed) *finishReq
 }
 
 // kindOf calls Kind on T's zero value, or on a new value when T is a pointer type.
@@ -81,8 +82,12 @@ func register[T Task, S, C any](w *Worker[S], handle HandlerFunc[T, S, C]) error
 	if m.carryType != nil && m.carryType != reflect.TypeFor[C]() {
 		return fmt.Errorf("venturi: %T.Merge sees carry %v but its handler's carry is %v", zero, m.carryType, reflect.TypeFor[C]())
 	}
+	limits, err := limitsOf[T]()
+	if err != nil {
+		return fmt.Errorf("venturi: register %T: %w", zero, err)
+	}
 	state := w.state
-	w.reg[kind] = &registration{kind: kind, run: func(ctx context.Context, e *executor, j *claimed) *finishReq {
+	w.reg[kind] = &registration{kind: kind, limits: limits, run: func(ctx context.Context, e *executor, j *claimed) *finishReq {
 		return runTask(ctx, e, j, state, handle)
 	}}
 	w.kinds = append(w.kinds, kind)

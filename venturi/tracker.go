@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -24,7 +25,22 @@ type claimed struct {
 	started      time.Time // attempted_at: the claim's database time
 	sent         time.Time // local clock when the claim was sent: the lease runs from here at the latest
 	received     time.Time // local clock when the claim's rows arrived: the run's duration runs from here
+	breaker      string    // the breaker the run reports to ("": none)
+	gated        bool      // claimed by the gated claim: finishing it may free a gate
+	stop         *runStop  // a gated run's stop signal (Run.Shutdown); nil: the worker's
+	replaced     atomic.Bool
 }
+
+// runStop is one run's stop signal: closed when the worker shuts down or a newer job of
+// the run's slot replaces it.
+type runStop struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func newRunStop() *runStop { return &runStop{ch: make(chan struct{})} }
+
+func (s *runStop) close() { s.once.Do(func() { close(s.ch) }) }
 
 // activeRun is a claimed job whose result is not yet durable.
 type activeRun struct {
@@ -42,14 +58,44 @@ type activeRun struct {
 // matches the *claimed, not only the ID.
 type runTracker struct {
 	lease time.Duration
+	grace time.Duration // how long a replaced run has after its stop signal
 	log   *slog.Logger
 
 	mu     sync.Mutex
 	active map[ulid.ULID]*activeRun
 }
 
-func newRunTracker(lease time.Duration, log *slog.Logger) *runTracker {
-	return &runTracker{lease: lease, log: log, active: map[ulid.ULID]*activeRun{}}
+func newRunTracker(lease, grace time.Duration, log *slog.Logger) *runTracker {
+	return &runTracker{lease: lease, grace: grace, log: log, active: map[ulid.ULID]*activeRun{}}
+}
+
+// requestStop handles a Replace: a newer job of id's slot asked its run to stop. The run
+// sees its stop signal now and its context is cancelled after the grace period; a run
+// still in the prefetch buffer gets the grace period from its start.
+func (t *runTracker) requestStop(id ulid.ULID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	a := t.active[id]
+	if a == nil || a.job.stop == nil || a.job.replaced.Swap(true) {
+		return
+	}
+	a.job.stop.close()
+	t.log.Info("venturi: run replaced by a newer job of its slot; stopping it", "job", id, "kind", a.job.kind)
+	if a.cancel != nil {
+		cancel := a.cancel
+		time.AfterFunc(t.grace, func() { cancel(errReplaced) })
+	}
+}
+
+// stopAll closes the stop signal of every gated run: the worker is shutting down.
+func (t *runTracker) stopAll() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, a := range t.active {
+		if a.job.stop != nil {
+			a.job.stop.close()
+		}
+	}
 }
 
 // add tracks newly claimed jobs. An earlier run of the same job still tracked here lost
@@ -76,6 +122,9 @@ func (t *runTracker) begin(j *claimed, cancel context.CancelCauseFunc) bool {
 		return false
 	}
 	a.cancel, a.started = cancel, now
+	if j.replaced.Load() {
+		time.AfterFunc(t.grace, func() { cancel(errReplaced) })
+	}
 	return true
 }
 

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
@@ -39,13 +40,13 @@ type Worker[S any] struct {
 	// Built by Start.
 	ctl       *pgxpool.Pool // the worker's own connections: claims, results, leases, maintenance
 	tracker   *runTracker
-	exec      *executor
-	fetch     *fetcher
+	execs     []*executor // one per queue served, in Config.Queues order
+	fetchers  []*fetcher  // the same
 	fin       *finisher
 	dbCtx     context.Context // every statement's parent; cancelled when Stop gives up
 	abortDB   context.CancelFunc
 	stopFetch context.CancelFunc
-	fetchDone chan struct{}
+	fetchDone chan struct{} // closed when every fetcher has returned
 	stopBg    context.CancelFunc
 	bg        sync.WaitGroup
 }
@@ -99,19 +100,37 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 	w.ctl, w.started = ctl, true
 	base := context.WithoutCancel(ctx)
 	w.dbCtx, w.abortDB = context.WithCancel(base)
-	w.tracker = newRunTracker(w.cfg.Lease, w.log)
-	w.fin = newFinisher(w.cfg, ctl, w.q, w.tracker, func() { w.fetch.poke() }, w.dbCtx, w.log)
-	w.exec = newExecutor(base, w.cfg, w.pool, w.q, w.reg, w.tracker, w.fin.submit)
-	w.fetch = newFetcher(w.cfg, ctl, w.q, w.kinds, w.exec, w.tracker, w.dbCtx, w.log)
+	if err := w.recordLimits(ctx); err != nil {
+		ctl.Close()
+		w.ctl, w.started = nil, false
+		return err
+	}
+	w.tracker = newRunTracker(w.cfg.Lease, w.cfg.ShutdownGrace, w.log)
+	w.fin = newFinisher(w.cfg, ctl, w.q, w.tracker, w.pokeAll, w.channel, w.dbCtx, w.log)
+	queues := make(map[string]*fetcher, len(w.cfg.Queues))
+	for _, wq := range w.cfg.Queues {
+		qcfg := w.cfg.forQueue(wq)
+		e := newExecutor(base, qcfg, w.pool, w.q, w.reg, w.tracker, w.fin.submit)
+		e.channel = w.channel
+		f := newFetcher(qcfg, ctl, w.q, w.kinds, e, w.tracker, w.dbCtx, w.log)
+		f.channel = w.channel
+		w.execs, w.fetchers = append(w.execs, e), append(w.fetchers, f)
+		queues[wq.Name] = f
+	}
 
 	var fetchCtx, bgCtx context.Context
 	fetchCtx, w.stopFetch = context.WithCancel(w.dbCtx)
 	bgCtx, w.stopBg = context.WithCancel(w.dbCtx)
 	w.fetchDone = make(chan struct{})
-	go func() { defer close(w.fetchDone); w.fetch.run(fetchCtx) }()
+	var fetching sync.WaitGroup
+	for _, f := range w.fetchers {
+		fetching.Add(1)
+		go func() { defer fetching.Done(); f.run(fetchCtx) }()
+	}
+	go func() { fetching.Wait(); close(w.fetchDone) }()
 	go w.fin.run()
 	leases := &leaseExtender{cfg: w.cfg, log: w.log, db: ctl, q: w.q, tracker: w.tracker}
-	maint := &maintainer{cfg: w.cfg, log: w.log, db: ctl, q: w.q, rescued: w.fetch.poke}
+	maint := &maintainer{cfg: w.cfg, log: w.log, db: ctl, q: w.q, rescued: w.pokeAll}
 	w.goBg(func() { leases.run(bgCtx) })
 	w.goBg(func() { maint.run(bgCtx) })
 	if !w.cfg.PollOnly {
@@ -120,10 +139,57 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 			kinds[k] = true
 		}
 		l := &listener{connConfig: w.pool.Config().ConnConfig, channel: w.channel, kinds: kinds,
-			log: w.log, notified: w.fetch.notified, delayed: w.fetch.poke}
+			log: w.log, notified: w.notifyAll, delayed: w.pokeAll,
+			queue: func(name string) {
+				if f := queues[name]; f != nil {
+					f.notified()
+				}
+			},
+			stop: w.tracker.requestStop}
 		w.goBg(func() { l.run(bgCtx) })
 	}
-	w.log.Info("venturi worker started", "queue", w.cfg.Queue, "kinds", w.kinds, "concurrency", w.cfg.Concurrency)
+	w.log.Info("venturi worker started", "queues", w.cfg.Queues, "kinds", w.kinds)
+	return nil
+}
+
+// pokeAll asks every fetcher to look for jobs now.
+func (w *Worker[S]) pokeAll() {
+	for _, f := range w.fetchers {
+		f.poke()
+	}
+}
+
+// notifyAll reports a notification for one of the worker's kinds to every fetcher.
+func (w *Worker[S]) notifyAll() {
+	for _, f := range w.fetchers {
+		f.notified()
+	}
+}
+
+// recordLimits writes the registered kinds' limits to the database, where every worker's
+// claim reads them. A kind whose limits first appear gets its pending jobs gated.
+func (w *Worker[S]) recordLimits(ctx context.Context) error {
+	for _, k := range w.kinds {
+		l := w.reg[k].limits
+		row, err := w.q.SetKindLimits(ctx, w.ctl, dbsqlc.SetKindLimitsParams{
+			Kind: k, Concurrency: int32(l.Concurrency), RateN: int32(l.Rate.N), RatePeriodUs: max(delayOf(l.Rate.Per), 1),
+			RateByPart: l.Rate.PerPartition, BrkFailures: int32(l.Breaker.Failures),
+			BrkCooldownUs: max(delayOf(l.Breaker.Cooldown), 1), BrkByPart: l.Breaker.PerPartition,
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // unchanged
+		}
+		if err != nil {
+			return fmt.Errorf("venturi: record the limits of %q: %w", k, err)
+		}
+		if row.NewlyLimited.Bool && row.Limited.Bool {
+			n, err := w.q.GatePendingOfKind(ctx, w.ctl, k)
+			if err != nil {
+				return fmt.Errorf("venturi: gate the pending jobs of %q: %w", k, err)
+			}
+			w.log.Info("venturi: kind has limits now; its pending jobs are gated", "kind", k, "jobs", n)
+		}
+	}
 	return nil
 }
 
@@ -131,7 +197,8 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 // connections are named after the worker in pg_stat_activity ("venturi <ID>").
 func (w *Worker[S]) connect(ctx context.Context) (*pgxpool.Pool, error) {
 	cc := w.pool.Config()
-	cc.MaxConns, cc.MinConns = controlConns, 0
+	// Each further queue adds a fetcher: its claims and its releases of stale prefetches.
+	cc.MaxConns, cc.MinConns = int32(controlConns+2*(len(w.cfg.Queues)-1)), 0
 	// These connections run a dozen statements: pgx's default caches (512 entries each,
 	// allocated up front) would be most of their memory.
 	cc.ConnConfig.StatementCacheCapacity, cc.ConnConfig.DescriptionCacheCapacity = 32, 32
@@ -186,7 +253,9 @@ func (w *Worker[S]) Stop(ctx context.Context) error {
 	case <-w.stopped:
 		return nil
 	case <-ctx.Done():
-		w.exec.hard(errShutdown)
+		for _, e := range w.execs {
+			e.hard(errShutdown)
+		}
 		w.abortDB()
 		return ctx.Err()
 	}
@@ -196,8 +265,11 @@ func (w *Worker[S]) Stop(ctx context.Context) error {
 func (w *Worker[S]) shutdown() {
 	w.stopFetch()
 	<-w.fetchDone // releases the prefetch buffer; no handler starts after this
-	w.exec.beginShutdown()
-	idle := w.exec.idle()
+	for _, e := range w.execs {
+		e.beginShutdown()
+	}
+	w.tracker.stopAll() // gated runs have a stop signal of their own
+	idle := w.idle()
 	grace := time.NewTimer(w.cfg.ShutdownGrace)
 	select {
 	case <-idle:
@@ -205,7 +277,9 @@ func (w *Worker[S]) shutdown() {
 	case <-w.dbCtx.Done():
 	}
 	grace.Stop()
-	w.exec.hard(errShutdown)
+	for _, e := range w.execs {
+		e.hard(errShutdown)
+	}
 	stuck := time.NewTimer(min(5*time.Second, w.cfg.Lease/2))
 	select {
 	case <-idle:
@@ -222,6 +296,18 @@ func (w *Worker[S]) shutdown() {
 	w.abortDB()
 	w.ctl.Close()
 	w.log.Info("venturi worker stopped")
+}
+
+// idle returns a channel closed when no handler of any queue is running.
+func (w *Worker[S]) idle() <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		for _, e := range w.execs {
+			<-e.idle()
+		}
+		close(done)
+	}()
+	return done
 }
 
 // Run starts the worker, blocks until ctx is done, then stops it with Stop, without a

@@ -11,12 +11,14 @@ import "github.com/jackc/pgx/v5"
 
 // QueueInsertJob is InsertJob in a batch.
 func QueueInsertJob(b *pgx.Batch, arg InsertJobParams) {
-	b.Queue(insertJob, arg.ID, arg.Kind, arg.Queue, arg.Priority, arg.DedupKey, arg.Payload, arg.At, arg.DelayUs)
+	b.Queue(insertJob, arg.ID, arg.Kind, arg.Queue, arg.Priority, arg.DedupKey, arg.Payload, arg.Part, arg.SlotKey,
+		arg.SlotLimit, arg.SlotPolicy, arg.At, arg.DelayUs)
 }
 
 // QueueInsertJobs is InsertJobs in a batch.
 func QueueInsertJobs(b *pgx.Batch, arg InsertJobsParams) {
-	b.Queue(insertJobs, arg.Ids, arg.Kinds, arg.Queues, arg.Priorities, arg.Payloads, arg.HasAt, arg.Ats, arg.DelaysUs)
+	b.Queue(insertJobs, arg.Ids, arg.Kinds, arg.Queues, arg.Priorities, arg.Payloads, arg.HasAt, arg.Ats, arg.DelaysUs,
+		arg.HasPart, arg.Parts, arg.SlotKeys, arg.SlotLimits, arg.SlotPolicies)
 }
 
 // QueueNotify is Notify in a batch (delivered when the batch's transaction commits).
@@ -36,13 +38,15 @@ func QueueDedupLock(b *pgx.Batch, arg DedupLockParams, isolation *string) {
 
 // QueueInsertIfNoCandidate is InsertIfNoCandidate in a batch; its row lands in out.
 func QueueInsertIfNoCandidate(b *pgx.Batch, arg InsertIfNoCandidateParams, out *InsertIfNoCandidateRow) {
-	b.Queue(insertIfNoCandidate, arg.Kind, arg.DedupKey, arg.ID, arg.Queue, arg.Priority, arg.Payload, arg.At, arg.DelayUs).
+	b.Queue(insertIfNoCandidate, arg.Kind, arg.DedupKey, arg.ID, arg.Queue, arg.Priority, arg.Payload, arg.Part, arg.SlotKey,
+		arg.SlotLimit, arg.SlotPolicy, arg.At, arg.DelayUs).
 		QueryRow(func(r pgx.Row) error { return r.Scan(&out.Inserted, &out.Due) })
 }
 
 // QueueInsertOrReplace is InsertOrReplace in a batch; its row lands in out.
 func QueueInsertOrReplace(b *pgx.Batch, arg InsertOrReplaceParams, out *InsertOrReplaceRow) {
-	b.Queue(insertOrReplace, arg.At, arg.DelayUs, arg.Kind, arg.DedupKey, arg.Payload, arg.Priority, arg.Entry, arg.ID, arg.Queue).
+	b.Queue(insertOrReplace, arg.At, arg.DelayUs, arg.Kind, arg.DedupKey, arg.Payload, arg.Priority, arg.Entry, arg.ID, arg.Queue,
+		arg.Part, arg.SlotKey, arg.SlotLimit, arg.SlotPolicy).
 		QueryRow(func(r pgx.Row) error { return r.Scan(&out.JobID, &out.Replaced, &out.Due) })
 }
 
@@ -59,6 +63,26 @@ func QueueClaim(b *pgx.Batch, arg ClaimParams, add func(*ClaimRow)) {
 		}
 		return rows.Err()
 	})
+}
+
+// QueueClaimGated is ClaimGated in a batch; each claimed row is passed to add.
+func QueueClaimGated(b *pgx.Batch, arg ClaimGatedParams, add func(*ClaimGatedRow)) {
+	b.Queue(claimGated, arg.Queue, arg.Kinds, arg.Max, arg.LeaseUs, arg.WorkerID, arg.MaxFailures, arg.Channel).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var i ClaimGatedRow
+			if err := rows.Scan(&i.ID, &i.Kind, &i.Payload, &i.Carry, &i.Runs, &i.Failures,
+				&i.LeaseToken, &i.Journal, &i.JournalMoved, &i.AttemptedAt, &i.Breaker); err != nil {
+				return err
+			}
+			add(&i)
+		}
+		return rows.Err()
+	})
+}
+
+// QueueQueuePaused is QueuePaused in a batch; its value lands in paused.
+func QueueQueuePaused(b *pgx.Batch, queue string, paused *bool) {
+	b.Queue(queuePaused, queue).QueryRow(func(r pgx.Row) error { return r.Scan(paused) })
 }
 
 // QueueNextDue is NextDue in a batch; its value lands in dueInUs.

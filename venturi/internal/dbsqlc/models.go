@@ -20,6 +20,7 @@ const (
 	VenturiJobStateRunning   VenturiJobState = "running"
 	VenturiJobStateCompleted VenturiJobState = "completed"
 	VenturiJobStateDead      VenturiJobState = "dead"
+	VenturiJobStateCancelled VenturiJobState = "cancelled"
 )
 
 func (e *VenturiJobState) Scan(src interface{}) error {
@@ -57,32 +58,70 @@ func (ns NullVenturiJobState) Value() (driver.Value, error) {
 	return string(ns.VenturiJobState), nil
 }
 
+type VenturiGate struct {
+	Key        string
+	Kind       string
+	Part       pgtype.Text
+	RateAt     []time.Time
+	RateN      []int32
+	Fails      int32
+	OpenUntil  *time.Time
+	ProbeUntil *time.Time
+	UpdatedAt  time.Time
+}
+
 type VenturiJob struct {
-	ID             pgtype.UUID
-	Kind           string
-	State          VenturiJobState
-	Priority       int16
-	DedupKey       pgtype.Text
-	Payload        []byte
-	Carry          []byte
-	RunAt          time.Time
-	Runs           int32
-	Failures       int32
-	MaxFailures    int32
-	LeaseToken     pgtype.Int8
-	LeaseExpiresAt *time.Time
-	WorkerID       pgtype.Text
-	AttemptedAt    *time.Time
-	Journal        []byte
-	CreatedAt      time.Time
-	FinishedAt     *time.Time
-	JournalMoved   int64
-	JournalDropped []byte
-	Queue          string
+	ID              pgtype.UUID
+	Kind            string
+	State           VenturiJobState
+	Priority        int16
+	DedupKey        pgtype.Text
+	Payload         []byte
+	Carry           []byte
+	RunAt           time.Time
+	Runs            int32
+	Failures        int32
+	MaxFailures     int32
+	LeaseToken      pgtype.Int8
+	LeaseExpiresAt  *time.Time
+	WorkerID        pgtype.Text
+	AttemptedAt     *time.Time
+	Journal         []byte
+	CreatedAt       time.Time
+	FinishedAt      *time.Time
+	JournalMoved    int64
+	JournalDropped  []byte
+	Queue           string
+	Part            pgtype.Text
+	SlotKey         pgtype.Text
+	SlotLimit       pgtype.Int4
+	SlotPolicy      pgtype.Int2
+	Breaker         pgtype.Text
+	StopRequestedAt *time.Time
 }
 
 type VenturiJournal struct {
 	JobID pgtype.UUID
 	Seq   int64
 	Entry []byte
+}
+
+type VenturiKind struct {
+	Kind        string
+	Concurrency int32
+	RateN       int32
+	RatePeriod  pgtype.Interval
+	RateByPart  bool
+	BrkFailures int32
+	BrkCooldown pgtype.Interval
+	BrkByPart   bool
+	UpdatedAt   time.Time
+	Limited     pgtype.Bool
+}
+
+type VenturiQueue struct {
+	Name        string
+	Paused      bool
+	Concurrency int32
+	UpdatedAt   time.Time
 }

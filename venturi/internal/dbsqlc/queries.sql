@@ -1,14 +1,21 @@
 -- name: InsertJob :exec
-INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at)
+-- A job with a partition or a slot, or of a kind with limits, is gated: part is its
+-- partition (empty for none) and the gated claim takes it.
+INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy)
 SELECT @id, @kind, @queue::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
-       @priority, sqlc.narg(dedup_key), (@payload::text)::jsonb, t.at
+       @priority, sqlc.narg(dedup_key), (@payload::text)::jsonb, t.at,
+       COALESCE(sqlc.narg(part)::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = @kind AND vk.limited)),
+       sqlc.narg(slot_key)::text, sqlc.narg(slot_limit)::int, sqlc.narg(slot_policy)::smallint
 FROM (SELECT COALESCE(sqlc.narg(at)::timestamptz, now()) + interval '1 microsecond' * @delay_us::bigint AS at) t;
 
 -- name: InsertJobs :exec
-INSERT INTO venturi_job (id, kind, queue, state, priority, payload, run_at)
+INSERT INTO venturi_job (id, kind, queue, state, priority, payload, run_at, part, slot_key, slot_limit, slot_policy)
 SELECT u.id, u.kind, u.queue, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
-       u.priority, u.payload::jsonb, t.at
-FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@kinds::text[]) AS kind, unnest(@queues::text[]) AS queue, unnest(@priorities::smallint[]) AS priority, unnest(@payloads::text[]) AS payload, unnest(@has_at::bool[]) AS has_at, unnest(@ats::timestamptz[]) AS at, unnest(@delays_us::bigint[]) AS delay_us) AS u
+       u.priority, u.payload::jsonb, t.at,
+       CASE WHEN u.has_part THEN u.part WHEN vk.limited THEN '' END,
+       NULLIF(u.slot_key, ''), CASE WHEN u.slot_key <> '' THEN u.slot_limit END, CASE WHEN u.slot_key <> '' THEN u.slot_policy END
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@kinds::text[]) AS kind, unnest(@queues::text[]) AS queue, unnest(@priorities::smallint[]) AS priority, unnest(@payloads::text[]) AS payload, unnest(@has_at::bool[]) AS has_at, unnest(@ats::timestamptz[]) AS at, unnest(@delays_us::bigint[]) AS delay_us, unnest(@has_part::bool[]) AS has_part, unnest(@parts::text[]) AS part, unnest(@slot_keys::text[]) AS slot_key, unnest(@slot_limits::int[]) AS slot_limit, unnest(@slot_policies::smallint[]) AS slot_policy) AS u
+LEFT JOIN venturi_kind vk ON vk.kind = u.kind
 CROSS JOIN LATERAL (
     SELECT CASE WHEN u.has_at THEN u.at ELSE now() END + u.delay_us * interval '1 microsecond' AS at
 ) t;
@@ -30,9 +37,11 @@ WITH cand AS (
     WHERE j.kind = @kind AND j.dedup_key = @dedup_key::text AND j.state IN ('scheduled', 'available')
     LIMIT 1
 ), ins AS (
-    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at)
+    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy)
     SELECT @id, @kind, @queue::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
-           @priority, @dedup_key::text, (@payload::text)::jsonb, t.at
+           @priority, @dedup_key::text, (@payload::text)::jsonb, t.at,
+           COALESCE(sqlc.narg(part)::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = @kind AND vk.limited)),
+           sqlc.narg(slot_key)::text, sqlc.narg(slot_limit)::int, sqlc.narg(slot_policy)::smallint
     FROM (SELECT COALESCE(sqlc.narg(at)::timestamptz, now()) + interval '1 microsecond' * @delay_us::bigint AS at) t
     WHERE NOT EXISTS (SELECT 1 FROM cand)
       -- Only READ COMMITTED gives this statement a snapshot taken after the key's lock.
@@ -83,14 +92,17 @@ WHERE id IN (
 );
 
 -- name: Claim :many
--- Claims up to max due jobs of the given kinds from one queue, most urgent first, then by
+-- Claims up to max due plain jobs (see ClaimGated for the others) of the given kinds from one queue, most urgent first, then by
 -- due time, then by ID, and opens a run on each under a fresh fencing token. One walk of
 -- venturi_job_claim_queue_idx in that order: jobs of other kinds are stepped over and only
 -- the rows taken are locked, so the cost follows the rows returned, not the kinds served.
 WITH picked AS (
     SELECT j.id
     FROM venturi_job j
-    WHERE j.state = 'available' AND j.queue = @queue::text AND j.kind = ANY(@kinds::text[])
+    WHERE j.state = 'available' AND j.part IS NULL AND j.queue = @queue::text AND j.kind = ANY(@kinds::text[])
+      -- A paused queue starts nothing; a queue with a concurrency limit is claimed by
+      -- ClaimGated, which enforces it.
+      AND NOT EXISTS (SELECT 1 FROM venturi_queue vq WHERE vq.name = @queue::text AND (vq.paused OR vq.concurrency > 0))
     ORDER BY j.priority DESC, j.run_at, j.id
     LIMIT @max::int
     FOR UPDATE SKIP LOCKED
@@ -130,7 +142,7 @@ UPDATE venturi_job j SET
     carry            = CASE WHEN u.set_carry THEN NULLIF(u.carry, '')::jsonb ELSE j.carry END,
     lease_token      = NULL,
     lease_expires_at = NULL,
-    finished_at      = CASE WHEN u.state IN ('completed', 'dead') THEN now() END,
+    finished_at      = CASE WHEN u.state IN ('completed', 'dead', 'cancelled') THEN now() END,
     journal          = j.journal || u.entry::jsonb
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token, unnest(@states::text[]) AS state, unnest(@delays_us::bigint[]) AS delay_us, unnest(@failed::bool[]) AS failed, unnest(@set_carry::bool[]) AS set_carry, unnest(@carries::text[]) AS carry, unnest(@entries::text[]) AS entry) AS u
 -- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
@@ -151,14 +163,15 @@ WHERE j.id = u.id AND j.lease_token = u.token
 RETURNING j.id;
 
 -- name: ExtendLeases :many
--- Extends the leases of one worker's running jobs in one statement.
+-- Extends the leases of one worker's running jobs in one statement, and reports which of
+-- them a newer job of their slot asked to stop (Replace).
 UPDATE venturi_job j SET lease_expires_at = now() + interval '1 microsecond' * @lease_us::bigint
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token) AS u
 -- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
 -- testing the state keeps the planner on primary-key lookups instead of scanning every
 -- running job through the lease index.
 WHERE j.id = u.id AND j.lease_token = u.token
-RETURNING j.id;
+RETURNING j.id, (j.stop_requested_at IS NOT NULL)::bool AS stop_requested;
 
 -- name: TryMaintenanceLock :one
 SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || '.venturi_maintenance', 0))::bool AS locked;
@@ -190,7 +203,7 @@ UPDATE venturi_job j SET
         'started_at', j.attempted_at, 'at', clock_timestamp()))
 FROM expired
 WHERE j.id = expired.id
-RETURNING j.id, j.kind, j.state;
+RETURNING j.id, j.kind, j.state, j.breaker;
 
 -- name: PruneFinished :execrows
 DELETE FROM venturi_job
@@ -205,7 +218,8 @@ WHERE id IN (
 
 -- name: GetJob :one
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
-       journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at
+       journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
+       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at
 FROM venturi_job
 WHERE id = @id;
 
@@ -240,9 +254,11 @@ WITH t AS (
     WHERE j.id = cand.id
     RETURNING j.id, j.state
 ), ins AS (
-    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at)
+    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy)
     SELECT @id, @kind, @queue::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
-           @priority, @dedup_key::text, (@payload::text)::jsonb, t.at
+           @priority, @dedup_key::text, (@payload::text)::jsonb, t.at,
+           COALESCE(sqlc.narg(part)::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = @kind AND vk.limited)),
+           sqlc.narg(slot_key)::text, sqlc.narg(slot_limit)::int, sqlc.narg(slot_policy)::smallint
     FROM t
     WHERE NOT EXISTS (SELECT 1 FROM cand)
       AND current_setting('transaction_isolation') = 'read committed'
@@ -256,7 +272,8 @@ SELECT COALESCE((SELECT id FROM upd), (SELECT id FROM ins))::uuid AS job_id,
 -- The jobs of one kind in the given states (every state when states is empty), oldest
 -- first, for venturitest's assertions.
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
-       journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at
+       journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
+       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at
 FROM venturi_job
 WHERE kind = @kind
   AND (cardinality(@states::text[]) = 0 OR state::text = ANY(@states::text[]))
@@ -292,3 +309,83 @@ FROM (
 WHERE e.seq < COALESCE(sqlc.narg(before)::bigint, 9223372036854775807)
 ORDER BY e.seq DESC
 LIMIT @max::int;
+
+-- name: ClaimGated :many
+-- Claims up to max gated jobs (slots, partitions, kinds with limits; every job of a queue
+-- with a concurrency limit) from one queue: see venturi_claim_gated in migration 6.
+SELECT id::uuid AS id, kind::text AS kind, payload::jsonb AS payload, carry::jsonb AS carry,
+       runs::int AS runs, failures::int AS failures, lease_token::bigint AS lease_token,
+       journal::jsonb AS journal, journal_moved::bigint AS journal_moved,
+       attempted_at::timestamptz AS attempted_at, COALESCE(breaker, '')::text AS breaker
+FROM venturi_claim_gated(@queue::text, @kinds::text[], @max::int, @lease_us::bigint, @worker_id::text,
+                         @max_failures::int, @channel::text);
+
+-- name: QueuePaused :one
+SELECT COALESCE((SELECT paused FROM venturi_queue WHERE name = @queue::text), false)::bool AS paused;
+
+-- name: SetQueuePaused :exec
+INSERT INTO venturi_queue (name, paused) VALUES (@name::text, @paused::bool)
+ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = now();
+
+-- name: SetQueueConcurrency :exec
+INSERT INTO venturi_queue (name, concurrency) VALUES (@name::text, @concurrency::int)
+ON CONFLICT (name) DO UPDATE SET concurrency = EXCLUDED.concurrency, updated_at = now();
+
+-- name: ListQueues :many
+-- Every queue that has jobs or settings, with its settings and job counts.
+WITH names AS (
+    SELECT name FROM venturi_queue
+    UNION
+    SELECT DISTINCT queue FROM venturi_job WHERE state IN ('available', 'running', 'scheduled')
+)
+SELECT n.name::text AS name, COALESCE(q.paused, false)::bool AS paused,
+       COALESCE(q.concurrency, 0)::int AS concurrency,
+       (SELECT count(*) FROM venturi_job j WHERE j.queue = n.name AND j.state = 'available')::bigint AS available,
+       (SELECT count(*) FROM venturi_job j WHERE j.queue = n.name AND j.state = 'running')::bigint AS running,
+       (SELECT count(*) FROM venturi_job j WHERE j.queue = n.name AND j.state = 'scheduled')::bigint AS scheduled
+FROM names n LEFT JOIN venturi_queue q ON q.name = n.name
+ORDER BY n.name;
+
+-- name: SetKindLimits :one
+-- Records a kind's limits (a worker that registers the kind writes them at start). It
+-- reports whether the kind had none before, so that the caller can gate the kind's
+-- pending jobs that were enqueued as plain ones.
+WITH old AS (SELECT k.limited FROM venturi_kind k WHERE k.kind = @kind::text)
+INSERT INTO venturi_kind AS k (kind, concurrency, rate_n, rate_period, rate_by_part, brk_failures, brk_cooldown, brk_by_part)
+VALUES (@kind::text, @concurrency::int, @rate_n::int, interval '1 microsecond' * @rate_period_us::bigint, @rate_by_part::bool,
+        @brk_failures::int, interval '1 microsecond' * @brk_cooldown_us::bigint, @brk_by_part::bool)
+ON CONFLICT (kind) DO UPDATE SET
+    concurrency = EXCLUDED.concurrency, rate_n = EXCLUDED.rate_n, rate_period = EXCLUDED.rate_period,
+    rate_by_part = EXCLUDED.rate_by_part, brk_failures = EXCLUDED.brk_failures,
+    brk_cooldown = EXCLUDED.brk_cooldown, brk_by_part = EXCLUDED.brk_by_part, updated_at = now()
+WHERE (k.concurrency, k.rate_n, k.rate_period, k.rate_by_part, k.brk_failures, k.brk_cooldown, k.brk_by_part)
+      IS DISTINCT FROM (EXCLUDED.concurrency, EXCLUDED.rate_n, EXCLUDED.rate_period, EXCLUDED.rate_by_part,
+                        EXCLUDED.brk_failures, EXCLUDED.brk_cooldown, EXCLUDED.brk_by_part)
+RETURNING NOT COALESCE((SELECT old.limited FROM old), false) AS newly_limited, k.limited;
+
+-- name: GatePendingOfKind :execrows
+-- Makes a kind's plain pending jobs gated, once the kind has limits. One pass over the
+-- table: it runs only when a kind's limits first appear.
+UPDATE venturi_job SET part = ''
+WHERE kind = @kind::text AND part IS NULL AND state IN ('available', 'scheduled');
+
+-- name: BreakerRecord :many
+-- Reports run outcomes to their breakers, in the order given (sorted by key).
+SELECT key::text AS key, kind::text AS kind, COALESCE(part, '')::text AS part, opened::bool AS opened,
+       fails::int AS fails, COALESCE(open_until, 'epoch')::timestamptz AS open_until
+FROM venturi_breaker_record(@keys::text[], @failed::bool[]);
+
+-- name: ListCircuits :many
+-- Every breaker with its state, for Queue.Circuits.
+SELECT g.kind, g.part, g.fails, g.open_until, g.probe_until, g.updated_at,
+       COALESCE(k.brk_failures, 0)::int AS threshold
+FROM venturi_gate g LEFT JOIN venturi_kind k ON k.kind = g.kind
+WHERE left(g.key, 1) = 'b'
+ORDER BY g.kind, g.part NULLS FIRST;
+
+-- name: CircuitOf :one
+-- The breaker a job of the kind and partition reports to, if the kind has one.
+SELECT g.fails, g.open_until, g.probe_until, g.updated_at, k.brk_failures::int AS threshold
+FROM venturi_kind k
+JOIN venturi_gate g ON g.key = 'b' || chr(31) || k.kind || CASE WHEN k.brk_by_part THEN chr(31) || @part::text ELSE '' END
+WHERE k.kind = @kind::text AND k.brk_failures > 0;

@@ -12,11 +12,96 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const breakerRecord = `-- name: BreakerRecord :many
+SELECT key::text AS key, kind::text AS kind, COALESCE(part, '')::text AS part, opened::bool AS opened,
+       fails::int AS fails, COALESCE(open_until, 'epoch')::timestamptz AS open_until
+FROM venturi_breaker_record($1::text[], $2::bool[])
+`
+
+type BreakerRecordParams struct {
+	Keys   []string
+	Failed []bool
+}
+
+type BreakerRecordRow struct {
+	Key       string
+	Kind      string
+	Part      string
+	Opened    bool
+	Fails     int32
+	OpenUntil time.Time
+}
+
+// Reports run outcomes to their breakers, in the order given (sorted by key).
+func (q *Queries) BreakerRecord(ctx context.Context, db DBTX, arg BreakerRecordParams) ([]*BreakerRecordRow, error) {
+	rows, err := db.Query(ctx, breakerRecord, arg.Keys, arg.Failed)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*BreakerRecordRow
+	for rows.Next() {
+		var i BreakerRecordRow
+		if err := rows.Scan(
+			&i.Key,
+			&i.Kind,
+			&i.Part,
+			&i.Opened,
+			&i.Fails,
+			&i.OpenUntil,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const circuitOf = `-- name: CircuitOf :one
+SELECT g.fails, g.open_until, g.probe_until, g.updated_at, k.brk_failures::int AS threshold
+FROM venturi_kind k
+JOIN venturi_gate g ON g.key = 'b' || chr(31) || k.kind || CASE WHEN k.brk_by_part THEN chr(31) || $1::text ELSE '' END
+WHERE k.kind = $2::text AND k.brk_failures > 0
+`
+
+type CircuitOfParams struct {
+	Part string
+	Kind string
+}
+
+type CircuitOfRow struct {
+	Fails      int32
+	OpenUntil  *time.Time
+	ProbeUntil *time.Time
+	UpdatedAt  time.Time
+	Threshold  int32
+}
+
+// The breaker a job of the kind and partition reports to, if the kind has one.
+func (q *Queries) CircuitOf(ctx context.Context, db DBTX, arg CircuitOfParams) (*CircuitOfRow, error) {
+	row := db.QueryRow(ctx, circuitOf, arg.Part, arg.Kind)
+	var i CircuitOfRow
+	err := row.Scan(
+		&i.Fails,
+		&i.OpenUntil,
+		&i.ProbeUntil,
+		&i.UpdatedAt,
+		&i.Threshold,
+	)
+	return &i, err
+}
+
 const claim = `-- name: Claim :many
 WITH picked AS (
     SELECT j.id
     FROM venturi_job j
-    WHERE j.state = 'available' AND j.queue = $1::text AND j.kind = ANY($2::text[])
+    WHERE j.state = 'available' AND j.part IS NULL AND j.queue = $1::text AND j.kind = ANY($2::text[])
+      -- A paused queue starts nothing; a queue with a concurrency limit is claimed by
+      -- ClaimGated, which enforces it.
+      AND NOT EXISTS (SELECT 1 FROM venturi_queue vq WHERE vq.name = $1::text AND (vq.paused OR vq.concurrency > 0))
     ORDER BY j.priority DESC, j.run_at, j.id
     LIMIT $3::int
     FOR UPDATE SKIP LOCKED
@@ -64,7 +149,7 @@ type ClaimRow struct {
 	AttemptedAt  *time.Time
 }
 
-// Claims up to max due jobs of the given kinds from one queue, most urgent first, then by
+// Claims up to max due plain jobs (see ClaimGated for the others) of the given kinds from one queue, most urgent first, then by
 // due time, then by ID, and opens a run on each under a fresh fencing token. One walk of
 // venturi_job_claim_queue_idx in that order: jobs of other kinds are stepped over and only
 // the rows taken are locked, so the cost follows the rows returned, not the kinds served.
@@ -97,6 +182,81 @@ func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]*Claim
 			&i.Journal,
 			&i.JournalMoved,
 			&i.AttemptedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const claimGated = `-- name: ClaimGated :many
+SELECT id::uuid AS id, kind::text AS kind, payload::jsonb AS payload, carry::jsonb AS carry,
+       runs::int AS runs, failures::int AS failures, lease_token::bigint AS lease_token,
+       journal::jsonb AS journal, journal_moved::bigint AS journal_moved,
+       attempted_at::timestamptz AS attempted_at, COALESCE(breaker, '')::text AS breaker
+FROM venturi_claim_gated($1::text, $2::text[], $3::int, $4::bigint, $5::text,
+                         $6::int, $7::text)
+`
+
+type ClaimGatedParams struct {
+	Queue       string
+	Kinds       []string
+	Max         int32
+	LeaseUs     int64
+	WorkerID    string
+	MaxFailures int32
+	Channel     string
+}
+
+type ClaimGatedRow struct {
+	ID           pgtype.UUID
+	Kind         string
+	Payload      []byte
+	Carry        []byte
+	Runs         int32
+	Failures     int32
+	LeaseToken   int64
+	Journal      []byte
+	JournalMoved int64
+	AttemptedAt  time.Time
+	Breaker      string
+}
+
+// Claims up to max gated jobs (slots, partitions, kinds with limits; every job of a queue
+// with a concurrency limit) from one queue: see venturi_claim_gated in migration 6.
+func (q *Queries) ClaimGated(ctx context.Context, db DBTX, arg ClaimGatedParams) ([]*ClaimGatedRow, error) {
+	rows, err := db.Query(ctx, claimGated,
+		arg.Queue,
+		arg.Kinds,
+		arg.Max,
+		arg.LeaseUs,
+		arg.WorkerID,
+		arg.MaxFailures,
+		arg.Channel,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*ClaimGatedRow
+	for rows.Next() {
+		var i ClaimGatedRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Kind,
+			&i.Payload,
+			&i.Carry,
+			&i.Runs,
+			&i.Failures,
+			&i.LeaseToken,
+			&i.Journal,
+			&i.JournalMoved,
+			&i.AttemptedAt,
+			&i.Breaker,
 		); err != nil {
 			return nil, err
 		}
@@ -207,7 +367,7 @@ const extendLeases = `-- name: ExtendLeases :many
 UPDATE venturi_job j SET lease_expires_at = now() + interval '1 microsecond' * $1::bigint
 FROM (SELECT unnest($2::uuid[]) AS id, unnest($3::bigint[]) AS token) AS u
 WHERE j.id = u.id AND j.lease_token = u.token
-RETURNING j.id
+RETURNING j.id, (j.stop_requested_at IS NOT NULL)::bool AS stop_requested
 `
 
 type ExtendLeasesParams struct {
@@ -216,23 +376,29 @@ type ExtendLeasesParams struct {
 	Tokens  []int64
 }
 
-// Extends the leases of one worker's running jobs in one statement.
+type ExtendLeasesRow struct {
+	ID            pgtype.UUID
+	StopRequested bool
+}
+
+// Extends the leases of one worker's running jobs in one statement, and reports which of
+// them a newer job of their slot asked to stop (Replace).
 // A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
 // testing the state keeps the planner on primary-key lookups instead of scanning every
 // running job through the lease index.
-func (q *Queries) ExtendLeases(ctx context.Context, db DBTX, arg ExtendLeasesParams) ([]pgtype.UUID, error) {
+func (q *Queries) ExtendLeases(ctx context.Context, db DBTX, arg ExtendLeasesParams) ([]*ExtendLeasesRow, error) {
 	rows, err := db.Query(ctx, extendLeases, arg.LeaseUs, arg.Ids, arg.Tokens)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []pgtype.UUID
+	var items []*ExtendLeasesRow
 	for rows.Next() {
-		var id pgtype.UUID
-		if err := rows.Scan(&id); err != nil {
+		var i ExtendLeasesRow
+		if err := rows.Scan(&i.ID, &i.StopRequested); err != nil {
 			return nil, err
 		}
-		items = append(items, id)
+		items = append(items, &i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -249,7 +415,7 @@ UPDATE venturi_job j SET
     carry            = CASE WHEN u.set_carry THEN NULLIF(u.carry, '')::jsonb ELSE j.carry END,
     lease_token      = NULL,
     lease_expires_at = NULL,
-    finished_at      = CASE WHEN u.state IN ('completed', 'dead') THEN now() END,
+    finished_at      = CASE WHEN u.state IN ('completed', 'dead', 'cancelled') THEN now() END,
     journal          = j.journal || u.entry::jsonb
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::bigint[]) AS token, unnest($3::text[]) AS state, unnest($4::bigint[]) AS delay_us, unnest($5::bool[]) AS failed, unnest($6::bool[]) AS set_carry, unnest($7::text[]) AS carry, unnest($8::text[]) AS entry) AS u
 WHERE j.id = u.id AND j.lease_token = u.token
@@ -303,31 +469,53 @@ func (q *Queries) FinishRuns(ctx context.Context, db DBTX, arg FinishRunsParams)
 	return items, nil
 }
 
+const gatePendingOfKind = `-- name: GatePendingOfKind :execrows
+UPDATE venturi_job SET part = ''
+WHERE kind = $1::text AND part IS NULL AND state IN ('available', 'scheduled')
+`
+
+// Makes a kind's plain pending jobs gated, once the kind has limits. One pass over the
+// table: it runs only when a kind's limits first appear.
+func (q *Queries) GatePendingOfKind(ctx context.Context, db DBTX, kind string) (int64, error) {
+	result, err := db.Exec(ctx, gatePendingOfKind, kind)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const getJob = `-- name: GetJob :one
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
-       journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at
+       journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
+       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at
 FROM venturi_job
 WHERE id = $1
 `
 
 type GetJobRow struct {
-	ID             pgtype.UUID
-	Kind           string
-	State          VenturiJobState
-	Priority       int16
-	DedupKey       pgtype.Text
-	Payload        []byte
-	Carry          []byte
-	RunAt          time.Time
-	Runs           int32
-	Failures       int32
-	Journal        []byte
-	JournalMoved   int64
-	JournalDropped []byte
-	CreatedAt      time.Time
-	AttemptedAt    *time.Time
-	FinishedAt     *time.Time
-	LeaseExpiresAt *time.Time
+	ID              pgtype.UUID
+	Kind            string
+	State           VenturiJobState
+	Priority        int16
+	DedupKey        pgtype.Text
+	Payload         []byte
+	Carry           []byte
+	RunAt           time.Time
+	Runs            int32
+	Failures        int32
+	Journal         []byte
+	JournalMoved    int64
+	JournalDropped  []byte
+	CreatedAt       time.Time
+	AttemptedAt     *time.Time
+	FinishedAt      *time.Time
+	LeaseExpiresAt  *time.Time
+	Queue           string
+	Part            pgtype.Text
+	SlotKey         pgtype.Text
+	SlotLimit       pgtype.Int4
+	SlotPolicy      pgtype.Int2
+	StopRequestedAt *time.Time
 }
 
 func (q *Queries) GetJob(ctx context.Context, db DBTX, id pgtype.UUID) (*GetJobRow, error) {
@@ -351,6 +539,12 @@ func (q *Queries) GetJob(ctx context.Context, db DBTX, id pgtype.UUID) (*GetJobR
 		&i.AttemptedAt,
 		&i.FinishedAt,
 		&i.LeaseExpiresAt,
+		&i.Queue,
+		&i.Part,
+		&i.SlotKey,
+		&i.SlotLimit,
+		&i.SlotPolicy,
+		&i.StopRequestedAt,
 	)
 	return &i, err
 }
@@ -361,10 +555,12 @@ WITH cand AS (
     WHERE j.kind = $1 AND j.dedup_key = $2::text AND j.state IN ('scheduled', 'available')
     LIMIT 1
 ), ins AS (
-    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at)
+    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy)
     SELECT $3, $1, $4::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
-           $5, $2::text, ($6::text)::jsonb, t.at
-    FROM (SELECT COALESCE($7::timestamptz, now()) + interval '1 microsecond' * $8::bigint AS at) t
+           $5, $2::text, ($6::text)::jsonb, t.at,
+           COALESCE($7::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = $1 AND vk.limited)),
+           $8::text, $9::int, $10::smallint
+    FROM (SELECT COALESCE($11::timestamptz, now()) + interval '1 microsecond' * $12::bigint AS at) t
     WHERE NOT EXISTS (SELECT 1 FROM cand)
       -- Only READ COMMITTED gives this statement a snapshot taken after the key's lock.
       AND current_setting('transaction_isolation') = 'read committed'
@@ -375,14 +571,18 @@ SELECT EXISTS (SELECT 1 FROM ins)::bool AS inserted,
 `
 
 type InsertIfNoCandidateParams struct {
-	Kind     string
-	DedupKey string
-	ID       pgtype.UUID
-	Queue    string
-	Priority int16
-	Payload  string
-	At       *time.Time
-	DelayUs  int64
+	Kind       string
+	DedupKey   string
+	ID         pgtype.UUID
+	Queue      string
+	Priority   int16
+	Payload    string
+	Part       pgtype.Text
+	SlotKey    pgtype.Text
+	SlotLimit  pgtype.Int4
+	SlotPolicy pgtype.Int2
+	At         *time.Time
+	DelayUs    int64
 }
 
 type InsertIfNoCandidateRow struct {
@@ -399,6 +599,10 @@ func (q *Queries) InsertIfNoCandidate(ctx context.Context, db DBTX, arg InsertIf
 		arg.Queue,
 		arg.Priority,
 		arg.Payload,
+		arg.Part,
+		arg.SlotKey,
+		arg.SlotLimit,
+		arg.SlotPolicy,
 		arg.At,
 		arg.DelayUs,
 	)
@@ -408,23 +612,31 @@ func (q *Queries) InsertIfNoCandidate(ctx context.Context, db DBTX, arg InsertIf
 }
 
 const insertJob = `-- name: InsertJob :exec
-INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at)
+INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy)
 SELECT $1, $2, $3::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
-       $4, $5, ($6::text)::jsonb, t.at
-FROM (SELECT COALESCE($7::timestamptz, now()) + interval '1 microsecond' * $8::bigint AS at) t
+       $4, $5, ($6::text)::jsonb, t.at,
+       COALESCE($7::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = $2 AND vk.limited)),
+       $8::text, $9::int, $10::smallint
+FROM (SELECT COALESCE($11::timestamptz, now()) + interval '1 microsecond' * $12::bigint AS at) t
 `
 
 type InsertJobParams struct {
-	ID       pgtype.UUID
-	Kind     string
-	Queue    string
-	Priority int16
-	DedupKey pgtype.Text
-	Payload  string
-	At       *time.Time
-	DelayUs  int64
+	ID         pgtype.UUID
+	Kind       string
+	Queue      string
+	Priority   int16
+	DedupKey   pgtype.Text
+	Payload    string
+	Part       pgtype.Text
+	SlotKey    pgtype.Text
+	SlotLimit  pgtype.Int4
+	SlotPolicy pgtype.Int2
+	At         *time.Time
+	DelayUs    int64
 }
 
+// A job with a partition or a slot, or of a kind with limits, is gated: part is its
+// partition (empty for none) and the gated claim takes it.
 func (q *Queries) InsertJob(ctx context.Context, db DBTX, arg InsertJobParams) error {
 	_, err := db.Exec(ctx, insertJob,
 		arg.ID,
@@ -433,6 +645,10 @@ func (q *Queries) InsertJob(ctx context.Context, db DBTX, arg InsertJobParams) e
 		arg.Priority,
 		arg.DedupKey,
 		arg.Payload,
+		arg.Part,
+		arg.SlotKey,
+		arg.SlotLimit,
+		arg.SlotPolicy,
 		arg.At,
 		arg.DelayUs,
 	)
@@ -440,24 +656,32 @@ func (q *Queries) InsertJob(ctx context.Context, db DBTX, arg InsertJobParams) e
 }
 
 const insertJobs = `-- name: InsertJobs :exec
-INSERT INTO venturi_job (id, kind, queue, state, priority, payload, run_at)
+INSERT INTO venturi_job (id, kind, queue, state, priority, payload, run_at, part, slot_key, slot_limit, slot_policy)
 SELECT u.id, u.kind, u.queue, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
-       u.priority, u.payload::jsonb, t.at
-FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::text[]) AS kind, unnest($3::text[]) AS queue, unnest($4::smallint[]) AS priority, unnest($5::text[]) AS payload, unnest($6::bool[]) AS has_at, unnest($7::timestamptz[]) AS at, unnest($8::bigint[]) AS delay_us) AS u
+       u.priority, u.payload::jsonb, t.at,
+       CASE WHEN u.has_part THEN u.part WHEN vk.limited THEN '' END,
+       NULLIF(u.slot_key, ''), CASE WHEN u.slot_key <> '' THEN u.slot_limit END, CASE WHEN u.slot_key <> '' THEN u.slot_policy END
+FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::text[]) AS kind, unnest($3::text[]) AS queue, unnest($4::smallint[]) AS priority, unnest($5::text[]) AS payload, unnest($6::bool[]) AS has_at, unnest($7::timestamptz[]) AS at, unnest($8::bigint[]) AS delay_us, unnest($9::bool[]) AS has_part, unnest($10::text[]) AS part, unnest($11::text[]) AS slot_key, unnest($12::int[]) AS slot_limit, unnest($13::smallint[]) AS slot_policy) AS u
+LEFT JOIN venturi_kind vk ON vk.kind = u.kind
 CROSS JOIN LATERAL (
     SELECT CASE WHEN u.has_at THEN u.at ELSE now() END + u.delay_us * interval '1 microsecond' AS at
 ) t
 `
 
 type InsertJobsParams struct {
-	Ids        []pgtype.UUID
-	Kinds      []string
-	Queues     []string
-	Priorities []int16
-	Payloads   []string
-	HasAt      []bool
-	Ats        []time.Time
-	DelaysUs   []int64
+	Ids          []pgtype.UUID
+	Kinds        []string
+	Queues       []string
+	Priorities   []int16
+	Payloads     []string
+	HasAt        []bool
+	Ats          []time.Time
+	DelaysUs     []int64
+	HasPart      []bool
+	Parts        []string
+	SlotKeys     []string
+	SlotLimits   []int32
+	SlotPolicies []int16
 }
 
 func (q *Queries) InsertJobs(ctx context.Context, db DBTX, arg InsertJobsParams) error {
@@ -470,6 +694,11 @@ func (q *Queries) InsertJobs(ctx context.Context, db DBTX, arg InsertJobsParams)
 		arg.HasAt,
 		arg.Ats,
 		arg.DelaysUs,
+		arg.HasPart,
+		arg.Parts,
+		arg.SlotKeys,
+		arg.SlotLimits,
+		arg.SlotPolicies,
 	)
 	return err
 }
@@ -496,9 +725,11 @@ WITH t AS (
     WHERE j.id = cand.id
     RETURNING j.id, j.state
 ), ins AS (
-    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at)
+    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy)
     SELECT $8, $3, $9::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
-           $6, $4::text, ($5::text)::jsonb, t.at
+           $6, $4::text, ($5::text)::jsonb, t.at,
+           COALESCE($10::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = $3 AND vk.limited)),
+           $11::text, $12::int, $13::smallint
     FROM t
     WHERE NOT EXISTS (SELECT 1 FROM cand)
       AND current_setting('transaction_isolation') = 'read committed'
@@ -510,15 +741,19 @@ SELECT COALESCE((SELECT id FROM upd), (SELECT id FROM ins))::uuid AS job_id,
 `
 
 type InsertOrReplaceParams struct {
-	At       *time.Time
-	DelayUs  int64
-	Kind     string
-	DedupKey string
-	Payload  string
-	Priority int16
-	Entry    string
-	ID       pgtype.UUID
-	Queue    string
+	At         *time.Time
+	DelayUs    int64
+	Kind       string
+	DedupKey   string
+	Payload    string
+	Priority   int16
+	Entry      string
+	ID         pgtype.UUID
+	Queue      string
+	Part       pgtype.Text
+	SlotKey    pgtype.Text
+	SlotLimit  pgtype.Int4
+	SlotPolicy pgtype.Int2
 }
 
 type InsertOrReplaceRow struct {
@@ -541,6 +776,10 @@ func (q *Queries) InsertOrReplace(ctx context.Context, db DBTX, arg InsertOrRepl
 		arg.Entry,
 		arg.ID,
 		arg.Queue,
+		arg.Part,
+		arg.SlotKey,
+		arg.SlotLimit,
+		arg.SlotPolicy,
 	)
 	var i InsertOrReplaceRow
 	err := row.Scan(&i.JobID, &i.Replaced, &i.Due)
@@ -549,7 +788,8 @@ func (q *Queries) InsertOrReplace(ctx context.Context, db DBTX, arg InsertOrRepl
 
 const jobsOfKind = `-- name: JobsOfKind :many
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
-       journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at
+       journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
+       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at
 FROM venturi_job
 WHERE kind = $1
   AND (cardinality($2::text[]) = 0 OR state::text = ANY($2::text[]))
@@ -564,23 +804,29 @@ type JobsOfKindParams struct {
 }
 
 type JobsOfKindRow struct {
-	ID             pgtype.UUID
-	Kind           string
-	State          VenturiJobState
-	Priority       int16
-	DedupKey       pgtype.Text
-	Payload        []byte
-	Carry          []byte
-	RunAt          time.Time
-	Runs           int32
-	Failures       int32
-	Journal        []byte
-	JournalMoved   int64
-	JournalDropped []byte
-	CreatedAt      time.Time
-	AttemptedAt    *time.Time
-	FinishedAt     *time.Time
-	LeaseExpiresAt *time.Time
+	ID              pgtype.UUID
+	Kind            string
+	State           VenturiJobState
+	Priority        int16
+	DedupKey        pgtype.Text
+	Payload         []byte
+	Carry           []byte
+	RunAt           time.Time
+	Runs            int32
+	Failures        int32
+	Journal         []byte
+	JournalMoved    int64
+	JournalDropped  []byte
+	CreatedAt       time.Time
+	AttemptedAt     *time.Time
+	FinishedAt      *time.Time
+	LeaseExpiresAt  *time.Time
+	Queue           string
+	Part            pgtype.Text
+	SlotKey         pgtype.Text
+	SlotLimit       pgtype.Int4
+	SlotPolicy      pgtype.Int2
+	StopRequestedAt *time.Time
 }
 
 // The jobs of one kind in the given states (every state when states is empty), oldest
@@ -612,6 +858,12 @@ func (q *Queries) JobsOfKind(ctx context.Context, db DBTX, arg JobsOfKindParams)
 			&i.AttemptedAt,
 			&i.FinishedAt,
 			&i.LeaseExpiresAt,
+			&i.Queue,
+			&i.Part,
+			&i.SlotKey,
+			&i.SlotLimit,
+			&i.SlotPolicy,
+			&i.StopRequestedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -663,6 +915,105 @@ func (q *Queries) JournalPage(ctx context.Context, db DBTX, arg JournalPageParam
 	for rows.Next() {
 		var i JournalPageRow
 		if err := rows.Scan(&i.Seq, &i.Entry); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listCircuits = `-- name: ListCircuits :many
+SELECT g.kind, g.part, g.fails, g.open_until, g.probe_until, g.updated_at,
+       COALESCE(k.brk_failures, 0)::int AS threshold
+FROM venturi_gate g LEFT JOIN venturi_kind k ON k.kind = g.kind
+WHERE left(g.key, 1) = 'b'
+ORDER BY g.kind, g.part NULLS FIRST
+`
+
+type ListCircuitsRow struct {
+	Kind       string
+	Part       pgtype.Text
+	Fails      int32
+	OpenUntil  *time.Time
+	ProbeUntil *time.Time
+	UpdatedAt  time.Time
+	Threshold  int32
+}
+
+// Every breaker with its state, for Queue.Circuits.
+func (q *Queries) ListCircuits(ctx context.Context, db DBTX) ([]*ListCircuitsRow, error) {
+	rows, err := db.Query(ctx, listCircuits)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*ListCircuitsRow
+	for rows.Next() {
+		var i ListCircuitsRow
+		if err := rows.Scan(
+			&i.Kind,
+			&i.Part,
+			&i.Fails,
+			&i.OpenUntil,
+			&i.ProbeUntil,
+			&i.UpdatedAt,
+			&i.Threshold,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listQueues = `-- name: ListQueues :many
+WITH names AS (
+    SELECT name FROM venturi_queue
+    UNION
+    SELECT DISTINCT queue FROM venturi_job WHERE state IN ('available', 'running', 'scheduled')
+)
+SELECT n.name::text AS name, COALESCE(q.paused, false)::bool AS paused,
+       COALESCE(q.concurrency, 0)::int AS concurrency,
+       (SELECT count(*) FROM venturi_job j WHERE j.queue = n.name AND j.state = 'available')::bigint AS available,
+       (SELECT count(*) FROM venturi_job j WHERE j.queue = n.name AND j.state = 'running')::bigint AS running,
+       (SELECT count(*) FROM venturi_job j WHERE j.queue = n.name AND j.state = 'scheduled')::bigint AS scheduled
+FROM names n LEFT JOIN venturi_queue q ON q.name = n.name
+ORDER BY n.name
+`
+
+type ListQueuesRow struct {
+	Name        string
+	Paused      bool
+	Concurrency int32
+	Available   int64
+	Running     int64
+	Scheduled   int64
+}
+
+// Every queue that has jobs or settings, with its settings and job counts.
+func (q *Queries) ListQueues(ctx context.Context, db DBTX) ([]*ListQueuesRow, error) {
+	rows, err := db.Query(ctx, listQueues)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*ListQueuesRow
+	for rows.Next() {
+		var i ListQueuesRow
+		if err := rows.Scan(
+			&i.Name,
+			&i.Paused,
+			&i.Concurrency,
+			&i.Available,
+			&i.Running,
+			&i.Scheduled,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, &i)
@@ -808,6 +1159,17 @@ func (q *Queries) PruneFinished(ctx context.Context, db DBTX, arg PruneFinishedP
 	return result.RowsAffected(), nil
 }
 
+const queuePaused = `-- name: QueuePaused :one
+SELECT COALESCE((SELECT paused FROM venturi_queue WHERE name = $1::text), false)::bool AS paused
+`
+
+func (q *Queries) QueuePaused(ctx context.Context, db DBTX, queue string) (bool, error) {
+	row := db.QueryRow(ctx, queuePaused, queue)
+	var paused bool
+	err := row.Scan(&paused)
+	return paused, err
+}
+
 const releaseUnstarted = `-- name: ReleaseUnstarted :many
 UPDATE venturi_job j SET
     state = 'available', runs = j.runs - 1, lease_token = NULL, lease_expires_at = NULL
@@ -869,7 +1231,7 @@ UPDATE venturi_job j SET
         'started_at', j.attempted_at, 'at', clock_timestamp()))
 FROM expired
 WHERE j.id = expired.id
-RETURNING j.id, j.kind, j.state
+RETURNING j.id, j.kind, j.state, j.breaker
 `
 
 type RescueExpiredParams struct {
@@ -878,9 +1240,10 @@ type RescueExpiredParams struct {
 }
 
 type RescueExpiredRow struct {
-	ID    pgtype.UUID
-	Kind  string
-	State VenturiJobState
+	ID      pgtype.UUID
+	Kind    string
+	State   VenturiJobState
+	Breaker pgtype.Text
 }
 
 // Ends runs whose lease expired (their worker died or stalled): an abandoned run counts as
@@ -895,7 +1258,12 @@ func (q *Queries) RescueExpired(ctx context.Context, db DBTX, arg RescueExpiredP
 	var items []*RescueExpiredRow
 	for rows.Next() {
 		var i RescueExpiredRow
-		if err := rows.Scan(&i.ID, &i.Kind, &i.State); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.Kind,
+			&i.State,
+			&i.Breaker,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, &i)
@@ -904,6 +1272,86 @@ func (q *Queries) RescueExpired(ctx context.Context, db DBTX, arg RescueExpiredP
 		return nil, err
 	}
 	return items, nil
+}
+
+const setKindLimits = `-- name: SetKindLimits :one
+WITH old AS (SELECT k.limited FROM venturi_kind k WHERE k.kind = $1::text)
+INSERT INTO venturi_kind AS k (kind, concurrency, rate_n, rate_period, rate_by_part, brk_failures, brk_cooldown, brk_by_part)
+VALUES ($1::text, $2::int, $3::int, interval '1 microsecond' * $4::bigint, $5::bool,
+        $6::int, interval '1 microsecond' * $7::bigint, $8::bool)
+ON CONFLICT (kind) DO UPDATE SET
+    concurrency = EXCLUDED.concurrency, rate_n = EXCLUDED.rate_n, rate_period = EXCLUDED.rate_period,
+    rate_by_part = EXCLUDED.rate_by_part, brk_failures = EXCLUDED.brk_failures,
+    brk_cooldown = EXCLUDED.brk_cooldown, brk_by_part = EXCLUDED.brk_by_part, updated_at = now()
+WHERE (k.concurrency, k.rate_n, k.rate_period, k.rate_by_part, k.brk_failures, k.brk_cooldown, k.brk_by_part)
+      IS DISTINCT FROM (EXCLUDED.concurrency, EXCLUDED.rate_n, EXCLUDED.rate_period, EXCLUDED.rate_by_part,
+                        EXCLUDED.brk_failures, EXCLUDED.brk_cooldown, EXCLUDED.brk_by_part)
+RETURNING NOT COALESCE((SELECT old.limited FROM old), false) AS newly_limited, k.limited
+`
+
+type SetKindLimitsParams struct {
+	Kind          string
+	Concurrency   int32
+	RateN         int32
+	RatePeriodUs  int64
+	RateByPart    bool
+	BrkFailures   int32
+	BrkCooldownUs int64
+	BrkByPart     bool
+}
+
+type SetKindLimitsRow struct {
+	NewlyLimited pgtype.Bool
+	Limited      pgtype.Bool
+}
+
+// Records a kind's limits (a worker that registers the kind writes them at start). It
+// reports whether the kind had none before, so that the caller can gate the kind's
+// pending jobs that were enqueued as plain ones.
+func (q *Queries) SetKindLimits(ctx context.Context, db DBTX, arg SetKindLimitsParams) (*SetKindLimitsRow, error) {
+	row := db.QueryRow(ctx, setKindLimits,
+		arg.Kind,
+		arg.Concurrency,
+		arg.RateN,
+		arg.RatePeriodUs,
+		arg.RateByPart,
+		arg.BrkFailures,
+		arg.BrkCooldownUs,
+		arg.BrkByPart,
+	)
+	var i SetKindLimitsRow
+	err := row.Scan(&i.NewlyLimited, &i.Limited)
+	return &i, err
+}
+
+const setQueueConcurrency = `-- name: SetQueueConcurrency :exec
+INSERT INTO venturi_queue (name, concurrency) VALUES ($1::text, $2::int)
+ON CONFLICT (name) DO UPDATE SET concurrency = EXCLUDED.concurrency, updated_at = now()
+`
+
+type SetQueueConcurrencyParams struct {
+	Name        string
+	Concurrency int32
+}
+
+func (q *Queries) SetQueueConcurrency(ctx context.Context, db DBTX, arg SetQueueConcurrencyParams) error {
+	_, err := db.Exec(ctx, setQueueConcurrency, arg.Name, arg.Concurrency)
+	return err
+}
+
+const setQueuePaused = `-- name: SetQueuePaused :exec
+INSERT INTO venturi_queue (name, paused) VALUES ($1::text, $2::bool)
+ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = now()
+`
+
+type SetQueuePausedParams struct {
+	Name   string
+	Paused bool
+}
+
+func (q *Queries) SetQueuePaused(ctx context.Context, db DBTX, arg SetQueuePausedParams) error {
+	_, err := db.Exec(ctx, setQueuePaused, arg.Name, arg.Paused)
+	return err
 }
 
 const tryMaintenanceLock = `-- name: TryMaintenanceLock :one

@@ -1,0 +1,443 @@
+-- venturi schema, version 6: flow control, enforced in the claim by the database.
+--
+-- * Queues are rows of venturi_queue: a paused queue starts no job (the claim checks it),
+--   and a queue may cap how many of its jobs run at once across all workers.
+-- * Kind limits (venturi_kind), written by the workers that register the kinds: a global
+--   concurrency, a rate (N starts per period, optionally per partition) and a circuit
+--   breaker (optionally per partition).
+-- * A job may carry a partition (tenant, host) and a slot: at most slot_limit running jobs
+--   share a slot key, and slot_policy says what a job does when it becomes runnable while
+--   its slot is full (0 wait in order, 1 replace the running job, 2 drop itself).
+--
+-- A job that is subject to any of these ("gated") has a non-NULL part: its partition, ''
+-- when it has none. Gated jobs are claimed by venturi_claim_gated through their own index,
+-- round-robin between partitions, so one partition's flood cannot hold the others back
+-- and a full slot is never walked over job by job. Plain jobs (part IS NULL) keep the
+-- plain claim and pay for none of this.
+--
+-- How limits hold with any number of workers: every gated claim takes, in sorted order,
+-- transaction-scoped advisory locks on the stripes (hash mod 64) of the gates it touches,
+-- then counts the running jobs of each gate in a fresh snapshot. Running counts are read
+-- from the job rows themselves, so a slot held by a killed worker is freed when the lease
+-- rescue returns its job, and nothing can drift. Rate windows and breaker states, which
+-- have no such rows, live in venturi_gate and are only written under the same locks (rates)
+-- or in key order (breakers), so no two writers can deadlock.
+--
+-- Rolling deploy: apply before deploying workers of this version. Version-4 workers keep
+-- claiming plain jobs correctly, but the claim index they walked is replaced (by one over
+-- plain jobs only), so their claims sort; finish the rollout promptly. They would ignore
+-- gates: deploy version-6 workers for a kind before producers that give its jobs a slot or
+-- a partition, and before declaring its limits. Creating the two claim indexes takes a
+-- write lock for as long as the build lasts (seconds per million rows); with a large table,
+-- create them first with CREATE INDEX CONCURRENTLY under the same names.
+
+ALTER TABLE venturi_job
+    ADD COLUMN part text
+        CONSTRAINT venturi_job_part_check CHECK (length(part) <= 256),
+    ADD COLUMN slot_key text
+        CONSTRAINT venturi_job_slot_key_check CHECK (slot_key <> '' AND length(slot_key) <= 256),
+    ADD COLUMN slot_limit integer
+        CONSTRAINT venturi_job_slot_limit_check CHECK (slot_limit >= 1),
+    ADD COLUMN slot_policy smallint
+        CONSTRAINT venturi_job_slot_policy_check CHECK (slot_policy BETWEEN 0 AND 2),
+    -- The breaker this run reports its outcome to (set by the claim).
+    ADD COLUMN breaker text,
+    -- A newer job of the slot asked this run to stop (Replace).
+    ADD COLUMN stop_requested_at timestamptz,
+    ADD CONSTRAINT venturi_job_slot_complete CHECK (
+        (slot_key IS NULL) = (slot_limit IS NULL) AND (slot_key IS NULL) = (slot_policy IS NULL)
+        AND (slot_key IS NULL OR part IS NOT NULL));
+
+CREATE TABLE venturi_queue (
+    name        text        PRIMARY KEY CHECK (name <> '' AND length(name) <= 128),
+    paused      boolean     NOT NULL DEFAULT false,
+    concurrency integer     NOT NULL DEFAULT 0 CHECK (concurrency >= 0), -- 0: no limit
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE venturi_kind (
+    kind         text        PRIMARY KEY,
+    concurrency  integer     NOT NULL DEFAULT 0 CHECK (concurrency >= 0),  -- 0: no limit
+    rate_n       integer     NOT NULL DEFAULT 0 CHECK (rate_n >= 0),       -- 0: no rate
+    rate_period  interval    NOT NULL DEFAULT '1 second',
+    rate_by_part boolean     NOT NULL DEFAULT false,
+    brk_failures integer     NOT NULL DEFAULT 0 CHECK (brk_failures >= 0), -- 0: no breaker
+    brk_cooldown interval    NOT NULL DEFAULT '30 seconds',
+    brk_by_part  boolean     NOT NULL DEFAULT false,
+    updated_at   timestamptz NOT NULL DEFAULT now(),
+    limited      boolean     GENERATED ALWAYS AS (concurrency > 0 OR rate_n > 0 OR brk_failures > 0) STORED
+);
+
+-- State that running jobs cannot carry: rate windows ('r' keys) and breakers ('b' keys).
+CREATE TABLE venturi_gate (
+    key         text        PRIMARY KEY, -- type, kind and partition joined by chr(31)
+    kind        text        NOT NULL,
+    part        text,                    -- NULL: kind-wide
+    rate_at     timestamptz[] NOT NULL DEFAULT '{}', -- starts admitted in the last period: when,
+    rate_n      integer[]     NOT NULL DEFAULT '{}', -- and how many
+    fails       integer     NOT NULL DEFAULT 0,      -- breaker: failures in a row
+    open_until  timestamptz,                         -- breaker: open (no claims) until then
+    probe_until timestamptz,                         -- breaker: a probe run is out until then
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE INDEX IF NOT EXISTS venturi_job_claim_plain_idx
+    ON venturi_job (queue, priority DESC, run_at, id) WHERE state = 'available' AND part IS NULL;
+CREATE INDEX IF NOT EXISTS venturi_job_claim_gated_idx
+    ON venturi_job (queue, part, priority DESC, run_at, id) WHERE state = 'available' AND part IS NOT NULL;
+DROP INDEX IF EXISTS venturi_job_claim_queue_idx;
+-- Running counts of the gates (empty unless gated jobs run).
+CREATE INDEX venturi_job_running_slot_idx ON venturi_job (slot_key) WHERE state = 'running' AND slot_key IS NOT NULL;
+CREATE INDEX venturi_job_running_gated_idx ON venturi_job (kind) WHERE state = 'running' AND part IS NOT NULL;
+-- Retention of cancelled jobs.
+CREATE INDEX venturi_job_cancelled_idx ON venturi_job (finished_at) WHERE state = 'cancelled';
+
+-- venturi_gate_lock takes the advisory locks of the given gate keys' stripes, in stripe
+-- order: every writer of gate state goes through it, so lockers never wait in a cycle.
+CREATE FUNCTION venturi_gate_lock(p_keys text[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    ns integer := hashtext(current_schema() || '.venturi_gate');
+    s  integer;
+BEGIN
+    FOR s IN SELECT DISTINCT hashtext(k) & 63 FROM unnest(p_keys) AS k ORDER BY 1 LOOP
+        PERFORM pg_advisory_xact_lock(ns, s);
+    END LOOP;
+END
+$$;
+
+-- venturi_claim_gated claims up to p_max gated jobs of p_kinds from p_queue (and, when
+-- the queue has a concurrency limit, its plain jobs too), admitting each only while every
+-- gate it is subject to has room. It returns nothing while the queue is paused.
+--
+-- Candidates: each partition's most urgent jobs, taken round-robin (the first job of
+-- every partition, most urgent first, then the second...). Gates per candidate: its slot
+-- (s), its kind's concurrency (k), the queue's concurrency (q), its kind's rate (r) and
+-- breaker (b), the last two per partition when the kind says so.
+CREATE FUNCTION venturi_claim_gated(
+    p_queue text, p_kinds text[], p_max integer, p_lease_us bigint, p_worker text,
+    p_max_failures integer, p_channel text)
+RETURNS TABLE (id uuid, kind text, payload jsonb, carry jsonb, runs integer, failures integer,
+               lease_token bigint, journal jsonb, journal_moved bigint, attempted_at timestamptz,
+               breaker text, stop_requested boolean)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    sep     CONSTANT text := chr(31);
+    v_paused boolean;
+    v_qconc integer;
+    v_now   timestamptz; -- the admitted runs' start
+    v_check timestamptz; -- when the gates were checked
+    v_parts text[];
+    v_k     integer;
+    -- candidates, in admission order
+    c_id     uuid[];
+    c_slot   text[];
+    c_limit  integer[];
+    c_policy smallint[];
+    c_g      integer[]; -- five gate indexes per candidate (0: none), flattened
+    -- gates
+    g_key   text[];
+    g_used  integer[];
+    g_cap   integer[];
+    g_slot  boolean[];
+    n       integer;
+    i       integer;
+    j       integer;
+    g       integer;
+    ok      boolean;
+    slot_full boolean;
+    admit   uuid[] := '{}';
+    admit_g integer[] := '{}';
+    dropped uuid[] := '{}';
+    drop_note text[] := '{}';
+    replace_slots text[] := '{}';
+    r       record;
+BEGIN
+    SELECT vq.paused, vq.concurrency INTO v_paused, v_qconc FROM venturi_queue vq WHERE vq.name = p_queue;
+    IF v_paused THEN
+        RETURN;
+    END IF;
+    v_qconc := COALESCE(v_qconc, 0);
+    IF v_qconc = 0 AND NOT EXISTS (
+        SELECT 1 FROM venturi_job x
+        WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue AND x.kind = ANY(p_kinds)) THEN
+        RETURN;
+    END IF;
+
+    -- The partitions with available gated jobs: a skip scan of the gated claim index.
+    WITH RECURSIVE ps(p) AS (
+        (SELECT x.part FROM venturi_job x
+         WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue
+         ORDER BY x.part LIMIT 1)
+        UNION ALL
+        SELECT (SELECT x.part FROM venturi_job x
+                WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue AND x.part > ps.p
+                ORDER BY x.part LIMIT 1)
+        FROM ps WHERE ps.p IS NOT NULL
+    )
+    SELECT array_agg(ps.p) INTO v_parts FROM ps WHERE ps.p IS NOT NULL;
+    v_parts := COALESCE(v_parts, '{}');
+    v_k := GREATEST(1, ceil(p_max::numeric / GREATEST(cardinality(v_parts), 1))::integer);
+
+    -- Candidates, locked: up to v_k per partition, round-robin; then, with a queue limit,
+    -- the queue's plain jobs (the queue's gate alone applies to them).
+    WITH gated AS (
+        SELECT y.*, row_number() OVER (PARTITION BY y.part ORDER BY y.priority DESC, y.run_at, y.id) AS rn
+        FROM unnest(v_parts) AS pp(p),
+        LATERAL (
+            SELECT x.id, x.kind, x.part, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.run_at
+            FROM venturi_job x
+            WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue AND x.part = pp.p
+              AND x.kind = ANY(p_kinds)
+            ORDER BY x.priority DESC, x.run_at, x.id
+            LIMIT v_k
+            FOR UPDATE SKIP LOCKED
+        ) y
+    ), plain AS (
+        SELECT x.id, x.kind, x.part, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.run_at
+        FROM venturi_job x
+        WHERE v_qconc > 0 AND x.state = 'available' AND x.part IS NULL AND x.queue = p_queue
+          AND x.kind = ANY(p_kinds)
+        ORDER BY x.priority DESC, x.run_at, x.id
+        LIMIT LEAST(p_max, v_qconc)
+        FOR UPDATE SKIP LOCKED
+    ), cand AS (
+        SELECT c.*, row_number() OVER (ORDER BY c.rn, c.priority DESC, c.run_at, c.id) AS ord
+        FROM (SELECT gated.id, gated.kind, gated.part, gated.slot_key, gated.slot_limit, gated.slot_policy,
+                     gated.priority, gated.run_at, gated.rn FROM gated
+              UNION ALL
+              SELECT plain.id, plain.kind, plain.part, plain.slot_key, plain.slot_limit, plain.slot_policy,
+                     plain.priority, plain.run_at, 1 FROM plain) c
+    ), gk AS (
+        -- Each candidate's gates: (candidate order, position 1..5, key, slot?).
+        SELECT cand.ord, 1 AS pos, 's' || sep || cand.slot_key AS key
+        FROM cand WHERE cand.slot_key IS NOT NULL
+        UNION ALL
+        SELECT cand.ord, 2, 'k' || sep || cand.kind
+        FROM cand JOIN venturi_kind k ON k.kind = cand.kind WHERE k.concurrency > 0
+        UNION ALL
+        SELECT cand.ord, 3, 'q' || sep || p_queue FROM cand WHERE v_qconc > 0
+        UNION ALL
+        SELECT cand.ord, 4, 'r' || sep || cand.kind || CASE WHEN k.rate_by_part THEN sep || COALESCE(cand.part, '') ELSE '' END
+        FROM cand JOIN venturi_kind k ON k.kind = cand.kind WHERE k.rate_n > 0
+        UNION ALL
+        SELECT cand.ord, 5, 'b' || sep || cand.kind || CASE WHEN k.brk_by_part THEN sep || COALESCE(cand.part, '') ELSE '' END
+        FROM cand JOIN venturi_kind k ON k.kind = cand.kind WHERE k.brk_failures > 0
+    ), keys AS (
+        SELECT d.key, row_number() OVER (ORDER BY d.key)::integer AS gi FROM (SELECT DISTINCT gk.key FROM gk) d
+    )
+    SELECT
+        (SELECT array_agg(cand.id ORDER BY cand.ord) FROM cand),
+        (SELECT array_agg(cand.slot_key ORDER BY cand.ord) FROM cand),
+        (SELECT array_agg(cand.slot_limit ORDER BY cand.ord) FROM cand),
+        (SELECT array_agg(cand.slot_policy ORDER BY cand.ord) FROM cand),
+        (SELECT array_agg(COALESCE(keys.gi, 0) ORDER BY cand.ord, pos.n)
+         FROM cand CROSS JOIN generate_series(1, 5) AS pos(n)
+         LEFT JOIN gk ON gk.ord = cand.ord AND gk.pos = pos.n
+         LEFT JOIN keys ON keys.key = gk.key),
+        (SELECT array_agg(keys.key ORDER BY keys.gi) FROM keys)
+    INTO c_id, c_slot, c_limit, c_policy, c_g, g_key;
+
+    n := COALESCE(cardinality(c_id), 0);
+    IF n = 0 THEN
+        RETURN;
+    END IF;
+    g_key := COALESCE(g_key, '{}');
+
+    -- Lock the gates, then read their state in a fresh snapshot: every claim that held
+    -- these locks before has committed, and its running jobs are visible.
+    PERFORM venturi_gate_lock(g_key);
+    v_check := clock_timestamp();
+    INSERT INTO venturi_gate (key, kind, part)
+    SELECT gkey, split_part(gkey, sep, 2), NULLIF(split_part(gkey, sep, 3), '')
+    FROM unnest(g_key) AS gkey WHERE left(gkey, 1) IN ('r', 'b')
+    ON CONFLICT DO NOTHING;
+
+    SELECT array_agg(COALESCE(st.used, 0) ORDER BY gs.gi), array_agg(COALESCE(st.cap, 2147483647) ORDER BY gs.gi),
+           array_agg(left(gs.key, 1) = 's' ORDER BY gs.gi)
+    INTO g_used, g_cap, g_slot
+    FROM unnest(g_key) WITH ORDINALITY AS gs(key, gi)
+    LEFT JOIN LATERAL (
+        SELECT (SELECT count(*) FROM venturi_job x
+                WHERE x.state = 'running' AND x.slot_key = substr(gs.key, 3))::integer AS used,
+               NULL::integer AS cap
+        WHERE left(gs.key, 1) = 's'
+        UNION ALL
+        SELECT (SELECT count(*) FROM venturi_job x
+                WHERE x.state = 'running' AND x.part IS NOT NULL AND x.kind = substr(gs.key, 3))::integer,
+               (SELECT k.concurrency FROM venturi_kind k WHERE k.kind = substr(gs.key, 3))
+        WHERE left(gs.key, 1) = 'k'
+        UNION ALL
+        SELECT (SELECT count(*) FROM venturi_job x WHERE x.state = 'running' AND x.queue = p_queue)::integer, v_qconc
+        WHERE left(gs.key, 1) = 'q'
+        UNION ALL
+        SELECT COALESCE((SELECT sum(t.c) FROM unnest(gt.rate_at, gt.rate_n) AS t(at, c)
+                         WHERE t.at > v_check - k.rate_period), 0)::integer,
+               k.rate_n
+        FROM venturi_gate gt JOIN venturi_kind k ON k.kind = gt.kind
+        WHERE left(gs.key, 1) = 'r' AND gt.key = gs.key
+        UNION ALL
+        SELECT 0, CASE WHEN gt.open_until IS NULL THEN NULL
+                       WHEN gt.open_until > v_check THEN 0
+                       WHEN gt.probe_until IS NOT NULL AND gt.probe_until > v_check THEN 0
+                       ELSE 1 END
+        FROM venturi_gate gt
+        WHERE left(gs.key, 1) = 'b' AND gt.key = gs.key
+    ) st ON true;
+    -- The admitted runs start now: after the snapshot that counted the running jobs, so a
+    -- run that ended just before it has ended before this, by the database clock, and
+    -- journals never show more runs at once than a gate allows.
+    v_now := clock_timestamp();
+
+    -- Admit in order: a candidate runs when each of its gates has room. A full slot is
+    -- handled by the candidate's policy.
+    FOR i IN 1..n LOOP
+        ok := true;
+        slot_full := false;
+        FOR j IN 1..5 LOOP
+            g := c_g[(i - 1) * 5 + j];
+            CONTINUE WHEN g = 0;
+            IF g_slot[g] THEN
+                IF g_used[g] >= c_limit[i] THEN
+                    ok := false;
+                    slot_full := true;
+                END IF;
+            ELSIF g_used[g] >= g_cap[g] THEN
+                ok := false;
+            END IF;
+        END LOOP;
+        IF ok THEN
+            admit := admit || c_id[i];
+            FOR j IN 1..5 LOOP
+                g := c_g[(i - 1) * 5 + j];
+                IF g > 0 THEN
+                    g_used[g] := g_used[g] + 1;
+                    admit_g := admit_g || g;
+                END IF;
+            END LOOP;
+        ELSIF slot_full AND c_policy[i] = 2 THEN
+            dropped := dropped || c_id[i];
+            drop_note := drop_note || format('dropped: slot %s is full (%s of %s running; policy DropIfRunning)',
+                                              c_slot[i], g_used[c_g[(i - 1) * 5 + 1]], c_limit[i]);
+        ELSIF slot_full AND c_policy[i] = 1 AND NOT c_slot[i] = ANY(replace_slots) THEN
+            replace_slots := replace_slots || c_slot[i];
+        END IF;
+    END LOOP;
+
+    IF cardinality(dropped) > 0 THEN
+        UPDATE venturi_job x SET
+            state = 'cancelled', finished_at = v_now,
+            journal = x.journal || jsonb_build_array(jsonb_build_object(
+                'event', 'dropped', 'note', d.note, 'at', v_now))
+        FROM unnest(dropped, drop_note) AS d(id, note)
+        WHERE x.id = d.id;
+    END IF;
+
+    -- Replace: ask the oldest running job of each full slot to stop, unless one already is
+    -- stopping. A locked row is skipped (it is finishing, or another claim asks it).
+    IF cardinality(replace_slots) > 0 THEN
+        FOR r IN
+            UPDATE venturi_job x SET stop_requested_at = v_now
+            WHERE x.id IN (
+                SELECT (SELECT h.id FROM venturi_job h
+                        WHERE h.state = 'running' AND h.slot_key = rs.s AND h.stop_requested_at IS NULL
+                        ORDER BY h.attempted_at, h.id LIMIT 1 FOR UPDATE SKIP LOCKED)
+                FROM unnest(replace_slots) AS rs(s)
+                WHERE NOT EXISTS (SELECT 1 FROM venturi_job h2
+                                  WHERE h2.state = 'running' AND h2.slot_key = rs.s AND h2.stop_requested_at IS NOT NULL))
+            RETURNING x.id
+        LOOP
+            PERFORM pg_notify(p_channel, chr(31) || 'stop:' || r.id::text);
+        END LOOP;
+    END IF;
+
+    IF cardinality(admit) = 0 THEN
+        RETURN;
+    END IF;
+
+    -- Rates: record the starts admitted now; forget those older than the period.
+    UPDATE venturi_gate gt SET
+        rate_at = a.kept_at || v_now,
+        rate_n  = a.kept_n || a.admitted,
+        updated_at = v_now
+    FROM (
+        SELECT g_key[ag] AS key, count(*)::integer AS admitted,
+               COALESCE((SELECT array_agg(t.at ORDER BY t.at) FROM venturi_gate g2, venturi_kind k,
+                         unnest(g2.rate_at, g2.rate_n) AS t(at, c)
+                         WHERE g2.key = g_key[ag] AND k.kind = g2.kind AND t.at > v_now - k.rate_period), '{}') AS kept_at,
+               COALESCE((SELECT array_agg(t.c ORDER BY t.at) FROM venturi_gate g2, venturi_kind k,
+                         unnest(g2.rate_at, g2.rate_n) AS t(at, c)
+                         WHERE g2.key = g_key[ag] AND k.kind = g2.kind AND t.at > v_now - k.rate_period), '{}') AS kept_n
+        FROM unnest(admit_g) AS ag
+        WHERE left(g_key[ag], 1) = 'r'
+        GROUP BY ag
+    ) a
+    WHERE gt.key = a.key;
+
+    -- Breakers: a half-open breaker that admitted its probe waits for it.
+    UPDATE venturi_gate gt SET probe_until = v_now + interval '1 microsecond' * p_lease_us, updated_at = v_now
+    WHERE gt.key IN (SELECT g_key[ag] FROM unnest(admit_g) AS ag WHERE left(g_key[ag], 1) = 'b')
+      AND gt.open_until IS NOT NULL AND gt.open_until <= v_now;
+
+    RETURN QUERY
+    WITH claimed AS (
+        UPDATE venturi_job x SET
+            state            = 'running',
+            runs             = x.runs + 1,
+            lease_token      = nextval('venturi_lease_token_seq'),
+            lease_expires_at = v_now + interval '1 microsecond' * p_lease_us,
+            worker_id        = p_worker,
+            attempted_at     = v_now,
+            max_failures     = p_max_failures,
+            stop_requested_at = NULL,
+            breaker = (SELECT 'b' || sep || x.kind || CASE WHEN k.brk_by_part THEN sep || COALESCE(x.part, '') ELSE '' END
+                       FROM venturi_kind k WHERE k.kind = x.kind AND k.brk_failures > 0)
+        WHERE x.id = ANY(admit)
+        RETURNING x.id, x.kind, x.payload, x.carry, x.runs, x.failures, x.lease_token, x.journal,
+                  x.journal_moved, x.attempted_at, x.breaker, x.priority, x.run_at
+    )
+    SELECT c.id, c.kind, c.payload, c.carry, c.runs, c.failures, c.lease_token, c.journal,
+           c.journal_moved, c.attempted_at, c.breaker, false
+    FROM claimed c JOIN unnest(admit) WITH ORDINALITY AS a(id, o) ON a.id = c.id
+    ORDER BY a.o;
+END
+$$;
+
+-- venturi_breaker_record reports run outcomes to their breakers, in the order given
+-- (callers sort by key: rows are locked in that order). A success closes the breaker; a
+-- failure counts, and opens it for the kind's cooldown when the count reaches the kind's
+-- threshold, or at once when the failed run was the probe of a half-open breaker. It
+-- returns the breakers that opened or closed.
+CREATE FUNCTION venturi_breaker_record(p_keys text[], p_failed boolean[])
+RETURNS TABLE (key text, kind text, part text, opened boolean, fails integer, open_until timestamptz)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    i integer;
+    g venturi_gate%ROWTYPE;
+    k venturi_kind%ROWTYPE;
+BEGIN
+    FOR i IN 1..COALESCE(cardinality(p_keys), 0) LOOP
+        SELECT * INTO g FROM venturi_gate gt WHERE gt.key = p_keys[i] FOR UPDATE;
+        CONTINUE WHEN NOT FOUND;
+        SELECT * INTO k FROM venturi_kind kk WHERE kk.kind = g.kind;
+        IF NOT p_failed[i] THEN
+            UPDATE venturi_gate gt SET fails = 0, open_until = NULL, probe_until = NULL, updated_at = now()
+            WHERE gt.key = g.key;
+            IF g.open_until IS NOT NULL THEN
+                RETURN QUERY SELECT g.key, g.kind, g.part, false, 0, NULL::timestamptz;
+            END IF;
+        ELSIF g.open_until IS NULL AND g.fails + 1 >= GREATEST(COALESCE(k.brk_failures, 0), 1)
+              OR g.open_until IS NOT NULL AND g.open_until <= clock_timestamp() THEN
+            UPDATE venturi_gate gt SET fails = g.fails + 1, probe_until = NULL,
+                open_until = clock_timestamp() + COALESCE(k.brk_cooldown, interval '30 seconds'), updated_at = now()
+            WHERE gt.key = g.key
+            RETURNING gt.open_until INTO g.open_until;
+            RETURN QUERY SELECT g.key, g.kind, g.part, true, g.fails + 1, g.open_until;
+        ELSE
+            UPDATE venturi_gate gt SET fails = g.fails + 1, updated_at = now() WHERE gt.key = g.key;
+        END IF;
+    END LOOP;
+END
+$$;
