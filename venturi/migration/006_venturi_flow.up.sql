@@ -52,6 +52,9 @@ CREATE TABLE venturi_queue (
     name        text        PRIMARY KEY CHECK (name <> '' AND length(name) <= 128),
     paused      boolean     NOT NULL DEFAULT false,
     concurrency integer     NOT NULL DEFAULT 0 CHECK (concurrency >= 0), -- 0: no limit
+    -- Round-robin cursor: with more partitions than one claim looks at, the next claim
+    -- starts after this one.
+    rr_after    text,
     updated_at  timestamptz NOT NULL DEFAULT now()
 );
 
@@ -106,6 +109,43 @@ BEGIN
 END
 $$;
 
+-- venturi_gated_parts lists up to p_max partitions of p_queue that have available gated
+-- jobs, in order, after p_after (from the first when NULL): a skip scan of the gated claim
+-- index, one probe per partition.
+CREATE FUNCTION venturi_gated_parts(p_queue text, p_after text, p_max integer) RETURNS text[]
+LANGUAGE plpgsql AS $$
+DECLARE
+    r text[];
+BEGIN
+    IF p_after IS NULL THEN
+        WITH RECURSIVE ps(p, n) AS (
+            (SELECT x.part, 1 FROM venturi_job x
+             WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue
+             ORDER BY x.part LIMIT 1)
+            UNION ALL
+            SELECT (SELECT x.part FROM venturi_job x
+                    WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue AND x.part > ps.p
+                    ORDER BY x.part LIMIT 1), ps.n + 1
+            FROM ps WHERE ps.p IS NOT NULL AND ps.n < p_max
+        )
+        SELECT array_agg(ps.p ORDER BY ps.n) INTO r FROM ps WHERE ps.p IS NOT NULL;
+    ELSE
+        WITH RECURSIVE ps(p, n) AS (
+            (SELECT x.part, 1 FROM venturi_job x
+             WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue AND x.part > p_after
+             ORDER BY x.part LIMIT 1)
+            UNION ALL
+            SELECT (SELECT x.part FROM venturi_job x
+                    WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue AND x.part > ps.p
+                    ORDER BY x.part LIMIT 1), ps.n + 1
+            FROM ps WHERE ps.p IS NOT NULL AND ps.n < p_max
+        )
+        SELECT array_agg(ps.p ORDER BY ps.n) INTO r FROM ps WHERE ps.p IS NOT NULL;
+    END IF;
+    RETURN COALESCE(r, '{}');
+END
+$$;
+
 -- venturi_claim_gated claims up to p_max gated jobs of p_kinds from p_queue (and, when
 -- the queue has a concurrency limit, its plain jobs too), admitting each only while every
 -- gate it is subject to has room. It returns nothing while the queue is paused.
@@ -129,6 +169,8 @@ DECLARE
     v_now   timestamptz; -- the admitted runs' start
     v_check timestamptz; -- when the gates were checked
     v_parts text[];
+    v_after text;
+    max_parts CONSTANT integer := 1000; -- partitions one claim looks at
     v_k     integer;
     -- candidates, in admission order
     c_id     uuid[];
@@ -154,7 +196,7 @@ DECLARE
     replace_slots text[] := '{}';
     r       record;
 BEGIN
-    SELECT vq.paused, vq.concurrency INTO v_paused, v_qconc FROM venturi_queue vq WHERE vq.name = p_queue;
+    SELECT vq.paused, vq.concurrency, vq.rr_after INTO v_paused, v_qconc, v_after FROM venturi_queue vq WHERE vq.name = p_queue;
     IF v_paused THEN
         RETURN;
     END IF;
@@ -165,19 +207,21 @@ BEGIN
         RETURN;
     END IF;
 
-    -- The partitions with available gated jobs: a skip scan of the gated claim index.
-    WITH RECURSIVE ps(p) AS (
-        (SELECT x.part FROM venturi_job x
-         WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue
-         ORDER BY x.part LIMIT 1)
-        UNION ALL
-        SELECT (SELECT x.part FROM venturi_job x
-                WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue AND x.part > ps.p
-                ORDER BY x.part LIMIT 1)
-        FROM ps WHERE ps.p IS NOT NULL
-    )
-    SELECT array_agg(ps.p) INTO v_parts FROM ps WHERE ps.p IS NOT NULL;
-    v_parts := COALESCE(v_parts, '{}');
+    -- The partitions with available gated jobs, at most max_parts of them: after the
+    -- queue's round-robin cursor, wrapping around; the cursor moves on when the claim
+    -- could not look at them all.
+    v_parts := venturi_gated_parts(p_queue, v_after, max_parts);
+    IF v_after IS NOT NULL AND cardinality(v_parts) < max_parts THEN
+        v_parts := v_parts || ARRAY(
+            SELECT w.p FROM unnest(venturi_gated_parts(p_queue, NULL, max_parts - cardinality(v_parts))) AS w(p)
+            WHERE w.p <= v_after);
+    END IF;
+    IF cardinality(v_parts) >= max_parts THEN
+        INSERT INTO venturi_queue AS vq (name, rr_after) VALUES (p_queue, v_parts[max_parts])
+        ON CONFLICT (name) DO UPDATE SET rr_after = EXCLUDED.rr_after;
+    ELSIF v_after IS NOT NULL THEN
+        UPDATE venturi_queue vq SET rr_after = NULL WHERE vq.name = p_queue;
+    END IF;
     v_k := GREATEST(1, ceil(p_max::numeric / GREATEST(cardinality(v_parts), 1))::integer);
 
     -- Candidates, locked: up to v_k per partition, round-robin; then, with a queue limit,
@@ -254,37 +298,50 @@ BEGIN
     FROM unnest(g_key) AS gkey WHERE left(gkey, 1) IN ('r', 'b')
     ON CONFLICT DO NOTHING;
 
-    SELECT array_agg(COALESCE(st.used, 0) ORDER BY gs.gi), array_agg(COALESCE(st.cap, 2147483647) ORDER BY gs.gi),
-           array_agg(left(gs.key, 1) = 's' ORDER BY gs.gi)
+    -- Each gate's use and capacity. Running counts come from the job rows (one grouped
+    -- index scan per gate type); rate windows and breakers from venturi_gate.
+    WITH slot_used AS (
+        SELECT x.slot_key AS s, count(*)::integer AS n
+        FROM venturi_job x
+        WHERE x.state = 'running' AND x.slot_key IS NOT NULL
+          AND x.slot_key = ANY(ARRAY(SELECT substr(k, 3) FROM unnest(g_key) AS k WHERE left(k, 1) = 's'))
+        GROUP BY x.slot_key
+    ), kind_used AS (
+        SELECT x.kind AS s, count(*)::integer AS n
+        FROM venturi_job x
+        WHERE x.state = 'running' AND x.part IS NOT NULL
+          AND x.kind = ANY(ARRAY(SELECT substr(k, 3) FROM unnest(g_key) AS k WHERE left(k, 1) = 'k'))
+        GROUP BY x.kind
+    ), queue_used AS (
+        SELECT count(*)::integer AS n
+        FROM venturi_job x
+        WHERE v_qconc > 0 AND x.state = 'running' AND x.queue = p_queue
+    )
+    SELECT array_agg(CASE t.typ
+                         WHEN 's' THEN COALESCE(su.n, 0)
+                         WHEN 'k' THEN COALESCE(ku.n, 0)
+                         WHEN 'q' THEN (SELECT queue_used.n FROM queue_used)
+                         WHEN 'r' THEN COALESCE((SELECT sum(w.c) FROM unnest(gt.rate_at, gt.rate_n) AS w(at, c)
+                                                 WHERE w.at > v_check - k.rate_period), 0)::integer
+                         ELSE 0 END ORDER BY gs.gi),
+           array_agg(CASE t.typ
+                         WHEN 's' THEN 2147483647 -- each candidate's own slot limit applies
+                         WHEN 'k' THEN COALESCE((SELECT kk.concurrency FROM venturi_kind kk WHERE kk.kind = substr(gs.key, 3)), 2147483647)
+                         WHEN 'q' THEN v_qconc
+                         WHEN 'r' THEN COALESCE(k.rate_n, 2147483647)
+                         WHEN 'b' THEN CASE WHEN gt.open_until IS NULL THEN 2147483647
+                                            WHEN gt.open_until > v_check THEN 0
+                                            WHEN gt.probe_until IS NOT NULL AND gt.probe_until > v_check THEN 0
+                                            ELSE 1 END
+                         ELSE 2147483647 END ORDER BY gs.gi),
+           array_agg(t.typ = 's' ORDER BY gs.gi)
     INTO g_used, g_cap, g_slot
     FROM unnest(g_key) WITH ORDINALITY AS gs(key, gi)
-    LEFT JOIN LATERAL (
-        SELECT (SELECT count(*) FROM venturi_job x
-                WHERE x.state = 'running' AND x.slot_key = substr(gs.key, 3))::integer AS used,
-               NULL::integer AS cap
-        WHERE left(gs.key, 1) = 's'
-        UNION ALL
-        SELECT (SELECT count(*) FROM venturi_job x
-                WHERE x.state = 'running' AND x.part IS NOT NULL AND x.kind = substr(gs.key, 3))::integer,
-               (SELECT k.concurrency FROM venturi_kind k WHERE k.kind = substr(gs.key, 3))
-        WHERE left(gs.key, 1) = 'k'
-        UNION ALL
-        SELECT (SELECT count(*) FROM venturi_job x WHERE x.state = 'running' AND x.queue = p_queue)::integer, v_qconc
-        WHERE left(gs.key, 1) = 'q'
-        UNION ALL
-        SELECT COALESCE((SELECT sum(t.c) FROM unnest(gt.rate_at, gt.rate_n) AS t(at, c)
-                         WHERE t.at > v_check - k.rate_period), 0)::integer,
-               k.rate_n
-        FROM venturi_gate gt JOIN venturi_kind k ON k.kind = gt.kind
-        WHERE left(gs.key, 1) = 'r' AND gt.key = gs.key
-        UNION ALL
-        SELECT 0, CASE WHEN gt.open_until IS NULL THEN NULL
-                       WHEN gt.open_until > v_check THEN 0
-                       WHEN gt.probe_until IS NOT NULL AND gt.probe_until > v_check THEN 0
-                       ELSE 1 END
-        FROM venturi_gate gt
-        WHERE left(gs.key, 1) = 'b' AND gt.key = gs.key
-    ) st ON true;
+    CROSS JOIN LATERAL (SELECT left(gs.key, 1) AS typ) t
+    LEFT JOIN slot_used su ON t.typ = 's' AND su.s = substr(gs.key, 3)
+    LEFT JOIN kind_used ku ON t.typ = 'k' AND ku.s = substr(gs.key, 3)
+    LEFT JOIN venturi_gate gt ON t.typ IN ('r', 'b') AND gt.key = gs.key
+    LEFT JOIN venturi_kind k ON t.typ = 'r' AND k.kind = gt.kind;
     -- The admitted runs start now: after the snapshot that counted the running jobs, so a
     -- run that ended just before it has ended before this, by the database clock, and
     -- journals never show more runs at once than a gate allows.
@@ -293,6 +350,7 @@ BEGIN
     -- Admit in order: a candidate runs when each of its gates has room. A full slot is
     -- handled by the candidate's policy.
     FOR i IN 1..n LOOP
+        EXIT WHEN cardinality(admit) >= p_max;
         ok := true;
         slot_full := false;
         FOR j IN 1..5 LOOP
