@@ -110,7 +110,7 @@ func ExampleLimiter() {
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	res, _ := q.Enqueue(ctx, PaymentAPI{Order: 1})
 	j := awaitJob(q, res.ID, "the breaker to open", func(j *venturi.Job) bool {
-		return j.Circuit != nil && j.Circuit.State == venturi.CircuitOpen
+		return j.Circuit != nil && j.Circuit.State == venturi.CircuitOpen && j.State == venturi.StateAvailable
 	})
 	fmt.Printf("breaker %s after %d failures; the job is %s after %d runs\n", j.Circuit.State, j.Circuit.Failures, j.State, j.RunCount)
 	// Output:

@@ -175,6 +175,8 @@ DECLARE
     -- candidates, in admission order
     c_id     uuid[];
     c_slot   text[];
+    c_part   text[];
+    v_last   text; -- the partition of the last job admitted
     c_limit  integer[];
     c_policy smallint[];
     c_g      integer[]; -- five gate indexes per candidate (0: none), flattened
@@ -207,28 +209,21 @@ BEGIN
         RETURN;
     END IF;
 
-    -- The partitions with available gated jobs, at most max_parts of them: after the
-    -- queue's round-robin cursor, wrapping around; the cursor moves on when the claim
-    -- could not look at them all.
+    -- The partitions with available gated jobs, at most max_parts of them, in round-robin
+    -- order: after the queue's cursor (the partition served last), wrapping around.
     v_parts := venturi_gated_parts(p_queue, v_after, max_parts);
     IF v_after IS NOT NULL AND cardinality(v_parts) < max_parts THEN
         v_parts := v_parts || ARRAY(
             SELECT w.p FROM unnest(venturi_gated_parts(p_queue, NULL, max_parts - cardinality(v_parts))) AS w(p)
             WHERE w.p <= v_after);
     END IF;
-    IF cardinality(v_parts) >= max_parts THEN
-        INSERT INTO venturi_queue AS vq (name, rr_after) VALUES (p_queue, v_parts[max_parts])
-        ON CONFLICT (name) DO UPDATE SET rr_after = EXCLUDED.rr_after;
-    ELSIF v_after IS NOT NULL THEN
-        UPDATE venturi_queue vq SET rr_after = NULL WHERE vq.name = p_queue;
-    END IF;
     v_k := GREATEST(1, ceil(p_max::numeric / GREATEST(cardinality(v_parts), 1))::integer);
 
     -- Candidates, locked: up to v_k per partition, round-robin; then, with a queue limit,
     -- the queue's plain jobs (the queue's gate alone applies to them).
     WITH gated AS (
-        SELECT y.*, row_number() OVER (PARTITION BY y.part ORDER BY y.priority DESC, y.run_at, y.id) AS rn
-        FROM unnest(v_parts) AS pp(p),
+        SELECT y.*, pp.pos, row_number() OVER (PARTITION BY y.part ORDER BY y.priority DESC, y.run_at, y.id) AS rn
+        FROM unnest(v_parts) WITH ORDINALITY AS pp(p, pos),
         LATERAL (
             SELECT x.id, x.kind, x.part, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.run_at
             FROM venturi_job x
@@ -247,12 +242,15 @@ BEGIN
         LIMIT LEAST(p_max, v_qconc)
         FOR UPDATE SKIP LOCKED
     ), cand AS (
-        SELECT c.*, row_number() OVER (ORDER BY c.rn, c.priority DESC, c.run_at, c.id) AS ord
+        -- Round by round: each partition's first job, in partition order from the cursor,
+        -- then each one's second... A limited queue's plain jobs go first in each round.
+        SELECT c.*, row_number() OVER (ORDER BY c.rn, c.pos, c.priority DESC, c.run_at, c.id) AS ord
         FROM (SELECT gated.id, gated.kind, gated.part, gated.slot_key, gated.slot_limit, gated.slot_policy,
-                     gated.priority, gated.run_at, gated.rn FROM gated
+                     gated.priority, gated.run_at, gated.rn, gated.pos FROM gated
               UNION ALL
               SELECT plain.id, plain.kind, plain.part, plain.slot_key, plain.slot_limit, plain.slot_policy,
-                     plain.priority, plain.run_at, 1 FROM plain) c
+                     plain.priority, plain.run_at,
+                     row_number() OVER (ORDER BY plain.priority DESC, plain.run_at, plain.id), 0 FROM plain) c
     ), gk AS (
         -- Each candidate's gates: (candidate order, position 1..5, key, slot?).
         SELECT cand.ord, 1 AS pos, 's' || sep || cand.slot_key AS key
@@ -274,6 +272,7 @@ BEGIN
     SELECT
         (SELECT array_agg(cand.id ORDER BY cand.ord) FROM cand),
         (SELECT array_agg(cand.slot_key ORDER BY cand.ord) FROM cand),
+        (SELECT array_agg(cand.part ORDER BY cand.ord) FROM cand),
         (SELECT array_agg(cand.slot_limit ORDER BY cand.ord) FROM cand),
         (SELECT array_agg(cand.slot_policy ORDER BY cand.ord) FROM cand),
         (SELECT array_agg(COALESCE(keys.gi, 0) ORDER BY cand.ord, pos.n)
@@ -281,7 +280,7 @@ BEGIN
          LEFT JOIN gk ON gk.ord = cand.ord AND gk.pos = pos.n
          LEFT JOIN keys ON keys.key = gk.key),
         (SELECT array_agg(keys.key ORDER BY keys.gi) FROM keys)
-    INTO c_id, c_slot, c_limit, c_policy, c_g, g_key;
+    INTO c_id, c_slot, c_part, c_limit, c_policy, c_g, g_key;
 
     n := COALESCE(cardinality(c_id), 0);
     IF n = 0 THEN
@@ -367,6 +366,7 @@ BEGIN
         END LOOP;
         IF ok THEN
             admit := admit || c_id[i];
+            v_last := COALESCE(c_part[i], v_last);
             FOR j IN 1..5 LOOP
                 g := c_g[(i - 1) * 5 + j];
                 IF g > 0 THEN
@@ -433,10 +433,21 @@ BEGIN
     ) a
     WHERE gt.key = a.key;
 
-    -- Breakers: a half-open breaker that admitted its probe waits for it.
+    -- Breakers: a half-open breaker that admitted its probe waits for it. Breaker rows are
+    -- locked in key order, as venturi_breaker_record locks them.
     UPDATE venturi_gate gt SET probe_until = v_now + interval '1 microsecond' * p_lease_us, updated_at = v_now
-    WHERE gt.key IN (SELECT g_key[ag] FROM unnest(admit_g) AS ag WHERE left(g_key[ag], 1) = 'b')
+    WHERE gt.key IN (SELECT b.key FROM venturi_gate b
+                     WHERE b.key IN (SELECT g_key[ag] FROM unnest(admit_g) AS ag WHERE left(g_key[ag], 1) = 'b')
+                       AND b.open_until IS NOT NULL AND b.open_until <= v_now
+                     ORDER BY b.key FOR UPDATE)
       AND gt.open_until IS NOT NULL AND gt.open_until <= v_now;
+
+    -- The next claim starts after the partition served last. The queue's row stays locked
+    -- until the claim commits; nothing after this waits for a lock.
+    IF v_last IS DISTINCT FROM v_after THEN
+        INSERT INTO venturi_queue AS vq (name, rr_after) VALUES (p_queue, v_last)
+        ON CONFLICT (name) DO UPDATE SET rr_after = EXCLUDED.rr_after;
+    END IF;
 
     RETURN QUERY
     WITH claimed AS (
