@@ -154,12 +154,16 @@ $$;
 -- every partition, most urgent first, then the second...). Gates per candidate: its slot
 -- (s), its kind's concurrency (k), the queue's concurrency (q), its kind's rate (r) and
 -- breaker (b), the last two per partition when the kind says so.
+--
+-- When a rate or an open breaker held jobs back, one more row, with a NULL id, says in
+-- wake_in_us when the first of them may run: the worker looks again then instead of at its
+-- next poll. (Slots and concurrency limits free when runs end, which wakes the workers.)
 CREATE FUNCTION venturi_claim_gated(
     p_queue text, p_kinds text[], p_max integer, p_lease_us bigint, p_worker text,
     p_max_failures integer, p_channel text)
 RETURNS TABLE (id uuid, kind text, payload jsonb, carry jsonb, runs integer, failures integer,
                lease_token bigint, journal jsonb, journal_moved bigint, attempted_at timestamptz,
-               breaker text, stop_requested boolean)
+               breaker text, wake_in_us bigint)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -193,6 +197,8 @@ DECLARE
     slot_full boolean;
     admit   uuid[] := '{}';
     admit_g integer[] := '{}';
+    blocked_g integer[] := '{}'; -- rate and breaker gates that held a candidate back
+    v_wake  timestamptz;
     dropped uuid[] := '{}';
     drop_note text[] := '{}';
     replace_slots text[] := '{}';
@@ -362,6 +368,9 @@ BEGIN
                 END IF;
             ELSIF g_used[g] >= g_cap[g] THEN
                 ok := false;
+                IF left(g_key[g], 1) IN ('r', 'b') THEN
+                    blocked_g := blocked_g || g;
+                END IF;
             END IF;
         END LOOP;
         IF ok THEN
@@ -410,7 +419,24 @@ BEGIN
         END LOOP;
     END IF;
 
+    IF cardinality(blocked_g) > 0 THEN
+        SELECT min(w.at) INTO v_wake FROM (
+            SELECT COALESCE((SELECT min(t.at) FROM unnest(gt.rate_at) AS t(at) WHERE t.at > v_check - k.rate_period),
+                            v_now) + k.rate_period AS at
+            FROM venturi_gate gt JOIN venturi_kind k ON k.kind = gt.kind
+            WHERE gt.key = ANY(ARRAY(SELECT g_key[b] FROM unnest(blocked_g) AS b WHERE left(g_key[b], 1) = 'r'))
+            UNION ALL
+            SELECT CASE WHEN gt.open_until > v_check THEN gt.open_until ELSE gt.probe_until END
+            FROM venturi_gate gt
+            WHERE gt.key = ANY(ARRAY(SELECT g_key[b] FROM unnest(blocked_g) AS b WHERE left(g_key[b], 1) = 'b'))
+        ) w;
+    END IF;
+
     IF cardinality(admit) = 0 THEN
+        IF v_wake IS NOT NULL THEN
+            RETURN QUERY SELECT NULL::uuid, ''::text, NULL::jsonb, NULL::jsonb, 0, 0, 0::bigint, NULL::jsonb, 0::bigint,
+                v_now, NULL::text, GREATEST((EXTRACT(EPOCH FROM v_wake - clock_timestamp()) * 1000000)::bigint, 0);
+        END IF;
         RETURN;
     END IF;
 
@@ -467,9 +493,13 @@ BEGIN
                   x.journal_moved, x.attempted_at, x.breaker, x.priority, x.run_at
     )
     SELECT c.id, c.kind, c.payload, c.carry, c.runs, c.failures, c.lease_token, c.journal,
-           c.journal_moved, c.attempted_at, c.breaker, false
+           c.journal_moved, c.attempted_at, c.breaker, NULL::bigint
     FROM claimed c JOIN unnest(admit) WITH ORDINALITY AS a(id, o) ON a.id = c.id
     ORDER BY a.o;
+    IF v_wake IS NOT NULL THEN
+        RETURN QUERY SELECT NULL::uuid, ''::text, NULL::jsonb, NULL::jsonb, 0, 0, 0::bigint, NULL::jsonb, 0::bigint,
+            v_now, NULL::text, GREATEST((EXTRACT(EPOCH FROM v_wake - clock_timestamp()) * 1000000)::bigint, 0);
+    END IF;
 END
 $$;
 

@@ -123,5 +123,6 @@ type VenturiQueue struct {
 	Name        string
 	Paused      bool
 	Concurrency int32
+	RrAfter     pgtype.Text
 	UpdatedAt   time.Time
 }

@@ -312,11 +312,14 @@ LIMIT @max::int;
 
 -- name: ClaimGated :many
 -- Claims up to max gated jobs (slots, partitions, kinds with limits; every job of a queue
--- with a concurrency limit) from one queue: see venturi_claim_gated in migration 6.
+-- with a concurrency limit) from one queue: see venturi_claim_gated in migration 6. A row
+-- with a NULL id is not a job: its wake_in_us says when a job held back by a rate or a
+-- breaker may run.
 SELECT id::uuid AS id, kind::text AS kind, payload::jsonb AS payload, carry::jsonb AS carry,
        runs::int AS runs, failures::int AS failures, lease_token::bigint AS lease_token,
        journal::jsonb AS journal, journal_moved::bigint AS journal_moved,
-       attempted_at::timestamptz AS attempted_at, COALESCE(breaker, '')::text AS breaker
+       attempted_at::timestamptz AS attempted_at, COALESCE(breaker, '')::text AS breaker,
+       COALESCE(wake_in_us, -1)::bigint AS wake_in_us
 FROM venturi_claim_gated(@queue::text, @kinds::text[], @max::int, @lease_us::bigint, @worker_id::text,
                          @max_failures::int, @channel::text);
 

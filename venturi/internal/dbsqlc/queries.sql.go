@@ -197,7 +197,8 @@ const claimGated = `-- name: ClaimGated :many
 SELECT id::uuid AS id, kind::text AS kind, payload::jsonb AS payload, carry::jsonb AS carry,
        runs::int AS runs, failures::int AS failures, lease_token::bigint AS lease_token,
        journal::jsonb AS journal, journal_moved::bigint AS journal_moved,
-       attempted_at::timestamptz AS attempted_at, COALESCE(breaker, '')::text AS breaker
+       attempted_at::timestamptz AS attempted_at, COALESCE(breaker, '')::text AS breaker,
+       COALESCE(wake_in_us, -1)::bigint AS wake_in_us
 FROM venturi_claim_gated($1::text, $2::text[], $3::int, $4::bigint, $5::text,
                          $6::int, $7::text)
 `
@@ -224,10 +225,13 @@ type ClaimGatedRow struct {
 	JournalMoved int64
 	AttemptedAt  time.Time
 	Breaker      string
+	WakeInUs     int64
 }
 
 // Claims up to max gated jobs (slots, partitions, kinds with limits; every job of a queue
-// with a concurrency limit) from one queue: see venturi_claim_gated in migration 6.
+// with a concurrency limit) from one queue: see venturi_claim_gated in migration 6. A row
+// with a NULL id is not a job: its wake_in_us says when a job held back by a rate or a
+// breaker may run.
 func (q *Queries) ClaimGated(ctx context.Context, db DBTX, arg ClaimGatedParams) ([]*ClaimGatedRow, error) {
 	rows, err := db.Query(ctx, claimGated,
 		arg.Queue,
@@ -257,6 +261,7 @@ func (q *Queries) ClaimGated(ctx context.Context, db DBTX, arg ClaimGatedParams)
 			&i.JournalMoved,
 			&i.AttemptedAt,
 			&i.Breaker,
+			&i.WakeInUs,
 		); err != nil {
 			return nil, err
 		}
