@@ -117,6 +117,8 @@ LANGUAGE plpgsql AS $$
 DECLARE
     r text[];
 BEGIN
+    -- Two copies of one scan: a condition that tested p_after for NULL would keep the
+    -- anchor from seeking the index to p_after.
     IF p_after IS NULL THEN
         WITH RECURSIVE ps(p, n) AS (
             (SELECT x.part, 1 FROM venturi_job x
