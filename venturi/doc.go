@@ -37,7 +37,8 @@
 //
 // # Outcomes
 //
-// A handler returns [Completed] (or [CompletedWith] a note), [PauseIn] a duration (the
+// A handler returns [Completed] (or [CompletedWith] a note), [Cancelled] with a reason,
+// [PauseIn] a duration (the
 // job runs again later with its carry — the typed state C kept between runs — and the
 // pause is not a failure), or an error. A plain error retries with Fibonacci backoff
 // and deterministic jitter; [RetryIn] sets the delay; [Permanent] sends the job to dead
@@ -63,6 +64,8 @@
 //	running    available  shutdown released a claimed, unstarted job       (none: it never ran)
 //	running    cancelled  a newer job of its slot replaced it (SlotReplace) replaced
 //	available  cancelled  its slot was full (SlotDropIfRunning)            dropped
+//	pending    cancelled  Queue.Cancel                                     cancelled
+//	running    cancelled  Queue.Cancel (run asked to stop), or Cancelled   cancelled
 //	completed  (deleted)  older than Config.RetainCompleted                -
 //	cancelled  (deleted)  older than Config.RetainCompleted                -
 //	dead       (deleted)  older than Config.RetainDead                     -

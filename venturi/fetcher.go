@@ -254,7 +254,7 @@ func (f *fetcher) claim(n int) claimResult {
 		j := &claimed{
 			id: ulidOf(row.ID), kind: row.Kind, payload: row.Payload, carry: row.Carry,
 			runs: int(row.Runs), failures: int(row.Failures), token: row.LeaseToken.Int64,
-			journal: row.Journal, journalMoved: row.JournalMoved, sent: sent,
+			journal: row.Journal, journalMoved: row.JournalMoved, sent: sent, stop: newRunStop(),
 		}
 		if row.AttemptedAt != nil {
 			j.started = *row.AttemptedAt

@@ -42,8 +42,13 @@ ALTER TABLE venturi_job
         CONSTRAINT venturi_job_slot_policy_check CHECK (slot_policy BETWEEN 0 AND 2),
     -- The breaker this run reports its outcome to (set by the claim).
     ADD COLUMN breaker text,
-    -- A newer job of the slot asked this run to stop (Replace).
+    -- This run was asked to stop: by a newer job of its slot (stop_event 'replaced') or by
+    -- Queue.Cancel ('cancelled'), with stop_note saying why. Whatever the run then reports
+    -- short of completing, the job ends cancelled: the statements that end runs enforce it.
     ADD COLUMN stop_requested_at timestamptz,
+    ADD COLUMN stop_event text
+        CONSTRAINT venturi_job_stop_event_check CHECK (stop_event IN ('replaced', 'cancelled')),
+    ADD COLUMN stop_note text,
     ADD CONSTRAINT venturi_job_slot_complete CHECK (
         (slot_key IS NULL) = (slot_limit IS NULL) AND (slot_key IS NULL) = (slot_policy IS NULL)
         AND (slot_key IS NULL OR part IS NOT NULL));
@@ -407,7 +412,8 @@ BEGIN
     -- stopping. A locked row is skipped (it is finishing, or another claim asks it).
     IF cardinality(replace_slots) > 0 THEN
         FOR r IN
-            UPDATE venturi_job x SET stop_requested_at = v_now
+            UPDATE venturi_job x SET stop_requested_at = v_now, stop_event = 'replaced',
+                stop_note = 'replaced by a newer job of slot ' || x.slot_key
             WHERE x.id IN (
                 SELECT (SELECT h.id FROM venturi_job h
                         WHERE h.state = 'running' AND h.slot_key = rs.s AND h.stop_requested_at IS NULL
@@ -417,7 +423,7 @@ BEGIN
                                   WHERE h2.state = 'running' AND h2.slot_key = rs.s AND h2.stop_requested_at IS NOT NULL))
             RETURNING x.id
         LOOP
-            PERFORM pg_notify(p_channel, chr(31) || 'stop:' || r.id::text);
+            PERFORM pg_notify(p_channel, chr(31) || 'stop:replaced:' || r.id::text);
         END LOOP;
     END IF;
 
@@ -487,7 +493,6 @@ BEGIN
             worker_id        = p_worker,
             attempted_at     = v_now,
             max_failures     = p_max_failures,
-            stop_requested_at = NULL,
             breaker = (SELECT 'b' || sep || x.kind || CASE WHEN k.brk_by_part THEN sep || COALESCE(x.part, '') ELSE '' END
                        FROM venturi_kind k WHERE k.kind = x.kind AND k.brk_failures > 0)
         WHERE x.id = ANY(admit)
