@@ -22,9 +22,9 @@ type listener struct {
 	channel    string
 	kinds      map[string]bool
 	log        *slog.Logger
-	notified   func()            // a due job of one of kinds was committed, or the listener reconnected
-	delayed    func()            // a delayed job of one of kinds was committed
-	queue      func(name string) // a queue was paused, resumed or limited
+	notified   func()                 // a due job of one of kinds was committed, or the listener reconnected
+	delayed    func()                 // a delayed job of one of kinds was committed
+	queue      func(name string)      // a queue was paused, resumed or limited
 	stop       func(ulid.ULID, Event) // a job's run is asked to stop (replaced, cancelled)
 }
 

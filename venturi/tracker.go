@@ -20,14 +20,14 @@ type claimed struct {
 	runs         int
 	failures     int
 	token        int64
-	journal      []byte    // the journal's recent entries, as stored in the row
-	journalMoved int64     // entries moved out of the row before them
-	started      time.Time // attempted_at: the claim's database time
-	sent         time.Time // local clock when the claim was sent: the lease runs from here at the latest
-	received     time.Time // local clock when the claim's rows arrived: the run's duration runs from here
-	breaker      string    // the breaker the run reports to ("": none)
-	gated        bool      // claimed by the gated claim: finishing it may free a gate
-	stop         *runStop  // the run's stop signal (Run.Shutdown)
+	journal      []byte                // the journal's recent entries, as stored in the row
+	journalMoved int64                 // entries moved out of the row before them
+	started      time.Time             // attempted_at: the claim's database time
+	sent         time.Time             // local clock when the claim was sent: the lease runs from here at the latest
+	received     time.Time             // local clock when the claim's rows arrived: the run's duration runs from here
+	breaker      string                // the breaker the run reports to ("": none)
+	gated        bool                  // claimed by the gated claim: finishing it may free a gate
+	stop         *runStop              // the run's stop signal (Run.Shutdown)
 	stopEvent    atomic.Pointer[Event] // set when the run was asked to stop: EventReplaced or EventCancelled
 }
 
