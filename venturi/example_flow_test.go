@@ -148,3 +148,31 @@ func ExampleQueue_PauseQueue() {
 	// media paused=true available=1
 	// completed
 }
+
+// Await returns a job once it has ended, from any process.
+func ExampleQueue_Await() {
+	ctx := context.Background()
+	pool, cleanup := exampleDB()
+	defer cleanup()
+
+	w, err := venturi.NewWorker(pool, struct{}{}, venturi.Config{Queue: "media", PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	venturi.MustRegister[Preview](w)
+	if err := w.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer w.Stop(context.Background())
+
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	wait, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, job, err := q.EnqueueAndAwait(wait, Preview{Image: "owl.png"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(job.State, job.Journal[0].Note)
+	// Output:
+	// completed rendered owl.png
+}

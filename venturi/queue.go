@@ -70,11 +70,14 @@ type Result struct {
 // Queue is the producer side: it enqueues tasks and reads jobs back. It is safe for
 // concurrent use and needs nothing but a pool; it never names a worker's state type.
 type Queue struct {
-	pool    *pgxpool.Pool
-	q       *dbsqlc.Queries
-	channel string
-	notify  *notifyLimiter
-	poll    bool
+	pool        *pgxpool.Pool
+	q           *dbsqlc.Queries
+	channel     string
+	doneChannel string // where ends of awaited jobs are notified
+	notify      *notifyLimiter
+	poll        bool
+	awaitOnce   sync.Once
+	await       *awaiter
 }
 
 // QueueConfig configures a Queue. The zero value is ready to use; like [Config], it is
@@ -108,7 +111,18 @@ func NewQueue(pool *pgxpool.Pool, cfg QueueConfig) *Queue {
 		channel: notifyChannel(pool),
 		notify:  &notifyLimiter{every: every, last: map[string]time.Time{}},
 		poll:    cfg.NoNotify,
+
+		doneChannel: doneChannel(pool),
 	}
+}
+
+// doneChannel names the channel of awaited jobs' ends after the pool's schema.
+func doneChannel(pool *pgxpool.Pool) string {
+	schema := "public"
+	if sp := pool.Config().ConnConfig.RuntimeParams["search_path"]; sp != "" {
+		schema = sp
+	}
+	return channelName("venturi_done." + schema)
 }
 
 // notifyChannel names the wakeup channel after the pool's schema so that several

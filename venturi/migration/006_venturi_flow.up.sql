@@ -49,6 +49,8 @@ ALTER TABLE venturi_job
     ADD COLUMN stop_event text
         CONSTRAINT venturi_job_stop_event_check CHECK (stop_event IN ('replaced', 'cancelled')),
     ADD COLUMN stop_note text,
+    -- Queue.Await waits for this job: its end is notified on this channel.
+    ADD COLUMN await_channel text,
     ADD CONSTRAINT venturi_job_slot_complete CHECK (
         (slot_key IS NULL) = (slot_limit IS NULL) AND (slot_key IS NULL) = (slot_policy IS NULL)
         AND (slot_key IS NULL OR part IS NOT NULL));
@@ -547,3 +549,19 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- Queue.Await: the end of an awaited job is notified to its waiters' channel, whoever ends
+-- it (a run, a cancel, a rescue, a slot policy). Jobs nobody awaits cost the WHEN test.
+CREATE FUNCTION venturi_job_done() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify(NEW.await_channel, chr(31) || 'done:' || NEW.id::text);
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER venturi_job_done
+    AFTER UPDATE OF state ON venturi_job
+    FOR EACH ROW WHEN (NEW.await_channel IS NOT NULL AND NEW.state IN ('completed', 'dead', 'cancelled')
+                       AND OLD.state IS DISTINCT FROM NEW.state)
+    EXECUTE FUNCTION venturi_job_done();

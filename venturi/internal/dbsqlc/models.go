@@ -100,6 +100,7 @@ type VenturiJob struct {
 	StopRequestedAt *time.Time
 	StopEvent       pgtype.Text
 	StopNote        pgtype.Text
+	AwaitChannel    pgtype.Text
 }
 
 type VenturiJournal struct {

@@ -12,6 +12,26 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const awaitJob = `-- name: AwaitJob :one
+UPDATE venturi_job SET await_channel = $1::text
+WHERE id = $2 AND state IN ('scheduled', 'available', 'running')
+RETURNING id
+`
+
+type AwaitJobParams struct {
+	Channel string
+	ID      pgtype.UUID
+}
+
+// Registers a waiter's channel on a job that has not ended; it returns no row when the job
+// has ended (or does not exist).
+func (q *Queries) AwaitJob(ctx context.Context, db DBTX, arg AwaitJobParams) (pgtype.UUID, error) {
+	row := db.QueryRow(ctx, awaitJob, arg.Channel, arg.ID)
+	var id pgtype.UUID
+	err := row.Scan(&id)
+	return id, err
+}
+
 const breakerRecord = `-- name: BreakerRecord :many
 SELECT key::text AS key, kind::text AS kind, COALESCE(part, '')::text AS part, opened::bool AS opened,
        fails::int AS fails, COALESCE(open_until, 'epoch')::timestamptz AS open_until
@@ -465,6 +485,35 @@ func (q *Queries) DedupLock(ctx context.Context, db DBTX, arg DedupLockParams) (
 	var isolation string
 	err := row.Scan(&isolation)
 	return isolation, err
+}
+
+const endedJobs = `-- name: EndedJobs :many
+SELECT w.id::uuid AS id
+FROM unnest($1::uuid[]) AS w(id)
+LEFT JOIN venturi_job j ON j.id = w.id
+WHERE j.id IS NULL OR j.state IN ('completed', 'dead', 'cancelled')
+`
+
+// Which of the given jobs have ended or are gone: the awaiters' poll, one statement for
+// all the waiters of a process.
+func (q *Queries) EndedJobs(ctx context.Context, db DBTX, ids []pgtype.UUID) ([]pgtype.UUID, error) {
+	rows, err := db.Query(ctx, endedJobs, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []pgtype.UUID
+	for rows.Next() {
+		var id pgtype.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const extendLeases = `-- name: ExtendLeases :many
