@@ -19,7 +19,8 @@ type CancelResult int
 
 // Cancel results.
 const (
-	// CancelEnded: the job was pending (scheduled or available) and is now cancelled.
+	// CancelEnded: the job was pending (scheduled or available) or waiting for a signal,
+	// and is now cancelled.
 	CancelEnded CancelResult = iota + 1
 	// CancelRequested: the job was running; its run was asked to stop. It sees
 	// [Run.Shutdown] at once (on any worker: by notification, or at its next lease
@@ -106,7 +107,7 @@ func (q *Queue) notifyStop(ctx context.Context, tx pgx.Tx, id ulid.ULID) error {
 
 func cancelResult(state dbsqlc.VenturiJobState, asked bool) (CancelResult, error) {
 	switch {
-	case state == dbsqlc.VenturiJobStateScheduled || state == dbsqlc.VenturiJobStateAvailable:
+	case state == dbsqlc.VenturiJobStateScheduled || state == dbsqlc.VenturiJobStateAvailable || state == dbsqlc.VenturiJobStateWaiting:
 		return CancelEnded, nil
 	case asked:
 		return CancelRequested, nil

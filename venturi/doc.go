@@ -46,7 +46,7 @@
 //
 // # Lifecycle
 //
-// A job is in one of six states. scheduled and available are "pending": they are the
+// A job is in one of seven states. scheduled and available are "pending": they are the
 // merge candidates of a dedup enqueue.
 //
 //	from       to         when                                             journal event
@@ -64,7 +64,9 @@
 //	running    available  shutdown released a claimed, unstarted job       (none: it never ran)
 //	running    cancelled  a newer job of its slot replaced it (SlotReplace) replaced
 //	available  cancelled  its slot was full (SlotDropIfRunning)            dropped
-//	pending    cancelled  Queue.Cancel                                     cancelled
+//	running    waiting    WaitForSignal(timeout, names)                    waiting
+//	waiting    available  a signal it waits for, or the timeout            -
+//	pending    cancelled  Queue.Cancel (pending includes waiting)          cancelled
 //	running    cancelled  Queue.Cancel (run asked to stop), or Cancelled   cancelled
 //	completed  (deleted)  older than Config.RetainCompleted                -
 //	cancelled  (deleted)  older than Config.RetainCompleted                -

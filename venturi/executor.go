@@ -31,6 +31,7 @@ var (
 type executor struct {
 	cfg      Config
 	channel  string        // the notification channel (wake-ups after gated runs)
+	signals  signalReader  // Run.Signals' reads, on the application's pool
 	journal  journalLoader // Run.EarlierHistory's reads, on the application's pool
 	q        *dbsqlc.Queries
 	reg      map[string]*registration
@@ -62,6 +63,9 @@ func newExecutor(parent context.Context, cfg Config, db dbsqlc.DBTX, q *dbsqlc.Q
 	}
 	e.journal = func(ctx context.Context, id ulid.ULID, before int64, limit int) ([]JournalEntry, error) {
 		return journalPage(ctx, db, q, id, before, limit)
+	}
+	e.signals = func(ctx context.Context, id ulid.ULID, names []string) ([]Signal, error) {
+		return pendingSignals(ctx, db, q, id, names)
 	}
 	e.hardCtx, e.hard = context.WithCancelCause(parent)
 	for range cfg.Concurrency {
@@ -144,6 +148,8 @@ type finishReq struct {
 	carry     []byte
 	entry     JournalEntry
 	ended     time.Time // local clock when the run ended
+	wait      []string  // the signals a waiting job waits for
+	consumed  []int64   // the signals the run read (Run.Signals)
 	finalized bool      // written by Run.CompleteTx in the handler's transaction
 	lost      bool      // the lease was lost: write nothing
 	degraded  bool      // the database refused the full result; stored without carry and attachment
@@ -172,7 +178,7 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 	}
 	run := &Run[C]{
 		id: j.id, kind: j.kind, token: j.token, runs: j.runs, failures: j.failures,
-		history: history, carry: carry, shutdown: e.shutdown, earlier: e.journal,
+		history: history, carry: carry, shutdown: e.shutdown, earlier: e.journal, signals: e.signals,
 	}
 	if j.stop != nil { // every claim gives its runs one
 		run.shutdown = j.stop.ch
@@ -183,7 +189,9 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 	// no next run. It reports a carry that cannot be stored.
 	build := func(o Outcome, err error, c *C, attachment json.RawMessage) (*finishReq, error) {
 		req := e.outcomeReq(ctx, j, o, err, attachment, backoff)
-		if !keepCarry || c == nil || (req.state != dbsqlc.VenturiJobStateAvailable && req.state != dbsqlc.VenturiJobStateScheduled) {
+		req.consumed = run.consumed
+		if !keepCarry || c == nil || (req.state != dbsqlc.VenturiJobStateAvailable && req.state != dbsqlc.VenturiJobStateScheduled &&
+			req.state != dbsqlc.VenturiJobStateWaiting) {
 			return req, nil
 		}
 		cb, cerr := encodeJSON(c)
@@ -260,6 +268,12 @@ func (e *executor) outcomeReq(ctx context.Context, j *claimed, o Outcome, err er
 	case err == nil && o.kind == outcomeCancel:
 		entry.Event, entry.Note = EventCancelled, o.note
 		req.state = dbsqlc.VenturiJobStateCancelled
+	case err == nil && o.kind == outcomeWait:
+		if werr := validWait(o.wait); werr != nil {
+			return e.outcomeReq(ctx, j, Outcome{}, Permanent(werr), attachment, backoff)
+		}
+		entry.Event, entry.Note, entry.ResumeIn, entry.Wait = EventWaiting, o.note, o.resumeIn, o.wait
+		req.state, req.delay, req.wait = dbsqlc.VenturiJobStateWaiting, o.resumeIn, o.wait
 	case err == nil && o.kind == outcomePause:
 		entry.Event, entry.Note, entry.ResumeIn = EventPaused, o.note, o.resumeIn
 		req.state, req.delay = pendingState(o.resumeIn), o.resumeIn

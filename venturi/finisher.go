@@ -175,7 +175,7 @@ func (f *finisher) written(batch []*finishReq, ids []pgtype.UUID) {
 // breakers, so a breaker has counted a failure by the time its job can be claimed again,
 // and wakes the workers of their kinds (see afterFinish).
 func finishRuns(ctx context.Context, db *pgxpool.Pool, q *dbsqlc.Queries, worker, channel string, reqs []*finishReq, log *slog.Logger) ([]pgtype.UUID, error) {
-	if !slices.ContainsFunc(reqs, func(r *finishReq) bool { return r.job.gated }) {
+	if !slices.ContainsFunc(reqs, (*finishReq).needsTx) {
 		return q.FinishRuns(ctx, db, finishParams(worker, reqs))
 	}
 	var ids []pgtype.UUID
@@ -189,15 +189,22 @@ func finishRuns(ctx context.Context, db *pgxpool.Pool, q *dbsqlc.Queries, worker
 	return ids, err
 }
 
-// afterFinish does what the end of gated runs entails, in the transaction that wrote their
-// results: it reports their outcomes to their breakers (in key order, the lock order) and
-// wakes the workers of their kinds, for whom a slot or a limit may have room now.
+// needsTx reports whether writing r's end takes more than FinishRuns (see afterFinish).
+func (r *finishReq) needsTx() bool { return r.job.gated || len(r.wait) > 0 || len(r.consumed) > 0 }
+
+// afterFinish does what the end of runs entails beyond FinishRuns, in the transaction that
+// wrote their results: it marks the signals they read as consumed, sets what waiting jobs
+// wait for (waking those whose signal already came), reports gated runs' outcomes to their
+// breakers (in key order, the lock order) and wakes the workers of the kinds for which a
+// slot, a limit or a signal may have made a job runnable.
 func afterFinish(ctx context.Context, db dbBatcher, q *dbsqlc.Queries, channel string, reqs []*finishReq, ids []pgtype.UUID, log *slog.Logger) error {
 	var written map[ulid.ULID]bool
 	var kinds []string
 	var p dbsqlc.BreakerRecordParams
+	var waits dbsqlc.ArmWaitsParams
+	var used dbsqlc.ConsumeSignalsParams
 	for _, r := range reqs {
-		if !r.job.gated {
+		if !r.needsTx() {
 			continue
 		}
 		if written == nil {
@@ -209,12 +216,37 @@ func afterFinish(ctx context.Context, db dbBatcher, q *dbsqlc.Queries, channel s
 		if !written[r.job.id] {
 			continue
 		}
+		for _, seq := range r.consumed {
+			used.Ids, used.Tokens, used.Seqs = append(used.Ids, uuidOf(r.job.id)), append(used.Tokens, r.job.token), append(used.Seqs, seq)
+		}
+		if len(r.wait) > 0 {
+			waits.Ids, waits.Names = append(waits.Ids, uuidOf(r.job.id)), append(waits.Names, strings.Join(r.wait, "\x1f"))
+		}
+		if !r.job.gated {
+			continue
+		}
 		if !slices.Contains(kinds, r.job.kind) {
 			kinds = append(kinds, r.job.kind)
 		}
 		if failed, ok := r.breakerOutcome(); ok {
 			p.Keys = append(p.Keys, r.job.breaker)
 			p.Failed = append(p.Failed, failed)
+		}
+	}
+	if len(used.Ids) > 0 {
+		if err := q.ConsumeSignals(ctx, db, used); err != nil {
+			return err
+		}
+	}
+	if len(waits.Ids) > 0 {
+		armed, err := q.ArmWaits(ctx, db, waits)
+		if err != nil {
+			return err
+		}
+		for _, a := range armed {
+			if a.Ready && !slices.Contains(kinds, a.Kind) {
+				kinds = append(kinds, a.Kind) // a signal came before the wait: run it now
+			}
 		}
 	}
 	if len(kinds) == 0 {

@@ -26,6 +26,9 @@ const (
 	// StateCancelled is terminal: a slot policy ended the job (SlotDropIfRunning,
 	// SlotReplace). It is not a failure.
 	StateCancelled State = "cancelled"
+	// StateWaiting: a run returned [WaitForSignal]; the job runs again when a signal it
+	// waits for arrives ([Queue.Signal]) or its timeout (RunAt) passes.
+	StateWaiting State = "waiting"
 )
 
 // Job is a stored job as read back by [Queue.Job].

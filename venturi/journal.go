@@ -21,6 +21,7 @@ const (
 	EventReplaced    Event = "replaced"    // SlotReplace: a newer job of the slot took over; the job is cancelled, not failed
 	EventDropped     Event = "dropped"     // SlotDropIfRunning: the job's slot was full when it became runnable; cancelled
 	EventCancelled   Event = "cancelled"   // Queue.Cancel, or the handler returned Cancelled; not a failure
+	EventWaiting     Event = "waiting"     // the handler returned WaitForSignal; not a failure
 )
 
 // JournalEntry is the record of one run of a job (or of one merge into it). The journal
@@ -54,6 +55,8 @@ type JournalEntry struct {
 	ResumeIn time.Duration `json:"resume_in,omitempty"`
 	// Merge is the decision of a merged entry.
 	Merge string `json:"merge,omitempty"`
+	// Wait names the signals a waiting entry's run waits for (ResumeIn is its timeout).
+	Wait []string `json:"wait,omitempty"`
 }
 
 // The bound on what one job keeps. A job's row holds its most recent entries: when a write

@@ -24,6 +24,16 @@ func appendEntry(buf []byte, e *JournalEntry) []byte {
 	buf = appendTimeField(buf, `,"at":"`, e.At)
 	buf = appendIntField(buf, `,"resume_in":`, int64(e.ResumeIn))
 	buf = appendStringField(buf, `,"merge":`, e.Merge)
+	if len(e.Wait) > 0 {
+		buf = append(buf, `,"wait":[`...)
+		for i, name := range e.Wait {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = appendJSONString(buf, name)
+		}
+		buf = append(buf, ']')
+	}
 	return append(buf, '}')
 }
 

@@ -11,6 +11,7 @@ const (
 	outcomeCompleted outcomeKind = iota
 	outcomePause
 	outcomeCancel
+	outcomeWait
 )
 
 // Outcome is what a successful run decided: the job completed, or it pauses and runs again
@@ -19,6 +20,7 @@ type Outcome struct {
 	kind     outcomeKind
 	note     string
 	resumeIn time.Duration
+	wait     []string // the signals a wait is for
 }
 
 // Completed completes the job.
@@ -42,6 +44,18 @@ func PauseInWith(d time.Duration, note string) Outcome {
 // the job never runs again.
 func Cancelled(reason string) Outcome { return Outcome{kind: outcomeCancel, note: reason} }
 
+// WaitForSignal puts the job in [StateWaiting] until a signal with one of names arrives
+// ([Queue.Signal]) or timeout passes, whichever is first; a signal sent before the wait
+// began counts. The next run learns which happened: [Run.Waited] names the wait and
+// [Run.Signals] reads what arrived (nothing: the timeout passed). The carry is kept; a
+// wait is not a failure and does not consume the backstop. Names are 1 to 128 bytes.
+func WaitForSignal(timeout time.Duration, names ...string) Outcome {
+	return Outcome{kind: outcomeWait, resumeIn: max(timeout, 0), wait: names}
+}
+
+// IsWait reports whether the outcome waits for a signal.
+func (o Outcome) IsWait() bool { return o.kind == outcomeWait }
+
 // IsCancel reports whether the outcome cancels the job.
 func (o Outcome) IsCancel() bool { return o.kind == outcomeCancel }
 
@@ -61,6 +75,8 @@ func (o Outcome) String() string {
 		return fmt.Sprintf("pause(%v, %q)", o.resumeIn, o.note)
 	case outcomeCancel:
 		return fmt.Sprintf("cancelled(%q)", o.note)
+	case outcomeWait:
+		return fmt.Sprintf("wait(%v, %q)", o.resumeIn, o.wait)
 	}
 	return fmt.Sprintf("completed(%q)", o.note)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/oklog/ulid/v2"
@@ -20,6 +21,8 @@ type Run[C any] struct {
 	failures   int
 	history    []JournalEntry
 	earlier    journalLoader // reads older entries; one per worker, shared by its runs
+	signals    signalReader  // reads the job's signals; one per worker
+	consumed   []int64       // the signals Signals returned: consumed when the run ends
 	carry      C
 	attachment json.RawMessage
 	shutdown   <-chan struct{}
@@ -62,6 +65,36 @@ func (r *Run[C]) EarlierHistory(ctx context.Context, before int64, limit int) ([
 		return nil, nil
 	}
 	return r.earlier(ctx, r.id, before, limit)
+}
+
+// Waited reports whether the previous run ended with [WaitForSignal], and for which
+// names. Whether a signal woke this run or the timeout passed, [Run.Signals] tells: it
+// returns what arrived.
+func (r *Run[C]) Waited() (names []string, ok bool) {
+	if n := len(r.history); n > 0 && r.history[n-1].Event == EventWaiting {
+		return r.history[n-1].Wait, true
+	}
+	return nil, false
+}
+
+// Signals reads the job's signals that no run has consumed, oldest first (all of them, or
+// those with one of names), at most [MaxSignalsRead]. What it returns is consumed by this
+// run when it ends, whatever its outcome (a later run sees it again only if this one is
+// lost: its worker died or its lease expired). Decode payloads with [DecodeSignal].
+func (r *Run[C]) Signals(ctx context.Context, names ...string) ([]Signal, error) {
+	if r.signals == nil {
+		return nil, nil
+	}
+	sigs, err := r.signals(ctx, r.id, names)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range sigs {
+		if !slices.Contains(r.consumed, s.Seq) {
+			r.consumed = append(r.consumed, s.Seq)
+		}
+	}
+	return sigs, nil
 }
 
 // Carry returns the carried state (the zero value on the first run).

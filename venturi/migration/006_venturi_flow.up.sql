@@ -51,6 +51,8 @@ ALTER TABLE venturi_job
     ADD COLUMN stop_note text,
     -- Queue.Await waits for this job: its end is notified on this channel.
     ADD COLUMN await_channel text,
+    -- The signals a waiting job waits for (state 'waiting', until run_at).
+    ADD COLUMN wait_signals text[],
     ADD CONSTRAINT venturi_job_slot_complete CHECK (
         (slot_key IS NULL) = (slot_limit IS NULL) AND (slot_key IS NULL) = (slot_policy IS NULL)
         AND (slot_key IS NULL OR part IS NOT NULL));
@@ -565,3 +567,21 @@ CREATE TRIGGER venturi_job_done
     FOR EACH ROW WHEN (NEW.await_channel IS NOT NULL AND NEW.state IN ('completed', 'dead', 'cancelled')
                        AND OLD.state IS DISTINCT FROM NEW.state)
     EXECUTE FUNCTION venturi_job_done();
+
+-- Signals (Queue.Signal): kept until a run of their job reads them and ends; a waiting job
+-- is woken by the first one it waits for. A delivery ID makes a retried send a no-op.
+CREATE TABLE venturi_signal (
+    job_id         uuid        NOT NULL REFERENCES venturi_job (id) ON DELETE CASCADE,
+    seq            bigint      GENERATED ALWAYS AS IDENTITY,
+    name           text        NOT NULL CHECK (name <> '' AND length(name) <= 128),
+    payload        jsonb       NOT NULL,
+    delivery_id    text        NOT NULL CHECK (length(delivery_id) <= 256),
+    sent_at        timestamptz NOT NULL DEFAULT now(),
+    consumed_token bigint,     -- the run that read it and ended
+    consumed_at    timestamptz,
+    PRIMARY KEY (job_id, seq),
+    UNIQUE (job_id, delivery_id)
+);
+
+-- Timeouts of waiting jobs.
+CREATE INDEX venturi_job_waiting_idx ON venturi_job (run_at) WHERE state = 'waiting';

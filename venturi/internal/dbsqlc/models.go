@@ -21,6 +21,7 @@ const (
 	VenturiJobStateCompleted VenturiJobState = "completed"
 	VenturiJobStateDead      VenturiJobState = "dead"
 	VenturiJobStateCancelled VenturiJobState = "cancelled"
+	VenturiJobStateWaiting   VenturiJobState = "waiting"
 )
 
 func (e *VenturiJobState) Scan(src interface{}) error {
@@ -101,6 +102,7 @@ type VenturiJob struct {
 	StopEvent       pgtype.Text
 	StopNote        pgtype.Text
 	AwaitChannel    pgtype.Text
+	WaitSignals     []string
 }
 
 type VenturiJournal struct {
@@ -128,4 +130,15 @@ type VenturiQueue struct {
 	Concurrency int32
 	RrAfter     pgtype.Text
 	UpdatedAt   time.Time
+}
+
+type VenturiSignal struct {
+	JobID         pgtype.UUID
+	Seq           int64
+	Name          string
+	Payload       []byte
+	DeliveryID    string
+	SentAt        time.Time
+	ConsumedToken pgtype.Int8
+	ConsumedAt    *time.Time
 }

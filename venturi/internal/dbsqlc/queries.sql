@@ -81,15 +81,23 @@ WHERE j.id = @id AND j.state IN ('scheduled', 'available')
 RETURNING (j.state = 'available')::bool AS due;
 
 -- name: PromoteDue :execrows
--- Moves scheduled jobs that came due to available. Idempotent; any worker may run it.
-UPDATE venturi_job SET state = 'available'
-WHERE id IN (
+-- Moves scheduled jobs that came due, and waiting jobs whose wait timed out, to available.
+-- Idempotent; any worker may run it.
+WITH due AS (
     SELECT id FROM venturi_job
     WHERE state = 'scheduled' AND run_at <= now()
     ORDER BY run_at
     LIMIT @max::int
     FOR UPDATE SKIP LOCKED
-);
+), timed_out AS (
+    SELECT id FROM venturi_job
+    WHERE state = 'waiting' AND run_at <= now()
+    ORDER BY run_at
+    LIMIT @max::int
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE venturi_job SET state = 'available'
+WHERE id = ANY(ARRAY(SELECT due.id FROM due UNION ALL SELECT timed_out.id FROM timed_out));
 
 -- name: Claim :many
 -- Claims up to max due plain jobs (see ClaimGated for the others) of the given kinds from one queue, most urgent first, then by
@@ -141,9 +149,10 @@ ORDER BY c.priority DESC, c.run_at, c.id;
 -- request's reason.
 UPDATE venturi_job j SET
     -- j is the row as locked: a stop request that committed while this statement ran is seen.
-    state            = (CASE WHEN j.stop_event IS NOT NULL AND u.state IN ('available', 'scheduled')
+    state            = (CASE WHEN j.stop_event IS NOT NULL AND u.state IN ('available', 'scheduled', 'waiting')
                              THEN 'cancelled' ELSE u.state END)::venturi_job_state,
-    run_at           = CASE WHEN u.state IN ('available', 'scheduled') AND j.stop_event IS NULL
+    -- A waiting job's run_at is its wait's timeout.
+    run_at           = CASE WHEN u.state IN ('available', 'scheduled', 'waiting') AND j.stop_event IS NULL
                             THEN now() + u.delay_us * interval '1 microsecond' ELSE j.run_at END,
     failures         = j.failures + u.failed::int,
     carry            = CASE WHEN u.set_carry THEN NULLIF(u.carry, '')::jsonb ELSE j.carry END,
@@ -155,7 +164,7 @@ UPDATE venturi_job j SET
         WHEN j.stop_event IS NULL THEN u.entry::jsonb
         WHEN u.state = 'cancelled' THEN jsonb_set(u.entry::jsonb, '{0,note}',
             to_jsonb(j.stop_note || COALESCE(': ' || NULLIF(u.entry::jsonb->0->>'note', ''), '')))
-        WHEN u.state IN ('available', 'scheduled') THEN u.entry::jsonb || jsonb_build_array(jsonb_build_object(
+        WHEN u.state IN ('available', 'scheduled', 'waiting') THEN u.entry::jsonb || jsonb_build_array(jsonb_build_object(
             'event', j.stop_event, 'note', j.stop_note, 'at', now()))
         ELSE u.entry::jsonb END
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token, unnest(@states::text[]) AS state, unnest(@delays_us::bigint[]) AS delay_us, unnest(@failed::bool[]) AS failed, unnest(@set_carry::bool[]) AS set_carry, unnest(@carries::text[]) AS carry, unnest(@entries::text[]) AS entry) AS u
@@ -309,10 +318,15 @@ LIMIT @max::int;
 -- sleeps until then instead of waiting for its poll.
 SELECT COALESCE((EXTRACT(EPOCH FROM GREATEST(min(run_at) - now(), interval '0')) * 1000000)::bigint, -1)::bigint AS due_in_us
 FROM (
-    SELECT run_at FROM venturi_job
-    WHERE state = 'scheduled' AND queue = @queue::text AND kind = ANY(@kinds::text[])
-    ORDER BY run_at
-    LIMIT 1
+    (SELECT run_at FROM venturi_job
+     WHERE state = 'scheduled' AND queue = @queue::text AND kind = ANY(@kinds::text[])
+     ORDER BY run_at
+     LIMIT 1)
+    UNION ALL
+    (SELECT run_at FROM venturi_job -- a wait's timeout
+     WHERE state = 'waiting' AND queue = @queue::text AND kind = ANY(@kinds::text[])
+     ORDER BY run_at
+     LIMIT 1)
 ) s;
 
 -- name: JournalPage :many
@@ -426,7 +440,7 @@ WITH target AS (
     UPDATE venturi_job x SET
         state = 'cancelled', finished_at = now(),
         journal = x.journal || jsonb_build_array(jsonb_build_object('event', 'cancelled', 'note', @note::text, 'at', now()))
-    FROM target WHERE x.id = target.id AND target.state IN ('scheduled', 'available')
+    FROM target WHERE x.id = target.id AND target.state IN ('scheduled', 'available', 'waiting')
     RETURNING x.id
 ), asked AS (
     UPDATE venturi_job x SET stop_requested_at = now(), stop_event = 'cancelled', stop_note = @note::text
@@ -444,6 +458,9 @@ WITH ids AS (
     WHERE t.kind = @kind::text AND t.dedup_key = @dedup_key::text AND t.state IN ('scheduled', 'available')
     UNION ALL
     SELECT t.id FROM venturi_job t
+    WHERE t.state = 'waiting' AND t.kind = @kind::text AND t.dedup_key = @dedup_key::text
+    UNION ALL
+    SELECT t.id FROM venturi_job t
     WHERE t.state = 'running' AND t.kind = @kind::text AND t.dedup_key = @dedup_key::text
 ), target AS (
     SELECT t.id, t.state, t.stop_event FROM venturi_job t
@@ -454,7 +471,7 @@ WITH ids AS (
     UPDATE venturi_job x SET
         state = 'cancelled', finished_at = now(),
         journal = x.journal || jsonb_build_array(jsonb_build_object('event', 'cancelled', 'note', @note::text, 'at', now()))
-    FROM target WHERE x.id = target.id AND target.state IN ('scheduled', 'available')
+    FROM target WHERE x.id = target.id AND target.state IN ('scheduled', 'available', 'waiting')
     RETURNING x.id
 ), asked AS (
     UPDATE venturi_job x SET stop_requested_at = now(), stop_event = 'cancelled', stop_note = @note::text
@@ -468,7 +485,7 @@ FROM target;
 -- Registers a waiter's channel on a job that has not ended; it returns no row when the job
 -- has ended (or does not exist).
 UPDATE venturi_job SET await_channel = @channel::text
-WHERE id = @id AND state IN ('scheduled', 'available', 'running')
+WHERE id = @id AND state IN ('scheduled', 'available', 'running', 'waiting')
 RETURNING id;
 
 -- name: EndedJobs :many
@@ -478,3 +495,67 @@ SELECT w.id::uuid AS id
 FROM unnest(@ids::uuid[]) AS w(id)
 LEFT JOIN venturi_job j ON j.id = w.id
 WHERE j.id IS NULL OR j.state IN ('completed', 'dead', 'cancelled');
+
+-- name: ArmWaits :many
+-- Sets what the just-finished runs' jobs (now waiting, locked by this transaction) wait
+-- for; a job for which a matching signal already arrived is available again at once.
+-- Signals sent from now on wait for this transaction's row locks and see the waits.
+UPDATE venturi_job j SET
+    wait_signals = string_to_array(u.names, chr(31)),
+    state = (CASE WHEN w.ready THEN 'available' ELSE 'waiting' END)::venturi_job_state,
+    run_at = CASE WHEN w.ready THEN now() ELSE j.run_at END
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@names::text[]) AS names) AS u
+CROSS JOIN LATERAL (
+    SELECT EXISTS (SELECT 1 FROM venturi_signal s
+                   WHERE s.job_id = u.id AND s.consumed_token IS NULL
+                     AND s.name = ANY(string_to_array(u.names, chr(31)))) AS ready
+) w
+WHERE j.id = u.id AND j.state = 'waiting'
+RETURNING j.id, j.kind, (j.state = 'available')::bool AS ready;
+
+-- name: ConsumeSignals :exec
+-- Marks the signals the just-finished runs read as consumed by them: one (job, run's
+-- token, signal seq) per signal.
+UPDATE venturi_signal s SET consumed_token = u.token, consumed_at = now()
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token, unnest(@seqs::bigint[]) AS seq) AS u
+WHERE s.job_id = u.id AND s.seq = u.seq AND s.consumed_token IS NULL;
+
+-- name: PendingSignals :many
+-- The signals of a job that no run has consumed, oldest first; only those named in names
+-- when names is not empty.
+SELECT seq, name, payload, delivery_id, sent_at
+FROM venturi_signal
+WHERE job_id = @id AND consumed_token IS NULL
+  AND (cardinality(@names::text[]) = 0 OR name = ANY(@names::text[]))
+ORDER BY seq
+LIMIT @max::int;
+
+-- name: LockJobForSignal :one
+-- Locks a job for a signal; SendSignal follows in the same transaction, with a snapshot
+-- that sees the job as locked.
+SELECT state, kind FROM venturi_job WHERE id = @id FOR UPDATE;
+
+-- name: SendSignal :one
+-- Stores a signal for a job that has not ended and wakes it if it waits for that name. A
+-- repeated delivery ID stores nothing. Returns whether the signal is new and whether it
+-- woke the job. Runs after LockJobForSignal, in its transaction.
+WITH ins AS (
+    INSERT INTO venturi_signal (job_id, name, payload, delivery_id)
+    SELECT t.id, @name::text, (@payload::text)::jsonb, @delivery_id::text
+    FROM venturi_job t WHERE t.id = @id AND t.state NOT IN ('completed', 'dead', 'cancelled')
+    ON CONFLICT (job_id, delivery_id) DO NOTHING
+    RETURNING seq
+), woke AS (
+    UPDATE venturi_job j SET state = 'available', run_at = now()
+    WHERE j.id = @id AND j.state = 'waiting' AND @name::text = ANY(j.wait_signals)
+      AND EXISTS (SELECT 1 FROM ins)
+    RETURNING j.id
+)
+SELECT EXISTS (SELECT 1 FROM ins)::bool AS stored, EXISTS (SELECT 1 FROM woke)::bool AS woke;
+
+-- name: JobByKey :one
+-- The newest job of a kind with a dedup key that has not ended, for signals by key.
+SELECT id FROM venturi_job
+WHERE kind = @kind::text AND dedup_key = @dedup_key::text AND state IN ('scheduled', 'available', 'running', 'waiting')
+ORDER BY id DESC
+LIMIT 1;

@@ -12,9 +12,58 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const armWaits = `-- name: ArmWaits :many
+UPDATE venturi_job j SET
+    wait_signals = string_to_array(u.names, chr(31)),
+    state = (CASE WHEN w.ready THEN 'available' ELSE 'waiting' END)::venturi_job_state,
+    run_at = CASE WHEN w.ready THEN now() ELSE j.run_at END
+FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::text[]) AS names) AS u
+CROSS JOIN LATERAL (
+    SELECT EXISTS (SELECT 1 FROM venturi_signal s
+                   WHERE s.job_id = u.id AND s.consumed_token IS NULL
+                     AND s.name = ANY(string_to_array(u.names, chr(31)))) AS ready
+) w
+WHERE j.id = u.id AND j.state = 'waiting'
+RETURNING j.id, j.kind, (j.state = 'available')::bool AS ready
+`
+
+type ArmWaitsParams struct {
+	Ids   []pgtype.UUID
+	Names []string
+}
+
+type ArmWaitsRow struct {
+	ID    pgtype.UUID
+	Kind  string
+	Ready bool
+}
+
+// Sets what the just-finished runs' jobs (now waiting, locked by this transaction) wait
+// for; a job for which a matching signal already arrived is available again at once.
+// Signals sent from now on wait for this transaction's row locks and see the waits.
+func (q *Queries) ArmWaits(ctx context.Context, db DBTX, arg ArmWaitsParams) ([]*ArmWaitsRow, error) {
+	rows, err := db.Query(ctx, armWaits, arg.Ids, arg.Names)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*ArmWaitsRow
+	for rows.Next() {
+		var i ArmWaitsRow
+		if err := rows.Scan(&i.ID, &i.Kind, &i.Ready); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const awaitJob = `-- name: AwaitJob :one
 UPDATE venturi_job SET await_channel = $1::text
-WHERE id = $2 AND state IN ('scheduled', 'available', 'running')
+WHERE id = $2 AND state IN ('scheduled', 'available', 'running', 'waiting')
 RETURNING id
 `
 
@@ -87,6 +136,9 @@ WITH ids AS (
     WHERE t.kind = $1::text AND t.dedup_key = $2::text AND t.state IN ('scheduled', 'available')
     UNION ALL
     SELECT t.id FROM venturi_job t
+    WHERE t.state = 'waiting' AND t.kind = $1::text AND t.dedup_key = $2::text
+    UNION ALL
+    SELECT t.id FROM venturi_job t
     WHERE t.state = 'running' AND t.kind = $1::text AND t.dedup_key = $2::text
 ), target AS (
     SELECT t.id, t.state, t.stop_event FROM venturi_job t
@@ -97,7 +149,7 @@ WITH ids AS (
     UPDATE venturi_job x SET
         state = 'cancelled', finished_at = now(),
         journal = x.journal || jsonb_build_array(jsonb_build_object('event', 'cancelled', 'note', $3::text, 'at', now()))
-    FROM target WHERE x.id = target.id AND target.state IN ('scheduled', 'available')
+    FROM target WHERE x.id = target.id AND target.state IN ('scheduled', 'available', 'waiting')
     RETURNING x.id
 ), asked AS (
     UPDATE venturi_job x SET stop_requested_at = now(), stop_event = 'cancelled', stop_note = $3::text
@@ -148,7 +200,7 @@ WITH target AS (
     UPDATE venturi_job x SET
         state = 'cancelled', finished_at = now(),
         journal = x.journal || jsonb_build_array(jsonb_build_object('event', 'cancelled', 'note', $2::text, 'at', now()))
-    FROM target WHERE x.id = target.id AND target.state IN ('scheduled', 'available')
+    FROM target WHERE x.id = target.id AND target.state IN ('scheduled', 'available', 'waiting')
     RETURNING x.id
 ), asked AS (
     UPDATE venturi_job x SET stop_requested_at = now(), stop_event = 'cancelled', stop_note = $2::text
@@ -392,6 +444,25 @@ func (q *Queries) ClaimGated(ctx context.Context, db DBTX, arg ClaimGatedParams)
 	return items, nil
 }
 
+const consumeSignals = `-- name: ConsumeSignals :exec
+UPDATE venturi_signal s SET consumed_token = u.token, consumed_at = now()
+FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::bigint[]) AS token, unnest($3::bigint[]) AS seq) AS u
+WHERE s.job_id = u.id AND s.seq = u.seq AND s.consumed_token IS NULL
+`
+
+type ConsumeSignalsParams struct {
+	Ids    []pgtype.UUID
+	Tokens []int64
+	Seqs   []int64
+}
+
+// Marks the signals the just-finished runs read as consumed by them: one (job, run's
+// token, signal seq) per signal.
+func (q *Queries) ConsumeSignals(ctx context.Context, db DBTX, arg ConsumeSignalsParams) error {
+	_, err := db.Exec(ctx, consumeSignals, arg.Ids, arg.Tokens, arg.Seqs)
+	return err
+}
+
 const countJobs = `-- name: CountJobs :many
 SELECT kind, state, count(*)::bigint AS jobs
 FROM venturi_job
@@ -562,9 +633,10 @@ func (q *Queries) ExtendLeases(ctx context.Context, db DBTX, arg ExtendLeasesPar
 const finishRuns = `-- name: FinishRuns :many
 UPDATE venturi_job j SET
     -- j is the row as locked: a stop request that committed while this statement ran is seen.
-    state            = (CASE WHEN j.stop_event IS NOT NULL AND u.state IN ('available', 'scheduled')
+    state            = (CASE WHEN j.stop_event IS NOT NULL AND u.state IN ('available', 'scheduled', 'waiting')
                              THEN 'cancelled' ELSE u.state END)::venturi_job_state,
-    run_at           = CASE WHEN u.state IN ('available', 'scheduled') AND j.stop_event IS NULL
+    -- A waiting job's run_at is its wait's timeout.
+    run_at           = CASE WHEN u.state IN ('available', 'scheduled', 'waiting') AND j.stop_event IS NULL
                             THEN now() + u.delay_us * interval '1 microsecond' ELSE j.run_at END,
     failures         = j.failures + u.failed::int,
     carry            = CASE WHEN u.set_carry THEN NULLIF(u.carry, '')::jsonb ELSE j.carry END,
@@ -576,7 +648,7 @@ UPDATE venturi_job j SET
         WHEN j.stop_event IS NULL THEN u.entry::jsonb
         WHEN u.state = 'cancelled' THEN jsonb_set(u.entry::jsonb, '{0,note}',
             to_jsonb(j.stop_note || COALESCE(': ' || NULLIF(u.entry::jsonb->0->>'note', ''), '')))
-        WHEN u.state IN ('available', 'scheduled') THEN u.entry::jsonb || jsonb_build_array(jsonb_build_object(
+        WHEN u.state IN ('available', 'scheduled', 'waiting') THEN u.entry::jsonb || jsonb_build_array(jsonb_build_object(
             'event', j.stop_event, 'note', j.stop_note, 'at', now()))
         ELSE u.entry::jsonb END
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::bigint[]) AS token, unnest($3::text[]) AS state, unnest($4::bigint[]) AS delay_us, unnest($5::bool[]) AS failed, unnest($6::bool[]) AS set_carry, unnest($7::text[]) AS carry, unnest($8::text[]) AS entry) AS u
@@ -957,6 +1029,26 @@ func (q *Queries) InsertOrReplace(ctx context.Context, db DBTX, arg InsertOrRepl
 	return &i, err
 }
 
+const jobByKey = `-- name: JobByKey :one
+SELECT id FROM venturi_job
+WHERE kind = $1::text AND dedup_key = $2::text AND state IN ('scheduled', 'available', 'running', 'waiting')
+ORDER BY id DESC
+LIMIT 1
+`
+
+type JobByKeyParams struct {
+	Kind     string
+	DedupKey string
+}
+
+// The newest job of a kind with a dedup key that has not ended, for signals by key.
+func (q *Queries) JobByKey(ctx context.Context, db DBTX, arg JobByKeyParams) (pgtype.UUID, error) {
+	row := db.QueryRow(ctx, jobByKey, arg.Kind, arg.DedupKey)
+	var id pgtype.UUID
+	err := row.Scan(&id)
+	return id, err
+}
+
 const jobsOfKind = `-- name: JobsOfKind :many
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
        journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
@@ -1199,6 +1291,24 @@ func (q *Queries) ListQueues(ctx context.Context, db DBTX) ([]*ListQueuesRow, er
 	return items, nil
 }
 
+const lockJobForSignal = `-- name: LockJobForSignal :one
+SELECT state, kind FROM venturi_job WHERE id = $1 FOR UPDATE
+`
+
+type LockJobForSignalRow struct {
+	State VenturiJobState
+	Kind  string
+}
+
+// Locks a job for a signal; SendSignal follows in the same transaction, with a snapshot
+// that sees the job as locked.
+func (q *Queries) LockJobForSignal(ctx context.Context, db DBTX, id pgtype.UUID) (*LockJobForSignalRow, error) {
+	row := db.QueryRow(ctx, lockJobForSignal, id)
+	var i LockJobForSignalRow
+	err := row.Scan(&i.State, &i.Kind)
+	return &i, err
+}
+
 const mergeInto = `-- name: MergeInto :one
 UPDATE venturi_job j SET
     payload  = CASE WHEN $1::bool THEN ($2::text)::jsonb ELSE j.payload END,
@@ -1252,10 +1362,15 @@ func (q *Queries) MergeInto(ctx context.Context, db DBTX, arg MergeIntoParams) (
 const nextDue = `-- name: NextDue :one
 SELECT COALESCE((EXTRACT(EPOCH FROM GREATEST(min(run_at) - now(), interval '0')) * 1000000)::bigint, -1)::bigint AS due_in_us
 FROM (
-    SELECT run_at FROM venturi_job
-    WHERE state = 'scheduled' AND queue = $1::text AND kind = ANY($2::text[])
-    ORDER BY run_at
-    LIMIT 1
+    (SELECT run_at FROM venturi_job
+     WHERE state = 'scheduled' AND queue = $1::text AND kind = ANY($2::text[])
+     ORDER BY run_at
+     LIMIT 1)
+    UNION ALL
+    (SELECT run_at FROM venturi_job -- a wait's timeout
+     WHERE state = 'waiting' AND queue = $1::text AND kind = ANY($2::text[])
+     ORDER BY run_at
+     LIMIT 1)
 ) s
 `
 
@@ -1288,18 +1403,77 @@ func (q *Queries) Notify(ctx context.Context, db DBTX, arg NotifyParams) error {
 	return err
 }
 
+const pendingSignals = `-- name: PendingSignals :many
+SELECT seq, name, payload, delivery_id, sent_at
+FROM venturi_signal
+WHERE job_id = $1 AND consumed_token IS NULL
+  AND (cardinality($2::text[]) = 0 OR name = ANY($2::text[]))
+ORDER BY seq
+LIMIT $3::int
+`
+
+type PendingSignalsParams struct {
+	ID    pgtype.UUID
+	Names []string
+	Max   int32
+}
+
+type PendingSignalsRow struct {
+	Seq        int64
+	Name       string
+	Payload    []byte
+	DeliveryID string
+	SentAt     time.Time
+}
+
+// The signals of a job that no run has consumed, oldest first; only those named in names
+// when names is not empty.
+func (q *Queries) PendingSignals(ctx context.Context, db DBTX, arg PendingSignalsParams) ([]*PendingSignalsRow, error) {
+	rows, err := db.Query(ctx, pendingSignals, arg.ID, arg.Names, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*PendingSignalsRow
+	for rows.Next() {
+		var i PendingSignalsRow
+		if err := rows.Scan(
+			&i.Seq,
+			&i.Name,
+			&i.Payload,
+			&i.DeliveryID,
+			&i.SentAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const promoteDue = `-- name: PromoteDue :execrows
-UPDATE venturi_job SET state = 'available'
-WHERE id IN (
+WITH due AS (
     SELECT id FROM venturi_job
     WHERE state = 'scheduled' AND run_at <= now()
     ORDER BY run_at
     LIMIT $1::int
     FOR UPDATE SKIP LOCKED
+), timed_out AS (
+    SELECT id FROM venturi_job
+    WHERE state = 'waiting' AND run_at <= now()
+    ORDER BY run_at
+    LIMIT $1::int
+    FOR UPDATE SKIP LOCKED
 )
+UPDATE venturi_job SET state = 'available'
+WHERE id = ANY(ARRAY(SELECT due.id FROM due UNION ALL SELECT timed_out.id FROM timed_out))
 `
 
-// Moves scheduled jobs that came due to available. Idempotent; any worker may run it.
+// Moves scheduled jobs that came due, and waiting jobs whose wait timed out, to available.
+// Idempotent; any worker may run it.
 func (q *Queries) PromoteDue(ctx context.Context, db DBTX, max int32) (int64, error) {
 	result, err := db.Exec(ctx, promoteDue, max)
 	if err != nil {
@@ -1456,6 +1630,49 @@ func (q *Queries) RescueExpired(ctx context.Context, db DBTX, arg RescueExpiredP
 		return nil, err
 	}
 	return items, nil
+}
+
+const sendSignal = `-- name: SendSignal :one
+WITH ins AS (
+    INSERT INTO venturi_signal (job_id, name, payload, delivery_id)
+    SELECT t.id, $1::text, ($2::text)::jsonb, $3::text
+    FROM venturi_job t WHERE t.id = $4 AND t.state NOT IN ('completed', 'dead', 'cancelled')
+    ON CONFLICT (job_id, delivery_id) DO NOTHING
+    RETURNING seq
+), woke AS (
+    UPDATE venturi_job j SET state = 'available', run_at = now()
+    WHERE j.id = $4 AND j.state = 'waiting' AND $1::text = ANY(j.wait_signals)
+      AND EXISTS (SELECT 1 FROM ins)
+    RETURNING j.id
+)
+SELECT EXISTS (SELECT 1 FROM ins)::bool AS stored, EXISTS (SELECT 1 FROM woke)::bool AS woke
+`
+
+type SendSignalParams struct {
+	Name       string
+	Payload    string
+	DeliveryID string
+	ID         pgtype.UUID
+}
+
+type SendSignalRow struct {
+	Stored bool
+	Woke   bool
+}
+
+// Stores a signal for a job that has not ended and wakes it if it waits for that name. A
+// repeated delivery ID stores nothing. Returns whether the signal is new and whether it
+// woke the job. Runs after LockJobForSignal, in its transaction.
+func (q *Queries) SendSignal(ctx context.Context, db DBTX, arg SendSignalParams) (*SendSignalRow, error) {
+	row := db.QueryRow(ctx, sendSignal,
+		arg.Name,
+		arg.Payload,
+		arg.DeliveryID,
+		arg.ID,
+	)
+	var i SendSignalRow
+	err := row.Scan(&i.Stored, &i.Woke)
+	return &i, err
 }
 
 const setKindLimits = `-- name: SetKindLimits :one
