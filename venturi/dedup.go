@@ -110,6 +110,8 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 	case ActionReplaced:
 		args.Replace, args.SetCarry = true, true
 		args.Payload, args.Priority = string(p.payload), int16(p.priority)
+		args.Queue, args.Part = p.queue, p.part
+		args.SlotKey, args.SlotLimit, args.SlotPolicy = p.slotParams()
 	case ActionMerged:
 		wp, err := prepare(with, nil)
 		if err != nil {
@@ -122,8 +124,13 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 		if err != nil {
 			return Result{}, fmt.Errorf("venturi: merge carry: %w", err)
 		}
+		if p.opts.queue != "" { // OnQueue applies to the merged task too
+			wp.queue = p.opts.queue
+		}
 		args.Replace, args.SetCarry = true, true
 		args.Payload, args.Priority, args.Carry = string(wp.payload), int16(wp.priority), string(cb)
+		args.Queue, args.Part = wp.queue, wp.part
+		args.SlotKey, args.SlotLimit, args.SlotPolicy = wp.slotParams()
 	}
 	args.Entry = mergedEntry(decision.mergeName(), p.id)
 	due, err := q.q.MergeInto(ctx, tx, args)

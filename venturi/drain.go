@@ -42,6 +42,7 @@ func (w *Worker[S]) drain(ctx context.Context, kinds []string, maxRuns int) ([]t
 	}
 	tracker := newRunTracker(w.cfg.Lease, w.cfg.ShutdownGrace, w.log)
 	exec := &executor{cfg: w.cfg, q: w.q, reg: w.reg, tracker: tracker, shutdown: make(chan struct{}), channel: w.channel}
+	exec.useDB(w.pool)
 	var fetchers []*fetcher
 	for _, wq := range w.cfg.Queues {
 		f := newFetcher(w.cfg.forQueue(wq), w.pool, w.q, kinds, exec, tracker, ctx, w.log)

@@ -32,6 +32,7 @@ type executor struct {
 	cfg      Config
 	channel  string        // the notification channel (wake-ups after gated runs)
 	signals  signalReader  // Run.Signals' reads, on the application's pool
+	hooks    hookCreator   // Run.CreateHook's writes, on the application's pool
 	journal  journalLoader // Run.EarlierHistory's reads, on the application's pool
 	q        *dbsqlc.Queries
 	reg      map[string]*registration
@@ -61,12 +62,7 @@ func newExecutor(parent context.Context, cfg Config, db dbsqlc.DBTX, q *dbsqlc.Q
 		freed:    make(chan struct{}, 1),
 		shutdown: make(chan struct{}),
 	}
-	e.journal = func(ctx context.Context, id ulid.ULID, before int64, limit int) ([]JournalEntry, error) {
-		return journalPage(ctx, db, q, id, before, limit)
-	}
-	e.signals = func(ctx context.Context, id ulid.ULID, names []string) ([]Signal, error) {
-		return pendingSignals(ctx, db, q, id, names)
-	}
+	e.useDB(db)
 	e.hardCtx, e.hard = context.WithCancelCause(parent)
 	for range cfg.Concurrency {
 		go func() {
@@ -76,6 +72,19 @@ func newExecutor(parent context.Context, cfg Config, db dbsqlc.DBTX, q *dbsqlc.Q
 		}()
 	}
 	return e
+}
+
+// useDB gives runs their database reads and writes on db (the application's pool):
+// Run.EarlierHistory, Run.Signals, Run.CreateHook.
+func (e *executor) useDB(db dbsqlc.DBTX) {
+	q := e.q
+	e.journal = func(ctx context.Context, id ulid.ULID, before int64, limit int) ([]JournalEntry, error) {
+		return journalPage(ctx, db, q, id, before, limit)
+	}
+	e.signals = func(ctx context.Context, id ulid.ULID, names []string) ([]Signal, error) {
+		return pendingSignals(ctx, db, q, id, names)
+	}
+	e.hooks = func(ctx context.Context, p dbsqlc.CreateHookParams) error { return q.CreateHook(ctx, db, p) }
 }
 
 // log returns the executor's logger.
@@ -178,7 +187,7 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 	}
 	run := &Run[C]{
 		id: j.id, kind: j.kind, token: j.token, runs: j.runs, failures: j.failures,
-		history: history, carry: carry, shutdown: e.shutdown, earlier: e.journal, signals: e.signals,
+		history: history, carry: carry, shutdown: e.shutdown, earlier: e.journal, signals: e.signals, hooks: e.hooks,
 	}
 	if j.stop != nil { // every claim gives its runs one
 		run.shutdown = j.stop.ch

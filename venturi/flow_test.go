@@ -742,3 +742,43 @@ func TestRateLimitedJobsStartWhenTheWindowFrees(t *testing.T) {
 		waitFinished(t, q, id)
 	}
 }
+
+// moving is a dedup task whose queue and partition come from its payload.
+type moving struct {
+	Q, Host string
+}
+
+func (moving) Kind() string                 { return "moving" }
+func (m moving) Queue() string              { return m.Q }
+func (m moving) Partition() string          { return m.Host }
+func (m moving) DedupKey() venturi.DedupKey { return "k" }
+
+// TestReplaceMovesTheJob: a Replace takes the new task's queue and partition, by the
+// fast path (no merge method) and inside a transaction alike.
+func TestReplaceMovesTheJob(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	ctx := context.Background()
+	first := enqueue(t, q, moving{Q: "imports", Host: "old.example"}, venturi.After(time.Hour))
+	r := enqueue(t, q, moving{Q: "default", Host: "new.example"})
+	if r.ID != first.ID || r.Action != venturi.ActionReplaced {
+		t.Fatalf("second enqueue: %+v", r)
+	}
+	if j := jobByID(t, q, r.ID); j.Queue != "default" || j.Partition != "new.example" {
+		t.Fatalf("after Replace: queue %q, partition %q", j.Queue, j.Partition)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := q.EnqueueTx(ctx, tx, moving{Q: "third", Host: "third.example"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if j := jobByID(t, q, r.ID); j.Queue != "third" || j.Partition != "third.example" {
+		t.Fatalf("after Replace in a transaction: queue %q, partition %q", j.Queue, j.Partition)
+	}
+}

@@ -585,3 +585,17 @@ CREATE TABLE venturi_signal (
 
 -- Timeouts of waiting jobs.
 CREATE INDEX venturi_job_waiting_idx ON venturi_job (run_at) WHERE state = 'waiting';
+
+-- Hooks (Run.CreateHook): a secret token that resumes a job with a signal. Only the
+-- token's SHA-256 is stored: the token is the capability.
+CREATE TABLE venturi_hook (
+    token_hash  bytea       PRIMARY KEY,
+    job_id      uuid        NOT NULL REFERENCES venturi_job (id) ON DELETE CASCADE,
+    name        text        NOT NULL, -- the signal it sends
+    reusable    boolean     NOT NULL DEFAULT false,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    expires_at  timestamptz NOT NULL,
+    used_at     timestamptz,
+    disposed_at timestamptz
+);
+CREATE INDEX venturi_hook_job_idx ON venturi_hook (job_id);

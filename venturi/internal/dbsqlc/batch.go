@@ -45,8 +45,8 @@ func QueueInsertIfNoCandidate(b *pgx.Batch, arg InsertIfNoCandidateParams, out *
 
 // QueueInsertOrReplace is InsertOrReplace in a batch; its row lands in out.
 func QueueInsertOrReplace(b *pgx.Batch, arg InsertOrReplaceParams, out *InsertOrReplaceRow) {
-	b.Queue(insertOrReplace, arg.At, arg.DelayUs, arg.Kind, arg.DedupKey, arg.Payload, arg.Priority, arg.Entry, arg.ID, arg.Queue,
-		arg.Part, arg.SlotKey, arg.SlotLimit, arg.SlotPolicy).
+	b.Queue(insertOrReplace, arg.At, arg.DelayUs, arg.Kind, arg.DedupKey, arg.Payload, arg.Priority, arg.Queue,
+		arg.Part, arg.SlotKey, arg.SlotLimit, arg.SlotPolicy, arg.Entry, arg.ID).
 		QueryRow(func(r pgx.Row) error { return r.Scan(&out.JobID, &out.Replaced, &out.Due) })
 }
 

@@ -71,6 +71,17 @@ type VenturiGate struct {
 	UpdatedAt  time.Time
 }
 
+type VenturiHook struct {
+	TokenHash  []byte
+	JobID      pgtype.UUID
+	Name       string
+	Reusable   bool
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
+	UsedAt     *time.Time
+	DisposedAt *time.Time
+}
+
 type VenturiJob struct {
 	ID              pgtype.UUID
 	Kind            string

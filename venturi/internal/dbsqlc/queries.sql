@@ -68,6 +68,15 @@ UPDATE venturi_job j SET
     payload  = CASE WHEN @replace::bool THEN (@payload::text)::jsonb ELSE j.payload END,
     priority = CASE WHEN @replace::bool THEN @priority::smallint ELSE j.priority END,
     carry    = CASE WHEN @set_carry::bool THEN NULLIF(@carry::text, '')::jsonb ELSE j.carry END,
+    -- Replace and With take the new task's queue, partition and slot too (its identity
+    -- beyond kind and key follows its payload).
+    queue    = CASE WHEN @replace::bool THEN @queue::text ELSE j.queue END,
+    part     = CASE WHEN @replace::bool
+                    THEN COALESCE(sqlc.narg(part)::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited))
+                    ELSE j.part END,
+    slot_key    = CASE WHEN @replace::bool THEN sqlc.narg(slot_key)::text ELSE j.slot_key END,
+    slot_limit  = CASE WHEN @replace::bool THEN sqlc.narg(slot_limit)::int ELSE j.slot_limit END,
+    slot_policy = CASE WHEN @replace::bool THEN sqlc.narg(slot_policy)::smallint ELSE j.slot_policy END,
     run_at   = t.at,
     state    = CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
     journal  = j.journal || jsonb_build_array((@entry::text)::jsonb || jsonb_build_object('at', now()))
@@ -279,6 +288,9 @@ WITH t AS (
         payload  = (@payload::text)::jsonb,
         priority = @priority,
         carry    = NULL,
+        queue    = @queue::text,
+        part     = COALESCE(sqlc.narg(part)::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)),
+        slot_key = sqlc.narg(slot_key)::text, slot_limit = sqlc.narg(slot_limit)::int, slot_policy = sqlc.narg(slot_policy)::smallint,
         run_at   = LEAST(j.run_at, t.at),
         state    = CASE WHEN LEAST(j.run_at, t.at) <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
         journal  = j.journal || jsonb_build_array((@entry::text)::jsonb || jsonb_build_object('at', now()))
@@ -559,3 +571,19 @@ SELECT id FROM venturi_job
 WHERE kind = @kind::text AND dedup_key = @dedup_key::text AND state IN ('scheduled', 'available', 'running', 'waiting')
 ORDER BY id DESC
 LIMIT 1;
+
+-- name: CreateHook :exec
+INSERT INTO venturi_hook (token_hash, job_id, name, reusable, expires_at)
+VALUES (@token_hash, @job_id, @name::text, @reusable::bool, now() + interval '1 microsecond' * @ttl_us::bigint);
+
+-- name: UseHook :one
+-- Takes a hook for one use: it must exist, be neither disposed nor expired, and be unused
+-- unless reusable. Marks it used. No row: the token does not resume anything.
+UPDATE venturi_hook SET used_at = now()
+WHERE token_hash = @token_hash AND disposed_at IS NULL AND expires_at > now()
+  AND (reusable OR used_at IS NULL)
+RETURNING job_id, name, reusable;
+
+-- name: DisposeHook :execrows
+UPDATE venturi_hook SET disposed_at = now()
+WHERE token_hash = @token_hash AND disposed_at IS NULL;

@@ -496,6 +496,30 @@ func (q *Queries) CountJobs(ctx context.Context, db DBTX) ([]*CountJobsRow, erro
 	return items, nil
 }
 
+const createHook = `-- name: CreateHook :exec
+INSERT INTO venturi_hook (token_hash, job_id, name, reusable, expires_at)
+VALUES ($1, $2, $3::text, $4::bool, now() + interval '1 microsecond' * $5::bigint)
+`
+
+type CreateHookParams struct {
+	TokenHash []byte
+	JobID     pgtype.UUID
+	Name      string
+	Reusable  bool
+	TtlUs     int64
+}
+
+func (q *Queries) CreateHook(ctx context.Context, db DBTX, arg CreateHookParams) error {
+	_, err := db.Exec(ctx, createHook,
+		arg.TokenHash,
+		arg.JobID,
+		arg.Name,
+		arg.Reusable,
+		arg.TtlUs,
+	)
+	return err
+}
+
 const dedupCandidate = `-- name: DedupCandidate :one
 SELECT id, priority, payload, carry, runs, failures, journal, journal_moved
 FROM venturi_job
@@ -556,6 +580,19 @@ func (q *Queries) DedupLock(ctx context.Context, db DBTX, arg DedupLockParams) (
 	var isolation string
 	err := row.Scan(&isolation)
 	return isolation, err
+}
+
+const disposeHook = `-- name: DisposeHook :execrows
+UPDATE venturi_hook SET disposed_at = now()
+WHERE token_hash = $1 AND disposed_at IS NULL
+`
+
+func (q *Queries) DisposeHook(ctx context.Context, db DBTX, tokenHash []byte) (int64, error) {
+	result, err := db.Exec(ctx, disposeHook, tokenHash)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const endedJobs = `-- name: EndedJobs :many
@@ -961,18 +998,21 @@ WITH t AS (
         payload  = ($5::text)::jsonb,
         priority = $6,
         carry    = NULL,
+        queue    = $7::text,
+        part     = COALESCE($8::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)),
+        slot_key = $9::text, slot_limit = $10::int, slot_policy = $11::smallint,
         run_at   = LEAST(j.run_at, t.at),
         state    = CASE WHEN LEAST(j.run_at, t.at) <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
-        journal  = j.journal || jsonb_build_array(($7::text)::jsonb || jsonb_build_object('at', now()))
+        journal  = j.journal || jsonb_build_array(($12::text)::jsonb || jsonb_build_object('at', now()))
     FROM cand, t
     WHERE j.id = cand.id
     RETURNING j.id, j.state
 ), ins AS (
     INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy)
-    SELECT $8, $3, $9::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+    SELECT $13, $3, $7::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
            $6, $4::text, ($5::text)::jsonb, t.at,
-           COALESCE($10::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = $3 AND vk.limited)),
-           $11::text, $12::int, $13::smallint
+           COALESCE($8::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = $3 AND vk.limited)),
+           $9::text, $10::int, $11::smallint
     FROM t
     WHERE NOT EXISTS (SELECT 1 FROM cand)
       AND current_setting('transaction_isolation') = 'read committed'
@@ -990,13 +1030,13 @@ type InsertOrReplaceParams struct {
 	DedupKey   string
 	Payload    string
 	Priority   int16
-	Entry      string
-	ID         pgtype.UUID
 	Queue      string
 	Part       pgtype.Text
 	SlotKey    pgtype.Text
 	SlotLimit  pgtype.Int4
 	SlotPolicy pgtype.Int2
+	Entry      string
+	ID         pgtype.UUID
 }
 
 type InsertOrReplaceRow struct {
@@ -1016,13 +1056,13 @@ func (q *Queries) InsertOrReplace(ctx context.Context, db DBTX, arg InsertOrRepl
 		arg.DedupKey,
 		arg.Payload,
 		arg.Priority,
-		arg.Entry,
-		arg.ID,
 		arg.Queue,
 		arg.Part,
 		arg.SlotKey,
 		arg.SlotLimit,
 		arg.SlotPolicy,
+		arg.Entry,
+		arg.ID,
 	)
 	var i InsertOrReplaceRow
 	err := row.Scan(&i.JobID, &i.Replaced, &i.Due)
@@ -1314,29 +1354,43 @@ UPDATE venturi_job j SET
     payload  = CASE WHEN $1::bool THEN ($2::text)::jsonb ELSE j.payload END,
     priority = CASE WHEN $1::bool THEN $3::smallint ELSE j.priority END,
     carry    = CASE WHEN $4::bool THEN NULLIF($5::text, '')::jsonb ELSE j.carry END,
+    -- Replace and With take the new task's queue, partition and slot too (its identity
+    -- beyond kind and key follows its payload).
+    queue    = CASE WHEN $1::bool THEN $6::text ELSE j.queue END,
+    part     = CASE WHEN $1::bool
+                    THEN COALESCE($7::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited))
+                    ELSE j.part END,
+    slot_key    = CASE WHEN $1::bool THEN $8::text ELSE j.slot_key END,
+    slot_limit  = CASE WHEN $1::bool THEN $9::int ELSE j.slot_limit END,
+    slot_policy = CASE WHEN $1::bool THEN $10::smallint ELSE j.slot_policy END,
     run_at   = t.at,
     state    = CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
-    journal  = j.journal || jsonb_build_array(($6::text)::jsonb || jsonb_build_object('at', now()))
+    journal  = j.journal || jsonb_build_array(($11::text)::jsonb || jsonb_build_object('at', now()))
 FROM (
     SELECT CASE WHEN $1::bool
-                THEN LEAST(o.run_at, COALESCE($8::timestamptz, now()) + interval '1 microsecond' * $9::bigint)
+                THEN LEAST(o.run_at, COALESCE($13::timestamptz, now()) + interval '1 microsecond' * $14::bigint)
                 ELSE o.run_at END AS at
-    FROM venturi_job o WHERE o.id = $7
+    FROM venturi_job o WHERE o.id = $12
 ) t
-WHERE j.id = $7 AND j.state IN ('scheduled', 'available')
+WHERE j.id = $12 AND j.state IN ('scheduled', 'available')
 RETURNING (j.state = 'available')::bool AS due
 `
 
 type MergeIntoParams struct {
-	Replace  bool
-	Payload  string
-	Priority int16
-	SetCarry bool
-	Carry    string
-	Entry    string
-	ID       pgtype.UUID
-	At       *time.Time
-	DelayUs  int64
+	Replace    bool
+	Payload    string
+	Priority   int16
+	SetCarry   bool
+	Carry      string
+	Queue      string
+	Part       pgtype.Text
+	SlotKey    pgtype.Text
+	SlotLimit  pgtype.Int4
+	SlotPolicy pgtype.Int2
+	Entry      string
+	ID         pgtype.UUID
+	At         *time.Time
+	DelayUs    int64
 }
 
 // Applies Keep (replace = false, set_carry = false), Replace or With to a pending job and
@@ -1349,6 +1403,11 @@ func (q *Queries) MergeInto(ctx context.Context, db DBTX, arg MergeIntoParams) (
 		arg.Priority,
 		arg.SetCarry,
 		arg.Carry,
+		arg.Queue,
+		arg.Part,
+		arg.SlotKey,
+		arg.SlotLimit,
+		arg.SlotPolicy,
 		arg.Entry,
 		arg.ID,
 		arg.At,
@@ -1764,4 +1823,26 @@ func (q *Queries) TryMaintenanceLock(ctx context.Context, db DBTX) (bool, error)
 	var locked bool
 	err := row.Scan(&locked)
 	return locked, err
+}
+
+const useHook = `-- name: UseHook :one
+UPDATE venturi_hook SET used_at = now()
+WHERE token_hash = $1 AND disposed_at IS NULL AND expires_at > now()
+  AND (reusable OR used_at IS NULL)
+RETURNING job_id, name, reusable
+`
+
+type UseHookRow struct {
+	JobID    pgtype.UUID
+	Name     string
+	Reusable bool
+}
+
+// Takes a hook for one use: it must exist, be neither disposed nor expired, and be unused
+// unless reusable. Marks it used. No row: the token does not resume anything.
+func (q *Queries) UseHook(ctx context.Context, db DBTX, tokenHash []byte) (*UseHookRow, error) {
+	row := db.QueryRow(ctx, useHook, tokenHash)
+	var i UseHookRow
+	err := row.Scan(&i.JobID, &i.Name, &i.Reusable)
+	return &i, err
 }
