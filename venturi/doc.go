@@ -15,8 +15,9 @@
 //   - Kind() string is required ([Task]). It must be unique and stable: it is stored
 //     with the payload and routes the job back to its handler.
 //   - Priority() Priority ([Prioritizer]) orders claims; higher runs first.
-//   - Queue() string ([Queuer]) puts the jobs in a named queue; a worker claims from the
-//     one queue of its [Config].Queue ([DefaultQueue] unless set).
+//   - Queue() string ([Queuer]) puts the jobs in a named queue ([OnQueue] overrides it
+//     per enqueue); a worker serves [Config].Queue ([DefaultQueue] unless set) or the
+//     queues of [Config].Queues, each with its own concurrency.
 //   - DedupKey() DedupKey ([Deduplicator]) makes an enqueue merge into a pending job of
 //     the same kind and key instead of adding one.
 //   - Merge(Pending[T, C]) Merge[T, C] decides that merge: keep the pending job, replace
@@ -24,6 +25,8 @@
 //     collision replaces. Its constructors are methods on [Pending], so code reads
 //     existing.Keep(), existing.Replace(), existing.With(task, carry).
 //   - Backoff() Backoff ([BackoffPolicy]) overrides the worker's retry backoff.
+//   - Slot() Slot ([Slotter]), Partition() string ([Partitioner]) and Limits() Limits
+//     ([Limiter]) put the jobs under flow control (below).
 //
 // The worker side adds Handle(ctx, *Run[C], S) (Outcome, error) to the same struct
 // ([Handler]) and registers it with Register[T](w), which infers the state type S and
@@ -34,7 +37,8 @@
 //
 // # Outcomes
 //
-// A handler returns [Completed] (or [CompletedWith] a note), [PauseIn] a duration (the
+// A handler returns [Completed] (or [CompletedWith] a note), [Cancelled] with a reason,
+// [PauseIn] a duration (the
 // job runs again later with its carry — the typed state C kept between runs — and the
 // pause is not a failure), or an error. A plain error retries with Fibonacci backoff
 // and deterministic jitter; [RetryIn] sets the delay; [Permanent] sends the job to dead
@@ -42,7 +46,7 @@
 //
 // # Lifecycle
 //
-// A job is in one of five states. scheduled and available are "pending": they are the
+// A job is in one of six states. scheduled and available are "pending": they are the
 // merge candidates of a dedup enqueue.
 //
 //	from       to         when                                             journal event
@@ -58,7 +62,12 @@
 //	running    available  lease expired (worker died or stalled)           abandoned
 //	running    dead       lease expired and the backstop was reached       abandoned
 //	running    available  shutdown released a claimed, unstarted job       (none: it never ran)
+//	running    cancelled  a newer job of its slot replaced it (SlotReplace) replaced
+//	available  cancelled  its slot was full (SlotDropIfRunning)            dropped
+//	pending    cancelled  Queue.Cancel                                     cancelled
+//	running    cancelled  Queue.Cancel (run asked to stop), or Cancelled   cancelled
 //	completed  (deleted)  older than Config.RetainCompleted                -
+//	cancelled  (deleted)  older than Config.RetainCompleted                -
 //	dead       (deleted)  older than Config.RetainDead                     -
 //
 // Failures (errors, panics, timeouts and abandoned runs) count toward the backstop;
@@ -86,6 +95,18 @@
 // Idle workers are woken by LISTEN/NOTIFY; polling (Config.PollInterval) always runs
 // as a fallback, and Config.PollOnly with QueueConfig.NoNotify serve connection
 // poolers in transaction mode.
+//
+// # Flow control
+//
+// The database enforces, in the claim and across all workers: a queue's pause
+// ([Queue.PauseQueue], durable) and concurrency ([Queue.SetQueueConcurrency]); per-key
+// slots ([Slot]: at most Limit jobs with a key run at once, with the policies
+// [SlotQueue], [SlotReplace] and [SlotDropIfRunning]); a kind's concurrency, rate (N
+// starts per period, optionally per partition) and circuit breaker ([Limits]); and
+// round-robin fairness between the partitions of a queue ([Partitioner]). Jobs under any
+// of these are "gated" and claimed by their own statement; plain jobs pay nothing for it.
+// Running counts are read from the job rows themselves, so a slot held by a killed
+// worker frees when the lease rescue returns its job. [Queue.Circuits] shows breakers.
 //
 // # The journal
 //

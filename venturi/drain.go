@@ -80,11 +80,9 @@ func (w *Worker[S]) drain(ctx context.Context, kinds []string, maxRuns int) ([]t
 		cancel(nil)
 		tracker.remove(j)
 		if !req.finalized && !req.lost {
-			ids, err := w.q.FinishRuns(ctx, w.pool, finishParams(w.cfg.ID, []*finishReq{req}))
-			if err != nil {
+			if _, err := finishRuns(ctx, w.pool, w.q, w.cfg.ID, w.channel, []*finishReq{req}, w.log); err != nil {
 				return out, err
 			}
-			afterFinish(ctx, w.pool, w.q, w.channel, []*finishReq{req}, ids, w.log)
 		}
 		row, err := w.q.GetJob(ctx, w.pool, uuidOf(j.id))
 		if err != nil {

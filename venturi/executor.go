@@ -21,7 +21,7 @@ import (
 var (
 	errShutdown   = errors.New("venturi: worker shut down")
 	errJobTimeout = errors.New("venturi: job timeout")
-	errReplaced   = errors.New("venturi: replaced by a newer job of its slot")
+	errStopped    = errors.New("venturi: run asked to stop (replaced or cancelled)")
 )
 
 // executor runs handlers: Concurrency long-lived goroutines take claimed jobs, run the
@@ -174,7 +174,7 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 		id: j.id, kind: j.kind, token: j.token, runs: j.runs, failures: j.failures,
 		history: history, carry: carry, shutdown: e.shutdown, earlier: e.journal,
 	}
-	if j.stop != nil {
+	if j.stop != nil { // every claim gives its runs one
 		run.shutdown = j.stop.ch
 	}
 	keepCarry := reflect.TypeFor[C]().Size() > 0
@@ -205,8 +205,7 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 		if len(ids) != 1 {
 			return ErrLeaseLost
 		}
-		afterFinish(fctx, tx, e.q, e.channel, []*finishReq{req}, ids, e.log())
-		return nil
+		return afterFinish(fctx, tx, e.q, e.channel, []*finishReq{req}, ids, e.log())
 	}
 	o, err := safeHandle(ctx, handle, task, run, state)
 	if err == nil && run.finalized {
@@ -247,15 +246,19 @@ func (e *executor) outcomeReq(ctx context.Context, j *claimed, o Outcome, err er
 	switch {
 	case context.Cause(ctx) == ErrLeaseLost:
 		req.lost = true
-	case j.replaced.Load() && (err != nil || o.kind != outcomeCompleted):
-		// SlotReplace: a newer job of the slot took over. Not a failure, and not to be run again.
-		entry.Event, entry.Note = EventReplaced, "replaced by a newer job of its slot"
+	case j.stopEvent.Load() != nil && (err != nil || o.kind != outcomeCompleted):
+		// Replaced by a newer job of its slot, or cancelled: not a failure, and not to be
+		// run again. FinishRuns puts the request's reason before the note.
+		entry.Event = *j.stopEvent.Load()
 		switch {
 		case err != nil:
-			entry.Note += ": " + err.Error()
-		case o.note != "":
-			entry.Note += ": " + o.note
+			entry.Note = err.Error()
+		default:
+			entry.Note = o.note
 		}
+		req.state = dbsqlc.VenturiJobStateCancelled
+	case err == nil && o.kind == outcomeCancel:
+		entry.Event, entry.Note = EventCancelled, o.note
 		req.state = dbsqlc.VenturiJobStateCancelled
 	case err == nil && o.kind == outcomePause:
 		entry.Event, entry.Note, entry.ResumeIn = EventPaused, o.note, o.resumeIn

@@ -219,9 +219,10 @@ func (f *fetcher) releaseStale() {
 // the promotion made available).
 func (f *fetcher) claim(n int) claimResult {
 	var (
-		jobs    []*claimed
-		dueInUs int64
-		paused  bool
+		jobs     []*claimed
+		dueInUs  int64
+		wakeInUs int64 = -1
+		paused   bool
 	)
 	sent := time.Now()
 	b := &pgx.Batch{}
@@ -232,6 +233,12 @@ func (f *fetcher) claim(n int) claimResult {
 		LeaseUs: delayOf(f.cfg.Lease), WorkerID: f.cfg.ID, MaxFailures: int32(max(f.cfg.MaxFailures, 0)),
 		Queue: f.cfg.Queue, Kinds: f.kinds, Max: int32(n), Channel: f.channel,
 	}, func(row *dbsqlc.ClaimGatedRow) {
+		if !row.ID.Valid { // a rate or a breaker holds jobs back until then
+			if wakeInUs < 0 || row.WakeInUs < wakeInUs {
+				wakeInUs = row.WakeInUs
+			}
+			return
+		}
 		j := &claimed{
 			id: ulidOf(row.ID), kind: row.Kind, payload: row.Payload, carry: row.Carry,
 			runs: int(row.Runs), failures: int(row.Failures), token: row.LeaseToken,
@@ -247,7 +254,7 @@ func (f *fetcher) claim(n int) claimResult {
 		j := &claimed{
 			id: ulidOf(row.ID), kind: row.Kind, payload: row.Payload, carry: row.Carry,
 			runs: int(row.Runs), failures: int(row.Failures), token: row.LeaseToken.Int64,
-			journal: row.Journal, journalMoved: row.JournalMoved, sent: sent,
+			journal: row.Journal, journalMoved: row.JournalMoved, sent: sent, stop: newRunStop(),
 		}
 		if row.AttemptedAt != nil {
 			j.started = *row.AttemptedAt
@@ -267,6 +274,9 @@ func (f *fetcher) claim(n int) claimResult {
 	}
 	f.tracker.add(jobs)
 	r := claimResult{jobs: jobs, paused: paused}
+	if wakeInUs >= 0 && (dueInUs < 0 || wakeInUs < dueInUs) {
+		dueInUs = wakeInUs
+	}
 	if dueInUs >= 0 {
 		r.nextDue = received.Add(time.Duration(dueInUs) * time.Microsecond)
 	}

@@ -2,6 +2,7 @@ package venturi
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -36,11 +37,7 @@ func newFinisher(cfg Config, db *pgxpool.Pool, q *dbsqlc.Queries, tracker *runTr
 	return &finisher{
 		log: log, tracker: tracker, again: again, dbCtx: dbCtx,
 		write: func(ctx context.Context, reqs []*finishReq) ([]pgtype.UUID, error) {
-			ids, err := q.FinishRuns(ctx, db, finishParams(cfg.ID, reqs))
-			if err == nil {
-				afterFinish(ctx, db, q, channel, reqs, ids, log)
-			}
-			return ids, err
+			return finishRuns(ctx, db, q, cfg.ID, channel, reqs, log)
 		},
 		in:      make(chan *finishReq, max(maxFinishBatch, 4*cfg.totalConcurrency())),
 		closing: make(chan struct{}),
@@ -173,11 +170,29 @@ func (f *finisher) written(batch []*finishReq, ids []pgtype.UUID) {
 	}
 }
 
-// afterFinish does what the end of gated runs entails once their results are written:
-// it reports their outcomes to their breakers (in key order, the lock order) and wakes
-// the workers of their kinds, for whom a slot or a limit may have room now. Both are
-// best-effort: a lost breaker report only delays a trip, and a lost wake-up costs a poll.
-func afterFinish(ctx context.Context, db dbBatcher, q *dbsqlc.Queries, channel string, reqs []*finishReq, ids []pgtype.UUID, log *slog.Logger) {
+// finishRuns writes the results of runs. Plain runs take one FinishRuns statement. With
+// gated runs among them, the same transaction also reports their outcomes to their
+// breakers, so a breaker has counted a failure by the time its job can be claimed again,
+// and wakes the workers of their kinds (see afterFinish).
+func finishRuns(ctx context.Context, db *pgxpool.Pool, q *dbsqlc.Queries, worker, channel string, reqs []*finishReq, log *slog.Logger) ([]pgtype.UUID, error) {
+	if !slices.ContainsFunc(reqs, func(r *finishReq) bool { return r.job.gated }) {
+		return q.FinishRuns(ctx, db, finishParams(worker, reqs))
+	}
+	var ids []pgtype.UUID
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		var err error
+		if ids, err = q.FinishRuns(ctx, tx, finishParams(worker, reqs)); err != nil {
+			return err
+		}
+		return afterFinish(ctx, tx, q, channel, reqs, ids, log)
+	})
+	return ids, err
+}
+
+// afterFinish does what the end of gated runs entails, in the transaction that wrote their
+// results: it reports their outcomes to their breakers (in key order, the lock order) and
+// wakes the workers of their kinds, for whom a slot or a limit may have room now.
+func afterFinish(ctx context.Context, db dbBatcher, q *dbsqlc.Queries, channel string, reqs []*finishReq, ids []pgtype.UUID, log *slog.Logger) error {
 	var written map[ulid.ULID]bool
 	var kinds []string
 	var p dbsqlc.BreakerRecordParams
@@ -203,25 +218,26 @@ func afterFinish(ctx context.Context, db dbBatcher, q *dbsqlc.Queries, channel s
 		}
 	}
 	if len(kinds) == 0 {
-		return
+		return nil
 	}
 	if len(p.Keys) > 0 {
-		recordBreakers(ctx, db, q, p, log)
-	}
-	if channel != "" {
-		b := &pgx.Batch{}
-		for _, k := range kinds {
-			dbsqlc.QueueNotify(b, dbsqlc.NotifyParams{Channel: channel, Payload: k})
-		}
-		if err := db.SendBatch(ctx, b).Close(); err != nil {
-			log.Debug("venturi: wake-up after gated runs failed", "err", err)
+		if err := recordBreakers(ctx, db, q, p, log); err != nil {
+			return err
 		}
 	}
+	if channel == "" {
+		return nil
+	}
+	b := &pgx.Batch{}
+	for _, k := range kinds {
+		dbsqlc.QueueNotify(b, dbsqlc.NotifyParams{Channel: channel, Payload: k})
+	}
+	return db.SendBatch(ctx, b).Close()
 }
 
 // recordBreakers reports outcomes to breakers, sorted by key (stable: one key's outcomes
 // keep their order), and logs the breakers that opened or closed.
-func recordBreakers(ctx context.Context, db dbsqlc.DBTX, q *dbsqlc.Queries, p dbsqlc.BreakerRecordParams, log *slog.Logger) {
+func recordBreakers(ctx context.Context, db dbsqlc.DBTX, q *dbsqlc.Queries, p dbsqlc.BreakerRecordParams, log *slog.Logger) error {
 	idx := make([]int, len(p.Keys))
 	for i := range idx {
 		idx[i] = i
@@ -234,8 +250,7 @@ func recordBreakers(ctx context.Context, db dbsqlc.DBTX, q *dbsqlc.Queries, p db
 	}
 	rows, err := q.BreakerRecord(ctx, db, sorted)
 	if err != nil {
-		log.Warn("venturi: breaker report failed", "err", err, "outcomes", len(sorted.Keys))
-		return
+		return fmt.Errorf("venturi: report outcomes to breakers: %w", err)
 	}
 	for _, r := range rows {
 		if r.Opened {
@@ -245,6 +260,7 @@ func recordBreakers(ctx context.Context, db dbsqlc.DBTX, q *dbsqlc.Queries, p db
 			log.Info("venturi: circuit closed: a run succeeded", "kind", r.Kind, "partition", r.Part)
 		}
 	}
+	return nil
 }
 
 // breakerOutcome reports whether the run failed, for its breaker; ok is false for an

@@ -117,9 +117,6 @@ const (
 	DefaultBreakerCooldown = 30 * time.Second
 )
 
-// limited reports whether l limits anything.
-func (l Limits) limited() bool { return l.Concurrency > 0 || l.Rate.N > 0 || l.Breaker.Failures > 0 }
-
 // validate checks l and fills its defaults.
 func (l Limits) validate() (Limits, error) {
 	switch {

@@ -725,3 +725,20 @@ func TestMigration6UpgradesAVersion5Schema(t *testing.T) {
 		}
 	}
 }
+
+// TestRateLimitedJobsStartWhenTheWindowFrees: a worker that neither polls (an hour) nor
+// listens runs rate-limited jobs as the window frees: the claim tells it when.
+func TestRateLimitedJobsStartWhenTheWindowFrees(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	cfg := fastConfig()
+	cfg.PollOnly, cfg.PollInterval = true, time.Hour
+	var ids []ulid.ULID
+	for i := range 9 {
+		ids = append(ids, enqueue(t, q, rated{N: i, Host: "one.example"}).ID)
+	}
+	startFlowWorkers[rated](t, pool, flowState{g: newGauge()}, 1, cfg)
+	for _, id := range ids {
+		waitFinished(t, q, id)
+	}
+}

@@ -61,9 +61,12 @@ type Job struct {
 	Gated bool
 	// Slot is the job's slot; nil when it takes none.
 	Slot *Slot
-	// StopRequested reports that a newer job of the slot asked this job's run to stop
-	// (SlotReplace).
+	// StopRequested reports that the job's run was asked to stop: StopEvent says by whom
+	// (EventReplaced: a newer job of its slot; EventCancelled: [Queue.Cancel]) and
+	// StopNote why. Unless the run completes, the job ends cancelled.
 	StopRequested bool
+	StopEvent     Event
+	StopNote      string
 	// Circuit is the breaker the job reports to, read with the job by [Queue.Job]; nil when
 	// its kind has no breaker (or it has not seen a claim). While it is open the job waits.
 	Circuit *Circuit
@@ -97,6 +100,7 @@ func jobFromRow(row *dbsqlc.GetJobRow) (*Job, error) {
 		RunAt: row.RunAt, RunCount: int(row.Runs), Failures: int(row.Failures),
 		CreatedAt: row.CreatedAt, AttemptedAt: row.AttemptedAt, FinishedAt: row.FinishedAt,
 		Queue: row.Queue, Partition: row.Part.String, Gated: row.Part.Valid, StopRequested: row.StopRequestedAt != nil,
+		StopEvent: Event(row.StopEvent.String), StopNote: row.StopNote.String,
 	}
 	if row.SlotKey.Valid {
 		j.Slot = &Slot{Key: row.SlotKey.String, Limit: int(row.SlotLimit.Int32), Policy: SlotPolicy(row.SlotPolicy.Int16)}

@@ -20,6 +20,7 @@ const (
 	EventMerged      Event = "merged"      // an enqueue merged into this pending job
 	EventReplaced    Event = "replaced"    // SlotReplace: a newer job of the slot took over; the job is cancelled, not failed
 	EventDropped     Event = "dropped"     // SlotDropIfRunning: the job's slot was full when it became runnable; cancelled
+	EventCancelled   Event = "cancelled"   // Queue.Cancel, or the handler returned Cancelled; not a failure
 )
 
 // JournalEntry is the record of one run of a job (or of one merge into it). The journal

@@ -62,8 +62,8 @@ func (l *leaseExtender) extend(ctx context.Context) {
 	ok := make(map[ulid.ULID]bool, len(kept))
 	for _, r := range kept {
 		ok[ulidOf(r.ID)] = true
-		if r.StopRequested { // the notification may have been missed
-			l.tracker.requestStop(ulidOf(r.ID))
+		if r.StopEvent != "" { // the notification may have been missed
+			l.tracker.requestStop(ulidOf(r.ID), Event(r.StopEvent))
 		}
 	}
 	l.tracker.extended(runs, ok, sent)

@@ -22,10 +22,10 @@ type listener struct {
 	channel    string
 	kinds      map[string]bool
 	log        *slog.Logger
-	notified   func()            // a due job of one of kinds was committed, or the listener reconnected
-	delayed    func()            // a delayed job of one of kinds was committed
-	queue      func(name string) // a queue was paused, resumed or limited
-	stop       func(ulid.ULID)   // a newer job of a slot asks this job's run to stop
+	notified   func()                 // a due job of one of kinds was committed, or the listener reconnected
+	delayed    func()                 // a delayed job of one of kinds was committed
+	queue      func(name string)      // a queue was paused, resumed or limited
+	stop       func(ulid.ULID, Event) // a job's run is asked to stop (replaced, cancelled)
 }
 
 // Notification payloads besides kinds and delayedPrefix+kind. They start with U+001F,
@@ -91,10 +91,11 @@ func (l *listener) listen(ctx context.Context) error {
 			l.delayed()
 		case strings.HasPrefix(n.Payload, queuePrefix):
 			l.queue(n.Payload[len(queuePrefix):])
-		case strings.HasPrefix(n.Payload, stopPrefix):
+		case strings.HasPrefix(n.Payload, stopPrefix): // stopPrefix + event + ":" + job ID
+			ev, id, _ := strings.Cut(n.Payload[len(stopPrefix):], ":")
 			var u pgtype.UUID
-			if err := u.Scan(n.Payload[len(stopPrefix):]); err == nil && u.Valid {
-				l.stop(ulid.ULID(u.Bytes))
+			if err := u.Scan(id); err == nil && u.Valid {
+				l.stop(ulid.ULID(u.Bytes), Event(ev))
 			}
 		}
 	}

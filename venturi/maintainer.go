@@ -131,7 +131,9 @@ func (m *maintainer) round(ctx context.Context, work maintenanceWork) (held bool
 				}
 			}
 			if len(brk.Keys) > 0 {
-				recordBreakers(ctx, tx, m.q, brk, m.log)
+				if err := recordBreakers(ctx, tx, m.q, brk, m.log); err != nil {
+					return err
+				}
 			}
 			rescued, full.rescue = len(rows), len(rows) == RescueBatch
 		}

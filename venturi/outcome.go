@@ -10,6 +10,7 @@ type outcomeKind uint8
 const (
 	outcomeCompleted outcomeKind = iota
 	outcomePause
+	outcomeCancel
 )
 
 // Outcome is what a successful run decided: the job completed, or it pauses and runs again
@@ -36,6 +37,14 @@ func PauseInWith(d time.Duration, note string) Outcome {
 	return Outcome{kind: outcomePause, resumeIn: max(d, 0), note: note}
 }
 
+// Cancelled ends the job in [StateCancelled] with reason as its journal note: the handler
+// decided the work should not happen (its subject is gone, say). It is not a failure and
+// the job never runs again.
+func Cancelled(reason string) Outcome { return Outcome{kind: outcomeCancel, note: reason} }
+
+// IsCancel reports whether the outcome cancels the job.
+func (o Outcome) IsCancel() bool { return o.kind == outcomeCancel }
+
 // IsPause reports whether the outcome is a pause.
 func (o Outcome) IsPause() bool { return o.kind == outcomePause }
 
@@ -47,8 +56,11 @@ func (o Outcome) ResumeIn() time.Duration { return o.resumeIn }
 
 // String describes the outcome.
 func (o Outcome) String() string {
-	if o.kind == outcomePause {
+	switch o.kind {
+	case outcomePause:
 		return fmt.Sprintf("pause(%v, %q)", o.resumeIn, o.note)
+	case outcomeCancel:
+		return fmt.Sprintf("cancelled(%q)", o.note)
 	}
 	return fmt.Sprintf("completed(%q)", o.note)
 }

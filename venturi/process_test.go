@@ -3,6 +3,7 @@ package venturi_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -61,11 +62,91 @@ func workerProcess(schema string) int {
 		return 2
 	}
 	venturi.MustRegister[zombieTask](w)
+	venturi.MustRegister[procSlot](w)
 	if err := w.Run(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return 0
+}
+
+// procSlot takes the slot "proc" under Policy. With Block it blocks on its first run until
+// Run.Shutdown closes (then returns an error) or forever when Deaf is set too; later runs
+// and unblocked jobs complete at once.
+type procSlot struct {
+	N      int                `json:"n"`
+	Policy venturi.SlotPolicy `json:"policy"`
+	Block  bool               `json:"block"`
+	Deaf   bool               `json:"deaf"`
+}
+
+func (procSlot) Kind() string { return "proc_slot" }
+func (p procSlot) Slot() venturi.Slot {
+	return venturi.Slot{Key: "proc", Limit: 1, Policy: p.Policy}
+}
+func (p procSlot) Handle(ctx context.Context, run *venturi.Run[struct{}], _ struct{}) (venturi.Outcome, error) {
+	if p.Block && run.RunCount() == 1 {
+		fmt.Fprintf(os.Stderr, "HANDLER-STARTED %s\n", run.ID())
+		if p.Deaf {
+			select {} // killed with its process
+		}
+		select {
+		case <-run.Shutdown():
+			fmt.Fprintf(os.Stderr, "SHUTDOWN-SEEN %s\n", run.ID())
+			return venturi.Outcome{}, errors.New("stopped")
+		case <-ctx.Done():
+			return venturi.Outcome{}, ctx.Err()
+		}
+	}
+	return venturi.CompletedWith(fmt.Sprintf("job %d", p.N)), nil
+}
+
+// TestKilledWorkerFreesItsSlot: a worker process killed while its job holds a slot
+// (limit 1) keeps the slot until the lease rescue returns the job; then another worker
+// runs the waiting job and the rescued one, never two at once by the journal.
+func TestKilledWorkerFreesItsSlot(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	c := startChild(t, pool)
+	held := enqueue(t, q, procSlot{N: 1, Block: true, Deaf: true})
+	c.waitHandlerStarted(t, held)
+	waiting := enqueue(t, q, procSlot{N: 2})
+	if err := c.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.cmd.Wait()
+	startWorkerFor[procSlot](t, pool, struct{}{}, venturi.Config{Lease: time.Second, MaintenanceInterval: 100 * time.Millisecond,
+		PollInterval: 50 * time.Millisecond, ID: "rescuer", Logger: testLogger()})
+	a := waitState(t, q, held, venturi.StateCompleted)
+	b := waitState(t, q, waiting, venturi.StateCompleted)
+	if eventsOf(a) != "abandoned,completed" || eventsOf(b) != "completed" {
+		t.Fatalf("journals: %s / %s", eventsOf(a), eventsOf(b))
+	}
+	abandoned := a.Journal[0]
+	if start := b.Journal[0].StartedAt; start.Before(abandoned.At) {
+		t.Fatalf("the waiting job started at %v, before the killed run's slot was freed at %v", start, abandoned.At)
+	}
+}
+
+// TestReplaceStopsARunInAnotherProcess: a SlotReplace job enqueued while a worker process
+// runs its slot's job stops that run through a notification: the other process's handler
+// sees Run.Shutdown, its job ends replaced (cancelled, not failed), and the newer one runs.
+func TestReplaceStopsARunInAnotherProcess(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	c := startChild(t, pool)
+	old := enqueue(t, q, procSlot{N: 1, Policy: venturi.SlotReplace, Block: true})
+	c.waitHandlerStarted(t, old)
+	cfg := fastConfig()
+	cfg.ID = "replacer"
+	startWorkerFor[procSlot](t, pool, struct{}{}, cfg)
+	newer := enqueue(t, q, procSlot{N: 2, Policy: venturi.SlotReplace})
+	eventually(t, within, "the child's handler to see Run.Shutdown", func() bool { return c.saw("SHUTDOWN-SEEN " + old.ID.String()) })
+	j := waitState(t, q, old, venturi.StateCancelled)
+	if e := lastEntry(j); e.Event != venturi.EventReplaced || e.Worker != "child" || j.Failures != 0 {
+		t.Fatalf("replaced job: %+v, failures %d", e, j.Failures)
+	}
+	waitState(t, q, newer, venturi.StateCompleted)
 }
 
 // child is a worker process whose stderr the test can watch.

@@ -20,19 +20,19 @@ type claimed struct {
 	runs         int
 	failures     int
 	token        int64
-	journal      []byte    // the journal's recent entries, as stored in the row
-	journalMoved int64     // entries moved out of the row before them
-	started      time.Time // attempted_at: the claim's database time
-	sent         time.Time // local clock when the claim was sent: the lease runs from here at the latest
-	received     time.Time // local clock when the claim's rows arrived: the run's duration runs from here
-	breaker      string    // the breaker the run reports to ("": none)
-	gated        bool      // claimed by the gated claim: finishing it may free a gate
-	stop         *runStop  // a gated run's stop signal (Run.Shutdown); nil: the worker's
-	replaced     atomic.Bool
+	journal      []byte                // the journal's recent entries, as stored in the row
+	journalMoved int64                 // entries moved out of the row before them
+	started      time.Time             // attempted_at: the claim's database time
+	sent         time.Time             // local clock when the claim was sent: the lease runs from here at the latest
+	received     time.Time             // local clock when the claim's rows arrived: the run's duration runs from here
+	breaker      string                // the breaker the run reports to ("": none)
+	gated        bool                  // claimed by the gated claim: finishing it may free a gate
+	stop         *runStop              // the run's stop signal (Run.Shutdown)
+	stopEvent    atomic.Pointer[Event] // set when the run was asked to stop: EventReplaced or EventCancelled
 }
 
-// runStop is one run's stop signal: closed when the worker shuts down or a newer job of
-// the run's slot replaces it.
+// runStop is one run's stop signal: closed when the worker shuts down, or when the run is
+// asked to stop (a newer job of its slot replaces it, or its job is cancelled).
 type runStop struct {
 	once sync.Once
 	ch   chan struct{}
@@ -69,25 +69,26 @@ func newRunTracker(lease, grace time.Duration, log *slog.Logger) *runTracker {
 	return &runTracker{lease: lease, grace: grace, log: log, active: map[ulid.ULID]*activeRun{}}
 }
 
-// requestStop handles a Replace: a newer job of id's slot asked its run to stop. The run
-// sees its stop signal now and its context is cancelled after the grace period; a run
-// still in the prefetch buffer gets the grace period from its start.
-func (t *runTracker) requestStop(id ulid.ULID) {
+// requestStop handles a request that id's run stop (ev: EventReplaced by a newer job of
+// its slot, EventCancelled by Queue.Cancel). The run sees its stop signal now and its
+// context is cancelled after the grace period; a run still in the prefetch buffer gets
+// the grace period from its start.
+func (t *runTracker) requestStop(id ulid.ULID, ev Event) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	a := t.active[id]
-	if a == nil || a.job.stop == nil || a.job.replaced.Swap(true) {
+	if a == nil || a.job.stop == nil || !a.job.stopEvent.CompareAndSwap(nil, &ev) {
 		return
 	}
 	a.job.stop.close()
-	t.log.Info("venturi: run replaced by a newer job of its slot; stopping it", "job", id, "kind", a.job.kind)
+	t.log.Info("venturi: run asked to stop", "job", id, "kind", a.job.kind, "why", ev)
 	if a.cancel != nil {
 		cancel := a.cancel
-		time.AfterFunc(t.grace, func() { cancel(errReplaced) })
+		time.AfterFunc(t.grace, func() { cancel(errStopped) })
 	}
 }
 
-// stopAll closes the stop signal of every gated run: the worker is shutting down.
+// stopAll closes the stop signal of every run: the worker is shutting down.
 func (t *runTracker) stopAll() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -122,8 +123,8 @@ func (t *runTracker) begin(j *claimed, cancel context.CancelCauseFunc) bool {
 		return false
 	}
 	a.cancel, a.started = cancel, now
-	if j.replaced.Load() {
-		time.AfterFunc(t.grace, func() { cancel(errReplaced) })
+	if j.stopEvent.Load() != nil {
+		time.AfterFunc(t.grace, func() { cancel(errStopped) })
 	}
 	return true
 }

@@ -42,8 +42,13 @@ ALTER TABLE venturi_job
         CONSTRAINT venturi_job_slot_policy_check CHECK (slot_policy BETWEEN 0 AND 2),
     -- The breaker this run reports its outcome to (set by the claim).
     ADD COLUMN breaker text,
-    -- A newer job of the slot asked this run to stop (Replace).
+    -- This run was asked to stop: by a newer job of its slot (stop_event 'replaced') or by
+    -- Queue.Cancel ('cancelled'), with stop_note saying why. Whatever the run then reports
+    -- short of completing, the job ends cancelled: the statements that end runs enforce it.
     ADD COLUMN stop_requested_at timestamptz,
+    ADD COLUMN stop_event text
+        CONSTRAINT venturi_job_stop_event_check CHECK (stop_event IN ('replaced', 'cancelled')),
+    ADD COLUMN stop_note text,
     ADD CONSTRAINT venturi_job_slot_complete CHECK (
         (slot_key IS NULL) = (slot_limit IS NULL) AND (slot_key IS NULL) = (slot_policy IS NULL)
         AND (slot_key IS NULL OR part IS NOT NULL));
@@ -52,6 +57,9 @@ CREATE TABLE venturi_queue (
     name        text        PRIMARY KEY CHECK (name <> '' AND length(name) <= 128),
     paused      boolean     NOT NULL DEFAULT false,
     concurrency integer     NOT NULL DEFAULT 0 CHECK (concurrency >= 0), -- 0: no limit
+    -- Round-robin cursor: with more partitions than one claim looks at, the next claim
+    -- starts after this one.
+    rr_after    text,
     updated_at  timestamptz NOT NULL DEFAULT now()
 );
 
@@ -106,6 +114,45 @@ BEGIN
 END
 $$;
 
+-- venturi_gated_parts lists up to p_max partitions of p_queue that have available gated
+-- jobs, in order, after p_after (from the first when NULL): a skip scan of the gated claim
+-- index, one probe per partition.
+CREATE FUNCTION venturi_gated_parts(p_queue text, p_after text, p_max integer) RETURNS text[]
+LANGUAGE plpgsql AS $$
+DECLARE
+    r text[];
+BEGIN
+    -- Two copies of one scan: a condition that tested p_after for NULL would keep the
+    -- anchor from seeking the index to p_after.
+    IF p_after IS NULL THEN
+        WITH RECURSIVE ps(p, n) AS (
+            (SELECT x.part, 1 FROM venturi_job x
+             WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue
+             ORDER BY x.part LIMIT 1)
+            UNION ALL
+            SELECT (SELECT x.part FROM venturi_job x
+                    WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue AND x.part > ps.p
+                    ORDER BY x.part LIMIT 1), ps.n + 1
+            FROM ps WHERE ps.p IS NOT NULL AND ps.n < p_max
+        )
+        SELECT array_agg(ps.p ORDER BY ps.n) INTO r FROM ps WHERE ps.p IS NOT NULL;
+    ELSE
+        WITH RECURSIVE ps(p, n) AS (
+            (SELECT x.part, 1 FROM venturi_job x
+             WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue AND x.part > p_after
+             ORDER BY x.part LIMIT 1)
+            UNION ALL
+            SELECT (SELECT x.part FROM venturi_job x
+                    WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue AND x.part > ps.p
+                    ORDER BY x.part LIMIT 1), ps.n + 1
+            FROM ps WHERE ps.p IS NOT NULL AND ps.n < p_max
+        )
+        SELECT array_agg(ps.p ORDER BY ps.n) INTO r FROM ps WHERE ps.p IS NOT NULL;
+    END IF;
+    RETURN COALESCE(r, '{}');
+END
+$$;
+
 -- venturi_claim_gated claims up to p_max gated jobs of p_kinds from p_queue (and, when
 -- the queue has a concurrency limit, its plain jobs too), admitting each only while every
 -- gate it is subject to has room. It returns nothing while the queue is paused.
@@ -114,12 +161,16 @@ $$;
 -- every partition, most urgent first, then the second...). Gates per candidate: its slot
 -- (s), its kind's concurrency (k), the queue's concurrency (q), its kind's rate (r) and
 -- breaker (b), the last two per partition when the kind says so.
+--
+-- When a rate or an open breaker held jobs back, one more row, with a NULL id, says in
+-- wake_in_us when the first of them may run: the worker looks again then instead of at its
+-- next poll. (Slots and concurrency limits free when runs end, which wakes the workers.)
 CREATE FUNCTION venturi_claim_gated(
     p_queue text, p_kinds text[], p_max integer, p_lease_us bigint, p_worker text,
     p_max_failures integer, p_channel text)
 RETURNS TABLE (id uuid, kind text, payload jsonb, carry jsonb, runs integer, failures integer,
                lease_token bigint, journal jsonb, journal_moved bigint, attempted_at timestamptz,
-               breaker text, stop_requested boolean)
+               breaker text, wake_in_us bigint)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -129,10 +180,14 @@ DECLARE
     v_now   timestamptz; -- the admitted runs' start
     v_check timestamptz; -- when the gates were checked
     v_parts text[];
+    v_after text;
+    max_parts CONSTANT integer := 1000; -- partitions one claim looks at
     v_k     integer;
     -- candidates, in admission order
     c_id     uuid[];
     c_slot   text[];
+    c_part   text[];
+    v_last   text; -- the partition of the last job admitted
     c_limit  integer[];
     c_policy smallint[];
     c_g      integer[]; -- five gate indexes per candidate (0: none), flattened
@@ -149,12 +204,14 @@ DECLARE
     slot_full boolean;
     admit   uuid[] := '{}';
     admit_g integer[] := '{}';
+    blocked_g integer[] := '{}'; -- rate and breaker gates that held a candidate back
+    v_wake  timestamptz;
     dropped uuid[] := '{}';
     drop_note text[] := '{}';
     replace_slots text[] := '{}';
     r       record;
 BEGIN
-    SELECT vq.paused, vq.concurrency INTO v_paused, v_qconc FROM venturi_queue vq WHERE vq.name = p_queue;
+    SELECT vq.paused, vq.concurrency, vq.rr_after INTO v_paused, v_qconc, v_after FROM venturi_queue vq WHERE vq.name = p_queue;
     IF v_paused THEN
         RETURN;
     END IF;
@@ -165,26 +222,21 @@ BEGIN
         RETURN;
     END IF;
 
-    -- The partitions with available gated jobs: a skip scan of the gated claim index.
-    WITH RECURSIVE ps(p) AS (
-        (SELECT x.part FROM venturi_job x
-         WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue
-         ORDER BY x.part LIMIT 1)
-        UNION ALL
-        SELECT (SELECT x.part FROM venturi_job x
-                WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue AND x.part > ps.p
-                ORDER BY x.part LIMIT 1)
-        FROM ps WHERE ps.p IS NOT NULL
-    )
-    SELECT array_agg(ps.p) INTO v_parts FROM ps WHERE ps.p IS NOT NULL;
-    v_parts := COALESCE(v_parts, '{}');
+    -- The partitions with available gated jobs, at most max_parts of them, in round-robin
+    -- order: after the queue's cursor (the partition served last), wrapping around.
+    v_parts := venturi_gated_parts(p_queue, v_after, max_parts);
+    IF v_after IS NOT NULL AND cardinality(v_parts) < max_parts THEN
+        v_parts := v_parts || ARRAY(
+            SELECT w.p FROM unnest(venturi_gated_parts(p_queue, NULL, max_parts - cardinality(v_parts))) AS w(p)
+            WHERE w.p <= v_after);
+    END IF;
     v_k := GREATEST(1, ceil(p_max::numeric / GREATEST(cardinality(v_parts), 1))::integer);
 
     -- Candidates, locked: up to v_k per partition, round-robin; then, with a queue limit,
     -- the queue's plain jobs (the queue's gate alone applies to them).
     WITH gated AS (
-        SELECT y.*, row_number() OVER (PARTITION BY y.part ORDER BY y.priority DESC, y.run_at, y.id) AS rn
-        FROM unnest(v_parts) AS pp(p),
+        SELECT y.*, pp.pos, row_number() OVER (PARTITION BY y.part ORDER BY y.priority DESC, y.run_at, y.id) AS rn
+        FROM unnest(v_parts) WITH ORDINALITY AS pp(p, pos),
         LATERAL (
             SELECT x.id, x.kind, x.part, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.run_at
             FROM venturi_job x
@@ -203,12 +255,15 @@ BEGIN
         LIMIT LEAST(p_max, v_qconc)
         FOR UPDATE SKIP LOCKED
     ), cand AS (
-        SELECT c.*, row_number() OVER (ORDER BY c.rn, c.priority DESC, c.run_at, c.id) AS ord
+        -- Round by round: each partition's first job, in partition order from the cursor,
+        -- then each one's second... A limited queue's plain jobs go first in each round.
+        SELECT c.*, row_number() OVER (ORDER BY c.rn, c.pos, c.priority DESC, c.run_at, c.id) AS ord
         FROM (SELECT gated.id, gated.kind, gated.part, gated.slot_key, gated.slot_limit, gated.slot_policy,
-                     gated.priority, gated.run_at, gated.rn FROM gated
+                     gated.priority, gated.run_at, gated.rn, gated.pos FROM gated
               UNION ALL
               SELECT plain.id, plain.kind, plain.part, plain.slot_key, plain.slot_limit, plain.slot_policy,
-                     plain.priority, plain.run_at, 1 FROM plain) c
+                     plain.priority, plain.run_at,
+                     row_number() OVER (ORDER BY plain.priority DESC, plain.run_at, plain.id), 0 FROM plain) c
     ), gk AS (
         -- Each candidate's gates: (candidate order, position 1..5, key, slot?).
         SELECT cand.ord, 1 AS pos, 's' || sep || cand.slot_key AS key
@@ -230,6 +285,7 @@ BEGIN
     SELECT
         (SELECT array_agg(cand.id ORDER BY cand.ord) FROM cand),
         (SELECT array_agg(cand.slot_key ORDER BY cand.ord) FROM cand),
+        (SELECT array_agg(cand.part ORDER BY cand.ord) FROM cand),
         (SELECT array_agg(cand.slot_limit ORDER BY cand.ord) FROM cand),
         (SELECT array_agg(cand.slot_policy ORDER BY cand.ord) FROM cand),
         (SELECT array_agg(COALESCE(keys.gi, 0) ORDER BY cand.ord, pos.n)
@@ -237,7 +293,7 @@ BEGIN
          LEFT JOIN gk ON gk.ord = cand.ord AND gk.pos = pos.n
          LEFT JOIN keys ON keys.key = gk.key),
         (SELECT array_agg(keys.key ORDER BY keys.gi) FROM keys)
-    INTO c_id, c_slot, c_limit, c_policy, c_g, g_key;
+    INTO c_id, c_slot, c_part, c_limit, c_policy, c_g, g_key;
 
     n := COALESCE(cardinality(c_id), 0);
     IF n = 0 THEN
@@ -254,37 +310,50 @@ BEGIN
     FROM unnest(g_key) AS gkey WHERE left(gkey, 1) IN ('r', 'b')
     ON CONFLICT DO NOTHING;
 
-    SELECT array_agg(COALESCE(st.used, 0) ORDER BY gs.gi), array_agg(COALESCE(st.cap, 2147483647) ORDER BY gs.gi),
-           array_agg(left(gs.key, 1) = 's' ORDER BY gs.gi)
+    -- Each gate's use and capacity. Running counts come from the job rows (one grouped
+    -- index scan per gate type); rate windows and breakers from venturi_gate.
+    WITH slot_used AS (
+        SELECT x.slot_key AS s, count(*)::integer AS n
+        FROM venturi_job x
+        WHERE x.state = 'running' AND x.slot_key IS NOT NULL
+          AND x.slot_key = ANY(ARRAY(SELECT substr(k, 3) FROM unnest(g_key) AS k WHERE left(k, 1) = 's'))
+        GROUP BY x.slot_key
+    ), kind_used AS (
+        SELECT x.kind AS s, count(*)::integer AS n
+        FROM venturi_job x
+        WHERE x.state = 'running' AND x.part IS NOT NULL
+          AND x.kind = ANY(ARRAY(SELECT substr(k, 3) FROM unnest(g_key) AS k WHERE left(k, 1) = 'k'))
+        GROUP BY x.kind
+    ), queue_used AS (
+        SELECT count(*)::integer AS n
+        FROM venturi_job x
+        WHERE v_qconc > 0 AND x.state = 'running' AND x.queue = p_queue
+    )
+    SELECT array_agg(CASE t.typ
+                         WHEN 's' THEN COALESCE(su.n, 0)
+                         WHEN 'k' THEN COALESCE(ku.n, 0)
+                         WHEN 'q' THEN (SELECT queue_used.n FROM queue_used)
+                         WHEN 'r' THEN COALESCE((SELECT sum(w.c) FROM unnest(gt.rate_at, gt.rate_n) AS w(at, c)
+                                                 WHERE w.at > v_check - k.rate_period), 0)::integer
+                         ELSE 0 END ORDER BY gs.gi),
+           array_agg(CASE t.typ
+                         WHEN 's' THEN 2147483647 -- each candidate's own slot limit applies
+                         WHEN 'k' THEN COALESCE((SELECT kk.concurrency FROM venturi_kind kk WHERE kk.kind = substr(gs.key, 3)), 2147483647)
+                         WHEN 'q' THEN v_qconc
+                         WHEN 'r' THEN COALESCE(k.rate_n, 2147483647)
+                         WHEN 'b' THEN CASE WHEN gt.open_until IS NULL THEN 2147483647
+                                            WHEN gt.open_until > v_check THEN 0
+                                            WHEN gt.probe_until IS NOT NULL AND gt.probe_until > v_check THEN 0
+                                            ELSE 1 END
+                         ELSE 2147483647 END ORDER BY gs.gi),
+           array_agg(t.typ = 's' ORDER BY gs.gi)
     INTO g_used, g_cap, g_slot
     FROM unnest(g_key) WITH ORDINALITY AS gs(key, gi)
-    LEFT JOIN LATERAL (
-        SELECT (SELECT count(*) FROM venturi_job x
-                WHERE x.state = 'running' AND x.slot_key = substr(gs.key, 3))::integer AS used,
-               NULL::integer AS cap
-        WHERE left(gs.key, 1) = 's'
-        UNION ALL
-        SELECT (SELECT count(*) FROM venturi_job x
-                WHERE x.state = 'running' AND x.part IS NOT NULL AND x.kind = substr(gs.key, 3))::integer,
-               (SELECT k.concurrency FROM venturi_kind k WHERE k.kind = substr(gs.key, 3))
-        WHERE left(gs.key, 1) = 'k'
-        UNION ALL
-        SELECT (SELECT count(*) FROM venturi_job x WHERE x.state = 'running' AND x.queue = p_queue)::integer, v_qconc
-        WHERE left(gs.key, 1) = 'q'
-        UNION ALL
-        SELECT COALESCE((SELECT sum(t.c) FROM unnest(gt.rate_at, gt.rate_n) AS t(at, c)
-                         WHERE t.at > v_check - k.rate_period), 0)::integer,
-               k.rate_n
-        FROM venturi_gate gt JOIN venturi_kind k ON k.kind = gt.kind
-        WHERE left(gs.key, 1) = 'r' AND gt.key = gs.key
-        UNION ALL
-        SELECT 0, CASE WHEN gt.open_until IS NULL THEN NULL
-                       WHEN gt.open_until > v_check THEN 0
-                       WHEN gt.probe_until IS NOT NULL AND gt.probe_until > v_check THEN 0
-                       ELSE 1 END
-        FROM venturi_gate gt
-        WHERE left(gs.key, 1) = 'b' AND gt.key = gs.key
-    ) st ON true;
+    CROSS JOIN LATERAL (SELECT left(gs.key, 1) AS typ) t
+    LEFT JOIN slot_used su ON t.typ = 's' AND su.s = substr(gs.key, 3)
+    LEFT JOIN kind_used ku ON t.typ = 'k' AND ku.s = substr(gs.key, 3)
+    LEFT JOIN venturi_gate gt ON t.typ IN ('r', 'b') AND gt.key = gs.key
+    LEFT JOIN venturi_kind k ON t.typ = 'r' AND k.kind = gt.kind;
     -- The admitted runs start now: after the snapshot that counted the running jobs, so a
     -- run that ended just before it has ended before this, by the database clock, and
     -- journals never show more runs at once than a gate allows.
@@ -293,6 +362,7 @@ BEGIN
     -- Admit in order: a candidate runs when each of its gates has room. A full slot is
     -- handled by the candidate's policy.
     FOR i IN 1..n LOOP
+        EXIT WHEN cardinality(admit) >= p_max;
         ok := true;
         slot_full := false;
         FOR j IN 1..5 LOOP
@@ -305,10 +375,14 @@ BEGIN
                 END IF;
             ELSIF g_used[g] >= g_cap[g] THEN
                 ok := false;
+                IF left(g_key[g], 1) IN ('r', 'b') THEN
+                    blocked_g := blocked_g || g;
+                END IF;
             END IF;
         END LOOP;
         IF ok THEN
             admit := admit || c_id[i];
+            v_last := COALESCE(c_part[i], v_last);
             FOR j IN 1..5 LOOP
                 g := c_g[(i - 1) * 5 + j];
                 IF g > 0 THEN
@@ -338,7 +412,8 @@ BEGIN
     -- stopping. A locked row is skipped (it is finishing, or another claim asks it).
     IF cardinality(replace_slots) > 0 THEN
         FOR r IN
-            UPDATE venturi_job x SET stop_requested_at = v_now
+            UPDATE venturi_job x SET stop_requested_at = v_now, stop_event = 'replaced',
+                stop_note = 'replaced by a newer job of slot ' || x.slot_key
             WHERE x.id IN (
                 SELECT (SELECT h.id FROM venturi_job h
                         WHERE h.state = 'running' AND h.slot_key = rs.s AND h.stop_requested_at IS NULL
@@ -348,11 +423,28 @@ BEGIN
                                   WHERE h2.state = 'running' AND h2.slot_key = rs.s AND h2.stop_requested_at IS NOT NULL))
             RETURNING x.id
         LOOP
-            PERFORM pg_notify(p_channel, chr(31) || 'stop:' || r.id::text);
+            PERFORM pg_notify(p_channel, chr(31) || 'stop:replaced:' || r.id::text);
         END LOOP;
     END IF;
 
+    IF cardinality(blocked_g) > 0 THEN
+        SELECT min(w.at) INTO v_wake FROM (
+            SELECT COALESCE((SELECT min(t.at) FROM unnest(gt.rate_at) AS t(at) WHERE t.at > v_check - k.rate_period),
+                            v_now) + k.rate_period AS at
+            FROM venturi_gate gt JOIN venturi_kind k ON k.kind = gt.kind
+            WHERE gt.key = ANY(ARRAY(SELECT g_key[b] FROM unnest(blocked_g) AS b WHERE left(g_key[b], 1) = 'r'))
+            UNION ALL
+            SELECT CASE WHEN gt.open_until > v_check THEN gt.open_until ELSE gt.probe_until END
+            FROM venturi_gate gt
+            WHERE gt.key = ANY(ARRAY(SELECT g_key[b] FROM unnest(blocked_g) AS b WHERE left(g_key[b], 1) = 'b'))
+        ) w;
+    END IF;
+
     IF cardinality(admit) = 0 THEN
+        IF v_wake IS NOT NULL THEN
+            RETURN QUERY SELECT NULL::uuid, ''::text, NULL::jsonb, NULL::jsonb, 0, 0, 0::bigint, NULL::jsonb, 0::bigint,
+                v_now, NULL::text, GREATEST((EXTRACT(EPOCH FROM v_wake - clock_timestamp()) * 1000000)::bigint, 0);
+        END IF;
         RETURN;
     END IF;
 
@@ -375,10 +467,21 @@ BEGIN
     ) a
     WHERE gt.key = a.key;
 
-    -- Breakers: a half-open breaker that admitted its probe waits for it.
+    -- Breakers: a half-open breaker that admitted its probe waits for it. Breaker rows are
+    -- locked in key order, as venturi_breaker_record locks them.
     UPDATE venturi_gate gt SET probe_until = v_now + interval '1 microsecond' * p_lease_us, updated_at = v_now
-    WHERE gt.key IN (SELECT g_key[ag] FROM unnest(admit_g) AS ag WHERE left(g_key[ag], 1) = 'b')
+    WHERE gt.key IN (SELECT b.key FROM venturi_gate b
+                     WHERE b.key IN (SELECT g_key[ag] FROM unnest(admit_g) AS ag WHERE left(g_key[ag], 1) = 'b')
+                       AND b.open_until IS NOT NULL AND b.open_until <= v_now
+                     ORDER BY b.key FOR UPDATE)
       AND gt.open_until IS NOT NULL AND gt.open_until <= v_now;
+
+    -- The next claim starts after the partition served last. The queue's row stays locked
+    -- until the claim commits; nothing after this waits for a lock.
+    IF v_last IS DISTINCT FROM v_after THEN
+        INSERT INTO venturi_queue AS vq (name, rr_after) VALUES (p_queue, v_last)
+        ON CONFLICT (name) DO UPDATE SET rr_after = EXCLUDED.rr_after;
+    END IF;
 
     RETURN QUERY
     WITH claimed AS (
@@ -390,7 +493,6 @@ BEGIN
             worker_id        = p_worker,
             attempted_at     = v_now,
             max_failures     = p_max_failures,
-            stop_requested_at = NULL,
             breaker = (SELECT 'b' || sep || x.kind || CASE WHEN k.brk_by_part THEN sep || COALESCE(x.part, '') ELSE '' END
                        FROM venturi_kind k WHERE k.kind = x.kind AND k.brk_failures > 0)
         WHERE x.id = ANY(admit)
@@ -398,9 +500,13 @@ BEGIN
                   x.journal_moved, x.attempted_at, x.breaker, x.priority, x.run_at
     )
     SELECT c.id, c.kind, c.payload, c.carry, c.runs, c.failures, c.lease_token, c.journal,
-           c.journal_moved, c.attempted_at, c.breaker, false
+           c.journal_moved, c.attempted_at, c.breaker, NULL::bigint
     FROM claimed c JOIN unnest(admit) WITH ORDINALITY AS a(id, o) ON a.id = c.id
     ORDER BY a.o;
+    IF v_wake IS NOT NULL THEN
+        RETURN QUERY SELECT NULL::uuid, ''::text, NULL::jsonb, NULL::jsonb, 0, 0, 0::bigint, NULL::jsonb, 0::bigint,
+            v_now, NULL::text, GREATEST((EXTRACT(EPOCH FROM v_wake - clock_timestamp()) * 1000000)::bigint, 0);
+    END IF;
 END
 $$;
 

@@ -71,7 +71,7 @@ func QueueClaimGated(b *pgx.Batch, arg ClaimGatedParams, add func(*ClaimGatedRow
 		for rows.Next() {
 			var i ClaimGatedRow
 			if err := rows.Scan(&i.ID, &i.Kind, &i.Payload, &i.Carry, &i.Runs, &i.Failures,
-				&i.LeaseToken, &i.Journal, &i.JournalMoved, &i.AttemptedAt, &i.Breaker); err != nil {
+				&i.LeaseToken, &i.Journal, &i.JournalMoved, &i.AttemptedAt, &i.Breaker, &i.WakeInUs); err != nil {
 				return err
 			}
 			add(&i)

@@ -98,6 +98,8 @@ type VenturiJob struct {
 	SlotPolicy      pgtype.Int2
 	Breaker         pgtype.Text
 	StopRequestedAt *time.Time
+	StopEvent       pgtype.Text
+	StopNote        pgtype.Text
 }
 
 type VenturiJournal struct {
@@ -123,5 +125,6 @@ type VenturiQueue struct {
 	Name        string
 	Paused      bool
 	Concurrency int32
+	RrAfter     pgtype.Text
 	UpdatedAt   time.Time
 }

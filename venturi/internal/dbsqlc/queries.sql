@@ -134,16 +134,30 @@ ORDER BY c.priority DESC, c.run_at, c.id;
 -- matches are not returned; their run was lost and its result is discarded. Each entry
 -- is a one-element JSON array, built by the worker from the run's claim time (database
 -- clock) plus its measured duration.
+--
+-- A run that was asked to stop (stop_event: replaced or cancelled) and reports anything
+-- short of completing ends its job cancelled, whether or not its worker heard of the
+-- request: the request's entry follows the run's. A cancelled run's note starts with the
+-- request's reason.
 UPDATE venturi_job j SET
-    state            = u.state::venturi_job_state,
-    run_at           = CASE WHEN u.state IN ('available', 'scheduled')
+    -- j is the row as locked: a stop request that committed while this statement ran is seen.
+    state            = (CASE WHEN j.stop_event IS NOT NULL AND u.state IN ('available', 'scheduled')
+                             THEN 'cancelled' ELSE u.state END)::venturi_job_state,
+    run_at           = CASE WHEN u.state IN ('available', 'scheduled') AND j.stop_event IS NULL
                             THEN now() + u.delay_us * interval '1 microsecond' ELSE j.run_at END,
     failures         = j.failures + u.failed::int,
     carry            = CASE WHEN u.set_carry THEN NULLIF(u.carry, '')::jsonb ELSE j.carry END,
     lease_token      = NULL,
     lease_expires_at = NULL,
-    finished_at      = CASE WHEN u.state IN ('completed', 'dead', 'cancelled') THEN now() END,
-    journal          = j.journal || u.entry::jsonb
+    finished_at      = CASE WHEN u.state IN ('completed', 'dead', 'cancelled') OR j.stop_event IS NOT NULL
+                            THEN now() END,
+    journal          = j.journal || CASE
+        WHEN j.stop_event IS NULL THEN u.entry::jsonb
+        WHEN u.state = 'cancelled' THEN jsonb_set(u.entry::jsonb, '{0,note}',
+            to_jsonb(j.stop_note || COALESCE(': ' || NULLIF(u.entry::jsonb->0->>'note', ''), '')))
+        WHEN u.state IN ('available', 'scheduled') THEN u.entry::jsonb || jsonb_build_array(jsonb_build_object(
+            'event', j.stop_event, 'note', j.stop_note, 'at', now()))
+        ELSE u.entry::jsonb END
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token, unnest(@states::text[]) AS state, unnest(@delays_us::bigint[]) AS delay_us, unnest(@failed::bool[]) AS failed, unnest(@set_carry::bool[]) AS set_carry, unnest(@carries::text[]) AS carry, unnest(@entries::text[]) AS entry) AS u
 -- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
 -- testing the state keeps the planner on primary-key lookups instead of scanning every
@@ -152,9 +166,14 @@ WHERE j.id = u.id AND j.lease_token = u.token
 RETURNING j.id;
 
 -- name: ReleaseUnstarted :many
--- Returns claimed jobs whose handler never started (shutdown) without recording a run.
+-- Returns claimed jobs whose handler never started (shutdown) without recording a run. A
+-- job that was asked to stop meanwhile (replaced, cancelled) ends cancelled instead.
 UPDATE venturi_job j SET
-    state = 'available', runs = j.runs - 1, lease_token = NULL, lease_expires_at = NULL
+    state = (CASE WHEN j.stop_event IS NULL THEN 'available' ELSE 'cancelled' END)::venturi_job_state,
+    finished_at = CASE WHEN j.stop_event IS NOT NULL THEN now() END,
+    journal = CASE WHEN j.stop_event IS NULL THEN j.journal
+                   ELSE j.journal || jsonb_build_array(jsonb_build_object('event', j.stop_event, 'note', j.stop_note, 'at', now())) END,
+    runs = j.runs - 1, lease_token = NULL, lease_expires_at = NULL
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token) AS u
 -- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
 -- testing the state keeps the planner on primary-key lookups instead of scanning every
@@ -164,14 +183,14 @@ RETURNING j.id;
 
 -- name: ExtendLeases :many
 -- Extends the leases of one worker's running jobs in one statement, and reports which of
--- them a newer job of their slot asked to stop (Replace).
+-- them were asked to stop (stop_event: replaced, cancelled).
 UPDATE venturi_job j SET lease_expires_at = now() + interval '1 microsecond' * @lease_us::bigint
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token) AS u
 -- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
 -- testing the state keeps the planner on primary-key lookups instead of scanning every
 -- running job through the lease index.
 WHERE j.id = u.id AND j.lease_token = u.token
-RETURNING j.id, (j.stop_requested_at IS NOT NULL)::bool AS stop_requested;
+RETURNING j.id, COALESCE(j.stop_event, '')::text AS stop_event;
 
 -- name: TryMaintenanceLock :one
 SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || '.venturi_maintenance', 0))::bool AS locked;
@@ -190,9 +209,11 @@ WITH expired AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE venturi_job j SET
-    state = CASE WHEN j.max_failures > 0 AND j.failures + 1 >= j.max_failures
-                 THEN 'dead' ELSE 'available' END::venturi_job_state,
-    finished_at = CASE WHEN j.max_failures > 0 AND j.failures + 1 >= j.max_failures THEN now() END,
+    state = CASE WHEN j.stop_event IS NOT NULL THEN 'cancelled'
+                 WHEN j.max_failures > 0 AND j.failures + 1 >= j.max_failures THEN 'dead'
+                 ELSE 'available' END::venturi_job_state,
+    finished_at = CASE WHEN j.stop_event IS NOT NULL OR (j.max_failures > 0 AND j.failures + 1 >= j.max_failures)
+                       THEN now() END,
     failures = j.failures + 1,
     lease_token = NULL,
     lease_expires_at = NULL,
@@ -201,6 +222,8 @@ UPDATE venturi_job j SET
         'note', 'lease expired: worker ' || COALESCE(j.worker_id, '?') || ' stopped extending it',
         'run', j.runs, 'token', j.lease_token, 'worker', j.worker_id,
         'started_at', j.attempted_at, 'at', clock_timestamp()))
+        || CASE WHEN j.stop_event IS NULL THEN '[]'::jsonb ELSE jsonb_build_array(jsonb_build_object(
+               'event', j.stop_event, 'note', j.stop_note, 'at', clock_timestamp())) END
 FROM expired
 WHERE j.id = expired.id
 RETURNING j.id, j.kind, j.state, j.breaker;
@@ -219,7 +242,7 @@ WHERE id IN (
 -- name: GetJob :one
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
        journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
-       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at
+       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note
 FROM venturi_job
 WHERE id = @id;
 
@@ -273,7 +296,7 @@ SELECT COALESCE((SELECT id FROM upd), (SELECT id FROM ins))::uuid AS job_id,
 -- first, for venturitest's assertions.
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
        journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
-       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at
+       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note
 FROM venturi_job
 WHERE kind = @kind
   AND (cardinality(@states::text[]) = 0 OR state::text = ANY(@states::text[]))
@@ -312,11 +335,14 @@ LIMIT @max::int;
 
 -- name: ClaimGated :many
 -- Claims up to max gated jobs (slots, partitions, kinds with limits; every job of a queue
--- with a concurrency limit) from one queue: see venturi_claim_gated in migration 6.
+-- with a concurrency limit) from one queue: see venturi_claim_gated in migration 6. A row
+-- with a NULL id is not a job: its wake_in_us says when a job held back by a rate or a
+-- breaker may run.
 SELECT id::uuid AS id, kind::text AS kind, payload::jsonb AS payload, carry::jsonb AS carry,
        runs::int AS runs, failures::int AS failures, lease_token::bigint AS lease_token,
        journal::jsonb AS journal, journal_moved::bigint AS journal_moved,
-       attempted_at::timestamptz AS attempted_at, COALESCE(breaker, '')::text AS breaker
+       attempted_at::timestamptz AS attempted_at, COALESCE(breaker, '')::text AS breaker,
+       COALESCE(wake_in_us, -1)::bigint AS wake_in_us
 FROM venturi_claim_gated(@queue::text, @kinds::text[], @max::int, @lease_us::bigint, @worker_id::text,
                          @max_failures::int, @channel::text);
 
@@ -389,3 +415,51 @@ SELECT g.fails, g.open_until, g.probe_until, g.updated_at, k.brk_failures::int A
 FROM venturi_kind k
 JOIN venturi_gate g ON g.key = 'b' || chr(31) || k.kind || CASE WHEN k.brk_by_part THEN chr(31) || @part::text ELSE '' END
 WHERE k.kind = @kind::text AND k.brk_failures > 0;
+
+-- name: CancelJob :one
+-- Cancels one job: a pending job ends cancelled at once; a running one is asked to stop
+-- (its run's end makes it cancelled, see FinishRuns); a finished one is left as it is.
+-- Returns the state the job was in, and whether a stop was requested now.
+WITH target AS (
+    SELECT t.id, t.state, t.stop_event FROM venturi_job t WHERE t.id = @id FOR UPDATE
+), ended AS (
+    UPDATE venturi_job x SET
+        state = 'cancelled', finished_at = now(),
+        journal = x.journal || jsonb_build_array(jsonb_build_object('event', 'cancelled', 'note', @note::text, 'at', now()))
+    FROM target WHERE x.id = target.id AND target.state IN ('scheduled', 'available')
+    RETURNING x.id
+), asked AS (
+    UPDATE venturi_job x SET stop_requested_at = now(), stop_event = 'cancelled', stop_note = @note::text
+    FROM target WHERE x.id = target.id AND target.state = 'running' AND target.stop_event IS NULL
+    RETURNING x.id
+)
+SELECT target.state AS state, EXISTS (SELECT 1 FROM asked)::bool AS asked
+FROM target;
+
+-- name: CancelByKey :many
+-- Cancels every pending or running job of a kind with a dedup key, as CancelJob does.
+WITH ids AS (
+    -- Pending ones through the dedup index, running ones among the running.
+    SELECT t.id FROM venturi_job t
+    WHERE t.kind = @kind::text AND t.dedup_key = @dedup_key::text AND t.state IN ('scheduled', 'available')
+    UNION ALL
+    SELECT t.id FROM venturi_job t
+    WHERE t.state = 'running' AND t.kind = @kind::text AND t.dedup_key = @dedup_key::text
+), target AS (
+    SELECT t.id, t.state, t.stop_event FROM venturi_job t
+    WHERE t.id = ANY(ARRAY(SELECT ids.id FROM ids))
+    ORDER BY t.id
+    FOR UPDATE
+), ended AS (
+    UPDATE venturi_job x SET
+        state = 'cancelled', finished_at = now(),
+        journal = x.journal || jsonb_build_array(jsonb_build_object('event', 'cancelled', 'note', @note::text, 'at', now()))
+    FROM target WHERE x.id = target.id AND target.state IN ('scheduled', 'available')
+    RETURNING x.id
+), asked AS (
+    UPDATE venturi_job x SET stop_requested_at = now(), stop_event = 'cancelled', stop_note = @note::text
+    FROM target WHERE x.id = target.id AND target.state = 'running' AND target.stop_event IS NULL
+    RETURNING x.id
+)
+SELECT target.id, target.state, (target.id IN (SELECT asked.id FROM asked))::bool AS asked
+FROM target;

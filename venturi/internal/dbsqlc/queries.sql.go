@@ -60,6 +60,105 @@ func (q *Queries) BreakerRecord(ctx context.Context, db DBTX, arg BreakerRecordP
 	return items, nil
 }
 
+const cancelByKey = `-- name: CancelByKey :many
+WITH ids AS (
+    -- Pending ones through the dedup index, running ones among the running.
+    SELECT t.id FROM venturi_job t
+    WHERE t.kind = $1::text AND t.dedup_key = $2::text AND t.state IN ('scheduled', 'available')
+    UNION ALL
+    SELECT t.id FROM venturi_job t
+    WHERE t.state = 'running' AND t.kind = $1::text AND t.dedup_key = $2::text
+), target AS (
+    SELECT t.id, t.state, t.stop_event FROM venturi_job t
+    WHERE t.id = ANY(ARRAY(SELECT ids.id FROM ids))
+    ORDER BY t.id
+    FOR UPDATE
+), ended AS (
+    UPDATE venturi_job x SET
+        state = 'cancelled', finished_at = now(),
+        journal = x.journal || jsonb_build_array(jsonb_build_object('event', 'cancelled', 'note', $3::text, 'at', now()))
+    FROM target WHERE x.id = target.id AND target.state IN ('scheduled', 'available')
+    RETURNING x.id
+), asked AS (
+    UPDATE venturi_job x SET stop_requested_at = now(), stop_event = 'cancelled', stop_note = $3::text
+    FROM target WHERE x.id = target.id AND target.state = 'running' AND target.stop_event IS NULL
+    RETURNING x.id
+)
+SELECT target.id, target.state, (target.id IN (SELECT asked.id FROM asked))::bool AS asked
+FROM target
+`
+
+type CancelByKeyParams struct {
+	Kind     string
+	DedupKey string
+	Note     string
+}
+
+type CancelByKeyRow struct {
+	ID    pgtype.UUID
+	State VenturiJobState
+	Asked bool
+}
+
+// Cancels every pending or running job of a kind with a dedup key, as CancelJob does.
+func (q *Queries) CancelByKey(ctx context.Context, db DBTX, arg CancelByKeyParams) ([]*CancelByKeyRow, error) {
+	rows, err := db.Query(ctx, cancelByKey, arg.Kind, arg.DedupKey, arg.Note)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*CancelByKeyRow
+	for rows.Next() {
+		var i CancelByKeyRow
+		if err := rows.Scan(&i.ID, &i.State, &i.Asked); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const cancelJob = `-- name: CancelJob :one
+WITH target AS (
+    SELECT t.id, t.state, t.stop_event FROM venturi_job t WHERE t.id = $1 FOR UPDATE
+), ended AS (
+    UPDATE venturi_job x SET
+        state = 'cancelled', finished_at = now(),
+        journal = x.journal || jsonb_build_array(jsonb_build_object('event', 'cancelled', 'note', $2::text, 'at', now()))
+    FROM target WHERE x.id = target.id AND target.state IN ('scheduled', 'available')
+    RETURNING x.id
+), asked AS (
+    UPDATE venturi_job x SET stop_requested_at = now(), stop_event = 'cancelled', stop_note = $2::text
+    FROM target WHERE x.id = target.id AND target.state = 'running' AND target.stop_event IS NULL
+    RETURNING x.id
+)
+SELECT target.state AS state, EXISTS (SELECT 1 FROM asked)::bool AS asked
+FROM target
+`
+
+type CancelJobParams struct {
+	ID   pgtype.UUID
+	Note string
+}
+
+type CancelJobRow struct {
+	State VenturiJobState
+	Asked bool
+}
+
+// Cancels one job: a pending job ends cancelled at once; a running one is asked to stop
+// (its run's end makes it cancelled, see FinishRuns); a finished one is left as it is.
+// Returns the state the job was in, and whether a stop was requested now.
+func (q *Queries) CancelJob(ctx context.Context, db DBTX, arg CancelJobParams) (*CancelJobRow, error) {
+	row := db.QueryRow(ctx, cancelJob, arg.ID, arg.Note)
+	var i CancelJobRow
+	err := row.Scan(&i.State, &i.Asked)
+	return &i, err
+}
+
 const circuitOf = `-- name: CircuitOf :one
 SELECT g.fails, g.open_until, g.probe_until, g.updated_at, k.brk_failures::int AS threshold
 FROM venturi_kind k
@@ -197,7 +296,8 @@ const claimGated = `-- name: ClaimGated :many
 SELECT id::uuid AS id, kind::text AS kind, payload::jsonb AS payload, carry::jsonb AS carry,
        runs::int AS runs, failures::int AS failures, lease_token::bigint AS lease_token,
        journal::jsonb AS journal, journal_moved::bigint AS journal_moved,
-       attempted_at::timestamptz AS attempted_at, COALESCE(breaker, '')::text AS breaker
+       attempted_at::timestamptz AS attempted_at, COALESCE(breaker, '')::text AS breaker,
+       COALESCE(wake_in_us, -1)::bigint AS wake_in_us
 FROM venturi_claim_gated($1::text, $2::text[], $3::int, $4::bigint, $5::text,
                          $6::int, $7::text)
 `
@@ -224,10 +324,13 @@ type ClaimGatedRow struct {
 	JournalMoved int64
 	AttemptedAt  time.Time
 	Breaker      string
+	WakeInUs     int64
 }
 
 // Claims up to max gated jobs (slots, partitions, kinds with limits; every job of a queue
-// with a concurrency limit) from one queue: see venturi_claim_gated in migration 6.
+// with a concurrency limit) from one queue: see venturi_claim_gated in migration 6. A row
+// with a NULL id is not a job: its wake_in_us says when a job held back by a rate or a
+// breaker may run.
 func (q *Queries) ClaimGated(ctx context.Context, db DBTX, arg ClaimGatedParams) ([]*ClaimGatedRow, error) {
 	rows, err := db.Query(ctx, claimGated,
 		arg.Queue,
@@ -257,6 +360,7 @@ func (q *Queries) ClaimGated(ctx context.Context, db DBTX, arg ClaimGatedParams)
 			&i.JournalMoved,
 			&i.AttemptedAt,
 			&i.Breaker,
+			&i.WakeInUs,
 		); err != nil {
 			return nil, err
 		}
@@ -367,7 +471,7 @@ const extendLeases = `-- name: ExtendLeases :many
 UPDATE venturi_job j SET lease_expires_at = now() + interval '1 microsecond' * $1::bigint
 FROM (SELECT unnest($2::uuid[]) AS id, unnest($3::bigint[]) AS token) AS u
 WHERE j.id = u.id AND j.lease_token = u.token
-RETURNING j.id, (j.stop_requested_at IS NOT NULL)::bool AS stop_requested
+RETURNING j.id, COALESCE(j.stop_event, '')::text AS stop_event
 `
 
 type ExtendLeasesParams struct {
@@ -377,12 +481,12 @@ type ExtendLeasesParams struct {
 }
 
 type ExtendLeasesRow struct {
-	ID            pgtype.UUID
-	StopRequested bool
+	ID        pgtype.UUID
+	StopEvent string
 }
 
 // Extends the leases of one worker's running jobs in one statement, and reports which of
-// them a newer job of their slot asked to stop (Replace).
+// them were asked to stop (stop_event: replaced, cancelled).
 // A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
 // testing the state keeps the planner on primary-key lookups instead of scanning every
 // running job through the lease index.
@@ -395,7 +499,7 @@ func (q *Queries) ExtendLeases(ctx context.Context, db DBTX, arg ExtendLeasesPar
 	var items []*ExtendLeasesRow
 	for rows.Next() {
 		var i ExtendLeasesRow
-		if err := rows.Scan(&i.ID, &i.StopRequested); err != nil {
+		if err := rows.Scan(&i.ID, &i.StopEvent); err != nil {
 			return nil, err
 		}
 		items = append(items, &i)
@@ -408,15 +512,24 @@ func (q *Queries) ExtendLeases(ctx context.Context, db DBTX, arg ExtendLeasesPar
 
 const finishRuns = `-- name: FinishRuns :many
 UPDATE venturi_job j SET
-    state            = u.state::venturi_job_state,
-    run_at           = CASE WHEN u.state IN ('available', 'scheduled')
+    -- j is the row as locked: a stop request that committed while this statement ran is seen.
+    state            = (CASE WHEN j.stop_event IS NOT NULL AND u.state IN ('available', 'scheduled')
+                             THEN 'cancelled' ELSE u.state END)::venturi_job_state,
+    run_at           = CASE WHEN u.state IN ('available', 'scheduled') AND j.stop_event IS NULL
                             THEN now() + u.delay_us * interval '1 microsecond' ELSE j.run_at END,
     failures         = j.failures + u.failed::int,
     carry            = CASE WHEN u.set_carry THEN NULLIF(u.carry, '')::jsonb ELSE j.carry END,
     lease_token      = NULL,
     lease_expires_at = NULL,
-    finished_at      = CASE WHEN u.state IN ('completed', 'dead', 'cancelled') THEN now() END,
-    journal          = j.journal || u.entry::jsonb
+    finished_at      = CASE WHEN u.state IN ('completed', 'dead', 'cancelled') OR j.stop_event IS NOT NULL
+                            THEN now() END,
+    journal          = j.journal || CASE
+        WHEN j.stop_event IS NULL THEN u.entry::jsonb
+        WHEN u.state = 'cancelled' THEN jsonb_set(u.entry::jsonb, '{0,note}',
+            to_jsonb(j.stop_note || COALESCE(': ' || NULLIF(u.entry::jsonb->0->>'note', ''), '')))
+        WHEN u.state IN ('available', 'scheduled') THEN u.entry::jsonb || jsonb_build_array(jsonb_build_object(
+            'event', j.stop_event, 'note', j.stop_note, 'at', now()))
+        ELSE u.entry::jsonb END
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::bigint[]) AS token, unnest($3::text[]) AS state, unnest($4::bigint[]) AS delay_us, unnest($5::bool[]) AS failed, unnest($6::bool[]) AS set_carry, unnest($7::text[]) AS carry, unnest($8::text[]) AS entry) AS u
 WHERE j.id = u.id AND j.lease_token = u.token
 RETURNING j.id
@@ -437,6 +550,11 @@ type FinishRunsParams struct {
 // matches are not returned; their run was lost and its result is discarded. Each entry
 // is a one-element JSON array, built by the worker from the run's claim time (database
 // clock) plus its measured duration.
+//
+// A run that was asked to stop (stop_event: replaced or cancelled) and reports anything
+// short of completing ends its job cancelled, whether or not its worker heard of the
+// request: the request's entry follows the run's. A cancelled run's note starts with the
+// request's reason.
 // A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
 // testing the state keeps the planner on primary-key lookups instead of scanning every
 // running job through the lease index.
@@ -487,7 +605,7 @@ func (q *Queries) GatePendingOfKind(ctx context.Context, db DBTX, kind string) (
 const getJob = `-- name: GetJob :one
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
        journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
-       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at
+       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note
 FROM venturi_job
 WHERE id = $1
 `
@@ -516,6 +634,8 @@ type GetJobRow struct {
 	SlotLimit       pgtype.Int4
 	SlotPolicy      pgtype.Int2
 	StopRequestedAt *time.Time
+	StopEvent       pgtype.Text
+	StopNote        pgtype.Text
 }
 
 func (q *Queries) GetJob(ctx context.Context, db DBTX, id pgtype.UUID) (*GetJobRow, error) {
@@ -545,6 +665,8 @@ func (q *Queries) GetJob(ctx context.Context, db DBTX, id pgtype.UUID) (*GetJobR
 		&i.SlotLimit,
 		&i.SlotPolicy,
 		&i.StopRequestedAt,
+		&i.StopEvent,
+		&i.StopNote,
 	)
 	return &i, err
 }
@@ -789,7 +911,7 @@ func (q *Queries) InsertOrReplace(ctx context.Context, db DBTX, arg InsertOrRepl
 const jobsOfKind = `-- name: JobsOfKind :many
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
        journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
-       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at
+       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note
 FROM venturi_job
 WHERE kind = $1
   AND (cardinality($2::text[]) = 0 OR state::text = ANY($2::text[]))
@@ -827,6 +949,8 @@ type JobsOfKindRow struct {
 	SlotLimit       pgtype.Int4
 	SlotPolicy      pgtype.Int2
 	StopRequestedAt *time.Time
+	StopEvent       pgtype.Text
+	StopNote        pgtype.Text
 }
 
 // The jobs of one kind in the given states (every state when states is empty), oldest
@@ -864,6 +988,8 @@ func (q *Queries) JobsOfKind(ctx context.Context, db DBTX, arg JobsOfKindParams)
 			&i.SlotLimit,
 			&i.SlotPolicy,
 			&i.StopRequestedAt,
+			&i.StopEvent,
+			&i.StopNote,
 		); err != nil {
 			return nil, err
 		}
@@ -1172,7 +1298,11 @@ func (q *Queries) QueuePaused(ctx context.Context, db DBTX, queue string) (bool,
 
 const releaseUnstarted = `-- name: ReleaseUnstarted :many
 UPDATE venturi_job j SET
-    state = 'available', runs = j.runs - 1, lease_token = NULL, lease_expires_at = NULL
+    state = (CASE WHEN j.stop_event IS NULL THEN 'available' ELSE 'cancelled' END)::venturi_job_state,
+    finished_at = CASE WHEN j.stop_event IS NOT NULL THEN now() END,
+    journal = CASE WHEN j.stop_event IS NULL THEN j.journal
+                   ELSE j.journal || jsonb_build_array(jsonb_build_object('event', j.stop_event, 'note', j.stop_note, 'at', now())) END,
+    runs = j.runs - 1, lease_token = NULL, lease_expires_at = NULL
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::bigint[]) AS token) AS u
 WHERE j.id = u.id AND j.lease_token = u.token
 RETURNING j.id
@@ -1183,7 +1313,8 @@ type ReleaseUnstartedParams struct {
 	Tokens []int64
 }
 
-// Returns claimed jobs whose handler never started (shutdown) without recording a run.
+// Returns claimed jobs whose handler never started (shutdown) without recording a run. A
+// job that was asked to stop meanwhile (replaced, cancelled) ends cancelled instead.
 // A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
 // testing the state keeps the planner on primary-key lookups instead of scanning every
 // running job through the lease index.
@@ -1218,9 +1349,11 @@ WITH expired AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE venturi_job j SET
-    state = CASE WHEN j.max_failures > 0 AND j.failures + 1 >= j.max_failures
-                 THEN 'dead' ELSE 'available' END::venturi_job_state,
-    finished_at = CASE WHEN j.max_failures > 0 AND j.failures + 1 >= j.max_failures THEN now() END,
+    state = CASE WHEN j.stop_event IS NOT NULL THEN 'cancelled'
+                 WHEN j.max_failures > 0 AND j.failures + 1 >= j.max_failures THEN 'dead'
+                 ELSE 'available' END::venturi_job_state,
+    finished_at = CASE WHEN j.stop_event IS NOT NULL OR (j.max_failures > 0 AND j.failures + 1 >= j.max_failures)
+                       THEN now() END,
     failures = j.failures + 1,
     lease_token = NULL,
     lease_expires_at = NULL,
@@ -1229,6 +1362,8 @@ UPDATE venturi_job j SET
         'note', 'lease expired: worker ' || COALESCE(j.worker_id, '?') || ' stopped extending it',
         'run', j.runs, 'token', j.lease_token, 'worker', j.worker_id,
         'started_at', j.attempted_at, 'at', clock_timestamp()))
+        || CASE WHEN j.stop_event IS NULL THEN '[]'::jsonb ELSE jsonb_build_array(jsonb_build_object(
+               'event', j.stop_event, 'note', j.stop_note, 'at', clock_timestamp())) END
 FROM expired
 WHERE j.id = expired.id
 RETURNING j.id, j.kind, j.state, j.breaker

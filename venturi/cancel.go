@@ -1,0 +1,128 @@
+package venturi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/venturi-dev/venturi/internal/dbsqlc"
+)
+
+// ErrJobFinished is returned by [Queue.Cancel] for a job that already completed or died.
+var ErrJobFinished = errors.New("venturi: job already finished")
+
+// CancelResult says what a cancel did to one job.
+type CancelResult int
+
+// Cancel results.
+const (
+	// CancelEnded: the job was pending (scheduled or available) and is now cancelled.
+	CancelEnded CancelResult = iota + 1
+	// CancelRequested: the job was running; its run was asked to stop. It sees
+	// [Run.Shutdown] at once (on any worker: by notification, or at its next lease
+	// extension) and its context is cancelled after the worker's ShutdownGrace. Unless the
+	// run completes meanwhile, the job ends cancelled, whatever the run reports, and its
+	// late writes are fenced. [Queue.Job] shows the outcome.
+	CancelRequested
+	// CancelAlready: the job was cancelled before, or its run was already asked to stop.
+	CancelAlready
+)
+
+// String returns the result's name.
+func (r CancelResult) String() string {
+	switch r {
+	case CancelEnded:
+		return "ended"
+	case CancelRequested:
+		return "requested"
+	case CancelAlready:
+		return "already"
+	}
+	return fmt.Sprintf("CancelResult(%d)", int(r))
+}
+
+// MaxCancelReasonBytes bounds a cancel's reason (longer ones are cut).
+const MaxCancelReasonBytes = 1024
+
+// Cancel cancels job id, journaling reason: a pending job ends in [StateCancelled] at
+// once, a running one is asked to stop (see [CancelRequested]). Cancelling is idempotent
+// ([CancelAlready]) and never retried; it returns [ErrJobFinished] for a completed or dead
+// job and [ErrNotFound] for an unknown one. A cancelled job is not a failure.
+func (q *Queue) Cancel(ctx context.Context, id ulid.ULID, reason string) (CancelResult, error) {
+	var res CancelResult
+	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+		row, err := q.q.CancelJob(ctx, tx, dbsqlc.CancelJobParams{ID: uuidOf(id), Note: cancelNote(reason)})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if res, err = cancelResult(row.State, row.Asked); err != nil || !row.Asked {
+			return err
+		}
+		return q.notifyStop(ctx, tx, id)
+	})
+	return res, err
+}
+
+// CancelByKey cancels every pending or running job of kind with the dedup key, as
+// [Queue.Cancel] does, and returns what it did to each, by job ID. No job is not an error.
+func (q *Queue) CancelByKey(ctx context.Context, kind string, key DedupKey, reason string) (map[ulid.ULID]CancelResult, error) {
+	out := map[ulid.ULID]CancelResult{}
+	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+		rows, err := q.q.CancelByKey(ctx, tx, dbsqlc.CancelByKeyParams{Kind: kind, DedupKey: string(key), Note: cancelNote(reason)})
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			res, err := cancelResult(r.State, r.Asked)
+			if err != nil {
+				continue // it finished between the lookup and the lock
+			}
+			out[ulidOf(r.ID)] = res
+			if r.Asked {
+				if err := q.notifyStop(ctx, tx, ulidOf(r.ID)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// notifyStop tells the workers, when tx commits, that job id's run is asked to stop.
+func (q *Queue) notifyStop(ctx context.Context, tx pgx.Tx, id ulid.ULID) error {
+	if q.poll {
+		return nil // the lease extension delivers it
+	}
+	return q.q.Notify(ctx, tx, dbsqlc.NotifyParams{Channel: q.channel,
+		Payload: stopPrefix + string(EventCancelled) + ":" + uuidText(id)})
+}
+
+func cancelResult(state dbsqlc.VenturiJobState, asked bool) (CancelResult, error) {
+	switch {
+	case state == dbsqlc.VenturiJobStateScheduled || state == dbsqlc.VenturiJobStateAvailable:
+		return CancelEnded, nil
+	case asked:
+		return CancelRequested, nil
+	case state == dbsqlc.VenturiJobStateRunning || state == dbsqlc.VenturiJobStateCancelled:
+		return CancelAlready, nil
+	}
+	return 0, ErrJobFinished
+}
+
+// cancelNote is a cancel's journal note.
+func cancelNote(reason string) string {
+	if reason == "" {
+		reason = "cancelled"
+	}
+	if len(reason) > MaxCancelReasonBytes {
+		reason = reason[:MaxCancelReasonBytes]
+	}
+	return cleanNote(reason)
+}
