@@ -219,7 +219,8 @@ type Circuit struct {
 	// State is "open", "half_open" (the next claim runs the probe) or "probing".
 	State string `json:"state"`
 	// Failures is how many fetches of the host failed in a row.
-	Failures  int        `json:"failures"`
+	Failures int `json:"failures"`
+	// OpenUntil is when the breaker lets a probe fetch through.
 	OpenUntil *time.Time `json:"open_until,omitempty"`
 }
 
