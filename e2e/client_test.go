@@ -130,9 +130,17 @@ type job struct {
 	Kind         string          `json:"kind"`
 	State        string          `json:"state"`
 	Runs         int             `json:"runs"`
+	Failures     int             `json:"failures"`
 	Carry        json.RawMessage `json:"carry"`
 	Journal      []journalEntry  `json:"journal"` // the last 20 entries
 	JournalTotal int             `json:"journal_total"`
+	Queue        string          `json:"queue"`
+	Partition    string          `json:"partition"`
+	Circuit      *struct {
+		State     string     `json:"state"`
+		Failures  int        `json:"failures"`
+		OpenUntil *time.Time `json:"open_until"`
+	} `json:"circuit"`
 }
 
 type bookmark struct {

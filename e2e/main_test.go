@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -82,10 +83,13 @@ func run(m *testing.M) (int, error) {
 		"DATABASE_URL=" + db.URL,
 		"BOOKMARKS_WORKER_LEASE=2s", "BOOKMARKS_WORKER_POLL=100ms", "BOOKMARKS_WORKER_BACKOFF_BASE=50ms",
 		"BOOKMARKS_WORKER_GRACE=5s", "BOOKMARKS_FETCH_TIMEOUT=20s",
-		// Test-only: the page server is the one loopback address the fetcher may reach, and
-		// two names resolve (without DNS) to refused addresses.
+		// Two handlers for imports: TestImportCannotStarveInteractiveFetches fills them.
+		"BOOKMARKS_WORKER_IMPORT_CONCURRENCY=2",
+		// Test-only: the page server is the one loopback address the fetcher may reach, two
+		// names resolve (without DNS) to refused addresses, and the hosts of the flow
+		// scenarios (flow_test.go) resolve to the page server.
 		"BOOKMARKS_FETCH_ALLOW_LOOPBACK_PORT=" + pu.Port(),
-		"BOOKMARKS_FETCH_STATIC_HOSTS=metadata.e2e.test=169.254.169.254,internal.e2e.test=10.0.0.1",
+		"BOOKMARKS_FETCH_STATIC_HOSTS=metadata.e2e.test=169.254.169.254,internal.e2e.test=10.0.0.1," + pageHostsSetting(),
 	}}
 	// The API authenticates every request but the probes: the suite's key comes from the
 	// CLI a user would run.
@@ -135,22 +139,63 @@ func tail(b []byte, n int) []byte {
 	return b
 }
 
+// pageHosts are the names the worker resolves to the page server (besides 127.0.0.1), so
+// that scenarios can fetch from several hosts: politeness and breakers are per host. The
+// server's counts per host last the whole suite: each scenario has hosts of its own.
+var pageHosts = []string{"a.e2e.test", "b.e2e.test", "down.e2e.test", "me.e2e.test",
+	"i0.e2e.test", "i1.e2e.test", "i2.e2e.test", "i3.e2e.test", "i4.e2e.test",
+	"load1.e2e.test", "load2.e2e.test", "load3.e2e.test"}
+
+// downHost is a page host whose every answer is 503 Service Unavailable.
+const downHost = "down.e2e.test"
+
+// pageHostsSetting maps every page host to 127.0.0.1 for BOOKMARKS_FETCH_STATIC_HOSTS.
+func pageHostsSetting() string {
+	var s []string
+	for _, h := range pageHosts {
+		s = append(s, h+"=127.0.0.1")
+	}
+	return strings.Join(s, ",")
+}
+
 // pageServer serves the test pages:
 //
-//	/page/{name}      an HTML page titled "Page {name}"
-//	/gone             410 Gone
-//	/flaky/{key}      503 twice per key, then a page
-//	/redirect?to=URL  302 to URL
-//	/slow/{key}       blocks the first request per key until release(key), then serves a page
+//	/page/{name}          an HTML page titled "Page {name}"
+//	/gone                 410 Gone
+//	/flaky/{key}          503 twice per key, then a page
+//	/redirect?to=URL      302 to URL
+//	/slow/{key}           blocks the first request per key until release(key), then serves a page
+//	/held/{group}/{name}  blocks every request until release("held/"+group), then serves a page
+//	any path of downHost  503
+//
+// It counts the requests in flight per host (the Host header without the port) and the
+// most at once.
 type pageServer struct {
-	mu      sync.Mutex
-	hits    map[string]int
-	release map[string]chan struct{}
-	arrived map[string]chan struct{}
+	mu       sync.Mutex
+	hits     map[string]int
+	release  map[string]chan struct{}
+	arrived  map[string]chan struct{}
+	inflight map[string]int
+	peak     map[string]int
+	hostHits map[string]int
 }
 
 func newPageServer() *pageServer {
-	return &pageServer{hits: map[string]int{}, release: map[string]chan struct{}{}, arrived: map[string]chan struct{}{}}
+	return &pageServer{hits: map[string]int{}, release: map[string]chan struct{}{}, arrived: map[string]chan struct{}{},
+		inflight: map[string]int{}, peak: map[string]int{}, hostHits: map[string]int{}}
+}
+
+// hostCounts returns host's requests in flight, the most at once, and all of them.
+func (p *pageServer) hostCounts(host string) (inflight, peak, hits int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inflight[host], p.peak[host], p.hostHits[host]
+}
+
+// pageURL is a page of the server under one of the pageHosts.
+func pageURL(host, path string) string {
+	u, _ := url.Parse(sys.pageURL)
+	return "http://" + host + ":" + u.Port() + path
 }
 
 func (p *pageServer) chans(key string) (arrived, release chan struct{}) {
@@ -199,15 +244,40 @@ func (p *pageServer) count(path string) int {
 }
 
 func (p *pageServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	host := strings.ToLower(r.Host)
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
 	p.mu.Lock()
 	p.hits[r.URL.Path]++
 	n := p.hits[r.URL.Path]
+	p.hostHits[host]++
+	p.inflight[host]++
+	p.peak[host] = max(p.peak[host], p.inflight[host])
 	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.inflight[host]--
+		p.mu.Unlock()
+	}()
 	page := func(name string) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprintf(w, "<html><head><title>Page %s</title></head><body><h1>%s</h1><p>Content of %s.</p></body></html>", name, name, name)
 	}
 	switch {
+	case host == downHost:
+		w.WriteHeader(http.StatusServiceUnavailable)
+	case strings.HasPrefix(r.URL.Path, "/held/"):
+		group, name, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/held/"), "/")
+		p.mu.Lock()
+		_, rel := p.chans("held/" + group)
+		p.mu.Unlock()
+		select {
+		case <-rel:
+		case <-r.Context().Done():
+			return
+		}
+		page("held " + name)
 	case strings.HasPrefix(r.URL.Path, "/page/"):
 		page(strings.TrimPrefix(r.URL.Path, "/page/"))
 	case r.URL.Path == "/gone":

@@ -76,7 +76,7 @@ func NewPool(lc fx.Lifecycle, cfg config.Config) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
-	pc.MaxConns = int32(cfg.Concurrency + 4)
+	pc.MaxConns = int32(cfg.Concurrency + cfg.ImportConcurrency + 4)
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		return nil, err
@@ -112,10 +112,13 @@ type WorkerParams struct {
 
 // NewVenturiWorker builds the venturi worker, registers every handler of the group, and
 // hooks it to the lifecycle: Start returns at once (the worker runs in the background) and
-// Stop waits for running jobs up to the shutdown grace.
+// Stop waits for running jobs up to the shutdown grace. The worker serves the default
+// queue with Config.Concurrency handlers and the imports queue with
+// Config.ImportConcurrency (handlers.Queues).
 func NewVenturiWorker(p WorkerParams) (*handlers.Worker, error) {
 	w, err := venturi.NewWorker(p.Pool, p.App, venturi.Config{
-		Concurrency:   p.Config.Concurrency,
+		Concurrency:   p.Config.Concurrency, // the default for what Queues does not set
+		Queues:        handlers.Queues(p.Config.Concurrency, p.Config.ImportConcurrency),
 		Lease:         p.Config.Lease,
 		ShutdownGrace: p.Config.ShutdownGrace,
 		PollInterval:  p.Config.PollInterval,

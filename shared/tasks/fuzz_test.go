@@ -3,6 +3,7 @@ package tasks
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -19,6 +20,9 @@ import (
 func FuzzTaskPayloadDecode(f *testing.F) {
 	for _, s := range []string{
 		`{"bookmark_id":"01J0000000000000000000000A","url":"https://example.com/"}`,
+		`{"bookmark_id":"x","url":"HTTP://EXAMPLE.com.:8080/","import_id":"01J0000000000000000000000A"}`,
+		`{"url":"http://[::1]:80/"}`, `{"url":"https://%ff%fe.example/"}`, `{"url":"https://a%1fb.example/"}`,
+		`{"url":"http://` + strings.Repeat("é", 200) + `/"}`,
 		`{"import_id":"01J0000000000000000000000A","page_size":50}`,
 		`{"tags":["db","go"],"requests":3}`,
 		`{"all":true,"requests":1}`,
@@ -42,6 +46,17 @@ func FuzzTaskPayloadDecode(f *testing.F) {
 				t.Fatalf("dedup key %q is not valid UTF-8", k)
 			}
 			_ = fb.Merge(venturi.Pending[FetchBookmark, FetchCarry]{Payload: fb}).Decision()
+			// Whatever the URL, its slot and partition are what venturi accepts, so that no
+			// enqueue fails on them (ErrInvalidSlot, ErrInvalidPartition).
+			if s := fb.Slot(); s.Key != "" && (!flowText(s.Key, venturi.MaxSlotKeyBytes) || s.Limit < 1) {
+				t.Fatalf("slot %+v of %q is not valid", s, fb.URL)
+			}
+			if p := fb.Partition(); !flowText(p, venturi.MaxPartitionBytes) || (p == "") != (fb.Slot().Key == "") {
+				t.Fatalf("partition %q of %q is not valid, or disagrees with slot %q", p, fb.URL, fb.Slot().Key)
+			}
+			if q := fb.Queue(); q != venturi.DefaultQueue && q != QueueImports {
+				t.Fatalf("queue %q", q)
+			}
 		}
 		var ib ImportBookmarks
 		if json.Unmarshal(data, &ib) == nil {
@@ -95,6 +110,12 @@ func FuzzTaskPayloadDecode(f *testing.F) {
 		var fc FetchCarry
 		_ = json.Unmarshal(data, &fc)
 	})
+}
+
+// flowText reports whether s is a valid slot key or partition: at most n bytes of UTF-8
+// without NUL or U+001F (venturi's rule).
+func flowText(s string, n int) bool {
+	return len(s) <= n && utf8.ValidString(s) && !strings.ContainsAny(s, "\x00\x1f")
 }
 
 // roundTrip checks that v encodes and decodes back to itself: what the worker decodes is

@@ -48,8 +48,13 @@ func (t ImportBookmarks) Merge(existing venturi.Pending[ImportBookmarks, ImportC
 	return existing.Keep()
 }
 
-// Priority runs imports below interactive fetches.
+// Priority runs imports below the other jobs of a queue they share: imports have a queue of
+// their own now, but those enqueued before it existed wait in the default queue.
 func (ImportBookmarks) Priority() venturi.Priority { return venturi.PriorityLow }
+
+// Queue runs imports in QueueImports, beside the fetches they enqueue and apart from the
+// fetches users ask for, which a large import must not delay.
+func (ImportBookmarks) Queue() string { return QueueImports }
 
 // Size returns the effective page size.
 func (t ImportBookmarks) Size() int {

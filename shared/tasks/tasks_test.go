@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/venturi-dev/venturi"
 )
@@ -23,6 +25,78 @@ func TestFetchBookmarkPolicy(t *testing.T) {
 	if string(b) != `{"bookmark_id":"01J0000000000000000000000A","url":"https://example.com/"}` {
 		t.Fatalf("payload = %s", b)
 	}
+	imported := FetchBookmark{BookmarkID: a.BookmarkID, URL: a.URL, ImportID: "01J0000000000000000000000B"}
+	if b, _ := json.Marshal(imported); string(b) != `{"bookmark_id":"01J0000000000000000000000A","url":"https://example.com/","import_id":"01J0000000000000000000000B"}` {
+		t.Fatalf("imported payload = %s", b)
+	}
+	// Interactive fetches and imported ones have queues of their own; a fetch pending in
+	// the other queue is not merged into (a merge would keep its queue).
+	if a.Queue() != venturi.DefaultQueue || imported.Queue() != QueueImports {
+		t.Fatalf("queues %q and %q", a.Queue(), imported.Queue())
+	}
+	for _, tt := range []struct {
+		existing, incoming FetchBookmark
+		want               venturi.Action
+	}{
+		{a, a, venturi.ActionReplaced},
+		{imported, imported, venturi.ActionReplaced},
+		{imported, a, venturi.ActionIndependent}, // a refetch while the import's fetch waits
+		{a, imported, venturi.ActionIndependent},
+	} {
+		if d := tt.incoming.Merge(venturi.Pending[FetchBookmark, FetchCarry]{Payload: tt.existing}).Decision(); d != tt.want {
+			t.Errorf("merge of %q into %q = %v, want %v", tt.incoming.Queue(), tt.existing.Queue(), d, tt.want)
+		}
+	}
+	// Politeness: the host's slot and partition, and per-host limits.
+	if got, want := a.Slot(), (venturi.Slot{Key: "host:example.com", Limit: 2, Policy: venturi.SlotQueue}); got != want {
+		t.Fatalf("Slot = %+v, want %+v", got, want)
+	}
+	if a.Partition() != "example.com" {
+		t.Fatalf("Partition = %q", a.Partition())
+	}
+	want := venturi.Limits{
+		Rate:    venturi.Rate{N: 1, Per: time.Second, PerPartition: true},
+		Breaker: venturi.Breaker{Failures: 5, Cooldown: time.Minute, PerPartition: true},
+	}
+	if got := (FetchBookmark{}).Limits(); got != want {
+		t.Fatalf("Limits = %+v, want %+v", got, want)
+	}
+	if s := (FetchBookmark{URL: "not a url"}).Slot(); s != (venturi.Slot{}) {
+		t.Fatalf("a URL without a host takes slot %+v", s)
+	}
+}
+
+func TestFetchHost(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("a", 300) + ".example"
+	for _, tt := range []struct{ url, host string }{
+		{"https://example.com/", "example.com"},
+		{"HTTPS://Example.COM:8443/path?q=1", "example.com"}, // case and port do not matter
+		{"http://example.com./", "example.com"},              // nor a trailing dot
+		{"http://user@example.com/", "example.com"},
+		{"  https://example.com/  ", "example.com"},
+		{"http://[2001:DB8::1]:8080/", "2001:db8::1"},
+		{"http://127.0.0.1/", "127.0.0.1"},
+		{"https://bücher.example/", "bücher.example"},
+		{"https://xn--bcher-kva.example/", "xn--bcher-kva.example"}, // punycode is another spelling
+		{"https://b%C3%BCcher.example/", "bücher.example"},
+		{"https://%ff.example/", "\ufffd.example"}, // invalid UTF-8, replaced
+		{"https://" + long + "/", long[:venturi.MaxPartitionBytes]},
+		{"javascript:alert(1)", ""},
+		{"/relative", ""},
+		{"", ""},
+		{"http://[::1", ""},
+	} {
+		if got := FetchHost(tt.url); got != tt.host {
+			t.Errorf("FetchHost(%q) = %q, want %q", tt.url, got, tt.host)
+		}
+	}
+	if k := FetchSlotKey(long); len(k) != venturi.MaxSlotKeyBytes || !strings.HasPrefix(k, "host:aaa") {
+		t.Fatalf("slot key of a long host: %d bytes", len(k))
+	}
+	if k := FetchSlotKey("é" + strings.Repeat("é", 200)); !utf8.ValidString(k) || len(k) > venturi.MaxSlotKeyBytes {
+		t.Fatalf("slot key %q cut inside a character", k)
+	}
 }
 
 func TestImportBookmarksPolicy(t *testing.T) {
@@ -37,6 +111,9 @@ func TestImportBookmarksPolicy(t *testing.T) {
 	}
 	if task.Priority() != venturi.PriorityLow {
 		t.Fatal("imports must run below fetches")
+	}
+	if task.Queue() != QueueImports {
+		t.Fatalf("imports run in queue %q", task.Queue())
 	}
 }
 

@@ -201,6 +201,27 @@ type Job struct {
 	// JournalTotal is how many entries the journal has in all (more than len(Journal) when
 	// older ones are not shown).
 	JournalTotal int `json:"journal_total"`
+	// Queue is the job's queue: "default", or "imports" for an import and the fetches of
+	// the bookmarks it created.
+	Queue string `json:"queue,omitempty"`
+	// Partition is the host a fetch belongs to: fetches are polite per host, and each host
+	// has its own circuit breaker (see bookmarks-worker/README.md, "Politeness").
+	Partition string `json:"partition,omitempty"`
+	// Circuit is the breaker of the job's host when it holds the pending job back (open,
+	// or letting one probe through); absent otherwise.
+	Circuit *Circuit `json:"circuit,omitempty"`
+}
+
+// Circuit is a host's circuit breaker that holds a pending fetch back: after too many
+// failed fetches of the host in a row, its fetches wait until OpenUntil, then one probe
+// fetch decides whether they resume.
+type Circuit struct {
+	// State is "open", "half_open" (the next claim runs the probe) or "probing".
+	State string `json:"state"`
+	// Failures is how many fetches of the host failed in a row.
+	Failures int `json:"failures"`
+	// OpenUntil is when the breaker lets a probe fetch through.
+	OpenUntil *time.Time `json:"open_until,omitempty"`
 }
 
 // JournalEntry is one run (or merge) in a job's journal, as the API shows it: durations in
@@ -337,6 +358,11 @@ func toJob(j *venturi.Job) *Job {
 	for i, e := range shown {
 		out.Journal[i] = JournalEntry{Event: string(e.Event), Run: e.Run, Note: e.Note, Attachment: e.Attachment,
 			StartedAt: timeOrNil(e.StartedAt), At: timeOrNil(e.At), ResumeInMS: e.ResumeIn.Milliseconds(), Merge: e.Merge}
+	}
+	out.Queue, out.Partition = j.Queue, j.Partition
+	pending := j.State == venturi.StateAvailable || j.State == venturi.StateScheduled
+	if c := j.Circuit; c != nil && pending && c.State != venturi.CircuitClosed {
+		out.Circuit = &Circuit{State: string(c.State), Failures: c.Failures, OpenUntil: c.OpenUntil}
 	}
 	return out
 }

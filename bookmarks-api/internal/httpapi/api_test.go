@@ -141,8 +141,12 @@ func TestBookmarkLifecycle(t *testing.T) {
 		t.Fatalf("tags = %v", tags)
 	}
 	job := bm["fetch_job"].(map[string]any)
-	if job["state"] != "available" || job["kind"] != "fetch_bookmark" {
+	// An interactive fetch: the default queue, and its host's partition.
+	if job["state"] != "available" || job["kind"] != "fetch_bookmark" || job["queue"] != "default" || job["partition"] != "example.com" {
 		t.Fatalf("fetch job = %v", job)
+	}
+	if _, ok := job["circuit"]; ok {
+		t.Fatalf("fetch job shows a circuit before any fetch: %v", job)
 	}
 	id := bm["id"].(string)
 
@@ -188,7 +192,8 @@ func TestImports(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	code, imp := b.do(t, "POST", "/imports", `{"items":[{"url":"https://a/"},{"url":"javascript:x","title":"bad"}],"tags":["imported"],"page_size":1}`)
-	if code != 202 || imp["total"] != float64(2) || imp["status"] != "pending" || imp["job"].(map[string]any)["kind"] != "import_bookmarks" {
+	if job := imp["job"].(map[string]any); code != 202 || imp["total"] != float64(2) || imp["status"] != "pending" ||
+		job["kind"] != "import_bookmarks" || job["queue"] != "imports" {
 		t.Fatalf("create import = %d %v", code, imp)
 	}
 	if code, got := b.do(t, "GET", "/imports/"+imp["id"].(string), ""); code != 200 || got["id"] != imp["id"] {

@@ -40,7 +40,7 @@ package httpapi
 //	                                                 at dial time (bookmarks-worker/internal/
 //	                                                 fetch/bad_input_test.go tests the guard's
 //	                                                 check; internal/handlers/bad_input_test.go
-//	                                                 the job ending dead with "blocked")
+//	                                                 the bookmark failed with "blocked_address")
 //	decimal IP http://2130706433/ (127.0.0.1)        201, accepted: the worker refuses it before
 //	                                                 any lookup, and the guard refuses 127.0.0.1
 //	                                                 (same worker tests)

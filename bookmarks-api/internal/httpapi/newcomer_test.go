@@ -76,3 +76,27 @@ func TestJournalViewUsesMillisecondsAndHidesWorkers(t *testing.T) {
 		t.Fatalf("journal view %s", s)
 	}
 }
+
+// TestJobViewShowsTheCircuitThatHoldsIt: a pending fetch whose host's breaker is open
+// shows the circuit (why it waits, until when); a closed breaker, or a job that is no
+// longer pending, shows none.
+func TestJobViewShowsTheCircuitThatHoldsIt(t *testing.T) {
+	t.Parallel()
+	until := time.Now().Add(time.Minute)
+	open := &venturi.Circuit{Kind: "fetch_bookmark", Partition: "down.example", State: venturi.CircuitOpen, Failures: 5, Threshold: 5, OpenUntil: &until}
+	job := func(state venturi.State, c *venturi.Circuit) *Job {
+		return toJob(&venturi.Job{ID: ulid.Make(), Kind: "fetch_bookmark", State: state, Queue: "default", Partition: "down.example", Circuit: c})
+	}
+	j := job(venturi.StateScheduled, open)
+	if j.Queue != "default" || j.Partition != "down.example" || j.Circuit == nil || j.Circuit.State != "open" ||
+		j.Circuit.Failures != 5 || j.Circuit.OpenUntil == nil || !j.Circuit.OpenUntil.Equal(until) {
+		t.Fatalf("pending job under an open breaker: %+v circuit %+v", j, j.Circuit)
+	}
+	closed := *open
+	closed.State, closed.OpenUntil = venturi.CircuitClosed, nil
+	for _, j := range []*Job{job(venturi.StateAvailable, &closed), job(venturi.StateCompleted, open), job(venturi.StateAvailable, nil)} {
+		if j.Circuit != nil {
+			t.Fatalf("job shows circuit %+v", j.Circuit)
+		}
+	}
+}

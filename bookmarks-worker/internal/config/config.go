@@ -18,8 +18,14 @@ import (
 type Config struct {
 	// DatabaseURL is the PostgreSQL URL (DATABASE_URL). Required.
 	DatabaseURL string
-	// Concurrency is the number of jobs run at once (BOOKMARKS_WORKER_CONCURRENCY, default 20).
+	// Concurrency is the number of jobs of the default queue run at once: the fetches users
+	// ask for and the tag index rebuilds (BOOKMARKS_WORKER_CONCURRENCY, default 20).
 	Concurrency int
+	// ImportConcurrency is the number of jobs of the imports queue (tasks.QueueImports) run
+	// at once: the import pages and the fetches of imported bookmarks
+	// (BOOKMARKS_WORKER_IMPORT_CONCURRENCY, default 5). These handlers are the imports'
+	// own, so a large import never takes those of the default queue.
+	ImportConcurrency int
 	// Lease is venturi's job lease (BOOKMARKS_WORKER_LEASE, default 30s). A job whose worker
 	// died is retried about one lease later.
 	Lease time.Duration
@@ -94,6 +100,7 @@ func Parse(getenv func(string) string) (Config, error) {
 		errs = append(errs, errors.New("DATABASE_URL is not set"))
 	}
 	c.Concurrency = num("BOOKMARKS_WORKER_CONCURRENCY", 20)
+	c.ImportConcurrency = num("BOOKMARKS_WORKER_IMPORT_CONCURRENCY", 5)
 	c.Lease = dur("BOOKMARKS_WORKER_LEASE", 30*time.Second)
 	c.ShutdownGrace = dur("BOOKMARKS_WORKER_GRACE", 10*time.Second)
 	c.PollInterval = dur("BOOKMARKS_WORKER_POLL", time.Second)

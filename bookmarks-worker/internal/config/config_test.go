@@ -15,7 +15,7 @@ func TestParseDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Concurrency != 20 || c.Lease != 30*time.Second || c.Fetch.AllowLoopbackPort != 0 || c.Fetch.StaticHosts != nil || c.Fetch.Ports != nil {
+	if c.Concurrency != 20 || c.ImportConcurrency != 5 || c.Lease != 30*time.Second || c.Fetch.AllowLoopbackPort != 0 || c.Fetch.StaticHosts != nil || c.Fetch.Ports != nil {
 		t.Fatalf("defaults = %+v", c)
 	}
 }
@@ -59,5 +59,18 @@ func TestTestOnlySettings(t *testing.T) {
 	}
 	if got := c.TestOnlySettings(); !slices.Equal(got, want) {
 		t.Fatalf("TestOnlySettings() = %q, want %q", got, want)
+	}
+}
+
+func TestParseImportConcurrency(t *testing.T) {
+	t.Parallel()
+	c, err := Parse(env(map[string]string{"DATABASE_URL": "postgres://x", "BOOKMARKS_WORKER_IMPORT_CONCURRENCY": "2"}))
+	if err != nil || c.ImportConcurrency != 2 || c.Concurrency != 20 {
+		t.Fatalf("config %+v (%v), want 2 import handlers beside the default 20", c, err)
+	}
+	for _, v := range []string{"0", "-1", "many"} {
+		if _, err := Parse(env(map[string]string{"DATABASE_URL": "postgres://x", "BOOKMARKS_WORKER_IMPORT_CONCURRENCY": v})); err == nil {
+			t.Errorf("BOOKMARKS_WORKER_IMPORT_CONCURRENCY=%q accepted", v)
+		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/fetch"
 	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/store"
+	"github.com/venturi-dev/bookmarks/shared/tasks"
 	"github.com/venturi-dev/venturi"
 )
 
@@ -63,6 +64,17 @@ func Registrations() []Registration {
 		RegisterFetchBookmark,
 		RegisterImportBookmarks,
 		RegisterRebuildTagIndex,
+	}
+}
+
+// Queues are the queues a worker serves: venturi.DefaultQueue with interactive handlers
+// (the fetches users ask for, the tag index rebuilds) and tasks.QueueImports with
+// imports handlers (the import pages and the fetches of imported bookmarks). Each queue
+// has its own handlers and claims, so a backlog in one never delays the other.
+func Queues(interactive, imports int) []venturi.WorkerQueue {
+	return []venturi.WorkerQueue{
+		{Name: venturi.DefaultQueue, Concurrency: interactive},
+		{Name: tasks.QueueImports, Concurrency: imports},
 	}
 }
 

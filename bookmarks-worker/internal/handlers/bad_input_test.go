@@ -16,13 +16,16 @@ package handlers
 //	fetch_bookmark payload of a non-ULID bookmark id dead, "bad bookmark id" (also one run through
 //	                                                 venturitest.RunFunc, without a database)
 //	import_bookmarks payload of a non-ULID import id dead, "bad import id" (RunFunc)
-//	fetch of http://[::1]/ (the API accepts it)      dead; bookmark failed, fetch_error "blocked_address"
+//	fetch of http://[::1]/ (the API accepts it)      completed with the note "fetch failed:
+//	                                                 blocked_address" (a verdict on the page, not
+//	                                                 the host's failure: see handleFetchBookmark);
+//	                                                 bookmark failed, fetch_error "blocked_address"
 //	                                                 (refused by the dial-time guard)
-//	fetch of http://2130706433/ (the API accepts it) dead; bookmark failed, "blocked_address"
-//	fetch of file:///etc/passwd, gopher://...,       dead; bookmark failed, "bad_url" (the API
+//	fetch of http://2130706433/ (the API accepts it) completed; bookmark failed, "blocked_address"
+//	fetch of file:///etc/passwd, gopher://...,       completed; bookmark failed, "bad_url" (the API
 //	  https://u:p@a.example/                         refuses these with 422; a stored payload
 //	                                                 cannot get past the fetcher either)
-//	import of those six URLs                         [::1] imported and its fetch dies "blocked_address";
+//	import of those six URLs                         [::1] imported and its fetch ends "blocked_address";
 //	                                                 the other five skipped (the fetcher would
 //	                                                 not try them); import done, 1 imported, 5
 //	                                                 skipped; no rebuild_tag_index (no tags)
@@ -104,7 +107,8 @@ func TestBadInputURLsReachingTheFetcher(t *testing.T) {
 	} {
 		t.Run(tt.url, func(t *testing.T) {
 			id, job := b.bookmark(t, tt.url)
-			j := b.waitJob(t, job, venturi.StateDead)
+			// A verdict on the page: the job completes, the bookmark is failed.
+			j := b.waitJob(t, job, venturi.StateCompleted)
 			status, _, errText, _ := b.row(t, id)
 			if status != "failed" || errText != tt.code || j.Journal[len(j.Journal)-1].Note != "fetch failed: "+tt.code {
 				t.Fatalf("bookmark %s %q, want failed %q; journal %+v", status, errText, tt.code, j.Journal)
@@ -138,7 +142,7 @@ func TestBadInputURLsReachingTheFetcher(t *testing.T) {
 	if url != "http://[::1]/" {
 		t.Fatalf("imported %q", url)
 	}
-	if j := b.waitJob(t, ulid.ULID(fetchJob.Bytes), venturi.StateDead); j.Journal[len(j.Journal)-1].Note != "fetch failed: blocked_address" {
+	if j := b.waitJob(t, ulid.ULID(fetchJob.Bytes), venturi.StateCompleted); j.Journal[len(j.Journal)-1].Note != "fetch failed: blocked_address" {
 		t.Fatalf("imported [::1] fetch: journal %+v", j.Journal)
 	}
 }

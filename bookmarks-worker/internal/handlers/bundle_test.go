@@ -72,10 +72,15 @@ func setup(t *testing.T) *testBundle {
 	return &testBundle{pool: pool, app: app, queue: app.Queue, fetcher: ff}
 }
 
-func (b *testBundle) start(t *testing.T) {
+// start runs a worker over every registration, serving both queues with four handlers
+// each, as the worker module does (with more handlers).
+func (b *testBundle) start(t *testing.T) { b.startQueues(t, 4, 4) }
+
+// startQueues is start with the given handlers for the default and the imports queue.
+func (b *testBundle) startQueues(t *testing.T, interactive, imports int) {
 	t.Helper()
 	w, err := venturi.NewWorker(b.pool, b.app, venturi.Config{
-		Concurrency: 4, PollInterval: 20 * time.Millisecond, Backoff: venturi.Backoff{Base: time.Millisecond},
+		Queues: Queues(interactive, imports), PollInterval: 20 * time.Millisecond, Backoff: venturi.Backoff{Base: time.Millisecond},
 		Logger: b.app.Log,
 	})
 	if err != nil {

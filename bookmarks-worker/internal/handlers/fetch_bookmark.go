@@ -41,14 +41,26 @@ type FetchAttachment struct {
 }
 
 // handleFetchBookmark fetches the page and stores its title and text with the bookmark.
-// The result and the job's completion commit in one transaction. A refused address, 410
-// Gone and other permanent failures kill the job and mark the bookmark failed; 5xx, 429
-// and timeouts retry with backoff until the bookmark's attempts run out, except that a 429
-// or 503 with a Retry-After header retries after the wait it asks for (at most
-// MaxRetryAfter). A failure stores its reason code (fetch.Reason*) in the bookmark's
-// fetch_error and the HTTP status in http_status; the journal note says the same
-// ("fetch failed: dns"); the underlying error, which can name internal addresses, is
-// logged with the job ID and nowhere else.
+// The result and the job's completion commit in one transaction.
+//
+// Failures come in two classes, because the host's circuit breaker (tasks.FetchBookmark's
+// Limits) counts every run that returns an error:
+//
+//   - A verdict on the page (fetch.Error.Permanent: 404, 410 and other 4xx, not HTML,
+//     too large, too many redirects, a refused address, an unknown host name) is final
+//     and says nothing against the host: the bookmark is marked failed and the job
+//     completes, in one transaction, with the note "fetch failed: <code>". No error is
+//     returned, so a site with many dead links does not trip its breaker.
+//   - Trouble with the host (timeouts, refused connections, TLS, 5xx, 408, 429, resolver
+//     failures) returns an error, which the breaker counts: the job retries with backoff
+//     until the bookmark's attempts run out, then dies ("giving up after n attempts"),
+//     except that a 429 or 503 with a Retry-After header retries after the wait it asks
+//     for (at most MaxRetryAfter).
+//
+// A failure stores its reason code (fetch.Reason*) in the bookmark's fetch_error and the
+// HTTP status in http_status; the journal note says the same ("fetch failed: dns"); the
+// underlying error, which can name internal addresses, is logged with the job ID and
+// nowhere else.
 func handleFetchBookmark(ctx context.Context, t tasks.FetchBookmark, run *venturi.Run[tasks.FetchCarry], app *App) (venturi.Outcome, error) {
 	id, err := parseID(t.BookmarkID)
 	if err != nil {
@@ -84,17 +96,26 @@ func handleFetchBookmark(ctx context.Context, t tasks.FetchBookmark, run *ventur
 		app.Log.Warn("fetch failed", "job_id", run.ID().String(), "bookmark_id", t.BookmarkID,
 			"reason", fe.Reason, "http_status", fe.Status, "attempt", run.Failures()+1, "final", final, "err", fe.Error())
 		status := pgtype.Int4{Int32: int32(fe.Status), Valid: fe.Status != 0}
-		if _, err := app.Store.RecordFetchFailure(ctx, app.Pool, store.RecordFetchFailureParams{
-			Final: final, FetchError: fe.Reason, HttpStatus: status, ID: id, FetchJobID: job,
-		}); err != nil {
+		record := store.RecordFetchFailureParams{Final: final, FetchError: fe.Reason, HttpStatus: status, ID: id, FetchJobID: job}
+		failed := fetchFailed{fe.Summary()}
+		if fe.Permanent {
+			// A verdict on the page: the job completes (see above), with the failure.
+			var out venturi.Outcome
+			err := pgx.BeginFunc(ctx, app.Pool, func(tx pgx.Tx) error {
+				if _, err := app.Store.RecordFetchFailure(ctx, tx, record); err != nil {
+					return fmt.Errorf("record failure (%s): %w", fe.Summary(), err)
+				}
+				var err error
+				out, err = run.CompleteTx(ctx, tx, venturi.CompletedWith(failed.Error()))
+				return err
+			})
+			return out, err
+		}
+		if _, err := app.Store.RecordFetchFailure(ctx, app.Pool, record); err != nil {
 			return venturi.Outcome{}, fmt.Errorf("record failure (%s): %w", fe.Summary(), err)
 		}
-		failed := fetchFailed{fe.Summary()}
 		if final {
-			if !fe.Permanent {
-				return venturi.Outcome{}, venturi.Permanentf("giving up after %d attempts: %w", run.Failures()+1, failed)
-			}
-			return venturi.Outcome{}, venturi.Permanent(failed)
+			return venturi.Outcome{}, venturi.Permanentf("giving up after %d attempts: %w", run.Failures()+1, failed)
 		}
 		if retryAfter > 0 {
 			return venturi.Outcome{}, venturi.RetryIn(retryAfter, failed)

@@ -71,16 +71,23 @@ func TestFetchBookmarkPermanentFailures(t *testing.T) {
 	b.fetcher.script["http://10.0.0.1/"] = []func() (*fetch.Result, error){fail(&fetch.Error{Reason: fetch.ReasonBlocked, Permanent: true, Err: errors.New("prohibited IP address: 10.0.0.1")})}
 	b.fetcher.script["https://down.example/"] = []func() (*fetch.Result, error){fail(&fetch.Error{Reason: fetch.ReasonHTTPStatus, Status: 500})}
 	b.start(t)
-	for url, want := range map[string]string{
-		"https://gone.example/": "http_status",
-		"http://10.0.0.1/":      "blocked_address",
-		"https://down.example/": "http_status", // gives up after MaxFetchAttempts (3)
+	// A verdict on the page completes the job at once; trouble with the host kills it once
+	// the attempts run out.
+	for url, want := range map[string]struct {
+		code  string
+		state venturi.State
+		runs  int
+	}{
+		"https://gone.example/": {"http_status", venturi.StateCompleted, 1},
+		"http://10.0.0.1/":      {"blocked_address", venturi.StateCompleted, 1},
+		"https://down.example/": {"http_status", venturi.StateDead, 3}, // gives up after MaxFetchAttempts (3)
 	} {
 		id, job := b.bookmark(t, url)
-		j := b.waitJob(t, job, venturi.StateDead)
+		j := b.waitJob(t, job, want.state)
 		status, _, errText, _ := b.row(t, id)
-		if status != "failed" || errText != want {
-			t.Fatalf("%s: bookmark %s %q, want failed %q; journal %+v", url, status, errText, want, j.Journal)
+		if status != "failed" || errText != want.code || j.RunCount != want.runs {
+			t.Fatalf("%s: bookmark %s %q after %d runs, want failed %q after %d; journal %+v", url, status, errText, j.RunCount,
+				want.code, want.runs, j.Journal)
 		}
 	}
 }
@@ -346,18 +353,19 @@ func TestFetchFailuresShowCodesNotAddresses(t *testing.T) {
 	b.start(t)
 	for _, tt := range []struct {
 		name, url, code string
-		notes           []string // the journal, run by run (MaxFetchAttempts is 3)
-		raw             string   // in the log line only
+		state           venturi.State // an unknown name is a verdict on the page; a refused connection is the host's trouble
+		notes           []string      // the journal, run by run (MaxFetchAttempts is 3)
+		raw             string        // in the log line only
 	}{
-		{"unknown name", "http://nohost.fetch.test/", fetch.ReasonDNS,
+		{"unknown name", "http://nohost.fetch.test/", fetch.ReasonDNS, venturi.StateCompleted,
 			[]string{"fetch failed: dns"}, "lookup nohost.fetch.test"},
-		{"connection refused", fmt.Sprintf("http://127.0.0.1:%d/", refusing), fetch.ReasonConnect,
+		{"connection refused", fmt.Sprintf("http://127.0.0.1:%d/", refusing), fetch.ReasonConnect, venturi.StateDead,
 			[]string{"fetch failed: connect", "fetch failed: connect", "giving up after 3 attempts: fetch failed: connect"},
 			fmt.Sprintf("127.0.0.1:%d: connect: connection refused", refusing)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			id, job := b.bookmark(t, tt.url)
-			j := b.waitJob(t, job, venturi.StateDead)
+			j := b.waitJob(t, job, tt.state)
 			var code string
 			var httpStatus *int32
 			if err := b.pool.QueryRow(context.Background(), "SELECT fetch_status, fetch_error, http_status FROM bookmark WHERE id = $1",

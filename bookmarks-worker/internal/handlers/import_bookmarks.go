@@ -79,7 +79,7 @@ func handleImportBookmarks(ctx context.Context, t tasks.ImportBookmarks, run *ve
 				continue
 			}
 			bid := ulid.Make()
-			fb := tasks.FetchBookmark{BookmarkID: bid.String(), URL: r.Url}
+			fb := tasks.FetchBookmark{BookmarkID: bid.String(), URL: r.Url, ImportID: t.ImportID}
 			res, err := app.Queue.EnqueueTx(ctx, tx, fb)
 			if err != nil {
 				return fmt.Errorf("enqueue fetch: %w", err)

@@ -48,7 +48,9 @@ func TestFetchBookmarkFailureDecisions(t *testing.T) {
 		{"503 asks for a second", &fetch.Error{Reason: fetch.ReasonHTTPStatus, Status: 503, RetryAfter: time.Second}, 1, venturi.EventFailed, time.Second, "fetch failed: http_status 503"},
 		{"500 with Retry-After: backoff", &fetch.Error{Reason: fetch.ReasonHTTPStatus, Status: 500, RetryAfter: 5 * time.Second}, 0, venturi.EventFailed, 0, "fetch failed: http_status 500"},
 		{"503 without Retry-After: backoff", &fetch.Error{Reason: fetch.ReasonHTTPStatus, Status: 503}, 0, venturi.EventFailed, 0, "fetch failed: http_status 503"},
-		{"410 is permanent", &fetch.Error{Reason: fetch.ReasonHTTPStatus, Status: 410, Permanent: true}, 0, venturi.EventDead, 0, "fetch failed: http_status 410"},
+		{"410 is a verdict: the job completes", &fetch.Error{Reason: fetch.ReasonHTTPStatus, Status: 410, Permanent: true}, 0, venturi.EventCompleted, 0, "fetch failed: http_status 410"},
+		{"a refused address is a verdict", &fetch.Error{Reason: fetch.ReasonBlocked, Permanent: true, Err: errors.New("prohibited IP address: 10.0.0.1")}, 1, venturi.EventCompleted, 0, "fetch failed: blocked_address"},
+		{"not HTML is a verdict", &fetch.Error{Reason: fetch.ReasonBadContent, Status: 200, Permanent: true}, 0, venturi.EventCompleted, 0, "fetch failed: bad_content"},
 		{"the last attempt gives up", &fetch.Error{Reason: fetch.ReasonHTTPStatus, Status: 500}, 2, venturi.EventDead, 0, "giving up after 3 attempts: fetch failed: http_status 500"},
 		{"the last attempt ignores Retry-After", &fetch.Error{Reason: fetch.ReasonHTTPStatus, Status: 429, RetryAfter: time.Minute}, 2, venturi.EventDead, 0, "giving up after 3 attempts: fetch failed: http_status 429"},
 		{"a timeout's detail stays out", &fetch.Error{Reason: fetch.ReasonTimeout, Err: errors.New("dial tcp 10.1.2.3:443: i/o timeout")}, 0, venturi.EventFailed, 0, "fetch failed: timeout"},
@@ -72,8 +74,13 @@ func TestFetchBookmarkFailureDecisions(t *testing.T) {
 				att.Status != tt.fe.Status || (att.RetryAfter != "") != asked {
 				t.Fatalf("attachment %+v (%v)", att, err)
 			}
+			// A verdict on the page completes the job in the transaction that marks the
+			// bookmark failed, returning no error: the host's breaker does not count it.
+			if verdict := tt.fe.Permanent; verdict != (res.Err == nil) || verdict != res.CompletedTx {
+				t.Fatalf("error %v, completedTx %v; want an error exactly for the host's trouble", res.Err, res.CompletedTx)
+			}
 			wantStatus := "pending"
-			if tt.event == venturi.EventDead {
+			if tt.event == venturi.EventDead || tt.event == venturi.EventCompleted {
 				wantStatus = "failed"
 			}
 			if status, _, errText, attempts := b.row(t, id); status != wantStatus || errText != tt.fe.Reason || attempts != 1 {

@@ -44,7 +44,8 @@ type RecordFetchFailureParams struct {
 	FetchJobID pgtype.UUID
 }
 
-// A failed attempt; final marks the fetch failed for good (the job is dead).
+// A failed attempt; final marks the fetch failed for good (a verdict on the page, or the
+// last attempt).
 func (q *Queries) RecordFetchFailure(ctx context.Context, db DBTX, arg RecordFetchFailureParams) (int64, error) {
 	result, err := db.Exec(ctx, recordFetchFailure,
 		arg.Final,

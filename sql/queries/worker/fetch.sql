@@ -11,7 +11,8 @@ SET fetch_status = 'fetched', fetch_error = '', fetch_attempts = fetch_attempts 
 WHERE id = @id AND fetch_job_id = @fetch_job_id;
 
 -- name: RecordFetchFailure :execrows
--- A failed attempt; final marks the fetch failed for good (the job is dead).
+-- A failed attempt; final marks the fetch failed for good (a verdict on the page, or the
+-- last attempt).
 UPDATE bookmark
 SET fetch_status = CASE WHEN @final::boolean THEN 'failed' ELSE fetch_status END,
     fetch_error = @fetch_error, fetch_attempts = fetch_attempts + 1,
