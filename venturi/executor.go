@@ -33,6 +33,7 @@ type executor struct {
 	channel  string        // the notification channel (wake-ups after gated runs)
 	signals  signalReader  // Run.Signals' reads, on the application's pool
 	hooks    hookCreator   // Run.CreateHook's writes, on the application's pool
+	steps    *stepStore    // Step's reads and writes, on the application's pool
 	journal  journalLoader // Run.EarlierHistory's reads, on the application's pool
 	q        *dbsqlc.Queries
 	reg      map[string]*registration
@@ -85,6 +86,7 @@ func (e *executor) useDB(db dbsqlc.DBTX) {
 		return pendingSignals(ctx, db, q, id, names)
 	}
 	e.hooks = func(ctx context.Context, p dbsqlc.CreateHookParams) error { return q.CreateHook(ctx, db, p) }
+	e.steps = &stepStore{db: db, q: q}
 }
 
 // log returns the executor's logger.
@@ -187,7 +189,7 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 	}
 	run := &Run[C]{
 		id: j.id, kind: j.kind, token: j.token, runs: j.runs, failures: j.failures,
-		history: history, carry: carry, shutdown: e.shutdown, earlier: e.journal, signals: e.signals, hooks: e.hooks,
+		history: history, carry: carry, shutdown: e.shutdown, earlier: e.journal, signals: e.signals, hooks: e.hooks, steps: e.steps,
 	}
 	if j.stop != nil { // every claim gives its runs one
 		run.shutdown = j.stop.ch

@@ -23,6 +23,7 @@ type Run[C any] struct {
 	earlier    journalLoader // reads older entries; one per worker, shared by its runs
 	signals    signalReader  // reads the job's signals; one per worker
 	hooks      hookCreator   // stores hooks; one per worker
+	steps      *stepStore    // memoized steps (Step); one per worker
 	consumed   []int64       // the signals Signals returned: consumed when the run ends
 	carry      C
 	attachment json.RawMessage

@@ -599,3 +599,15 @@ CREATE TABLE venturi_hook (
     disposed_at timestamptz
 );
 CREATE INDEX venturi_hook_job_idx ON venturi_hook (job_id);
+
+-- Memoized steps (venturi.Step): a step's result, written by the run that completed it
+-- (fenced by its token), read instead of running the step again by later runs.
+CREATE TABLE venturi_step (
+    job_id uuid        NOT NULL REFERENCES venturi_job (id) ON DELETE CASCADE,
+    name   text        NOT NULL CHECK (name <> '' AND length(name) <= 128),
+    result jsonb       NOT NULL,
+    run    integer     NOT NULL, -- the run that completed it
+    token  bigint      NOT NULL,
+    at     timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (job_id, name)
+);

@@ -153,3 +153,12 @@ type VenturiSignal struct {
 	ConsumedToken pgtype.Int8
 	ConsumedAt    *time.Time
 }
+
+type VenturiStep struct {
+	JobID  pgtype.UUID
+	Name   string
+	Result []byte
+	Run    int32
+	Token  int64
+	At     time.Time
+}

@@ -587,3 +587,18 @@ RETURNING job_id, name, reusable;
 -- name: DisposeHook :execrows
 UPDATE venturi_hook SET disposed_at = now()
 WHERE token_hash = @token_hash AND disposed_at IS NULL;
+
+-- name: StepResult :one
+SELECT result FROM venturi_step WHERE job_id = @job_id AND name = @name::text;
+
+-- name: SaveStep :execrows
+-- Memoizes a step's result for a run that still holds its job (its token matches); a lost
+-- run saves nothing. An earlier memo of the name is kept.
+INSERT INTO venturi_step (job_id, name, result, run, token)
+SELECT j.id, @name::text, (@result::text)::jsonb, j.runs, j.lease_token
+FROM venturi_job j
+WHERE j.id = @job_id AND j.lease_token = @token
+ON CONFLICT (job_id, name) DO NOTHING;
+
+-- name: JobSteps :many
+SELECT name, result, run, at FROM venturi_step WHERE job_id = @job_id ORDER BY at, name;

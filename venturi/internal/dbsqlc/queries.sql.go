@@ -1089,6 +1089,42 @@ func (q *Queries) JobByKey(ctx context.Context, db DBTX, arg JobByKeyParams) (pg
 	return id, err
 }
 
+const jobSteps = `-- name: JobSteps :many
+SELECT name, result, run, at FROM venturi_step WHERE job_id = $1 ORDER BY at, name
+`
+
+type JobStepsRow struct {
+	Name   string
+	Result []byte
+	Run    int32
+	At     time.Time
+}
+
+func (q *Queries) JobSteps(ctx context.Context, db DBTX, jobID pgtype.UUID) ([]*JobStepsRow, error) {
+	rows, err := db.Query(ctx, jobSteps, jobID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*JobStepsRow
+	for rows.Next() {
+		var i JobStepsRow
+		if err := rows.Scan(
+			&i.Name,
+			&i.Result,
+			&i.Run,
+			&i.At,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobsOfKind = `-- name: JobsOfKind :many
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
        journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
@@ -1691,6 +1727,36 @@ func (q *Queries) RescueExpired(ctx context.Context, db DBTX, arg RescueExpiredP
 	return items, nil
 }
 
+const saveStep = `-- name: SaveStep :execrows
+INSERT INTO venturi_step (job_id, name, result, run, token)
+SELECT j.id, $1::text, ($2::text)::jsonb, j.runs, j.lease_token
+FROM venturi_job j
+WHERE j.id = $3 AND j.lease_token = $4
+ON CONFLICT (job_id, name) DO NOTHING
+`
+
+type SaveStepParams struct {
+	Name   string
+	Result string
+	JobID  pgtype.UUID
+	Token  pgtype.Int8
+}
+
+// Memoizes a step's result for a run that still holds its job (its token matches); a lost
+// run saves nothing. An earlier memo of the name is kept.
+func (q *Queries) SaveStep(ctx context.Context, db DBTX, arg SaveStepParams) (int64, error) {
+	result, err := db.Exec(ctx, saveStep,
+		arg.Name,
+		arg.Result,
+		arg.JobID,
+		arg.Token,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const sendSignal = `-- name: SendSignal :one
 WITH ins AS (
     INSERT INTO venturi_signal (job_id, name, payload, delivery_id)
@@ -1812,6 +1878,22 @@ type SetQueuePausedParams struct {
 func (q *Queries) SetQueuePaused(ctx context.Context, db DBTX, arg SetQueuePausedParams) error {
 	_, err := db.Exec(ctx, setQueuePaused, arg.Name, arg.Paused)
 	return err
+}
+
+const stepResult = `-- name: StepResult :one
+SELECT result FROM venturi_step WHERE job_id = $1 AND name = $2::text
+`
+
+type StepResultParams struct {
+	JobID pgtype.UUID
+	Name  string
+}
+
+func (q *Queries) StepResult(ctx context.Context, db DBTX, arg StepResultParams) ([]byte, error) {
+	row := db.QueryRow(ctx, stepResult, arg.JobID, arg.Name)
+	var result []byte
+	err := row.Scan(&result)
+	return result, err
 }
 
 const tryMaintenanceLock = `-- name: TryMaintenanceLock :one

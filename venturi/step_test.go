@@ -1,0 +1,175 @@
+package venturi_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/venturi-dev/venturi"
+)
+
+// stepsState counts how often each step ran, by name.
+type stepsState struct {
+	mu   sync.Mutex
+	runs map[string]int
+}
+
+func (s *stepsState) ran(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.runs[name]++
+	return s.runs[name]
+}
+
+func (s *stepsState) count(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.runs[name]
+}
+
+// threeSteps reserves, charges (failing the first time) and mails; the first run also
+// pauses after the reservation to show a checkpoint between steps.
+type threeSteps struct{ Order int }
+
+func (threeSteps) Kind() string { return "three_steps" }
+func (t threeSteps) Handle(ctx context.Context, run *venturi.Run[struct{}], st *stepsState) (venturi.Outcome, error) {
+	seat, err := venturi.Step(ctx, run, "reserve", func(ctx context.Context) (string, error) {
+		st.ran("reserve")
+		return fmt.Sprintf("seat-%d", t.Order), nil
+	})
+	if err != nil {
+		return venturi.Outcome{}, err
+	}
+	if run.RunCount() == 1 {
+		return venturi.PauseIn(0), nil // continue now, in a new run
+	}
+	charge, err := venturi.Step(ctx, run, "charge", func(ctx context.Context) (int, error) {
+		if st.ran("charge") == 1 {
+			return 0, errors.New("card declined, try again")
+		}
+		return 4200, nil
+	})
+	if err != nil {
+		return venturi.Outcome{}, err
+	}
+	if _, err := venturi.Step(ctx, run, "mail", func(ctx context.Context) (bool, error) {
+		st.ran("mail")
+		return true, nil
+	}); err != nil {
+		return venturi.Outcome{}, err
+	}
+	return venturi.CompletedWith(fmt.Sprintf("%s charged %d", seat, charge)), nil
+}
+
+// TestStepsAreMemoized: across a pause and a failed run, each completed step ran once;
+// the failed one ran again; the job's memo lists them in order.
+func TestStepsAreMemoized(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	st := &stepsState{runs: map[string]int{}}
+	startWorkerFor[threeSteps](t, pool, st, fastConfig())
+	r := enqueue(t, q, threeSteps{Order: 7})
+	j := waitState(t, q, r, venturi.StateCompleted)
+	if lastEntry(j).Note != "seat-7 charged 4200" || j.RunCount != 3 {
+		t.Fatalf("note %q after %d runs (%s)", lastEntry(j).Note, j.RunCount, eventsOf(j))
+	}
+	if st.count("reserve") != 1 || st.count("charge") != 2 || st.count("mail") != 1 {
+		t.Fatalf("step runs: %v", st.runs)
+	}
+	steps, err := q.Steps(context.Background(), r.ID)
+	if err != nil || len(steps) != 3 || steps[0].Name != "reserve" || steps[1].Name != "charge" || steps[1].Run != 3 || string(steps[1].Result) != "4200" {
+		t.Fatalf("steps %+v, %v", steps, err)
+	}
+}
+
+// txStep inserts a row and memoizes in one transaction, then fails the run once: the
+// next run skips the step, so the row exists exactly once.
+type txStep struct{ N int }
+
+func (txStep) Kind() string { return "tx_step" }
+func (s txStep) Handle(ctx context.Context, run *venturi.Run[struct{}], pool dbPool) (venturi.Outcome, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return venturi.Outcome{}, err
+	}
+	defer tx.Rollback(ctx)
+	if _, err := venturi.StepTx(ctx, run, tx, "insert", func(ctx context.Context, tx pgx.Tx) (int, error) {
+		_, err := tx.Exec(ctx, "INSERT INTO step_effect (n) VALUES ($1)", s.N)
+		return s.N, err
+	}); err != nil {
+		return venturi.Outcome{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return venturi.Outcome{}, err
+	}
+	if run.RunCount() == 1 {
+		return venturi.Outcome{}, errors.New("crash after the step committed")
+	}
+	return venturi.Completed(), nil
+}
+
+// dbPool is what txStep needs of a pool.
+type dbPool interface {
+	Begin(context.Context) (pgx.Tx, error)
+}
+
+// TestStepTxCommitsEffectAndMemoTogether: a step's database effect and its memo commit
+// together; the run that fails after the commit does not repeat the effect.
+func TestStepTxCommitsEffectAndMemoTogether(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	if _, err := pool.Exec(context.Background(), "CREATE TABLE step_effect (n int)"); err != nil {
+		t.Fatal(err)
+	}
+	startWorkerFor[txStep](t, pool, dbPool(pool), fastConfig())
+	j := waitState(t, q, enqueue(t, q, txStep{N: 5}), venturi.StateCompleted)
+	var n int
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM step_effect").Scan(&n); err != nil || n != 1 || j.RunCount != 2 {
+		t.Fatalf("%d effects after %d runs (%v)", n, j.RunCount, err)
+	}
+}
+
+// fencedStep's step waits until the test has taken its job's lease away.
+type fencedStep struct{}
+
+type fencedState struct {
+	started chan struct{}
+	go_     chan struct{}
+	err     chan error
+}
+
+func (fencedStep) Kind() string { return "fenced_step" }
+func (fencedStep) Handle(ctx context.Context, run *venturi.Run[struct{}], st fencedState) (venturi.Outcome, error) {
+	_, err := venturi.Step(ctx, run, "effect", func(ctx context.Context) (int, error) {
+		close(st.started)
+		<-st.go_
+		return 1, nil
+	})
+	st.err <- err
+	return venturi.Outcome{}, err
+}
+
+// TestStepOfALostRunIsNotMemoized: a run whose token no longer matches gets ErrLeaseLost
+// from Step and leaves no memo.
+func TestStepOfALostRunIsNotMemoized(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	st := fencedState{started: make(chan struct{}), go_: make(chan struct{}), err: make(chan error, 1)}
+	startWorkerFor[fencedStep](t, pool, st, fastConfig())
+	r := enqueue(t, q, fencedStep{})
+	recv(t, (<-chan struct{})(st.started), "the step to start")
+	if _, err := pool.Exec(context.Background(), "UPDATE venturi_job SET lease_token = lease_token + 1000000 WHERE id = $1", r.ID[:]); err != nil {
+		t.Fatal(err)
+	}
+	close(st.go_)
+	if err := recv(t, (<-chan error)(st.err), "the step's result"); !errors.Is(err, venturi.ErrLeaseLost) {
+		t.Fatalf("Step = %v, want ErrLeaseLost", err)
+	}
+	if steps, err := q.Steps(context.Background(), r.ID); err != nil || len(steps) != 0 {
+		t.Fatalf("steps %+v, %v", steps, err)
+	}
+}
