@@ -110,6 +110,14 @@
 // Running counts are read from the job rows themselves, so a slot held by a killed
 // worker frees when the lease rescue returns its job. [Queue.Circuits] shows breakers.
 //
+// # Coordination
+//
+// A producer can cancel a job ([Queue.Cancel]) and wait for any job to end
+// ([Queue.Await]). A run can wait durably for a named signal with a timeout
+// ([WaitForSignal], [Queue.Signal]), hand out a secret token that sends it one
+// ([Run.CreateHook], [Queue.ResumeHook]), and be written as memoized steps that a rerun
+// skips ([Step], [StepTx]).
+//
 // # The journal
 //
 // Each run appends one [JournalEntry] to its job's journal, and each merge one more. The
