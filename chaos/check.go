@@ -27,10 +27,16 @@ type checkConfig struct {
 type jobRow struct {
 	id       [16]byte
 	kind     string
+	queue    string
 	state    string
 	runs     int
 	failures int
-	journal  []venturi.JournalEntry
+	part     *string // NULL: plain
+	slotKey  *string
+	slotLim  *int
+	slotPol  *int
+	moved    int64                  // journal_moved: entries moved to venturi_journal (or dropped)
+	journal  []venturi.JournalEntry // the whole journal: moved entries, then the row's
 }
 
 type startRow struct {
@@ -60,14 +66,19 @@ type faultRow struct {
 
 type expectRow struct {
 	scenario string
-	state    string
+	state    string // one state, or several: a|b
 	pauses   int
 	value    int64
+	group    string // flow scenarios: the burst
+	slotKey  string
+	slotLim  int
+	part     string
 }
 
 var endEvents = map[venturi.Event]bool{
 	venturi.EventCompleted: true, venturi.EventPaused: true, venturi.EventFailed: true,
 	venturi.EventDead: true, venturi.EventAbandoned: true, venturi.EventInterrupted: true,
+	venturi.EventReplaced: true,
 }
 
 // report is the checker's result.
@@ -87,12 +98,18 @@ type report struct {
 	killNoNext      int
 	killCompound    int
 	killRecoveryAll []time.Duration
+	killGated       int // cut runs of flow-controlled jobs: their next start waits for a gate
 	killRescue      []time.Duration
 	killClaim       []time.Duration
 	pgRecovery      []string
 	pgWorst         time.Duration
 	invariants      []invariant
 	violations      []string
+	journalMoved    int // entries read from venturi_journal
+	gates           []gateResult
+	flowEnds        map[string]map[string]int // drop and replace: jobs by final state
+	dropped         int                       // dropped entries
+	replaced        int                       // replaced entries
 }
 
 type scenarioCount struct{ want, got int }
@@ -123,12 +140,19 @@ const (
 	invControl   = "control run: 0 duplicate starts"
 	invKillRec   = "p99 isolated kill -> next start <= lease + 2s"
 	invPGRec     = "claiming resumes <= 10s after PostgreSQL is back"
+	invSlot      = "no slot ever runs more than its limit (journal times)"
+	invKindConc  = "kind concurrency never exceeded (journal times)"
+	invQueueConc = "queue concurrency never exceeded (journal times)"
+	invRate      = "no rate window holds more starts than N (per partition)"
+	invFlowEnd   = "flow jobs end as scripted (slot, drop, replace, gated)"
 )
 
 func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, error) {
 	r := &report{lease: cfg.lease, control: cfg.control, byScenario: map[string]*scenarioCount{},
-		faults: map[string]int{}, disturbed: map[string]int{}, dupStarts: map[string]int{}}
-	for _, n := range []string{invLost, invOnce, invStale, invDead, invOneEnd, invCarry, invDedup, invDupStarts} {
+		faults: map[string]int{}, disturbed: map[string]int{}, dupStarts: map[string]int{},
+		flowEnds: map[string]map[string]int{}}
+	for _, n := range []string{invLost, invOnce, invStale, invDead, invOneEnd, invCarry, invDedup, invDupStarts,
+		invSlot, invKindConc, invQueueConc, invRate, invFlowEnd} {
 		r.invariants = append(r.invariants, invariant{name: n})
 	}
 	if cfg.control {
@@ -139,14 +163,14 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 
 	// ---- load -------------------------------------------------------------------
 	expects := map[[16]byte]expectRow{}
-	rows, err := pool.Query(ctx, `SELECT job_id, scenario, want_state, want_pauses, want_value FROM chaos_expect`)
+	rows, err := pool.Query(ctx, `SELECT job_id, scenario, want_state, want_pauses, want_value, grp, slot_key, slot_limit, part FROM chaos_expect`)
 	if err != nil {
 		return nil, err
 	}
 	for rows.Next() {
 		var id pgtype.UUID
 		var e expectRow
-		if err := rows.Scan(&id, &e.scenario, &e.state, &e.pauses, &e.value); err != nil {
+		if err := rows.Scan(&id, &e.scenario, &e.state, &e.pauses, &e.value, &e.group, &e.slotKey, &e.slotLim, &e.part); err != nil {
 			return nil, err
 		}
 		expects[id.Bytes] = e
@@ -155,7 +179,8 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 		return nil, err
 	}
 	jobs := map[[16]byte]*jobRow{}
-	rows, err = pool.Query(ctx, `SELECT id, kind, state::text, runs, failures, journal FROM venturi_job`)
+	rows, err = pool.Query(ctx, `SELECT id, kind, queue, state::text, runs, failures, part, slot_key, slot_limit, slot_policy,
+		journal_moved, journal FROM venturi_job`)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +188,8 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 		var id pgtype.UUID
 		var j jobRow
 		var journal []byte
-		if err := rows.Scan(&id, &j.kind, &j.state, &j.runs, &j.failures, &journal); err != nil {
+		if err := rows.Scan(&id, &j.kind, &j.queue, &j.state, &j.runs, &j.failures, &j.part, &j.slotKey, &j.slotLim, &j.slotPol,
+			&j.moved, &journal); err != nil {
 			return nil, err
 		}
 		j.id = id.Bytes
@@ -174,6 +200,33 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
+	}
+	// Entries moved out of the rows (migration 3) come first in a job's journal.
+	rows, err = pool.Query(ctx, `SELECT job_id, entry FROM venturi_journal ORDER BY job_id, seq`)
+	if err != nil {
+		return nil, err
+	}
+	moved := map[[16]byte][]venturi.JournalEntry{}
+	for rows.Next() {
+		var id pgtype.UUID
+		var b []byte
+		var en venturi.JournalEntry
+		if err := rows.Scan(&id, &b); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, &en); err != nil {
+			return nil, fmt.Errorf("moved journal entry of %x: %w", id.Bytes, err)
+		}
+		moved[id.Bytes] = append(moved[id.Bytes], en)
+		r.journalMoved++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for id, ms := range moved {
+		if j := jobs[id]; j != nil {
+			j.journal = append(ms, j.journal...)
+		}
 	}
 	starts := map[[16]byte][]startRow{}
 	rows, err = pool.Query(ctx, `SELECT job_id, run, token, worker, pid, at FROM chaos_start ORDER BY at`)
@@ -243,6 +296,8 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 		rescued time.Time // the abandoned entry's time
 	}
 	var cuts []cut
+	var flowRuns []flowRun
+	groupDone := map[string]int{} // drop and replace bursts: completed jobs
 	for id, e := range expects {
 		sc := r.byScenario[e.scenario]
 		if sc == nil {
@@ -255,9 +310,9 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 			r.fail(invLost, "job %s (%s) is missing", ulidStr(id), e.scenario)
 			continue
 		}
-		if j.state != e.state {
+		if !stateOK(e.state, j.state) {
 			r.fail(invLost, "job %s (%s) is %s, want %s", ulidStr(id), e.scenario, j.state, e.state)
-			if e.state == "completed" && j.state == "dead" || e.state == "dead" && j.state != "dead" {
+			if stateOK(e.state, "completed") && j.state == "dead" || e.state == "dead" && j.state != "dead" {
 				r.fail(invDead, "job %s (%s) is %s, want %s", ulidStr(id), e.scenario, j.state, e.state)
 			}
 		} else {
@@ -282,7 +337,7 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 				paused = append(paused, en)
 			}
 		}
-		terminal := j.state == "completed" || j.state == "dead"
+		terminal := j.state == "completed" || j.state == "dead" || j.state == "cancelled"
 		for run, es := range ends {
 			if len(es) > 1 {
 				r.fail(invOneEnd, "job %s run %d has %d ends (%s)", ulidStr(id), run, len(es), events(es))
@@ -342,6 +397,10 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 			if len(completed) == 1 && len(effCompleted) == 1 && (completed[0].Token != effCompleted[0].token || completed[0].Run != effCompleted[0].run) {
 				r.fail(invStale, "job %s: completion effect token %d run %d, journal completed token %d run %d",
 					ulidStr(id), effCompleted[0].token, effCompleted[0].run, completed[0].Token, completed[0].Run)
+			}
+		case "cancelled":
+			if len(completed) != 0 || len(effCompleted) != 0 {
+				r.fail(invOnce, "cancelled job %s has %d completed entries and %d completion effects", ulidStr(id), len(completed), len(effCompleted))
 			}
 		case "dead":
 			if len(completed) != 0 || len(effCompleted) != 0 {
@@ -419,7 +478,7 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 		// Disturbed runs: every end that is not the script's own outcome was cut by a fault.
 		for run, es := range ends {
 			for _, en := range es {
-				scripted := en.Event == venturi.EventCompleted || en.Event == venturi.EventPaused ||
+				scripted := en.Event == venturi.EventCompleted || en.Event == venturi.EventPaused || en.Event == venturi.EventReplaced ||
 					en.Event == venturi.EventDead && en.Note != "" && !strings.HasPrefix(en.Note, "backstop") ||
 					en.Event == venturi.EventFailed && en.Note == transientNote
 				if scripted {
@@ -433,6 +492,12 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 				cause := "UNATTRIBUTED"
 				if fi >= 0 {
 					cause = faults[fi].kind
+				} else if !started {
+					// A claim that timed out right after a restart may still have
+					// committed (see README.md, "Bugs found"): its runs never start.
+					if fi = orphanedClaim(en, faults); fi >= 0 {
+						cause = faults[fi].kind + " (orphaned claim)"
+					}
 				}
 				r.disturbed[cause]++
 				if started {
@@ -443,11 +508,19 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 					r.fail(invDupStarts, "job %s run %d ended %s (%q) on %s with no fault to explain it",
 						ulidStr(id), run, en.Event, trunc(en.Note, 120), en.Worker)
 				} else if started && faults[fi].kind == "sigkill" {
-					cuts = append(cuts, cut{fault: fi, job: id, run: run, rescued: en.At})
+					if isFlow(e.scenario) {
+						r.killGated++ // its next start waits for its gate: not a recovery time
+					} else {
+						cuts = append(cuts, cut{fault: fi, job: id, run: run, rescued: en.At})
+					}
 				}
 			}
 		}
+
+		// Flow control: the runs for the gates, and the scripted ends.
+		r.checkFlowJob(id, e, j, &flowRuns, groupDone)
 	}
+	r.checkGates(flowRuns, groupDone)
 	dups := 0
 	for _, n := range r.dupStarts {
 		dups += n
@@ -584,6 +657,23 @@ func attribute(en venturi.JournalEntry, faults []faultRow, lease time.Duration) 
 	return best
 }
 
+// orphanedClaim explains an abandoned run whose handler never started, claimed up to 5s
+// after PostgreSQL came back from a restart: claims are slow then (every backend
+// reconnects cold), and a claim that outlives the worker's timeout can commit without the
+// worker knowing (an open venturi bug, README.md "Bugs found"). It returns the restart's
+// index, or -1.
+func orphanedClaim(en venturi.JournalEntry, faults []faultRow) int {
+	if en.Event != venturi.EventAbandoned {
+		return -1
+	}
+	for i, f := range faults {
+		if strings.HasPrefix(f.kind, "pg-restart") && !en.StartedAt.Before(f.at) && !en.StartedAt.After(f.until.Add(5*time.Second)) {
+			return i
+		}
+	}
+	return -1
+}
+
 func pidOf(worker string) int {
 	i := strings.LastIndex(worker, "-pid")
 	if i < 0 {
@@ -647,7 +737,8 @@ func (r *report) print(w io.Writer, mode string, seed uint64, elapsed time.Durat
 	}
 	fmt.Fprintf(w, "  %-24s %6d / %d\n", "total", got, r.jobs)
 	fmt.Fprintf(w, "  %-24s %6d\n", "lost", r.jobs-got)
-	fmt.Fprintf(w, "runs: %d ended, %d handler starts\n", r.runs, r.starts)
+	fmt.Fprintf(w, "runs: %d ended, %d handler starts (journal entries read from venturi_journal: %d)\n", r.runs, r.starts, r.journalMoved)
+	r.printFlow(w)
 	fmt.Fprintf(w, "duplicate starts (handler started, run cut) / disturbed runs (incl. cut before start), by cause\n")
 	causes := map[string]bool{}
 	for c := range r.disturbed {
@@ -660,11 +751,11 @@ func (r *report) print(w io.Writer, mode string, seed uint64, elapsed time.Durat
 	sort.Strings(cs)
 	dt, rt := 0, 0
 	for _, c := range cs {
-		fmt.Fprintf(w, "  %-24s %6d / %d\n", c, r.dupStarts[c], r.disturbed[c])
+		fmt.Fprintf(w, "  %-38s %6d / %d\n", c, r.dupStarts[c], r.disturbed[c])
 		dt += r.dupStarts[c]
 		rt += r.disturbed[c]
 	}
-	fmt.Fprintf(w, "  %-24s %6d / %d\n", "total", dt, rt)
+	fmt.Fprintf(w, "  %-38s %6d / %d\n", "total", dt, rt)
 	fmt.Fprintf(w, "recovery\n")
 	if len(r.killRecovery) > 0 {
 		k := r.killRecovery
@@ -690,6 +781,9 @@ func (r *report) print(w io.Writer, mode string, seed uint64, elapsed time.Durat
 			pct(k, 99).Round(time.Millisecond), k[len(k)-1].Round(time.Millisecond))
 		fmt.Fprintf(w, "    (%d samples next to another fault or re-cut before their next start; %d cut runs with no later start)\n",
 			r.killCompound, r.killNoNext)
+	}
+	if r.killGated > 0 {
+		fmt.Fprintf(w, "  (%d cut runs of flow-controlled jobs left out: their next start waits for their gate)\n", r.killGated)
 	}
 	for _, s := range r.pgRecovery {
 		fmt.Fprintf(w, "  %s\n", s)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -44,6 +45,35 @@ func TestAttribute(t *testing.T) {
 	}
 }
 
+func TestOrphanedClaim(t *testing.T) {
+	base := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return base.Add(time.Duration(s * float64(time.Second))) }
+	faults := []faultRow{
+		{kind: "sigkill", at: at(10), until: at(10), pid: 100},
+		{kind: "pg-restart-immediate", at: at(40), until: at(46)},
+		{kind: "terminate-burst", at: at(60), until: at(61)},
+	}
+	run := func(ev venturi.Event, from, to float64) venturi.JournalEntry {
+		return venturi.JournalEntry{Event: ev, Worker: "chaos-worker-1-pid300", StartedAt: at(from), At: at(to)}
+	}
+	for _, c := range []struct {
+		name string
+		en   venturi.JournalEntry
+		want int
+	}{
+		{"claimed 2.7s after the restart, abandoned", run(venturi.EventAbandoned, 48.7, 50.8), 1},
+		{"claimed 5s after the restart", run(venturi.EventAbandoned, 51, 53), 1},
+		{"claimed 5.1s after the restart", run(venturi.EventAbandoned, 51.1, 53), -1},
+		{"claimed before the restart", run(venturi.EventAbandoned, 39, 48), -1},
+		{"not abandoned", run(venturi.EventInterrupted, 48, 49), -1},
+		{"after a terminate burst", run(venturi.EventAbandoned, 62, 64), -1},
+	} {
+		if got := orphanedClaim(c.en, faults); got != c.want {
+			t.Errorf("%s: orphanedClaim = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
 func TestPidOf(t *testing.T) {
 	for in, want := range map[string]int{"chaos-worker-2-pid12735": 12735, "host-1-abc": 0, "": 0} {
 		if got := pidOf(in); got != want {
@@ -64,6 +94,224 @@ func TestPct(t *testing.T) {
 	}
 	if got := pct(d[:1], 99); got != time.Millisecond {
 		t.Errorf("pct of one sample = %v", got)
+	}
+}
+
+func TestMaxOverlap(t *testing.T) {
+	base := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return base.Add(time.Duration(n) * time.Millisecond) }
+	sp := func(a, b int) span { return span{ms(a), ms(b)} }
+	cases := []struct {
+		name   string
+		spans  []span
+		want   int
+		wantAt time.Duration
+	}{
+		{"none", nil, 0, 0},
+		{"one", []span{sp(0, 10)}, 1, 0},
+		{"end equal to a start is not an overlap", []span{sp(0, 10), sp(10, 20), sp(20, 30)}, 1, 0},
+		{"chain, given out of order", []span{sp(20, 30), sp(0, 10), sp(10, 20)}, 1, 0},
+		{"two overlap by a nanosecond", []span{sp(0, 10), {ms(10).Add(-time.Nanosecond), ms(20)}}, 2, 10*time.Millisecond - time.Nanosecond},
+		{"nested", []span{sp(0, 100), sp(10, 20), sp(15, 30), sp(40, 50)}, 3, 15 * time.Millisecond},
+		{"the peak is not at the first start", []span{sp(0, 5), sp(10, 40), sp(20, 40), sp(30, 50), sp(45, 60)}, 3, 30 * time.Millisecond},
+		{"identical spans", []span{sp(0, 10), sp(0, 10), sp(0, 10)}, 3, 0},
+		{"a zero-length run holds its instant", []span{sp(0, 10), sp(5, 5)}, 2, 5 * time.Millisecond},
+		{"a zero-length run at another's end", []span{sp(0, 10), sp(10, 10)}, 1, 0},
+		{"a reversed span counts as its start", []span{sp(0, 10), sp(5, 3)}, 2, 5 * time.Millisecond},
+	}
+	for _, c := range cases {
+		n, at := maxOverlap(c.spans)
+		if n != c.want || (n > 0 && !at.Equal(base.Add(c.wantAt))) {
+			t.Errorf("%s: maxOverlap = %d at %v, want %d at %v", c.name, n, at.Sub(base), c.want, c.wantAt)
+		}
+	}
+}
+
+func TestMaxInWindow(t *testing.T) {
+	base := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	ms := func(ns ...int) []time.Time {
+		var out []time.Time
+		for _, n := range ns {
+			out = append(out, base.Add(time.Duration(n)*time.Millisecond))
+		}
+		return out
+	}
+	per := 500 * time.Millisecond
+	cases := []struct {
+		name   string
+		starts []time.Time
+		want   int
+		wantAt int
+	}{
+		{"none", nil, 0, 0},
+		{"five at once", ms(0, 0, 0, 0, 0), 5, 0},
+		{"a start exactly Per later is in the next window", ms(0, 0, 0, 0, 0, 500, 500, 500, 500, 500), 5, 0},
+		{"a start just under Per later is in the window", append(ms(0, 0, 0, 0, 0), base.Add(per-time.Nanosecond)), 6, 0},
+		{"the densest window is found anywhere", ms(0, 400, 900, 1000, 1100, 1200, 1300, 1350, 2000), 6, 900},
+		{"unsorted", ms(1300, 0, 1100, 900, 1000, 1200, 400, 1350, 2000), 6, 900},
+		{"steady rate", ms(0, 100, 200, 300, 400, 500, 600, 700, 800, 900), 5, 0},
+	}
+	for _, c := range cases {
+		n, at := maxInWindow(c.starts, per)
+		if n != c.want || (n > 0 && !at.Equal(base.Add(time.Duration(c.wantAt)*time.Millisecond))) {
+			t.Errorf("%s: maxInWindow = %d at %v, want %d at %dms", c.name, n, at.Sub(base), c.want, c.wantAt)
+		}
+	}
+}
+
+func TestFlowGates(t *testing.T) {
+	base := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return base.Add(time.Duration(n) * time.Millisecond) }
+	run := func(sc, key string, limit int, part string, from, to int) flowRun {
+		return flowRun{scenario: sc, slotKey: key, slotLim: limit, part: part, run: 1, worker: "chaos-worker-1-pid1", from: ms(from), to: ms(to)}
+	}
+	runs := []flowRun{
+		// slot-1a, limit 1: back to back, never two at once.
+		run(scSlot, "slot-1a", 1, "slot-1a", 0, 50), run(scSlot, "slot-1a", 1, "slot-1a", 50, 90),
+		// slot-2a, limit 2: three at once from 20ms.
+		run(scSlot, "slot-2a", 2, "slot-2a", 0, 40), run(scSlot, "slot-2a", 2, "slot-2a", 10, 40), run(scSlot, "slot-2a", 2, "slot-2a", 20, 30),
+		// A drop burst's own key; a replace run ends when the newer one starts.
+		run(scDrop, "drop-burst-7", 1, "drop-burst-7", 0, 200),
+		run(scReplace, "replace-burst-9", 1, "replace-burst-9", 0, 300), run(scReplace, "replace-burst-9", 1, "replace-burst-9", 300, 700),
+		// Kind concurrency 3 over two partitions: 3 at once.
+		run(scCapped, "", 0, "cap-a", 0, 100), run(scCapped, "", 0, "cap-b", 0, 100), run(scCapped, "", 0, "cap-a", 50, 150),
+		run(scCapped, "", 0, "cap-b", 100, 200),
+		// The limited queue: 3 at once (limit 2).
+		run(scQueued, "", 0, "", 0, 100), run(scQueued, "", 0, "", 50, 150), run(scQueued, "", 0, "", 60, 70),
+		// Rate 5 per 500ms per partition: tenant-a 6 starts in [0, 500), tenant-b 5, and
+		// both together would be 11: partitions are apart.
+		run(scRated, "", 0, "tenant-a", 0, 10), run(scRated, "", 0, "tenant-a", 0, 10), run(scRated, "", 0, "tenant-a", 100, 110),
+		run(scRated, "", 0, "tenant-a", 200, 210), run(scRated, "", 0, "tenant-a", 300, 310), run(scRated, "", 0, "tenant-a", 499, 510),
+		run(scRated, "", 0, "tenant-b", 0, 10), run(scRated, "", 0, "tenant-b", 100, 110), run(scRated, "", 0, "tenant-b", 200, 210),
+		run(scRated, "", 0, "tenant-b", 300, 310), run(scRated, "", 0, "tenant-b", 400, 410), run(scRated, "", 0, "tenant-b", 500, 510),
+		// Not flow-controlled: no gate.
+		run(scOK, "", 0, "", 0, 1000),
+	}
+	type want struct {
+		limit, peak, runs int
+	}
+	wants := map[string]want{
+		"slot slot-1a":              {1, 1, 2},
+		"slot slot-2a":              {2, 3, 3},
+		"slot drop-burst-7":         {1, 1, 1},
+		"slot replace-burst-9":      {1, 1, 2},
+		"kind chaos.capped":         {cappedConcurrency, 3, 4},
+		"queue chaos-limited":       {limitedQueueConcurrency, 3, 3},
+		"rate chaos.rated tenant-a": {ratedN, 6, 6},
+		"rate chaos.rated tenant-b": {ratedN, 5, 6},
+	}
+	gates := flowGates(runs)
+	if len(gates) != len(wants) {
+		var names []string
+		for _, g := range gates {
+			names = append(names, g.name)
+		}
+		t.Fatalf("gates %v, want %d", names, len(wants))
+	}
+	for i, g := range gates {
+		if i > 0 && gates[i-1].name >= g.name {
+			t.Errorf("gates not in name order: %s before %s", gates[i-1].name, g.name)
+		}
+		w, ok := wants[g.name]
+		if !ok {
+			t.Errorf("unexpected gate %s", g.name)
+			continue
+		}
+		res := g.measure()
+		if g.limit != w.limit || res.peak != w.peak || len(g.runs) != w.runs {
+			t.Errorf("%s: limit %d peak %d runs %d, want %d %d %d", g.name, g.limit, res.peak, len(g.runs), w.limit, w.peak, w.runs)
+		}
+		if n := strings.Count(res.evidence(), "chaos-worker-1-pid1"); n != res.peak {
+			t.Errorf("%s: the evidence lists %d runs, the peak is %d: %s", g.name, n, res.peak, res.evidence())
+		}
+	}
+
+	// The report fails exactly the gates over their limits, each under its invariant.
+	r := &report{flowEnds: map[string]map[string]int{}}
+	for _, n := range []string{invSlot, invKindConc, invQueueConc, invRate, invFlowEnd} {
+		r.invariants = append(r.invariants, invariant{name: n})
+	}
+	r.checkGates(runs, map[string]int{"burst-7": 1, "burst-9": 0})
+	bad := map[string]int{}
+	for _, inv := range r.invariants {
+		bad[inv.name] = inv.bad
+	}
+	for inv, n := range map[string]int{invSlot: 1, invKindConc: 0, invQueueConc: 1, invRate: 1, invFlowEnd: 1} {
+		if bad[inv] != n {
+			t.Errorf("%s: %d violations, want %d (%v)", inv, bad[inv], n, r.violations)
+		}
+	}
+}
+
+func TestCheckFlowJob(t *testing.T) {
+	base := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return base.Add(time.Duration(n) * time.Millisecond) }
+	sp := func(s string) *string { return &s }
+	ip := func(n int) *int { return &n }
+	end := func(ev venturi.Event, run int, from, to int) venturi.JournalEntry {
+		return venturi.JournalEntry{Event: ev, Run: run, Token: int64(run), Worker: "chaos-worker-1-pid1", StartedAt: ms(from), At: ms(to)}
+	}
+	dropped := venturi.JournalEntry{Event: venturi.EventDropped, Note: "dropped: slot drop-burst-1 is full (1 of 1 running; policy DropIfRunning)", At: ms(5)}
+	slotJob := func(key string, policy int, state string, runs int, journal ...venturi.JournalEntry) *jobRow {
+		return &jobRow{queue: venturi.DefaultQueue, state: state, runs: runs, part: sp(key), slotKey: sp(key), slotLim: ip(1), slotPol: ip(policy), journal: journal}
+	}
+	dropExp := expectRow{scenario: scDrop, state: "completed|cancelled", group: "burst-1", slotKey: "drop-burst-1", slotLim: 1, part: "drop-burst-1"}
+	replExp := expectRow{scenario: scReplace, state: "completed|cancelled", group: "burst-2", slotKey: "replace-burst-2", slotLim: 1, part: "replace-burst-2"}
+	cases := []struct {
+		name  string
+		e     expectRow
+		j     *jobRow
+		bad   int // invFlowEnd violations
+		runs  int // runs collected for the gates
+		group int // the burst's completed jobs
+	}{
+		{"dropped at its first claim", dropExp, slotJob("drop-burst-1", 2, "cancelled", 0, dropped), 0, 0, 0},
+		{"dropped after an abandoned run", dropExp, slotJob("drop-burst-1", 2, "cancelled", 1, end(venturi.EventAbandoned, 1, 0, 2500), dropped), 0, 1, 0},
+		{"a drop job that completed", dropExp, slotJob("drop-burst-1", 2, "completed", 1, end(venturi.EventCompleted, 1, 0, 200)), 0, 1, 1},
+		{"cancelled without a dropped entry", dropExp, slotJob("drop-burst-1", 2, "cancelled", 0), 1, 0, 0},
+		{"completed after a drop", dropExp, slotJob("drop-burst-1", 2, "completed", 1, dropped, end(venturi.EventCompleted, 1, 0, 200)), 1, 1, 1},
+		{"a drop note that names another slot", expectRow{scenario: scDrop, state: "completed|cancelled", group: "burst-3", slotKey: "drop-burst-3", slotLim: 1, part: "drop-burst-3"},
+			slotJob("drop-burst-3", 2, "cancelled", 0, dropped), 1, 0, 0},
+		{"replaced", replExp, slotJob("replace-burst-2", 1, "cancelled", 1, end(venturi.EventReplaced, 1, 0, 300)), 0, 1, 0},
+		{"replaced on its second run", replExp, slotJob("replace-burst-2", 1, "cancelled", 2, end(venturi.EventAbandoned, 1, 0, 2500), end(venturi.EventReplaced, 2, 2600, 2700)), 0, 2, 0},
+		{"cancelled, but the last run did not end replaced", replExp, slotJob("replace-burst-2", 1, "cancelled", 2, end(venturi.EventReplaced, 1, 0, 300), end(venturi.EventAbandoned, 2, 400, 2500)), 1, 2, 0},
+		{"stored with the wrong policy", replExp, slotJob("replace-burst-2", 0, "completed", 1, end(venturi.EventCompleted, 1, 0, 300)), 1, 1, 1},
+		{"a queued job", expectRow{scenario: scQueued, state: "completed"},
+			&jobRow{queue: limitedQueue, state: "completed", runs: 1, journal: []venturi.JournalEntry{end(venturi.EventCompleted, 1, 0, 30)}}, 0, 1, 0},
+		{"a queued job in the default queue", expectRow{scenario: scQueued, state: "completed"},
+			&jobRow{queue: venturi.DefaultQueue, state: "completed", runs: 1, journal: []venturi.JournalEntry{end(venturi.EventCompleted, 1, 0, 30)}}, 1, 1, 0},
+		{"a rated job in its partition", expectRow{scenario: scRated, state: "completed", part: "tenant-a"},
+			&jobRow{queue: venturi.DefaultQueue, state: "completed", runs: 1, part: sp("tenant-a"), journal: []venturi.JournalEntry{end(venturi.EventCompleted, 1, 0, 30)}}, 0, 1, 0},
+		{"a plain job with a dropped entry", expectRow{scenario: scOK, state: "completed"},
+			&jobRow{queue: venturi.DefaultQueue, state: "completed", runs: 1, journal: []venturi.JournalEntry{dropped, end(venturi.EventCompleted, 1, 0, 30)}}, 1, 0, 0},
+	}
+	for _, c := range cases {
+		r := &report{flowEnds: map[string]map[string]int{}, invariants: []invariant{{name: invFlowEnd}}}
+		var runs []flowRun
+		groups := map[string]int{}
+		r.checkFlowJob([16]byte{1}, c.e, c.j, &runs, groups)
+		if r.invariants[0].bad != c.bad || len(runs) != c.runs || groups[c.e.group] != c.group {
+			t.Errorf("%s: %d violations, %d runs, burst completed %d; want %d, %d, %d (%v)", c.name,
+				r.invariants[0].bad, len(runs), groups[c.e.group], c.bad, c.runs, c.group, r.violations)
+		}
+	}
+}
+
+func TestStateOK(t *testing.T) {
+	for _, c := range []struct {
+		want, state string
+		ok          bool
+	}{
+		{"completed", "completed", true},
+		{"completed", "cancelled", false},
+		{"completed|cancelled", "cancelled", true},
+		{"completed|cancelled", "completed", true},
+		{"completed|cancelled", "dead", false},
+		{"dead", "dead", true},
+	} {
+		if got := stateOK(c.want, c.state); got != c.ok {
+			t.Errorf("stateOK(%q, %q) = %v", c.want, c.state, got)
+		}
 	}
 }
 

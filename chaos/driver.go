@@ -208,8 +208,8 @@ func (d *driver) run(ctx context.Context) (int, error) {
 	if o.control {
 		mode += " control"
 	}
-	d.logf("profile %s, seed %d, %d jobs, %d workers x 8, lease %v, schema %s, worker logs in %s",
-		mode, o.seed, o.prof.jobs, o.prof.workers, o.lease, o.schema, o.logdir)
+	d.logf("profile %s, seed %d, %d jobs, %d workers x (8 + %d for %s), lease %v, schema %s, worker logs in %s",
+		mode, o.seed, o.prof.jobs, o.prof.workers, limitedQueueHandlers, limitedQueue, o.lease, o.schema, o.logdir)
 	if err := d.setup(ctx); err != nil {
 		return 1, fmt.Errorf("setup: %w", err)
 	}
@@ -273,7 +273,13 @@ CREATE TABLE chaos_expect (
     scenario    text NOT NULL,
     want_state  text NOT NULL,
     want_pauses int NOT NULL DEFAULT 0,
-    want_value  bigint NOT NULL DEFAULT 0
+    want_value  bigint NOT NULL DEFAULT 0,
+    -- Flow-controlled scenarios: the burst the job was enqueued in, its slot (key and
+    -- limit) and its partition, as scripted. want_state may list states: a|b.
+    grp         text NOT NULL DEFAULT '',
+    slot_key    text NOT NULL DEFAULT '',
+    slot_limit  int NOT NULL DEFAULT 0,
+    part        text NOT NULL DEFAULT ''
 );
 CREATE TABLE chaos_start (
     job_id uuid NOT NULL,
@@ -338,6 +344,10 @@ type expect struct {
 	state    string
 	pauses   int
 	value    int64
+	group    string // flow scenarios: the burst
+	slotKey  string
+	slotLim  int
+	part     string
 }
 
 // enqueue writes the scripted workload before any worker runs, so that every dedup
@@ -347,6 +357,9 @@ type expect struct {
 func (d *driver) enqueue(ctx context.Context) (int, error) {
 	p := d.o.prof
 	q := venturi.NewQueue(d.pool, venturi.QueueConfig{})
+	if err := q.SetQueueConcurrency(ctx, limitedQueue, limitedQueueConcurrency); err != nil {
+		return 0, err
+	}
 	wave := 250 * time.Millisecond
 	waves := max(int(p.arrival/wave), 1)
 	perWave := make([][]venturi.Task, waves)
@@ -387,6 +400,16 @@ func (d *driver) enqueue(ctx context.Context) (int, error) {
 			e.scenario = scPause
 			e.pauses = 2 + d.rng.IntN(4)
 			t = Job{Seq: seq, Scenario: scPause, Pauses: e.pauses, WorkMs: workMs() / 2}
+		case r >= 0.175 && r < 0.192 && p.jobs-total >= 10:
+			// A burst of flow-controlled jobs of one gate, all due in wave w.
+			for _, b := range d.flowBurst(seq, r) {
+				b.e.seq = seq
+				refs = append(refs, plainRef{wave: w, idx: len(perWave[w]), e: b.e})
+				perWave[w] = append(perWave[w], b.t)
+				seq++
+				total++
+			}
+			continue
 		case r < 0.175 && p.jobs-total >= 4:
 			// A dedup group of 2-4 enqueues of one key; about a quarter of the groups have
 			// a member that asks to be Independent.
@@ -462,14 +485,74 @@ func (d *driver) enqueue(ctx context.Context) (int, error) {
 	}
 	rows := make([][]any, 0, len(expects))
 	for _, e := range expects {
-		rows = append(rows, []any{uuidOf(e.id), e.seq, e.scenario, e.state, e.pauses, e.value})
+		rows = append(rows, []any{uuidOf(e.id), e.seq, e.scenario, e.state, e.pauses, e.value, e.group, e.slotKey, e.slotLim, e.part})
 	}
 	_, err := d.pool.CopyFrom(ctx, pgx.Identifier{"chaos_expect"},
-		[]string{"job_id", "seq", "scenario", "want_state", "want_pauses", "want_value"}, pgx.CopyFromRows(rows))
+		[]string{"job_id", "seq", "scenario", "want_state", "want_pauses", "want_value", "grp", "slot_key", "slot_limit", "part"},
+		pgx.CopyFromRows(rows))
 	if err != nil {
 		return 0, err
 	}
 	return total, nil
+}
+
+type flowTask struct {
+	t venturi.Task
+	e expect
+}
+
+// flowBurst scripts a burst of flow-controlled jobs of one gate (r in [0.175, 0.192)
+// picks the scenario): 3-6 jobs of a shared slot key (SlotQueue), 4-8 capped jobs, 5-12
+// rated jobs of one partition, 3-6 jobs of the limited queue, or 2-4 (drop) and 2-3
+// (replace) jobs of a slot key of their own. Each burst has its own group name.
+func (d *driver) flowBurst(seq int64, r float64) []flowTask {
+	var out []flowTask
+	grp := fmt.Sprintf("burst-%d", seq)
+	add := func(t venturi.Task, e expect) {
+		e.group = grp
+		if e.state == "" {
+			e.state = "completed"
+		}
+		out = append(out, flowTask{t: t, e: e})
+	}
+	// Work of tens of milliseconds, so that the limits bind; longer for drop and replace,
+	// so that the burst's later jobs meet a full slot.
+	short := func() int { return 20 + d.rng.IntN(60) }
+	switch {
+	case r < 0.179:
+		k := slotKeys[d.rng.IntN(len(slotKeys))]
+		for range 3 + d.rng.IntN(4) {
+			add(Slotted{Seq: seq, Key: k.key, Limit: k.limit, Policy: venturi.SlotQueue, WorkMs: short()},
+				expect{scenario: scSlot, slotKey: k.key, slotLim: k.limit, part: k.key})
+		}
+	case r < 0.182:
+		for range 4 + d.rng.IntN(5) {
+			part := cappedParts[d.rng.IntN(len(cappedParts))]
+			add(Capped{Seq: seq, Part: part, WorkMs: 40 + d.rng.IntN(80)}, expect{scenario: scCapped, part: part})
+		}
+	case r < 0.185:
+		part := ratedParts[d.rng.IntN(len(ratedParts))]
+		for range 5 + d.rng.IntN(8) {
+			add(Rated{Seq: seq, Part: part, WorkMs: short()}, expect{scenario: scRated, part: part})
+		}
+	case r < 0.187:
+		for range 3 + d.rng.IntN(4) {
+			add(Queued{Seq: seq, WorkMs: short()}, expect{scenario: scQueued})
+		}
+	case r < 0.1895:
+		key := "drop-" + grp
+		for range 2 + d.rng.IntN(3) {
+			add(Slotted{Seq: seq, Key: key, Limit: 1, Policy: venturi.SlotDropIfRunning, WorkMs: 150 + d.rng.IntN(150)},
+				expect{scenario: scDrop, state: "completed|cancelled", slotKey: key, slotLim: 1, part: key})
+		}
+	default:
+		key := "replace-" + grp
+		for range 2 + d.rng.IntN(2) {
+			add(Slotted{Seq: seq, Key: key, Limit: 1, Policy: venturi.SlotReplace, WorkMs: 400 + d.rng.IntN(400)},
+				expect{scenario: scReplace, state: "completed|cancelled", slotKey: key, slotLim: 1, part: key})
+		}
+	}
+	return out
 }
 
 // ---- worker processes ---------------------------------------------------------------
@@ -791,7 +874,7 @@ func sleepCtx(ctx context.Context, dur time.Duration) {
 	}
 }
 
-// waitTerminal polls until every job is completed or dead and the fault schedule ran,
+// waitTerminal polls until every job is completed, dead or cancelled, and the fault schedule ran,
 // or the deadline passes. It returns the number of jobs not terminal.
 func (d *driver) waitTerminal(ctx context.Context, faultsDone <-chan struct{}) (int, error) {
 	last := -1
@@ -799,7 +882,7 @@ func (d *driver) waitTerminal(ctx context.Context, faultsDone <-chan struct{}) (
 	for {
 		var n int
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := d.pool.QueryRow(qctx, `SELECT count(*) FROM venturi_job WHERE state NOT IN ('completed', 'dead')`).Scan(&n)
+		err := d.pool.QueryRow(qctx, `SELECT count(*) FROM venturi_job WHERE state NOT IN ('completed', 'dead', 'cancelled')`).Scan(&n)
 		cancel()
 		if err == nil {
 			last = n

@@ -21,6 +21,38 @@ const (
 	scPause     = "pause"     // pauses Pauses times, carrying a counter, then completes
 	scBad       = "bad"       // payload does not decode into Job: dead without running
 	scDedup     = "dedup"     // a ChaosDedup job; its effect value is the merged sum
+
+	// Flow-controlled scenarios (see flowcheck.go). They are enqueued in bursts of one
+	// gate, all due in one wave, so that their limits bind.
+	scSlot    = "slot"    // a Slotted job (SlotQueue) of one of slotKeys: completes
+	scDrop    = "drop"    // a Slotted job (SlotDropIfRunning): completes, or is dropped (cancelled)
+	scReplace = "replace" // a Slotted job (SlotReplace): completes, or is replaced (cancelled)
+	scCapped  = "capped"  // a Capped job: at most cappedConcurrency run at once; completes
+	scRated   = "rated"   // a Rated job: at most ratedN starts per ratedPer per partition; completes
+	scQueued  = "queued"  // a Queued job, in limitedQueue: at most limitedQueueConcurrency run at once
+)
+
+// The flow-control limits of the workload: the scripted kinds declare them, the driver
+// sets the queue's, and the checker holds the journals to them.
+const (
+	cappedConcurrency       = 3 // Capped's Limits.Concurrency, below the 3 x 8 handlers
+	ratedN                  = 5 // Rated's Limits.Rate: ratedN starts per ratedPer, per partition
+	ratedPer                = 500 * time.Millisecond
+	limitedQueue            = "chaos-limited" // Queued's queue
+	limitedQueueConcurrency = 2               // set by the driver with SetQueueConcurrency
+	limitedQueueHandlers    = 3               // each worker's handlers for limitedQueue
+)
+
+// slotKeys are the shared keys of the slot scenario, with their limits (SlotQueue).
+var slotKeys = []struct {
+	key   string
+	limit int
+}{{"slot-1a", 1}, {"slot-1b", 1}, {"slot-2a", 2}, {"slot-2b", 2}}
+
+// ratedParts and cappedParts are the partitions of the Rated and Capped jobs.
+var (
+	ratedParts  = []string{"tenant-a", "tenant-b", "tenant-c"}
+	cappedParts = []string{"cap-a", "cap-b"}
 )
 
 // Job is the main chaos task. Its outcome is scripted by its payload.
@@ -65,6 +97,74 @@ func (d Dedup) Merge(existing venturi.Pending[Dedup, struct{}]) venturi.Merge[De
 	}
 	return existing.With(Dedup{Key: d.Key, Adds: existing.Payload.Adds + d.Adds, WorkMs: existing.Payload.WorkMs}, existing.Carry)
 }
+
+// Slotted takes the slot Key with Limit under Policy (the slot, drop and replace
+// scenarios). A replace job's handler stops as soon as a newer job of its slot asks it to
+// (Run.Shutdown); the others ignore the signal, which otherwise comes only with a graceful
+// stop of the worker, after the workload is done.
+type Slotted struct {
+	Seq    int64              `json:"seq"`
+	Key    string             `json:"key"`
+	Limit  int                `json:"limit"`
+	Policy venturi.SlotPolicy `json:"policy"`
+	WorkMs int                `json:"work_ms"`
+}
+
+// Kind returns the slotted jobs' kind.
+func (Slotted) Kind() string { return "chaos.slot" }
+
+// Slot returns the job's slot, as scripted in its payload.
+func (s Slotted) Slot() venturi.Slot {
+	return venturi.Slot{Key: s.Key, Limit: s.Limit, Policy: s.Policy}
+}
+
+// Capped is a job of a kind with a global concurrency limit. Its jobs carry a partition
+// so that they are gated from their enqueue (see README.md, "Bugs found": the driver
+// enqueues before any worker has recorded the kind's limits).
+type Capped struct {
+	Seq    int64  `json:"seq"`
+	Part   string `json:"part"`
+	WorkMs int    `json:"work_ms"`
+}
+
+// Kind returns the capped jobs' kind.
+func (Capped) Kind() string { return "chaos.capped" }
+
+// Partition returns the job's partition.
+func (c Capped) Partition() string { return c.Part }
+
+// Limits caps the kind at cappedConcurrency running jobs across all workers.
+func (Capped) Limits() venturi.Limits { return venturi.Limits{Concurrency: cappedConcurrency} }
+
+// Rated is a job of a kind with a rate per partition.
+type Rated struct {
+	Seq    int64  `json:"seq"`
+	Part   string `json:"part"`
+	WorkMs int    `json:"work_ms"`
+}
+
+// Kind returns the rated jobs' kind.
+func (Rated) Kind() string { return "chaos.rated" }
+
+// Partition returns the job's partition (tenant).
+func (r Rated) Partition() string { return r.Part }
+
+// Limits allows ratedN starts per ratedPer in each partition.
+func (Rated) Limits() venturi.Limits {
+	return venturi.Limits{Rate: venturi.Rate{N: ratedN, Per: ratedPer, PerPartition: true}}
+}
+
+// Queued is a plain job of limitedQueue, whose concurrency the driver limits.
+type Queued struct {
+	Seq    int64 `json:"seq"`
+	WorkMs int   `json:"work_ms"`
+}
+
+// Kind returns the queued jobs' kind.
+func (Queued) Kind() string { return "chaos.queued" }
+
+// Queue returns limitedQueue.
+func (Queued) Queue() string { return limitedQueue }
 
 // App is the worker's shared state.
 type App struct {
@@ -167,4 +267,50 @@ func (d Dedup) Handle(ctx context.Context, run *venturi.Run[struct{}], a App) (v
 		return venturi.Outcome{}, err
 	}
 	return commitEffect(ctx, a, run, venturi.CompletedWith("ok"), "completed", 0, int64(d.Adds))
+}
+
+// errStopped is what a replace job's handler returns when a newer job of its slot asks
+// it to stop; venturi records the run as replaced.
+var errStopped = errors.New("scripted stop: a newer job of the slot asked this run to stop")
+
+// runFlow is the common script of the flow-controlled jobs: a start row, the work (cut
+// short by stop when it is not nil), and transactional completion.
+func runFlow[C any](ctx context.Context, run *venturi.Run[C], a App, workMs int, stop <-chan struct{}) (venturi.Outcome, error) {
+	if err := a.recordStart(ctx, run.ID(), run.RunCount(), run.Token()); err != nil {
+		return venturi.Outcome{}, err
+	}
+	t := time.NewTimer(time.Duration(workMs) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-stop:
+		return venturi.Outcome{}, errStopped
+	case <-ctx.Done():
+		return venturi.Outcome{}, context.Cause(ctx)
+	}
+	return commitEffect(ctx, a, run, venturi.CompletedWith("ok"), "completed", 0, 0)
+}
+
+// Handle runs a Slotted job; a replace job stops when asked.
+func (s Slotted) Handle(ctx context.Context, run *venturi.Run[struct{}], a App) (venturi.Outcome, error) {
+	var stop <-chan struct{}
+	if s.Policy == venturi.SlotReplace {
+		stop = run.Shutdown()
+	}
+	return runFlow(ctx, run, a, s.WorkMs, stop)
+}
+
+// Handle runs a Capped job.
+func (c Capped) Handle(ctx context.Context, run *venturi.Run[struct{}], a App) (venturi.Outcome, error) {
+	return runFlow(ctx, run, a, c.WorkMs, nil)
+}
+
+// Handle runs a Rated job.
+func (r Rated) Handle(ctx context.Context, run *venturi.Run[struct{}], a App) (venturi.Outcome, error) {
+	return runFlow(ctx, run, a, r.WorkMs, nil)
+}
+
+// Handle runs a Queued job.
+func (q Queued) Handle(ctx context.Context, run *venturi.Run[struct{}], a App) (venturi.Outcome, error) {
+	return runFlow(ctx, run, a, q.WorkMs, nil)
 }

@@ -48,7 +48,7 @@ func workerMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg.MaxConns = int32(*concurrency + 2)
+	cfg.MaxConns = int32(*concurrency + limitedQueueHandlers + 2)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var pool *pgxpool.Pool
@@ -68,8 +68,12 @@ func workerMain(args []string) error {
 	defer pool.Close()
 
 	app := App{Pool: pool, Worker: *slot, PID: os.Getpid()}
+	// The default queue, and limitedQueue with a few handlers: more across the workers
+	// than the queue's limit, so that the limit binds.
+	queues := []venturi.WorkerQueue{{Name: venturi.DefaultQueue}, {Name: limitedQueue, Concurrency: limitedQueueHandlers}}
 	w, err := venturi.NewWorker(pool, app, venturi.Config{
 		Concurrency:         *concurrency,
+		Queues:              queues,
 		Lease:               *lease,
 		MaintenanceInterval: 250 * time.Millisecond,
 		PollInterval:        500 * time.Millisecond,
@@ -83,6 +87,10 @@ func workerMain(args []string) error {
 	}
 	venturi.MustRegister[Job](w)
 	venturi.MustRegister[Dedup](w)
+	venturi.MustRegister[Slotted](w)
+	venturi.MustRegister[Capped](w)
+	venturi.MustRegister[Rated](w)
+	venturi.MustRegister[Queued](w)
 	for { // Start pings the database; retry while it restarts
 		err = w.Start(ctx)
 		if err == nil {
