@@ -1,11 +1,11 @@
-//go:build repro
-
-// Reproductions of two open venturi bugs found while adding flow control to the chaos
-// workload (chaos/README.md, "Bugs found"). They fail against venturi 8d3b778. The build
-// tag keeps them out of make test/chaos until venturi is fixed; then drop the tag and they
-// become regression tests. They need a database:
+// Regression tests for two venturi bugs found while adding flow control to the chaos
+// workload (chaos/README.md, "Bugs found"). They failed against venturi 8d3b778 and pass
+// since the fixes (one transaction for a kind's limits and the gating of its jobs; a
+// kind's running plain jobs counted and gated on their way back to pending; a worker's
+// orphaned claims released by its lease extender). They need a database, which make
+// test/chaos provides:
 //
-//	scripts/pg.sh with -- bash -c 'cd chaos && go test -tags repro -run "TestLimitsGate|TestClaimTimeout" -count=1 -v .'
+//	scripts/pg.sh with -- bash -c 'cd chaos && go test -run "TestLimitsGate|TestClaimTimeout" -count=1 -v .'
 //
 // Jobs of a limited kind left plain (TestLimitsGate...). A job is gated (part IS NOT
 // NULL) when it has a slot or a partition, or when its kind has limits at its enqueue.

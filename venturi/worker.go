@@ -171,23 +171,32 @@ func (w *Worker[S]) notifyAll() {
 func (w *Worker[S]) recordLimits(ctx context.Context) error {
 	for _, k := range w.kinds {
 		l := w.reg[k].limits
-		row, err := w.q.SetKindLimits(ctx, w.ctl, dbsqlc.SetKindLimitsParams{
-			Kind: k, Concurrency: int32(l.Concurrency), RateN: int32(l.Rate.N), RatePeriodUs: max(delayOf(l.Rate.Per), 1),
-			RateByPart: l.Rate.PerPartition, BrkFailures: int32(l.Breaker.Failures),
-			BrkCooldownUs: max(delayOf(l.Breaker.Cooldown), 1), BrkByPart: l.Breaker.PerPartition,
-		})
-		if errors.Is(err, pgx.ErrNoRows) {
-			continue // unchanged
-		}
-		if err != nil {
-			return fmt.Errorf("venturi: record the limits of %q: %w", k, err)
-		}
-		if row.NewlyLimited.Bool && row.Limited.Bool {
-			n, err := w.q.GatePendingOfKind(ctx, w.ctl, k)
+		// One transaction: limits that appear are never recorded without their kind's
+		// pending jobs gated (a retry after a failure would see them as unchanged).
+		err := pgx.BeginFunc(ctx, w.ctl, func(tx pgx.Tx) error {
+			row, err := w.q.SetKindLimits(ctx, tx, dbsqlc.SetKindLimitsParams{
+				Kind: k, Concurrency: int32(l.Concurrency), RateN: int32(l.Rate.N), RatePeriodUs: max(delayOf(l.Rate.Per), 1),
+				RateByPart: l.Rate.PerPartition, BrkFailures: int32(l.Breaker.Failures),
+				BrkCooldownUs: max(delayOf(l.Breaker.Cooldown), 1), BrkByPart: l.Breaker.PerPartition,
+			})
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil // unchanged
+			}
+			if err != nil {
+				return fmt.Errorf("venturi: record the limits of %q: %w", k, err)
+			}
+			if !row.NewlyLimited.Bool || !row.Limited.Bool {
+				return nil
+			}
+			n, err := w.q.GatePendingOfKind(ctx, tx, k)
 			if err != nil {
 				return fmt.Errorf("venturi: gate the pending jobs of %q: %w", k, err)
 			}
 			w.log.Info("venturi: kind has limits now; its pending jobs are gated", "kind", k, "jobs", n)
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil

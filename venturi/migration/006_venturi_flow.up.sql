@@ -323,9 +323,11 @@ BEGIN
           AND x.slot_key = ANY(ARRAY(SELECT substr(k, 3) FROM unnest(g_key) AS k WHERE left(k, 1) = 's'))
         GROUP BY x.slot_key
     ), kind_used AS (
+        -- Every running job of the kind, plain ones too: a job claimed as plain before the
+        -- kind's limits were recorded (or by a worker of version 4) still runs.
         SELECT x.kind AS s, count(*)::integer AS n
         FROM venturi_job x
-        WHERE x.state = 'running' AND x.part IS NOT NULL
+        WHERE x.state = 'running'
           AND x.kind = ANY(ARRAY(SELECT substr(k, 3) FROM unnest(g_key) AS k WHERE left(k, 1) = 'k'))
         GROUP BY x.kind
     ), queue_used AS (

@@ -165,6 +165,10 @@ UPDATE venturi_job j SET
                             THEN now() + u.delay_us * interval '1 microsecond' ELSE j.run_at END,
     failures         = j.failures + u.failed::int,
     carry            = CASE WHEN u.set_carry THEN NULLIF(u.carry, '')::jsonb ELSE j.carry END,
+    -- A plain job of a kind that has limits now goes back as a gated one.
+    part             = CASE WHEN j.part IS NULL AND u.state IN ('available', 'scheduled', 'waiting')
+                                 AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)
+                            THEN '' ELSE j.part END,
     lease_token      = NULL,
     lease_expires_at = NULL,
     finished_at      = CASE WHEN u.state IN ('completed', 'dead', 'cancelled') OR j.stop_event IS NOT NULL
@@ -191,6 +195,8 @@ UPDATE venturi_job j SET
     finished_at = CASE WHEN j.stop_event IS NOT NULL THEN now() END,
     journal = CASE WHEN j.stop_event IS NULL THEN j.journal
                    ELSE j.journal || jsonb_build_array(jsonb_build_object('event', j.stop_event, 'note', j.stop_note, 'at', now())) END,
+    part = CASE WHEN j.part IS NULL AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)
+                THEN '' ELSE j.part END,
     runs = j.runs - 1, lease_token = NULL, lease_expires_at = NULL
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token) AS u
 -- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
@@ -233,6 +239,8 @@ UPDATE venturi_job j SET
     finished_at = CASE WHEN j.stop_event IS NOT NULL OR (j.max_failures > 0 AND j.failures + 1 >= j.max_failures)
                        THEN now() END,
     failures = j.failures + 1,
+    part = CASE WHEN j.part IS NULL AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)
+                THEN '' ELSE j.part END,
     lease_token = NULL,
     lease_expires_at = NULL,
     journal = j.journal || jsonb_build_array(jsonb_build_object(
@@ -417,9 +425,10 @@ RETURNING NOT COALESCE((SELECT old.limited FROM old), false) AS newly_limited, k
 
 -- name: GatePendingOfKind :execrows
 -- Makes a kind's plain pending jobs gated, once the kind has limits. One pass over the
--- table: it runs only when a kind's limits first appear.
+-- table: it runs when a kind's limits first appear, in the transaction that records them.
+-- (Running ones are gated when they return to pending: see FinishRuns.)
 UPDATE venturi_job SET part = ''
-WHERE kind = @kind::text AND part IS NULL AND state IN ('available', 'scheduled');
+WHERE kind = @kind::text AND part IS NULL AND state IN ('available', 'scheduled', 'waiting');
 
 -- name: BreakerRecord :many
 -- Reports run outcomes to their breakers, in the order given (sorted by key).
@@ -602,3 +611,26 @@ ON CONFLICT (job_id, name) DO NOTHING;
 
 -- name: JobSteps :many
 SELECT name, result, run, at FROM venturi_step WHERE job_id = @job_id ORDER BY at, name;
+
+-- name: ReleaseOrphans :many
+-- Releases this worker's running jobs that it does not hold (not in ids) and that were
+-- claimed longer ago than a claim may take (older_us): a claim that the worker gave up
+-- on (a timeout) but that the server committed all the same. They never started here, so
+-- they go back without a run recorded, as ReleaseUnstarted returns them.
+UPDATE venturi_job j SET
+    state = (CASE WHEN j.stop_event IS NULL THEN 'available' ELSE 'cancelled' END)::venturi_job_state,
+    finished_at = CASE WHEN j.stop_event IS NOT NULL THEN now() END,
+    journal = CASE WHEN j.stop_event IS NULL THEN j.journal
+                   ELSE j.journal || jsonb_build_array(jsonb_build_object('event', j.stop_event, 'note', j.stop_note, 'at', now())) END,
+    part = CASE WHEN j.part IS NULL AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)
+                THEN '' ELSE j.part END,
+    runs = j.runs - 1, lease_token = NULL, lease_expires_at = NULL
+WHERE j.id IN (
+    SELECT o.id FROM venturi_job o
+    WHERE o.state = 'running' AND o.worker_id = @worker_id::text
+      AND o.attempted_at < now() - interval '1 microsecond' * @older_us::bigint
+      AND NOT (o.id = ANY(@ids::uuid[]))
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING j.id, j.kind;
+

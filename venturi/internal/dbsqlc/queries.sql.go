@@ -677,6 +677,10 @@ UPDATE venturi_job j SET
                             THEN now() + u.delay_us * interval '1 microsecond' ELSE j.run_at END,
     failures         = j.failures + u.failed::int,
     carry            = CASE WHEN u.set_carry THEN NULLIF(u.carry, '')::jsonb ELSE j.carry END,
+    -- A plain job of a kind that has limits now goes back as a gated one.
+    part             = CASE WHEN j.part IS NULL AND u.state IN ('available', 'scheduled', 'waiting')
+                                 AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)
+                            THEN '' ELSE j.part END,
     lease_token      = NULL,
     lease_expires_at = NULL,
     finished_at      = CASE WHEN u.state IN ('completed', 'dead', 'cancelled') OR j.stop_event IS NOT NULL
@@ -747,11 +751,12 @@ func (q *Queries) FinishRuns(ctx context.Context, db DBTX, arg FinishRunsParams)
 
 const gatePendingOfKind = `-- name: GatePendingOfKind :execrows
 UPDATE venturi_job SET part = ''
-WHERE kind = $1::text AND part IS NULL AND state IN ('available', 'scheduled')
+WHERE kind = $1::text AND part IS NULL AND state IN ('available', 'scheduled', 'waiting')
 `
 
 // Makes a kind's plain pending jobs gated, once the kind has limits. One pass over the
-// table: it runs only when a kind's limits first appear.
+// table: it runs when a kind's limits first appear, in the transaction that records them.
+// (Running ones are gated when they return to pending: see FinishRuns.)
 func (q *Queries) GatePendingOfKind(ctx context.Context, db DBTX, kind string) (int64, error) {
 	result, err := db.Exec(ctx, gatePendingOfKind, kind)
 	if err != nil {
@@ -1614,12 +1619,68 @@ func (q *Queries) QueuePaused(ctx context.Context, db DBTX, queue string) (bool,
 	return paused, err
 }
 
+const releaseOrphans = `-- name: ReleaseOrphans :many
+UPDATE venturi_job j SET
+    state = (CASE WHEN j.stop_event IS NULL THEN 'available' ELSE 'cancelled' END)::venturi_job_state,
+    finished_at = CASE WHEN j.stop_event IS NOT NULL THEN now() END,
+    journal = CASE WHEN j.stop_event IS NULL THEN j.journal
+                   ELSE j.journal || jsonb_build_array(jsonb_build_object('event', j.stop_event, 'note', j.stop_note, 'at', now())) END,
+    part = CASE WHEN j.part IS NULL AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)
+                THEN '' ELSE j.part END,
+    runs = j.runs - 1, lease_token = NULL, lease_expires_at = NULL
+WHERE j.id IN (
+    SELECT o.id FROM venturi_job o
+    WHERE o.state = 'running' AND o.worker_id = $1::text
+      AND o.attempted_at < now() - interval '1 microsecond' * $2::bigint
+      AND NOT (o.id = ANY($3::uuid[]))
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING j.id, j.kind
+`
+
+type ReleaseOrphansParams struct {
+	WorkerID string
+	OlderUs  int64
+	Ids      []pgtype.UUID
+}
+
+type ReleaseOrphansRow struct {
+	ID   pgtype.UUID
+	Kind string
+}
+
+// Releases this worker's running jobs that it does not hold (not in ids) and that were
+// claimed longer ago than a claim may take (older_us): a claim that the worker gave up
+// on (a timeout) but that the server committed all the same. They never started here, so
+// they go back without a run recorded, as ReleaseUnstarted returns them.
+func (q *Queries) ReleaseOrphans(ctx context.Context, db DBTX, arg ReleaseOrphansParams) ([]*ReleaseOrphansRow, error) {
+	rows, err := db.Query(ctx, releaseOrphans, arg.WorkerID, arg.OlderUs, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*ReleaseOrphansRow
+	for rows.Next() {
+		var i ReleaseOrphansRow
+		if err := rows.Scan(&i.ID, &i.Kind); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const releaseUnstarted = `-- name: ReleaseUnstarted :many
 UPDATE venturi_job j SET
     state = (CASE WHEN j.stop_event IS NULL THEN 'available' ELSE 'cancelled' END)::venturi_job_state,
     finished_at = CASE WHEN j.stop_event IS NOT NULL THEN now() END,
     journal = CASE WHEN j.stop_event IS NULL THEN j.journal
                    ELSE j.journal || jsonb_build_array(jsonb_build_object('event', j.stop_event, 'note', j.stop_note, 'at', now())) END,
+    part = CASE WHEN j.part IS NULL AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)
+                THEN '' ELSE j.part END,
     runs = j.runs - 1, lease_token = NULL, lease_expires_at = NULL
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::bigint[]) AS token) AS u
 WHERE j.id = u.id AND j.lease_token = u.token
@@ -1673,6 +1734,8 @@ UPDATE venturi_job j SET
     finished_at = CASE WHEN j.stop_event IS NOT NULL OR (j.max_failures > 0 AND j.failures + 1 >= j.max_failures)
                        THEN now() END,
     failures = j.failures + 1,
+    part = CASE WHEN j.part IS NULL AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)
+                THEN '' ELSE j.part END,
     lease_token = NULL,
     lease_expires_at = NULL,
     journal = j.journal || jsonb_build_array(jsonb_build_object(
