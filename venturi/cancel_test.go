@@ -133,11 +133,11 @@ func TestCancelIsEnforcedByTheDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The worker does not know; its run fails, which would retry it: the database makes the
-	// job cancelled and appends the request's entry.
+	// job cancelled, the run's entry the request's, and counts no failure.
 	close(st2.hold)
 	j = waitState(t, q2, r2, venturi.StateCancelled)
-	if got := eventsOf(j); got != "failed,cancelled" || lastEntry(j).Note != "stop it" || j.RunCount != 1 {
-		t.Fatalf("journal %s (%q), runs %d", got, lastEntry(j).Note, j.RunCount)
+	if got := eventsOf(j); got != "cancelled" || lastEntry(j).Note != "stop it: upstream failed" || j.RunCount != 1 || j.Failures != 0 {
+		t.Fatalf("journal %s (%q), runs %d, failures %d", got, lastEntry(j).Note, j.RunCount, j.Failures)
 	}
 	_ = pool
 }

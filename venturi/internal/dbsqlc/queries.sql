@@ -154,8 +154,7 @@ ORDER BY c.priority DESC, c.run_at, c.id;
 --
 -- A run that was asked to stop (stop_event: replaced or cancelled) and reports anything
 -- short of completing ends its job cancelled, whether or not its worker heard of the
--- request: the request's entry follows the run's. A cancelled run's note starts with the
--- request's reason.
+-- request: its entry's event becomes the request's and its note starts with the reason.
 UPDATE venturi_job j SET
     -- j is the row as locked: a stop request that committed while this statement ran is seen.
     state            = (CASE WHEN j.stop_event IS NOT NULL AND u.state IN ('available', 'scheduled', 'waiting')
@@ -163,7 +162,8 @@ UPDATE venturi_job j SET
     -- A waiting job's run_at is its wait's timeout.
     run_at           = CASE WHEN u.state IN ('available', 'scheduled', 'waiting') AND j.stop_event IS NULL
                             THEN now() + u.delay_us * interval '1 microsecond' ELSE j.run_at END,
-    failures         = j.failures + u.failed::int,
+    -- A run asked to stop ends as the request said, not as a failure.
+    failures         = j.failures + (u.failed AND NOT (j.stop_event IS NOT NULL AND u.state IN ('available', 'scheduled', 'waiting')))::int,
     carry            = CASE WHEN u.set_carry THEN NULLIF(u.carry, '')::jsonb ELSE j.carry END,
     -- A plain job of a kind that has limits now goes back as a gated one.
     part             = CASE WHEN j.part IS NULL AND u.state IN ('available', 'scheduled', 'waiting')
@@ -177,8 +177,10 @@ UPDATE venturi_job j SET
         WHEN j.stop_event IS NULL THEN u.entry::jsonb
         WHEN u.state = 'cancelled' THEN jsonb_set(u.entry::jsonb, '{0,note}',
             to_jsonb(j.stop_note || COALESCE(': ' || NULLIF(u.entry::jsonb->0->>'note', ''), '')))
-        WHEN u.state IN ('available', 'scheduled', 'waiting') THEN u.entry::jsonb || jsonb_build_array(jsonb_build_object(
-            'event', j.stop_event, 'note', j.stop_note, 'at', now()))
+        -- The worker did not hear of the request: its entry for the run becomes the
+        -- request's (one entry per run), its note kept after the reason.
+        WHEN u.state IN ('available', 'scheduled', 'waiting') THEN jsonb_set(jsonb_set(u.entry::jsonb, '{0,event}', to_jsonb(j.stop_event)),
+            '{0,note}', to_jsonb(j.stop_note || COALESCE(': ' || NULLIF(u.entry::jsonb->0->>'note', ''), '')))
         ELSE u.entry::jsonb END
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token, unnest(@states::text[]) AS state, unnest(@delays_us::bigint[]) AS delay_us, unnest(@failed::bool[]) AS failed, unnest(@set_carry::bool[]) AS set_carry, unnest(@carries::text[]) AS carry, unnest(@entries::text[]) AS entry) AS u
 -- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
@@ -238,18 +240,18 @@ UPDATE venturi_job j SET
                  ELSE 'available' END::venturi_job_state,
     finished_at = CASE WHEN j.stop_event IS NOT NULL OR (j.max_failures > 0 AND j.failures + 1 >= j.max_failures)
                        THEN now() END,
-    failures = j.failures + 1,
+    -- A run that was asked to stop ends as the request said (replaced, cancelled), not as
+    -- a failure: one entry for the run either way.
+    failures = j.failures + (j.stop_event IS NULL)::int,
     part = CASE WHEN j.part IS NULL AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)
                 THEN '' ELSE j.part END,
     lease_token = NULL,
     lease_expires_at = NULL,
     journal = j.journal || jsonb_build_array(jsonb_build_object(
-        'event', 'abandoned',
-        'note', 'lease expired: worker ' || COALESCE(j.worker_id, '?') || ' stopped extending it',
+        'event', COALESCE(j.stop_event, 'abandoned'),
+        'note', COALESCE(j.stop_note || ': ', '') || 'lease expired: worker ' || COALESCE(j.worker_id, '?') || ' stopped extending it',
         'run', j.runs, 'token', j.lease_token, 'worker', j.worker_id,
         'started_at', j.attempted_at, 'at', clock_timestamp()))
-        || CASE WHEN j.stop_event IS NULL THEN '[]'::jsonb ELSE jsonb_build_array(jsonb_build_object(
-               'event', j.stop_event, 'note', j.stop_note, 'at', clock_timestamp())) END
 FROM expired
 WHERE j.id = expired.id
 RETURNING j.id, j.kind, j.state, j.breaker;
