@@ -128,8 +128,12 @@ func (e *executor) runHandler(s start) {
 	req := e.reg[s.job.kind].run(s.ctx, e, s.job)
 	s.cancel(nil)
 	e.tracker.ended(s.job)
-	if req.finalized || req.lost {
+	switch {
+	case req.finalized:
 		e.tracker.remove(s.job)
+		return
+	case req.lost:
+		e.tracker.giveUp(s.job)
 		return
 	}
 	e.finish(req)

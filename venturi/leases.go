@@ -41,7 +41,7 @@ func (l *leaseExtender) run(ctx context.Context) {
 func (l *leaseExtender) extend(ctx context.Context) {
 	runs := l.tracker.leased()
 	if len(runs) == 0 {
-		l.releaseOrphans(ctx, nil)
+		l.releaseOrphans(ctx)
 		return
 	}
 	p := dbsqlc.ExtendLeasesParams{LeaseUs: delayOf(l.cfg.Lease)}
@@ -69,7 +69,7 @@ func (l *leaseExtender) extend(ctx context.Context) {
 		}
 	}
 	l.tracker.extended(runs, ok, sent)
-	l.releaseOrphans(ctx, runs)
+	l.releaseOrphans(ctx)
 }
 
 // releaseOrphans returns the jobs that this worker's claims took but that it does not hold:
@@ -77,10 +77,11 @@ func (l *leaseExtender) extend(ctx context.Context) {
 // server. Such jobs never started here; without this they would hold their slots for a
 // whole lease and then be rescued as abandoned, a failure. A job counts as an orphan once
 // its claim is older than any claim the worker still waits for (Lease/2, plus a margin).
-func (l *leaseExtender) releaseOrphans(ctx context.Context, held []*claimed) {
+func (l *leaseExtender) releaseOrphans(ctx context.Context) {
+	held := l.tracker.notOrphans()
 	p := dbsqlc.ReleaseOrphansParams{WorkerID: l.cfg.ID, OlderUs: delayOf(l.cfg.Lease/2 + l.cfg.Lease/8), Ids: make([]pgtype.UUID, len(held))}
-	for i, j := range held {
-		p.Ids[i] = uuidOf(j.id)
+	for i, id := range held {
+		p.Ids[i] = uuidOf(id)
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.cfg.Lease/2)
 	rows, err := l.q.ReleaseOrphans(cctx, l.db, p)

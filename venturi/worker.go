@@ -343,10 +343,15 @@ func (w *Worker[S]) releaseStuck() {
 	}
 	ctx, cancel := context.WithTimeout(w.dbCtx, 5*time.Second)
 	defer cancel()
-	if _, err := w.q.FinishRuns(ctx, w.ctl, finishParams(w.cfg.ID, reqs)); err != nil {
+	_, err := w.q.FinishRuns(ctx, w.ctl, finishParams(w.cfg.ID, reqs))
+	if err != nil {
 		w.log.Warn("venturi: release of stuck runs failed; their leases will expire", "err", err)
 	}
 	for _, j := range runs {
-		w.tracker.remove(j)
+		if err != nil {
+			w.tracker.giveUp(j)
+		} else {
+			w.tracker.remove(j)
+		}
 	}
 }
