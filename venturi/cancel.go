@@ -54,42 +54,57 @@ const MaxCancelReasonBytes = 1024
 // job and [ErrNotFound] for an unknown one. A cancelled job is not a failure.
 func (q *Queue) Cancel(ctx context.Context, id ulid.ULID, reason string) (CancelResult, error) {
 	var res CancelResult
-	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
-		row, err := q.q.CancelJob(ctx, tx, dbsqlc.CancelJobParams{ID: uuidOf(id), Note: cancelNote(reason)})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		if res, err = cancelResult(row.State, row.Asked); err != nil || !row.Asked {
-			return err
-		}
-		return q.notifyStop(ctx, tx, id)
+	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) (err error) {
+		res, err = q.cancelTx(ctx, tx, id, cancelNote(reason))
+		return err
 	})
 	return res, err
 }
 
-// CancelByKey cancels every pending or running job of kind with the dedup key, as
-// [Queue.Cancel] does, and returns what it did to each, by job ID. No job is not an error.
+// cancelTx cancels one job in tx: it locks the job, then cancels it in a statement whose
+// snapshot sees it as locked.
+func (q *Queue) cancelTx(ctx context.Context, tx pgx.Tx, id ulid.ULID, note string) (CancelResult, error) {
+	job, err := q.q.LockJobForSignal(ctx, tx, uuidOf(id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, ErrNotFound
+	}
+	if err != nil {
+		return 0, err
+	}
+	row, err := q.q.CancelLocked(ctx, tx, dbsqlc.CancelLockedParams{ID: uuidOf(id), Note: note})
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case row.Ended:
+		return CancelEnded, nil
+	case row.Asked:
+		return CancelRequested, q.notifyStop(ctx, tx, id)
+	case job.State == dbsqlc.VenturiJobStateRunning || job.State == dbsqlc.VenturiJobStateCancelled:
+		return CancelAlready, nil
+	}
+	return 0, ErrJobFinished
+}
+
+// CancelByKey cancels every pending, waiting or running job of kind with the dedup key,
+// as [Queue.Cancel] does, and returns what it did to each, by job ID. No job is not an
+// error.
 func (q *Queue) CancelByKey(ctx context.Context, kind string, key DedupKey, reason string) (map[ulid.ULID]CancelResult, error) {
 	out := map[ulid.ULID]CancelResult{}
 	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
-		rows, err := q.q.CancelByKey(ctx, tx, dbsqlc.CancelByKeyParams{Kind: kind, DedupKey: string(key), Note: cancelNote(reason)})
+		ids, err := q.q.JobsByKey(ctx, tx, dbsqlc.JobsByKeyParams{Kind: kind, DedupKey: string(key)})
 		if err != nil {
 			return err
 		}
-		for _, r := range rows {
-			res, err := cancelResult(r.State, r.Asked)
-			if err != nil {
-				continue // it finished between the lookup and the lock
+		for _, u := range ids { // in ID order: the lock order
+			res, err := q.cancelTx(ctx, tx, ulidOf(u), cancelNote(reason))
+			switch {
+			case errors.Is(err, ErrJobFinished) || errors.Is(err, ErrNotFound):
+				continue // it ended between the lookup and the lock
+			case err != nil:
+				return err
 			}
-			out[ulidOf(r.ID)] = res
-			if r.Asked {
-				if err := q.notifyStop(ctx, tx, ulidOf(r.ID)); err != nil {
-					return err
-				}
-			}
+			out[ulidOf(u)] = res
 		}
 		return nil
 	})
@@ -103,18 +118,6 @@ func (q *Queue) notifyStop(ctx context.Context, tx pgx.Tx, id ulid.ULID) error {
 	}
 	return q.q.Notify(ctx, tx, dbsqlc.NotifyParams{Channel: q.channel,
 		Payload: stopPrefix + string(EventCancelled) + ":" + uuidText(id)})
-}
-
-func cancelResult(state dbsqlc.VenturiJobState, asked bool) (CancelResult, error) {
-	switch {
-	case state == dbsqlc.VenturiJobStateScheduled || state == dbsqlc.VenturiJobStateAvailable || state == dbsqlc.VenturiJobStateWaiting:
-		return CancelEnded, nil
-	case asked:
-		return CancelRequested, nil
-	case state == dbsqlc.VenturiJobStateRunning || state == dbsqlc.VenturiJobStateCancelled:
-		return CancelAlready, nil
-	}
-	return 0, ErrJobFinished
 }
 
 // cancelNote is a cancel's journal note.

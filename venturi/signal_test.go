@@ -187,3 +187,23 @@ func countSignals(t *testing.T, pool *pgxpool.Pool, where string) int {
 	}
 	return n
 }
+
+// TestSignalsGoWithTheirJob: deleting a job (retention, an operator) deletes its signals.
+func TestSignalsGoWithTheirJob(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	ctx := context.Background()
+	r := enqueue(t, q, approval{N: 1}, venturi.After(time.Hour))
+	other := enqueue(t, q, approval{N: 2}, venturi.After(time.Hour))
+	for _, id := range []ulid.ULID{r.ID, other.ID} {
+		if _, err := q.Signal(ctx, id, "approve", nil, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, "DELETE FROM venturi_job WHERE id = $1", r.ID[:]); err != nil {
+		t.Fatal(err)
+	}
+	if n := countSignals(t, pool, "true"); n != 1 {
+		t.Fatalf("%d signals left, want the other job's 1", n)
+	}
+}

@@ -573,7 +573,7 @@ CREATE TRIGGER venturi_job_done
 -- Signals (Queue.Signal): kept until a run of their job reads them and ends; a waiting job
 -- is woken by the first one it waits for. A delivery ID makes a retried send a no-op.
 CREATE TABLE venturi_signal (
-    job_id         uuid        NOT NULL REFERENCES venturi_job (id) ON DELETE CASCADE,
+    job_id         uuid        NOT NULL, -- deleted with its job (venturi_job_extras_delete)
     seq            bigint      GENERATED ALWAYS AS IDENTITY,
     name           text        NOT NULL CHECK (name <> '' AND length(name) <= 128),
     payload        jsonb       NOT NULL,
@@ -592,7 +592,7 @@ CREATE INDEX venturi_job_waiting_idx ON venturi_job (run_at) WHERE state = 'wait
 -- token's SHA-256 is stored: the token is the capability.
 CREATE TABLE venturi_hook (
     token_hash  bytea       PRIMARY KEY,
-    job_id      uuid        NOT NULL REFERENCES venturi_job (id) ON DELETE CASCADE,
+    job_id      uuid        NOT NULL, -- deleted with its job (venturi_job_extras_delete)
     name        text        NOT NULL, -- the signal it sends
     reusable    boolean     NOT NULL DEFAULT false,
     created_at  timestamptz NOT NULL DEFAULT now(),
@@ -605,7 +605,7 @@ CREATE INDEX venturi_hook_job_idx ON venturi_hook (job_id);
 -- Memoized steps (venturi.Step): a step's result, written by the run that completed it
 -- (fenced by its token), read instead of running the step again by later runs.
 CREATE TABLE venturi_step (
-    job_id uuid        NOT NULL REFERENCES venturi_job (id) ON DELETE CASCADE,
+    job_id uuid        NOT NULL, -- deleted with its job (venturi_job_extras_delete)
     name   text        NOT NULL CHECK (name <> '' AND length(name) <= 128),
     result jsonb       NOT NULL,
     run    integer     NOT NULL, -- the run that completed it
@@ -613,3 +613,22 @@ CREATE TABLE venturi_step (
     at     timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (job_id, name)
 );
+
+-- A job's signals, hooks and steps go with it, whoever deletes it. Not foreign keys: their
+-- triggers would run for every update of every job; this one runs once per DELETE
+-- statement (retention deletes in batches).
+CREATE FUNCTION venturi_job_extras_delete() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    -- Arrays, not joins: the planner knows nothing of the transition table's size.
+    DELETE FROM venturi_signal s WHERE s.job_id = ANY(ARRAY(SELECT gone.id FROM gone));
+    DELETE FROM venturi_hook h WHERE h.job_id = ANY(ARRAY(SELECT gone.id FROM gone));
+    DELETE FROM venturi_step p WHERE p.job_id = ANY(ARRAY(SELECT gone.id FROM gone));
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER venturi_job_extras_delete
+    AFTER DELETE ON venturi_job
+    REFERENCING OLD TABLE AS gone
+    FOR EACH STATEMENT EXECUTE FUNCTION venturi_job_extras_delete();

@@ -453,56 +453,33 @@ FROM venturi_kind k
 JOIN venturi_gate g ON g.key = 'b' || chr(31) || k.kind || CASE WHEN k.brk_by_part THEN chr(31) || @part::text ELSE '' END
 WHERE k.kind = @kind::text AND k.brk_failures > 0;
 
--- name: CancelJob :one
--- Cancels one job: a pending job ends cancelled at once; a running one is asked to stop
--- (its run's end makes it cancelled, see FinishRuns); a finished one is left as it is.
--- Returns the state the job was in, and whether a stop was requested now.
-WITH target AS (
-    SELECT t.id, t.state, t.stop_event FROM venturi_job t WHERE t.id = @id FOR UPDATE
-), ended AS (
+-- name: CancelLocked :one
+-- Cancels one job that the transaction has locked (LockJobForSignal), so that this
+-- statement's snapshot sees it as locked: a pending or waiting job ends cancelled at once;
+-- a running one is asked to stop (its run's end makes it cancelled, see FinishRuns); a
+-- finished one is left as it is. Reports what it did.
+WITH ended AS (
     UPDATE venturi_job x SET
         state = 'cancelled', finished_at = now(),
         journal = x.journal || jsonb_build_array(jsonb_build_object('event', 'cancelled', 'note', @note::text, 'at', now()))
-    FROM target WHERE x.id = target.id AND target.state IN ('scheduled', 'available', 'waiting')
+    WHERE x.id = @id AND x.state IN ('scheduled', 'available', 'waiting')
     RETURNING x.id
 ), asked AS (
     UPDATE venturi_job x SET stop_requested_at = now(), stop_event = 'cancelled', stop_note = @note::text
-    FROM target WHERE x.id = target.id AND target.state = 'running' AND target.stop_event IS NULL
+    WHERE x.id = @id AND x.state = 'running' AND x.stop_event IS NULL
     RETURNING x.id
 )
-SELECT target.state AS state, EXISTS (SELECT 1 FROM asked)::bool AS asked
-FROM target;
+SELECT EXISTS (SELECT 1 FROM ended)::bool AS ended, EXISTS (SELECT 1 FROM asked)::bool AS asked;
 
--- name: CancelByKey :many
--- Cancels every pending or running job of a kind with a dedup key, as CancelJob does.
-WITH ids AS (
-    -- Pending ones through the dedup index, running ones among the running.
-    SELECT t.id FROM venturi_job t
-    WHERE t.kind = @kind::text AND t.dedup_key = @dedup_key::text AND t.state IN ('scheduled', 'available')
-    UNION ALL
-    SELECT t.id FROM venturi_job t
-    WHERE t.state = 'waiting' AND t.kind = @kind::text AND t.dedup_key = @dedup_key::text
-    UNION ALL
-    SELECT t.id FROM venturi_job t
-    WHERE t.state = 'running' AND t.kind = @kind::text AND t.dedup_key = @dedup_key::text
-), target AS (
-    SELECT t.id, t.state, t.stop_event FROM venturi_job t
-    WHERE t.id = ANY(ARRAY(SELECT ids.id FROM ids))
-    ORDER BY t.id
-    FOR UPDATE
-), ended AS (
-    UPDATE venturi_job x SET
-        state = 'cancelled', finished_at = now(),
-        journal = x.journal || jsonb_build_array(jsonb_build_object('event', 'cancelled', 'note', @note::text, 'at', now()))
-    FROM target WHERE x.id = target.id AND target.state IN ('scheduled', 'available', 'waiting')
-    RETURNING x.id
-), asked AS (
-    UPDATE venturi_job x SET stop_requested_at = now(), stop_event = 'cancelled', stop_note = @note::text
-    FROM target WHERE x.id = target.id AND target.state = 'running' AND target.stop_event IS NULL
-    RETURNING x.id
-)
-SELECT target.id, target.state, (target.id IN (SELECT asked.id FROM asked))::bool AS asked
-FROM target;
+-- name: JobsByKey :many
+-- The jobs of a kind with a dedup key that have not ended, for CancelByKey: pending ones
+-- through the dedup index, the others among the running and waiting.
+SELECT t.id FROM venturi_job t
+WHERE t.kind = @kind::text AND t.dedup_key = @dedup_key::text AND t.state IN ('scheduled', 'available')
+UNION ALL
+SELECT t.id FROM venturi_job t
+WHERE t.state IN ('running', 'waiting') AND t.kind = @kind::text AND t.dedup_key = @dedup_key::text
+ORDER BY 1;
 
 -- name: AwaitJob :one
 -- Registers a waiter's channel on a job that has not ended; it returns no row when the job

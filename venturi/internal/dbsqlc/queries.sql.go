@@ -129,105 +129,39 @@ func (q *Queries) BreakerRecord(ctx context.Context, db DBTX, arg BreakerRecordP
 	return items, nil
 }
 
-const cancelByKey = `-- name: CancelByKey :many
-WITH ids AS (
-    -- Pending ones through the dedup index, running ones among the running.
-    SELECT t.id FROM venturi_job t
-    WHERE t.kind = $1::text AND t.dedup_key = $2::text AND t.state IN ('scheduled', 'available')
-    UNION ALL
-    SELECT t.id FROM venturi_job t
-    WHERE t.state = 'waiting' AND t.kind = $1::text AND t.dedup_key = $2::text
-    UNION ALL
-    SELECT t.id FROM venturi_job t
-    WHERE t.state = 'running' AND t.kind = $1::text AND t.dedup_key = $2::text
-), target AS (
-    SELECT t.id, t.state, t.stop_event FROM venturi_job t
-    WHERE t.id = ANY(ARRAY(SELECT ids.id FROM ids))
-    ORDER BY t.id
-    FOR UPDATE
-), ended AS (
+const cancelLocked = `-- name: CancelLocked :one
+WITH ended AS (
     UPDATE venturi_job x SET
         state = 'cancelled', finished_at = now(),
-        journal = x.journal || jsonb_build_array(jsonb_build_object('event', 'cancelled', 'note', $3::text, 'at', now()))
-    FROM target WHERE x.id = target.id AND target.state IN ('scheduled', 'available', 'waiting')
+        journal = x.journal || jsonb_build_array(jsonb_build_object('event', 'cancelled', 'note', $1::text, 'at', now()))
+    WHERE x.id = $2 AND x.state IN ('scheduled', 'available', 'waiting')
     RETURNING x.id
 ), asked AS (
-    UPDATE venturi_job x SET stop_requested_at = now(), stop_event = 'cancelled', stop_note = $3::text
-    FROM target WHERE x.id = target.id AND target.state = 'running' AND target.stop_event IS NULL
+    UPDATE venturi_job x SET stop_requested_at = now(), stop_event = 'cancelled', stop_note = $1::text
+    WHERE x.id = $2 AND x.state = 'running' AND x.stop_event IS NULL
     RETURNING x.id
 )
-SELECT target.id, target.state, (target.id IN (SELECT asked.id FROM asked))::bool AS asked
-FROM target
+SELECT EXISTS (SELECT 1 FROM ended)::bool AS ended, EXISTS (SELECT 1 FROM asked)::bool AS asked
 `
 
-type CancelByKeyParams struct {
-	Kind     string
-	DedupKey string
-	Note     string
-}
-
-type CancelByKeyRow struct {
-	ID    pgtype.UUID
-	State VenturiJobState
-	Asked bool
-}
-
-// Cancels every pending or running job of a kind with a dedup key, as CancelJob does.
-func (q *Queries) CancelByKey(ctx context.Context, db DBTX, arg CancelByKeyParams) ([]*CancelByKeyRow, error) {
-	rows, err := db.Query(ctx, cancelByKey, arg.Kind, arg.DedupKey, arg.Note)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []*CancelByKeyRow
-	for rows.Next() {
-		var i CancelByKeyRow
-		if err := rows.Scan(&i.ID, &i.State, &i.Asked); err != nil {
-			return nil, err
-		}
-		items = append(items, &i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const cancelJob = `-- name: CancelJob :one
-WITH target AS (
-    SELECT t.id, t.state, t.stop_event FROM venturi_job t WHERE t.id = $1 FOR UPDATE
-), ended AS (
-    UPDATE venturi_job x SET
-        state = 'cancelled', finished_at = now(),
-        journal = x.journal || jsonb_build_array(jsonb_build_object('event', 'cancelled', 'note', $2::text, 'at', now()))
-    FROM target WHERE x.id = target.id AND target.state IN ('scheduled', 'available', 'waiting')
-    RETURNING x.id
-), asked AS (
-    UPDATE venturi_job x SET stop_requested_at = now(), stop_event = 'cancelled', stop_note = $2::text
-    FROM target WHERE x.id = target.id AND target.state = 'running' AND target.stop_event IS NULL
-    RETURNING x.id
-)
-SELECT target.state AS state, EXISTS (SELECT 1 FROM asked)::bool AS asked
-FROM target
-`
-
-type CancelJobParams struct {
-	ID   pgtype.UUID
+type CancelLockedParams struct {
 	Note string
+	ID   pgtype.UUID
 }
 
-type CancelJobRow struct {
-	State VenturiJobState
+type CancelLockedRow struct {
+	Ended bool
 	Asked bool
 }
 
-// Cancels one job: a pending job ends cancelled at once; a running one is asked to stop
-// (its run's end makes it cancelled, see FinishRuns); a finished one is left as it is.
-// Returns the state the job was in, and whether a stop was requested now.
-func (q *Queries) CancelJob(ctx context.Context, db DBTX, arg CancelJobParams) (*CancelJobRow, error) {
-	row := db.QueryRow(ctx, cancelJob, arg.ID, arg.Note)
-	var i CancelJobRow
-	err := row.Scan(&i.State, &i.Asked)
+// Cancels one job that the transaction has locked (LockJobForSignal), so that this
+// statement's snapshot sees it as locked: a pending or waiting job ends cancelled at once;
+// a running one is asked to stop (its run's end makes it cancelled, see FinishRuns); a
+// finished one is left as it is. Reports what it did.
+func (q *Queries) CancelLocked(ctx context.Context, db DBTX, arg CancelLockedParams) (*CancelLockedRow, error) {
+	row := db.QueryRow(ctx, cancelLocked, arg.Note, arg.ID)
+	var i CancelLockedRow
+	err := row.Scan(&i.Ended, &i.Asked)
 	return &i, err
 }
 
@@ -1125,6 +1059,42 @@ func (q *Queries) JobSteps(ctx context.Context, db DBTX, jobID pgtype.UUID) ([]*
 			return nil, err
 		}
 		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobsByKey = `-- name: JobsByKey :many
+SELECT t.id FROM venturi_job t
+WHERE t.kind = $1::text AND t.dedup_key = $2::text AND t.state IN ('scheduled', 'available')
+UNION ALL
+SELECT t.id FROM venturi_job t
+WHERE t.state IN ('running', 'waiting') AND t.kind = $1::text AND t.dedup_key = $2::text
+ORDER BY 1
+`
+
+type JobsByKeyParams struct {
+	Kind     string
+	DedupKey string
+}
+
+// The jobs of a kind with a dedup key that have not ended, for CancelByKey: pending ones
+// through the dedup index, the others among the running and waiting.
+func (q *Queries) JobsByKey(ctx context.Context, db DBTX, arg JobsByKeyParams) ([]pgtype.UUID, error) {
+	rows, err := db.Query(ctx, jobsByKey, arg.Kind, arg.DedupKey)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []pgtype.UUID
+	for rows.Next() {
+		var id pgtype.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
