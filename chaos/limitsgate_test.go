@@ -2,7 +2,7 @@
 // workload (chaos/README.md, "Bugs found"). They failed against venturi 8d3b778 and pass
 // since the fixes (one transaction for a kind's limits and the gating of its jobs; a
 // kind's running plain jobs counted and gated on their way back to pending; a worker's
-// orphaned claims released by its lease extender). They need a database, which make
+// a claim in an explicit transaction, committed only once its results are read). They need a database, which make
 // test/chaos provides:
 //
 //	scripts/pg.sh with -- bash -c 'cd chaos && go test -run "TestLimitsGate|TestClaimTimeout" -count=1 -v .'

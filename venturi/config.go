@@ -106,9 +106,8 @@ type Config struct {
 	MaintenanceInterval time.Duration
 	// Logger receives the worker's logs. Default slog.Default().
 	Logger *slog.Logger
-	// ID names the worker in leases and journals, at most MaxWorkerIDBytes of UTF-8. It
-	// must be unique among running workers: a worker releases the running jobs under its
-	// ID that it does not hold (claims it gave up on). Default: host-pid-random.
+	// ID names the worker in leases and journals, at most MaxWorkerIDBytes of UTF-8.
+	// Default: host-pid-random.
 	ID string
 	// Queue is the queue the worker claims from (see [Queuer]): jobs of its registered
 	// kinds in other queues are left to other workers. Default DefaultQueue. Set Queues

@@ -128,12 +128,8 @@ func (e *executor) runHandler(s start) {
 	req := e.reg[s.job.kind].run(s.ctx, e, s.job)
 	s.cancel(nil)
 	e.tracker.ended(s.job)
-	switch {
-	case req.finalized:
+	if req.finalized || req.lost {
 		e.tracker.remove(s.job)
-		return
-	case req.lost:
-		e.tracker.giveUp(s.job)
 		return
 	}
 	e.finish(req)

@@ -226,6 +226,7 @@ func (f *fetcher) claim(n int) claimResult {
 	)
 	sent := time.Now()
 	b := &pgx.Batch{}
+	b.Queue("BEGIN") // transaction control, not queue SQL: see send
 	dbsqlc.QueuePromoteDue(b, PromoteBatch)
 	// Gated jobs first: their claim enforces the queue's pause and limits, slots, rates
 	// and breakers; the plain claim below takes nothing from a paused or limited queue.
@@ -265,7 +266,7 @@ func (f *fetcher) claim(n int) claimResult {
 	dbsqlc.QueueQueuePaused(b, f.cfg.Queue, &paused)
 	ctx, cancel := context.WithTimeout(f.dbCtx, f.cfg.Lease/2)
 	defer cancel()
-	if err := f.db.SendBatch(ctx, b).Close(); err != nil {
+	if err := f.send(ctx, b); err != nil {
 		return claimResult{err: err}
 	}
 	received := time.Now()
@@ -281,6 +282,25 @@ func (f *fetcher) claim(n int) claimResult {
 		r.nextDue = received.Add(time.Duration(dueInUs) * time.Microsecond)
 	}
 	return r
+}
+
+// send runs a claim batch in an explicit transaction, committed only once its results
+// are here. A claim the worker gives up on (its timeout, a broken connection) therefore
+// rolls back when its connection closes, even if the server runs it to the end: its jobs
+// are never held by a claim nobody reads. (In the implicit transaction of a pipeline the
+// server commits at the batch's end whether or not anyone reads the results.)
+func (f *fetcher) send(ctx context.Context, b *pgx.Batch) error {
+	conn, err := f.db.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// A connection left in a transaction by an error is closed by the pool on release.
+	defer conn.Release()
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, "COMMIT")
+	return err
 }
 
 // release returns claimed jobs that never started, without recording a run. When it

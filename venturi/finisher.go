@@ -51,7 +51,7 @@ func (f *finisher) submit(r *finishReq) {
 	case f.in <- r:
 	case <-f.closing:
 		// Shutdown already released this run; its result is discarded by the fence.
-		f.tracker.giveUp(r.job)
+		f.tracker.remove(r.job)
 	}
 }
 
@@ -132,7 +132,7 @@ func (f *finisher) flush(batch []*finishReq) {
 			if f.dbCtx.Err() != nil || f.tracker.expired(r.job) {
 				f.log.Warn("venturi: gave up writing a run result; the job will be rescued when its lease expires",
 					"job", r.job.id, "kind", r.job.kind, "err", err)
-				f.tracker.giveUp(r.job)
+				f.tracker.remove(r.job)
 				continue
 			}
 			live = append(live, r)

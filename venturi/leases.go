@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
 
@@ -41,7 +40,6 @@ func (l *leaseExtender) run(ctx context.Context) {
 func (l *leaseExtender) extend(ctx context.Context) {
 	runs := l.tracker.leased()
 	if len(runs) == 0 {
-		l.releaseOrphans(ctx)
 		return
 	}
 	p := dbsqlc.ExtendLeasesParams{LeaseUs: delayOf(l.cfg.Lease)}
@@ -69,30 +67,4 @@ func (l *leaseExtender) extend(ctx context.Context) {
 		}
 	}
 	l.tracker.extended(runs, ok, sent)
-	l.releaseOrphans(ctx)
-}
-
-// releaseOrphans returns the jobs that this worker's claims took but that it does not hold:
-// a claim it gave up on (a timeout, a broken connection) may still have committed on the
-// server. Such jobs never started here; without this they would hold their slots for a
-// whole lease and then be rescued as abandoned, a failure. A job counts as an orphan once
-// its claim is older than any claim the worker still waits for (Lease/2, plus a margin).
-func (l *leaseExtender) releaseOrphans(ctx context.Context) {
-	held := l.tracker.notOrphans()
-	p := dbsqlc.ReleaseOrphansParams{WorkerID: l.cfg.ID, OlderUs: delayOf(l.cfg.Lease/2 + l.cfg.Lease/8), Ids: make([]pgtype.UUID, len(held))}
-	for i, id := range held {
-		p.Ids[i] = uuidOf(id)
-	}
-	cctx, cancel := context.WithTimeout(ctx, l.cfg.Lease/2)
-	rows, err := l.q.ReleaseOrphans(cctx, l.db, p)
-	cancel()
-	if err != nil {
-		if ctx.Err() == nil {
-			l.log.Warn("venturi: release of orphaned claims failed", "err", err)
-		}
-		return
-	}
-	for _, r := range rows {
-		l.log.Warn("venturi: released a job claimed by a claim this worker gave up on", "job", ulidOf(r.ID), "kind", r.Kind)
-	}
 }

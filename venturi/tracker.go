@@ -63,15 +63,10 @@ type runTracker struct {
 
 	mu     sync.Mutex
 	active map[ulid.ULID]*activeRun
-	// gaveUp holds the jobs whose runs started here and ended without a durable result
-	// (a lost lease, a result the worker could not write), until their leases would have
-	// expired: the database may still show them running under this worker, and they are
-	// the rescuer's, not orphans of a claim (see leaseExtender.releaseOrphans).
-	gaveUp map[ulid.ULID]time.Time
 }
 
 func newRunTracker(lease, grace time.Duration, log *slog.Logger) *runTracker {
-	return &runTracker{lease: lease, grace: grace, log: log, active: map[ulid.ULID]*activeRun{}, gaveUp: map[ulid.ULID]time.Time{}}
+	return &runTracker{lease: lease, grace: grace, log: log, active: map[ulid.ULID]*activeRun{}}
 }
 
 // requestStop handles a request that id's run stop (ev: EventReplaced by a newer job of
@@ -150,37 +145,6 @@ func (t *runTracker) remove(j *claimed) {
 	if a := t.active[j.id]; a != nil && a.job == j {
 		delete(t.active, j.id)
 	}
-}
-
-// giveUp stops tracking j, whose run started and whose result will not be written: its
-// job is left to the rescuer.
-func (t *runTracker) giveUp(j *claimed) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if a := t.active[j.id]; a != nil && a.job == j {
-		delete(t.active, j.id)
-	}
-	t.gaveUp[j.id] = time.Now().Add(t.lease)
-}
-
-// notOrphans returns the jobs that the database may show running under this worker for a
-// reason: tracked ones, and those given up on within a lease. Others are orphans.
-func (t *runTracker) notOrphans() []ulid.ULID {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := time.Now()
-	out := make([]ulid.ULID, 0, len(t.active)+len(t.gaveUp))
-	for id := range t.active {
-		out = append(out, id)
-	}
-	for id, until := range t.gaveUp {
-		if now.After(until) {
-			delete(t.gaveUp, id)
-			continue
-		}
-		out = append(out, id)
-	}
-	return out
 }
 
 // expired reports whether j's lease has (probably) run out, or j is no longer tracked.

@@ -348,10 +348,6 @@ func (w *Worker[S]) releaseStuck() {
 		w.log.Warn("venturi: release of stuck runs failed; their leases will expire", "err", err)
 	}
 	for _, j := range runs {
-		if err != nil {
-			w.tracker.giveUp(j)
-		} else {
-			w.tracker.remove(j)
-		}
+		w.tracker.remove(j)
 	}
 }

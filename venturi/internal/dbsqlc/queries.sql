@@ -591,25 +591,4 @@ ON CONFLICT (job_id, name) DO NOTHING;
 -- name: JobSteps :many
 SELECT name, result, run, at FROM venturi_step WHERE job_id = @job_id ORDER BY at, name;
 
--- name: ReleaseOrphans :many
--- Releases this worker's running jobs that it does not hold (not in ids) and that were
--- claimed longer ago than a claim may take (older_us): a claim that the worker gave up
--- on (a timeout) but that the server committed all the same. They never started here, so
--- they go back without a run recorded, as ReleaseUnstarted returns them.
-UPDATE venturi_job j SET
-    state = (CASE WHEN j.stop_event IS NULL THEN 'available' ELSE 'cancelled' END)::venturi_job_state,
-    finished_at = CASE WHEN j.stop_event IS NOT NULL THEN now() END,
-    journal = CASE WHEN j.stop_event IS NULL THEN j.journal
-                   ELSE j.journal || jsonb_build_array(jsonb_build_object('event', j.stop_event, 'note', j.stop_note, 'at', now())) END,
-    part = CASE WHEN j.part IS NULL AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)
-                THEN '' ELSE j.part END,
-    runs = j.runs - 1, lease_token = NULL, lease_expires_at = NULL
-WHERE j.id IN (
-    SELECT o.id FROM venturi_job o
-    WHERE o.state = 'running' AND o.worker_id = @worker_id::text
-      AND o.attempted_at < now() - interval '1 microsecond' * @older_us::bigint
-      AND NOT (o.id = ANY(@ids::uuid[]))
-    FOR UPDATE SKIP LOCKED
-)
-RETURNING j.id, j.kind;
 

@@ -1591,60 +1591,6 @@ func (q *Queries) QueuePaused(ctx context.Context, db DBTX, queue string) (bool,
 	return paused, err
 }
 
-const releaseOrphans = `-- name: ReleaseOrphans :many
-UPDATE venturi_job j SET
-    state = (CASE WHEN j.stop_event IS NULL THEN 'available' ELSE 'cancelled' END)::venturi_job_state,
-    finished_at = CASE WHEN j.stop_event IS NOT NULL THEN now() END,
-    journal = CASE WHEN j.stop_event IS NULL THEN j.journal
-                   ELSE j.journal || jsonb_build_array(jsonb_build_object('event', j.stop_event, 'note', j.stop_note, 'at', now())) END,
-    part = CASE WHEN j.part IS NULL AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)
-                THEN '' ELSE j.part END,
-    runs = j.runs - 1, lease_token = NULL, lease_expires_at = NULL
-WHERE j.id IN (
-    SELECT o.id FROM venturi_job o
-    WHERE o.state = 'running' AND o.worker_id = $1::text
-      AND o.attempted_at < now() - interval '1 microsecond' * $2::bigint
-      AND NOT (o.id = ANY($3::uuid[]))
-    FOR UPDATE SKIP LOCKED
-)
-RETURNING j.id, j.kind
-`
-
-type ReleaseOrphansParams struct {
-	WorkerID string
-	OlderUs  int64
-	Ids      []pgtype.UUID
-}
-
-type ReleaseOrphansRow struct {
-	ID   pgtype.UUID
-	Kind string
-}
-
-// Releases this worker's running jobs that it does not hold (not in ids) and that were
-// claimed longer ago than a claim may take (older_us): a claim that the worker gave up
-// on (a timeout) but that the server committed all the same. They never started here, so
-// they go back without a run recorded, as ReleaseUnstarted returns them.
-func (q *Queries) ReleaseOrphans(ctx context.Context, db DBTX, arg ReleaseOrphansParams) ([]*ReleaseOrphansRow, error) {
-	rows, err := db.Query(ctx, releaseOrphans, arg.WorkerID, arg.OlderUs, arg.Ids)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []*ReleaseOrphansRow
-	for rows.Next() {
-		var i ReleaseOrphansRow
-		if err := rows.Scan(&i.ID, &i.Kind); err != nil {
-			return nil, err
-		}
-		items = append(items, &i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const releaseUnstarted = `-- name: ReleaseUnstarted :many
 UPDATE venturi_job j SET
     state = (CASE WHEN j.stop_event IS NULL THEN 'available' ELSE 'cancelled' END)::venturi_job_state,
