@@ -326,6 +326,9 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 			if !endEvents[en.Event] {
 				continue
 			}
+			if en.Run == 0 && (en.Event == venturi.EventReplaced || en.Event == venturi.EventCancelled) {
+				continue // asked to stop while it waited in a prefetch buffer: no run began
+			}
 			r.runs++
 			ends[en.Run] = append(ends[en.Run], en)
 			switch en.Event {

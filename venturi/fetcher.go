@@ -3,6 +3,7 @@ package venturi
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -309,6 +310,9 @@ func (f *fetcher) release(jobs []*claimed) {
 	if len(jobs) == 0 {
 		return
 	}
+	// In ID order, the lock order of every statement that takes many running jobs (the
+	// lease extension): two of them in different orders deadlock.
+	jobs = slices.SortedFunc(slices.Values(jobs), func(a, b *claimed) int { return a.id.Compare(b.id) })
 	var p dbsqlc.ReleaseUnstartedParams
 	for _, j := range jobs {
 		p.Ids = append(p.Ids, uuidOf(j.id))
