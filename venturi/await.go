@@ -30,8 +30,22 @@ func (q *Queue) Await(ctx context.Context, id ulid.ULID) (*Job, error) {
 	if err != nil || j.ended() {
 		return j, err
 	}
-	wake, done := q.awaiter().add(id)
+	a := q.awaiter()
+	wake, done, listening := a.add(id)
 	defer done()
+	// Mark the job once the process listens, so its end cannot be notified before that
+	// (then only the poll would see it). Without notifications the poll serves.
+	if !q.poll {
+		t := time.NewTimer(AwaitPoll)
+		select {
+		case <-listening:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+		t.Stop()
+	}
 	// Registered first, then marked: an end after the mark is notified to a waiter that is
 	// already listening (or polled).
 	if _, err := q.q.AwaitJob(ctx, q.pool, dbsqlc.AwaitJobParams{Channel: q.doneChannel, ID: uuidOf(id)}); err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -68,26 +82,35 @@ func (j *Job) ended() bool {
 // awaiter serves a Queue's Await calls: one LISTEN connection and one poll for all of
 // them. It runs while someone waits.
 type awaiter struct {
-	q       *Queue
-	mu      sync.Mutex
-	waiting map[ulid.ULID][]chan struct{}
-	running bool
+	q         *Queue
+	mu        sync.Mutex
+	waiting   map[ulid.ULID][]chan struct{}
+	running   bool
+	listening chan struct{} // closed once the current run's connection listens
+	idleSince time.Time     // when the last waiter left
 }
+
+// awaitLinger is how long an awaiter stays connected without waiters, so that bursts of
+// Await calls do not connect and disconnect each time.
+const awaitLinger = 30 * time.Second
 
 func (q *Queue) awaiter() *awaiter {
 	q.awaitOnce.Do(func() { q.await = &awaiter{q: q, waiting: map[ulid.ULID][]chan struct{}{}} })
 	return q.await
 }
 
-// add registers a waiter for id; wake receives when id may have ended.
-func (a *awaiter) add(id ulid.ULID) (wake <-chan struct{}, done func()) {
+// add registers a waiter for id; wake receives when id may have ended, and listening is
+// closed once the process listens for ends.
+func (a *awaiter) add(id ulid.ULID) (wake <-chan struct{}, done func(), listening <-chan struct{}) {
 	ch := make(chan struct{}, 1)
 	a.mu.Lock()
 	a.waiting[id] = append(a.waiting[id], ch)
 	if !a.running {
 		a.running = true
-		go a.run()
+		a.listening = make(chan struct{})
+		go a.run(a.listening)
 	}
+	listening = a.listening
 	a.mu.Unlock()
 	return ch, func() {
 		a.mu.Lock()
@@ -104,7 +127,10 @@ func (a *awaiter) add(id ulid.ULID) (wake <-chan struct{}, done func()) {
 		} else {
 			a.waiting[id] = list
 		}
-	}
+		if len(a.waiting) == 0 {
+			a.idleSince = time.Now()
+		}
+	}, listening
 }
 
 // wake signals the waiters of id.
@@ -119,34 +145,40 @@ func (a *awaiter) wake(id ulid.ULID) {
 	}
 }
 
-// ids returns the awaited jobs; none stops the loop.
-func (a *awaiter) ids() []pgtype.UUID {
+// ids returns the awaited jobs; stop is true when nobody has waited for awaitLinger.
+func (a *awaiter) ids() (ids []pgtype.UUID, stop bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.waiting) == 0 {
+		if time.Since(a.idleSince) < awaitLinger {
+			return nil, false
+		}
 		a.running = false
-		return nil
+		return nil, true
 	}
 	out := make([]pgtype.UUID, 0, len(a.waiting))
 	for id := range a.waiting {
 		out = append(out, uuidOf(id))
 	}
-	return out
+	return out, false
 }
 
 // run listens for end notifications and polls, until nobody waits.
-func (a *awaiter) run() {
+func (a *awaiter) run(listening chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if !a.q.poll {
-		go a.listen(ctx)
+		go a.listen(ctx, listening)
 	}
 	t := time.NewTicker(AwaitPoll)
 	defer t.Stop()
 	for range t.C {
-		ids := a.ids()
-		if ids == nil {
+		ids, stop := a.ids()
+		if stop {
 			return
+		}
+		if len(ids) == 0 {
+			continue
 		}
 		pctx, pcancel := context.WithTimeout(ctx, AwaitPoll)
 		ended, err := a.q.q.EndedJobs(pctx, a.q.pool, ids)
@@ -162,15 +194,17 @@ func (a *awaiter) run() {
 }
 
 // listen holds the LISTEN connection until ctx ends, reconnecting after errors.
-func (a *awaiter) listen(ctx context.Context) {
+func (a *awaiter) listen(ctx context.Context, listening chan struct{}) {
+	var once sync.Once
+	ready := func() { once.Do(func() { close(listening) }) }
 	for ctx.Err() == nil {
-		if err := a.listenOnce(ctx); err != nil && ctx.Err() == nil {
+		if err := a.listenOnce(ctx, ready); err != nil && ctx.Err() == nil {
 			sleepCtx(ctx, AwaitPoll) // the poll covers the gap
 		}
 	}
 }
 
-func (a *awaiter) listenOnce(ctx context.Context) error {
+func (a *awaiter) listenOnce(ctx context.Context, ready func()) error {
 	conn, err := pgx.ConnectConfig(ctx, a.q.pool.Config().ConnConfig)
 	if err != nil {
 		return err
@@ -183,6 +217,7 @@ func (a *awaiter) listenOnce(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{a.q.doneChannel}.Sanitize()); err != nil {
 		return err
 	}
+	ready()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {

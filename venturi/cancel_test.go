@@ -206,3 +206,32 @@ func TestCancelRacesCompletion(t *testing.T) {
 		}
 	}
 }
+
+// pager counts pages in its carry until stopped; a stopped run pauses with its checkpoint.
+type pager struct{}
+
+func (pager) Kind() string { return "pager" }
+func (pager) Handle(ctx context.Context, run *venturi.Run[int], started chan<- struct{}) (venturi.Outcome, error) {
+	*run.CarryMut() = 42 // pages done
+	started <- struct{}{}
+	<-run.Shutdown()
+	return venturi.PauseInWith(0, "stopped after page 42"), nil
+}
+
+// TestCancelledRunKeepsItsCheckpoint: a run that sees the cancel and pauses leaves its
+// carry with the cancelled job.
+func TestCancelledRunKeepsItsCheckpoint(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	started := make(chan struct{}, 1)
+	startWorkerFor[pager](t, pool, (chan<- struct{})(started), fastConfig())
+	r := enqueue(t, q, pager{})
+	recv(t, (<-chan struct{})(started), "the run to start")
+	if _, err := q.Cancel(context.Background(), r.ID, "owner cancelled"); err != nil {
+		t.Fatal(err)
+	}
+	j := waitState(t, q, r, venturi.StateCancelled)
+	if string(j.Carry) != "42" || lastEntry(j).Note != "owner cancelled: stopped after page 42" {
+		t.Fatalf("carry %s, note %q", j.Carry, lastEntry(j).Note)
+	}
+}

@@ -201,8 +201,11 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 	build := func(o Outcome, err error, c *C, attachment json.RawMessage) (*finishReq, error) {
 		req := e.outcomeReq(ctx, j, o, err, attachment, backoff)
 		req.consumed = run.consumed
+		// A run asked to stop that paused keeps its checkpoint: its job ends cancelled, with
+		// the carry it reached.
+		stoppedPause := req.state == dbsqlc.VenturiJobStateCancelled && j.stopEvent.Load() != nil && o.kind == outcomePause
 		if !keepCarry || c == nil || (req.state != dbsqlc.VenturiJobStateAvailable && req.state != dbsqlc.VenturiJobStateScheduled &&
-			req.state != dbsqlc.VenturiJobStateWaiting) {
+			req.state != dbsqlc.VenturiJobStateWaiting && !stoppedPause) {
 			return req, nil
 		}
 		cb, cerr := encodeJSON(c)

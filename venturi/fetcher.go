@@ -300,7 +300,11 @@ func (f *fetcher) send(ctx context.Context, b *pgx.Batch) error {
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return err
 	}
-	_, err = conn.Exec(ctx, "COMMIT")
+	// The results are read: commit with a deadline of its own, so that a batch that used
+	// up most of the claim's time does not leave the commit's outcome unknown.
+	cctx, cancel := context.WithTimeout(f.dbCtx, f.cfg.Lease/2)
+	defer cancel()
+	_, err = conn.Exec(cctx, "COMMIT")
 	return err
 }
 
