@@ -207,11 +207,11 @@ func TestCancelRacesCompletion(t *testing.T) {
 	}
 }
 
-// pager counts pages in its carry until stopped; a stopped run pauses with its checkpoint.
-type pager struct{}
+// cancelPager counts pages in its carry until stopped; a stopped run pauses with its checkpoint.
+type cancelPager struct{}
 
-func (pager) Kind() string { return "pager" }
-func (pager) Handle(ctx context.Context, run *venturi.Run[int], started chan<- struct{}) (venturi.Outcome, error) {
+func (cancelPager) Kind() string { return "cancel_pager" }
+func (cancelPager) Handle(ctx context.Context, run *venturi.Run[int], started chan<- struct{}) (venturi.Outcome, error) {
 	*run.CarryMut() = 42 // pages done
 	started <- struct{}{}
 	<-run.Shutdown()
@@ -224,8 +224,8 @@ func TestCancelledRunKeepsItsCheckpoint(t *testing.T) {
 	t.Parallel()
 	pool, q := newQueue(t)
 	started := make(chan struct{}, 1)
-	startWorkerFor[pager](t, pool, (chan<- struct{})(started), fastConfig())
-	r := enqueue(t, q, pager{})
+	startWorkerFor[cancelPager](t, pool, (chan<- struct{})(started), fastConfig())
+	r := enqueue(t, q, cancelPager{})
 	recv(t, (<-chan struct{})(started), "the run to start")
 	if _, err := q.Cancel(context.Background(), r.ID, "owner cancelled"); err != nil {
 		t.Fatal(err)
