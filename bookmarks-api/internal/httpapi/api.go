@@ -639,15 +639,15 @@ func (a *API) createImport(c echo.Context) error {
 	id := ulid.Make()
 	confirm := a.cfg.ImportConfirmAbove != NoImportConfirmation && len(urls) > a.cfg.ImportConfirmAbove
 	status, link := "pending", ""
+	if confirm {
+		status = "awaiting_confirmation"
+	}
 	// The import, its items, its job and (for a large import) its confirmation commit
 	// together: the worker never sees an import without the confirmation it must wait for.
 	err := pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
 		res, err := a.queue.EnqueueTx(ctx, tx, tasks.ImportBookmarks{ImportID: id.String(), PageSize: req.PageSize})
 		if err != nil {
 			return err
-		}
-		if confirm {
-			status = "awaiting_confirmation"
 		}
 		if err := a.q.InsertImport(ctx, tx, store.InsertImportParams{ID: uuidOf(id), JobID: uuidOf(res.ID), Status: status,
 			Tags: tags, Total: int32(len(urls))}); err != nil {
