@@ -467,7 +467,7 @@ func TestWaitingHoldsNoConnection(t *testing.T) {
 	codes := make([]int, n)
 	for i := range n {
 		wg.Go(func() {
-			req := httptest.NewRequest("POST", "/bookmarks?wait=6s", strings.NewReader(`{"url":"https://example.com/`+jsonInt(i)+`"}`))
+			req := httptest.NewRequest("POST", "/bookmarks?wait=8s", strings.NewReader(`{"url":"https://example.com/`+jsonInt(i)+`"}`))
 			req.Header.Set("Content-Type", "application/json")
 			codes[i] = b.serve(b.auth(req)).Code
 			returned.Add(1)
