@@ -123,6 +123,8 @@ type journalEntry struct {
 	Note       string          `json:"note"`
 	Merge      string          `json:"merge"`
 	Attachment json.RawMessage `json:"attachment"`
+	Wait       []string        `json:"wait"`
+	ResumeInMS int64           `json:"resume_in_ms"`
 }
 
 type job struct {

@@ -78,6 +78,13 @@ func run(m *testing.M) (int, error) {
 	sys.api = &stack.Process{Name: "api", Bin: apiBin, Log: filepath.Join(dir, "api.log"), Env: []string{
 		"DATABASE_URL=" + db.URL, "BOOKMARKS_API_ADDR=" + addr,
 		"BOOKMARKS_TAG_INDEX_DELAY=3s", "BOOKMARKS_REFETCH_DELAY=3s",
+		// Imports of more than confirmAbove items wait for a confirmation, for
+		// confirmTimeout (short, for TestUnconfirmedImportIsCancelled); the links it
+		// returns are absolute.
+		"BOOKMARKS_IMPORT_CONFIRM_ABOVE=" + strconv.Itoa(confirmAbove), "BOOKMARKS_IMPORT_CONFIRM_TIMEOUT=" + confirmTimeout.String(),
+		"BOOKMARKS_API_PUBLIC_URL=" + sys.apiURL,
+		// The suite's key makes more than the default burst of 3 imports.
+		"BOOKMARKS_IMPORT_BURST=10",
 	}}
 	sys.worker = &stack.Process{Name: "worker", Bin: workerBin, Log: filepath.Join(dir, "worker.log"), Env: []string{
 		"DATABASE_URL=" + db.URL,
@@ -144,7 +151,8 @@ func tail(b []byte, n int) []byte {
 // server's counts per host last the whole suite: each scenario has hosts of its own.
 var pageHosts = []string{"a.e2e.test", "b.e2e.test", "down.e2e.test", "me.e2e.test",
 	"i0.e2e.test", "i1.e2e.test", "i2.e2e.test", "i3.e2e.test", "i4.e2e.test",
-	"load1.e2e.test", "load2.e2e.test", "load3.e2e.test"}
+	"load1.e2e.test", "load2.e2e.test", "load3.e2e.test",
+	"cancel.e2e.test", "confirm.e2e.test", "link.e2e.test", "wait.e2e.test"}
 
 // downHost is a page host whose every answer is 503 Service Unavailable.
 const downHost = "down.e2e.test"

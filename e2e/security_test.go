@@ -30,7 +30,8 @@ func TestAPIKeys(t *testing.T) {
 	for _, k := range []string{"", "not-a-key", key, sys.key[:len(sys.key)-1] + "x"} {
 		for _, r := range []struct{ method, path string }{
 			{"GET", "/bookmarks"}, {"POST", "/bookmarks"}, {"GET", "/bookmarks/" + id}, {"POST", "/bookmarks/" + id + "/refetch"},
-			{"DELETE", "/bookmarks/" + id}, {"POST", "/imports"}, {"GET", "/imports/" + id}, {"GET", "/tags"},
+			{"DELETE", "/bookmarks/" + id}, {"POST", "/imports"}, {"GET", "/imports/" + id}, {"DELETE", "/imports/" + id},
+			{"POST", "/imports/" + id + "/confirm"}, {"GET", "/tags"},
 			{"POST", "/tags/rebuild"}, {"GET", "/nowhere"},
 		} {
 			var problem struct {

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -38,6 +39,18 @@ type Config struct {
 	// ImportLimit is each API key's limit on POST /imports, on top of WriteLimit
 	// (BOOKMARKS_IMPORT_RATE, default 1/m, and BOOKMARKS_IMPORT_BURST, default 3).
 	ImportLimit httpapi.RateLimit
+	// ImportConfirmAbove: imports of more items wait for a confirmation
+	// (BOOKMARKS_IMPORT_CONFIRM_ABOVE: a positive integer, default 1000, or off, which is
+	// httpapi.NoImportConfirmation).
+	ImportConfirmAbove int
+	// ImportConfirmTimeout is how long an import waits for its confirmation before it is
+	// cancelled, and how long its confirmation link works
+	// (BOOKMARKS_IMPORT_CONFIRM_TIMEOUT, default 24h).
+	ImportConfirmTimeout time.Duration
+	// PublicURL is the API's external address for the links it returns
+	// (BOOKMARKS_API_PUBLIC_URL, such as https://bookmarks.example.com; default empty:
+	// links are paths).
+	PublicURL string
 }
 
 // FromEnv reads the configuration from the environment.
@@ -62,6 +75,32 @@ func FromEnv() (Config, error) {
 			return c, fmt.Errorf("BOOKMARKS_REFETCH_DELAY: want a duration such as 1s, got %q", v)
 		}
 		c.RefetchDelay = d
+	}
+	c.ImportConfirmAbove, c.ImportConfirmTimeout = httpapi.DefaultImportConfirmAbove, httpapi.DefaultImportConfirmTimeout
+	if v := os.Getenv("BOOKMARKS_IMPORT_CONFIRM_ABOVE"); v != "" {
+		n, err := strconv.Atoi(v)
+		switch {
+		case strings.EqualFold(v, "off"):
+			c.ImportConfirmAbove = httpapi.NoImportConfirmation
+		case err != nil || n < 1:
+			return c, fmt.Errorf("BOOKMARKS_IMPORT_CONFIRM_ABOVE: want a positive number of items such as 1000, or off, got %q", v)
+		default:
+			c.ImportConfirmAbove = n
+		}
+	}
+	if v := os.Getenv("BOOKMARKS_IMPORT_CONFIRM_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second {
+			return c, fmt.Errorf("BOOKMARKS_IMPORT_CONFIRM_TIMEOUT: want a duration of at least 1s such as 24h, got %q", v)
+		}
+		c.ImportConfirmTimeout = d
+	}
+	if v := os.Getenv("BOOKMARKS_API_PUBLIC_URL"); v != "" {
+		u, err := ParsePublicURL(v)
+		if err != nil {
+			return c, fmt.Errorf("BOOKMARKS_API_PUBLIC_URL: %w", err)
+		}
+		c.PublicURL = u
 	}
 	var err error
 	if c.WriteLimit, err = rateLimitFromEnv("BOOKMARKS_WRITE", httpapi.DefaultWriteLimit); err != nil {
@@ -115,6 +154,18 @@ func ParseRate(s string) (float64, error) {
 	return count / per, nil
 }
 
+// ParsePublicURL checks the API's public address: an absolute http(s) URL with a host and
+// at most a path prefix (no credentials, query or fragment). It returns it without a
+// trailing slash.
+func ParsePublicURL(s string) (string, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return "", fmt.Errorf("want an http(s) URL such as https://bookmarks.example.com, got %q", s)
+	}
+	return strings.TrimRight(u.String(), "/"), nil
+}
+
 // Run serves the API until ctx is cancelled, then shuts down gracefully: it stops
 // accepting connections and lets in-flight requests finish within ShutdownTimeout.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
@@ -124,7 +175,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer pool.Close()
 	e := httpapi.New(pool, log, httpapi.Config{TagIndexDelay: cfg.TagIndexDelay, RefetchDelay: cfg.RefetchDelay,
-		WriteLimit: cfg.WriteLimit, ImportLimit: cfg.ImportLimit})
+		WriteLimit: cfg.WriteLimit, ImportLimit: cfg.ImportLimit, ImportConfirmAbove: cfg.ImportConfirmAbove,
+		ImportConfirmTimeout: cfg.ImportConfirmTimeout, PublicURL: cfg.PublicURL})
 	srv := &http.Server{
 		Handler:           e,
 		ReadHeaderTimeout: 5 * time.Second,

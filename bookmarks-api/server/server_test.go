@@ -44,3 +44,37 @@ func TestRateLimitsFromEnv(t *testing.T) {
 		})
 	}
 }
+
+func TestImportConfirmationFromEnv(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://x")
+	c, err := FromEnv()
+	if err != nil || c.ImportConfirmAbove != httpapi.DefaultImportConfirmAbove || c.ImportConfirmTimeout != httpapi.DefaultImportConfirmTimeout ||
+		c.PublicURL != "" {
+		t.Fatalf("defaults: %+v, %v", c, err)
+	}
+	t.Setenv("BOOKMARKS_IMPORT_CONFIRM_ABOVE", "50")
+	t.Setenv("BOOKMARKS_IMPORT_CONFIRM_TIMEOUT", "90m")
+	t.Setenv("BOOKMARKS_API_PUBLIC_URL", "https://bookmarks.example.com/api/")
+	c, err = FromEnv()
+	if err != nil || c.ImportConfirmAbove != 50 || c.ImportConfirmTimeout.Minutes() != 90 || c.PublicURL != "https://bookmarks.example.com/api" {
+		t.Fatalf("set: %+v, %v", c, err)
+	}
+	t.Setenv("BOOKMARKS_IMPORT_CONFIRM_ABOVE", "off")
+	if c, err = FromEnv(); err != nil || c.ImportConfirmAbove != httpapi.NoImportConfirmation {
+		t.Fatalf("off: %d, %v", c.ImportConfirmAbove, err)
+	}
+	for k, vs := range map[string][]string{
+		"BOOKMARKS_IMPORT_CONFIRM_ABOVE":   {"0", "-3", "many"},
+		"BOOKMARKS_IMPORT_CONFIRM_TIMEOUT": {"1ms", "soon", "-1h"},
+		"BOOKMARKS_API_PUBLIC_URL":         {"bookmarks.example.com", "ftp://x", "https://u:p@x", "https://x/?a=1", "https://x/#f", "https://"},
+	} {
+		for _, v := range vs {
+			t.Run(k+"="+v, func(t *testing.T) {
+				t.Setenv(k, v)
+				if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), k) {
+					t.Fatalf("%s=%s: %v, want an error naming it", k, v, err)
+				}
+			})
+		}
+	}
+}

@@ -16,6 +16,13 @@ const DefaultImportPageSize = 50
 // left completes the job (and marks the import done), so an import of n pages takes n+1
 // runs: venturi stores the carry when a job pauses, not when it completes, and this way
 // the carry a completed job keeps has the final counts.
+//
+// Two more things can end an import. It can be cancelled (venturi's Queue.Cancel of its
+// job, DELETE /imports/{id}): a page in progress finishes, and the import stops there. And
+// an import the API marked for confirmation (a row in bookmark_import_confirmation: more
+// items than the API's threshold) imports nothing until it is confirmed: its first run
+// waits for the signal SignalConfirmImport (venturi.WaitForSignal) until the
+// confirmation's expiry, and ends cancelled if none came.
 type ImportBookmarks struct {
 	ImportID string `json:"import_id"`
 	PageSize int    `json:"page_size,omitempty"`
@@ -33,6 +40,27 @@ type ImportCarry struct {
 	Skipped int `json:"skipped"`
 	// Pages counts the pages done.
 	Pages int `json:"pages"`
+	// Confirmed is set once the import read its confirmation (imports that need one): the
+	// runs after it import without waiting again, even when the run that read it failed
+	// (venturi consumes a signal with the run that read it, whatever its outcome).
+	Confirmed bool `json:"confirmed,omitempty"`
+}
+
+// SignalConfirmImport is the signal (venturi.Queue.Signal) that confirms an import waiting
+// for its confirmation. Its payload is an ImportConfirmation.
+const SignalConfirmImport = "confirm"
+
+// ConfirmDeliveryID is the delivery ID of every confirmation of an import: confirming is a
+// fact, not an event, so a repeated confirmation (a retry, the link after the API) is
+// stored once.
+const ConfirmDeliveryID = "confirm"
+
+// ImportConfirmation is the payload of SignalConfirmImport: who confirmed.
+type ImportConfirmation struct {
+	// Via is "api_key" (POST /imports/{id}/confirm) or "link" (the confirmation link).
+	Via string `json:"via"`
+	// KeyID is the API key's ID (not secret) when Via is "api_key".
+	KeyID string `json:"key_id,omitempty"`
 }
 
 // Kind implements venturi.Task.

@@ -2,7 +2,6 @@ package migrations
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"testing"
 	"testing/fstest"
@@ -85,8 +84,8 @@ func TestFetchErrorsBecomeCodes(t *testing.T) {
 		}
 	}
 	res, err := Migrate(ctx, pool)
-	if err != nil || !slices.Equal(res.App, []int{3}) {
-		t.Fatalf("Migrate = %+v, %v; want version 3 applied", res, err)
+	if err != nil || len(res.App) == 0 || res.App[0] != 3 {
+		t.Fatalf("Migrate = %+v, %v; want version 3 applied (and those after it)", res, err)
 	}
 	for msg, code := range stored {
 		var got string

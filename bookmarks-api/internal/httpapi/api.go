@@ -52,6 +52,18 @@ type Config struct {
 	// ImportLimit limits each API key's POST /imports on top of WriteLimit: one import
 	// makes up to MaxImportItems fetches. Default DefaultImportLimit; Unlimited turns it off.
 	ImportLimit RateLimit
+	// ImportConfirmAbove: an import of more items than this waits for a confirmation
+	// before it imports anything (see confirm.go). Default DefaultImportConfirmAbove;
+	// NoImportConfirmation turns confirmations off.
+	ImportConfirmAbove int
+	// ImportConfirmTimeout is how long an import waits for its confirmation, and how long
+	// its confirmation link works; then the import is cancelled. Default
+	// DefaultImportConfirmTimeout.
+	ImportConfirmTimeout time.Duration
+	// PublicURL is the API's address as clients reach it (https://bookmarks.example.com),
+	// without a trailing slash, for the links the API returns. Empty: links are paths
+	// (/imports/...), relative to the address the client called.
+	PublicURL string
 }
 
 // API holds the handlers' dependencies.
@@ -82,6 +94,13 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	if cfg.ImportLimit == (RateLimit{}) {
 		cfg.ImportLimit = DefaultImportLimit
 	}
+	if cfg.ImportConfirmAbove == 0 {
+		cfg.ImportConfirmAbove = DefaultImportConfirmAbove
+	}
+	if cfg.ImportConfirmTimeout <= 0 {
+		cfg.ImportConfirmTimeout = DefaultImportConfirmTimeout
+	}
+	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	a := &API{pool: pool, queue: venturi.NewQueue(pool, venturi.QueueConfig{}), q: store.New(), keys: apikey.NewStore(pool),
 		log: log, cfg: cfg}
 	e := echo.New()
@@ -95,7 +114,11 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 			LogStatus: true, LogURIPath: true, LogMethod: true, LogLatency: true, LogRequestID: true, LogError: true,
 			HandleError: true,
 			LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
-				attrs := []slog.Attr{slog.String("method", v.Method), slog.String("path", v.URIPath), slog.Int("status", v.Status),
+				path := v.URIPath
+				if secretRoutes[c.Path()] { // the path holds a secret: log the route instead
+					path = c.Path()
+				}
+				attrs := []slog.Attr{slog.String("method", v.Method), slog.String("path", path), slog.Int("status", v.Status),
 					slog.Float64("latency_ms", float64(v.Latency.Microseconds())/1000), slog.String("request_id", v.RequestID)}
 				if id, ok := keyID(c); ok { // the key's ID, never the key
 					attrs = append(attrs, slog.String("key_id", id.String()))
@@ -122,6 +145,9 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	e.DELETE("/bookmarks/:id", a.deleteBookmark, write, small, noSimpleBody)
 	e.POST("/imports", a.createImport, write, rateLimit(cfg.ImportLimit), bodyLimit(ImportBodyLimit), requireJSON)
 	e.GET("/imports/:id", a.getImport)
+	e.DELETE("/imports/:id", a.cancelImport, write, small, noSimpleBody)
+	e.POST("/imports/:id/confirm", a.confirmImport, write, small, noSimpleBody)
+	e.POST(confirmLinkRoute, a.confirmImportByLink, small, noSimpleBody) // no key: the token is the credential
 	e.GET("/tags", a.listTags)
 	e.POST("/tags/rebuild", a.rebuildTags, write, small, requireJSON)
 	return e
@@ -235,9 +261,36 @@ type JournalEntry struct {
 	At         *time.Time      `json:"at,omitempty"`
 	ResumeInMS int64           `json:"resume_in_ms,omitempty"`
 	Merge      string          `json:"merge,omitempty"`
+	// Wait names the signals a waiting job waits for (event waiting); ResumeInMS is then
+	// the wait's timeout.
+	Wait []string `json:"wait,omitempty"`
+}
+
+// MaxCreateWait bounds POST /bookmarks?wait=: a request waits at most this long for its
+// fetch, inside the request's time limit (Config.RequestTimeout, 10s by default).
+const MaxCreateWait = 8 * time.Second
+
+// answerReserve is the part of a request's time limit that a wait leaves for the answer.
+const answerReserve = time.Second
+
+// parseWait reads POST /bookmarks's ?wait=: a Go duration from 0 to MaxCreateWait.
+func parseWait(c echo.Context) (time.Duration, error) {
+	s := c.QueryParam("wait")
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 || d > MaxCreateWait || len(s) > 32 {
+		return 0, &badRequest{msg: "wait must be a duration such as 5s or 500ms, at most " + MaxCreateWait.String(), field: "wait"}
+	}
+	return d, nil
 }
 
 func (a *API) createBookmark(c echo.Context) error {
+	wait, err := parseWait(c)
+	if err != nil {
+		return err
+	}
 	var req CreateBookmarkRequest
 	if err := decodeJSON(c, &req); err != nil {
 		return err
@@ -260,13 +313,15 @@ func (a *API) createBookmark(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	id := ulid.Make()
+	var job ulid.ULID
 	// The bookmark and its fetch commit together: no bookmark without a fetch, no fetch of
 	// a bookmark that does not exist.
-	err := pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
 		res, err := a.queue.EnqueueTx(ctx, tx, tasks.FetchBookmark{BookmarkID: id.String(), URL: u})
 		if err != nil {
 			return err
 		}
+		job = res.ID
 		if err := a.q.InsertBookmark(ctx, tx, store.InsertBookmarkParams{
 			ID: uuidOf(id), Url: u, Title: title, Tags: tags, FetchJobID: uuidOf(res.ID)}); err != nil {
 			return err
@@ -276,7 +331,27 @@ func (a *API) createBookmark(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if wait > 0 {
+		a.awaitFetch(ctx, job, wait)
+	}
 	return a.respondBookmark(c, http.StatusCreated, id)
+}
+
+// awaitFetch waits up to wait for a new bookmark's fetch job to end (completed or dead),
+// and less when the request's time limit comes first: it leaves answerReserve to answer.
+// It holds no database connection while it waits (venturi's Await: one listening
+// connection per Queue for all waiters, and a poll a second). It never fails the request:
+// the bookmark exists whatever happens here, and is answered as it is when the wait ends.
+func (a *API) awaitFetch(ctx context.Context, job ulid.ULID, wait time.Duration) {
+	deadline := time.Now().Add(wait)
+	if d, ok := ctx.Deadline(); ok && d.Add(-answerReserve).Before(deadline) {
+		deadline = d.Add(-answerReserve)
+	}
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	if _, err := a.queue.Await(wctx, job); err != nil && wctx.Err() == nil {
+		a.log.WarnContext(ctx, "await the fetch of a new bookmark", "job_id", job.String(), "err", err)
+	}
 }
 
 func (a *API) enqueueTagRebuild(ctx context.Context, tx pgx.Tx, tags []string) error {
@@ -357,7 +432,7 @@ func toJob(j *venturi.Job) *Job {
 	}
 	for i, e := range shown {
 		out.Journal[i] = JournalEntry{Event: string(e.Event), Run: e.Run, Note: e.Note, Attachment: e.Attachment,
-			StartedAt: timeOrNil(e.StartedAt), At: timeOrNil(e.At), ResumeInMS: e.ResumeIn.Milliseconds(), Merge: e.Merge}
+			StartedAt: timeOrNil(e.StartedAt), At: timeOrNil(e.At), ResumeInMS: e.ResumeIn.Milliseconds(), Merge: e.Merge, Wait: e.Wait}
 	}
 	out.Queue, out.Partition = j.Queue, j.Partition
 	pending := j.State == venturi.StateAvailable || j.State == venturi.StateScheduled
@@ -511,7 +586,8 @@ type ImportItem struct {
 	Title string `json:"title"`
 }
 
-// Import is an import's progress.
+// Import is an import's progress. Status is awaiting_confirmation (a large import, until
+// it is confirmed), pending, running, done or cancelled.
 type Import struct {
 	ID         string     `json:"id"`
 	Status     string     `json:"status"`
@@ -521,7 +597,9 @@ type Import struct {
 	Tags       []string   `json:"tags"`
 	CreatedAt  time.Time  `json:"created_at"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	Job        *Job       `json:"job,omitempty"`
+	// Confirmation is set for an import that waits (or waited) for a confirmation.
+	Confirmation *Confirmation `json:"confirmation,omitempty"`
+	Job          *Job          `json:"job,omitempty"`
 }
 
 func (a *API) createImport(c echo.Context) error {
@@ -559,22 +637,47 @@ func (a *API) createImport(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	id := ulid.Make()
+	confirm := a.cfg.ImportConfirmAbove != NoImportConfirmation && len(urls) > a.cfg.ImportConfirmAbove
+	status, link := "pending", ""
+	if confirm {
+		status = "awaiting_confirmation"
+	}
+	// The import, its items, its job and (for a large import) its confirmation commit
+	// together: the worker never sees an import without the confirmation it must wait for.
 	err := pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
 		res, err := a.queue.EnqueueTx(ctx, tx, tasks.ImportBookmarks{ImportID: id.String(), PageSize: req.PageSize})
 		if err != nil {
 			return err
 		}
-		if err := a.q.InsertImport(ctx, tx, store.InsertImportParams{ID: uuidOf(id), JobID: uuidOf(res.ID), Tags: tags,
-			Total: int32(len(urls))}); err != nil {
+		if err := a.q.InsertImport(ctx, tx, store.InsertImportParams{ID: uuidOf(id), JobID: uuidOf(res.ID), Status: status,
+			Tags: tags, Total: int32(len(urls))}); err != nil {
 			return err
 		}
-		_, err = a.q.InsertImportItems(ctx, tx, store.InsertImportItemsParams{ImportID: uuidOf(id), Urls: urls, Titles: titles})
-		return err
+		if _, err = a.q.InsertImportItems(ctx, tx, store.InsertImportItemsParams{ImportID: uuidOf(id), Urls: urls, Titles: titles}); err != nil {
+			return err
+		}
+		if !confirm {
+			return nil
+		}
+		token, digest := newConfirmToken()
+		if _, err := a.q.InsertImportConfirmation(ctx, tx, store.InsertImportConfirmationParams{ImportID: uuidOf(id),
+			TokenHash: digest[:], TimeoutUs: a.cfg.ImportConfirmTimeout.Microseconds()}); err != nil {
+			return err
+		}
+		link = a.confirmLink(id, token)
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-	return a.respondImport(c, http.StatusAccepted, id)
+	out, err := a.loadImport(ctx, id)
+	if err != nil {
+		return err
+	}
+	if out.Confirmation != nil {
+		out.Confirmation.URL = link // shown once: only its digest is stored
+	}
+	return c.JSON(http.StatusAccepted, out)
 }
 
 func containsNUL(s string) bool {
@@ -595,6 +698,60 @@ func (a *API) getImport(c echo.Context) error {
 }
 
 func (a *API) respondImport(c echo.Context, status int, id ulid.ULID) error {
+	out, err := a.loadImport(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(status, out)
+}
+
+// loadImport reads an import, its confirmation and its job.
+func (a *API) loadImport(ctx context.Context, id ulid.ULID) (*Import, error) {
+	r, err := a.q.GetImport(ctx, a.pool, uuidOf(id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := &Import{ID: id.String(), Status: r.Status, Total: r.Total, Imported: r.Imported, Skipped: r.Skipped,
+		Tags: r.Tags, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt}
+	if out.Tags == nil {
+		out.Tags = []string{}
+	}
+	conf, err := a.q.GetImportConfirmation(ctx, a.pool, uuidOf(id))
+	switch {
+	case err == nil:
+		out.Confirmation = toConfirmation(conf)
+	case !errors.Is(err, pgx.ErrNoRows):
+		return nil, err
+	}
+	j, err := a.queue.Job(ctx, ulid.ULID(r.JobID.Bytes))
+	switch {
+	case err == nil:
+		out.Job = toJob(j)
+		// The job is the truth while it exists: a cancel whose status update did not
+		// happen (the API stopped between the two) still shows.
+		if j.State == venturi.StateCancelled && out.Status != "done" {
+			out.Status = "cancelled"
+		}
+	case !errors.Is(err, venturi.ErrNotFound):
+		return nil, err
+	}
+	return out, nil
+}
+
+// cancelImport is DELETE /imports/{id}: it cancels the import's job (venturi's Cancel). A
+// pending or waiting import ends at once (200); a page in progress is asked to stop (202):
+// it commits, and the import stops there, its checkpoint in the job's journal. Cancelling
+// again is harmless (200, or 202 while the page still runs). 409 when the import has
+// already completed (or failed); 404 for an unknown import. The import's record and the
+// bookmarks it created stay (their fetches too): the import stops, it is not undone.
+func (a *API) cancelImport(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	r, err := a.q.GetImport(ctx, a.pool, uuidOf(id))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -603,17 +760,29 @@ func (a *API) respondImport(c echo.Context, status int, id ulid.ULID) error {
 	if err != nil {
 		return err
 	}
-	out := Import{ID: id.String(), Status: r.Status, Total: r.Total, Imported: r.Imported, Skipped: r.Skipped,
-		Tags: r.Tags, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt}
-	if out.Tags == nil {
-		out.Tags = []string{}
+	reason := "cancelled by request"
+	if k, ok := keyID(c); ok {
+		reason = "cancelled with API key " + k.String()
 	}
-	j, err := a.queue.Job(ctx, ulid.ULID(r.JobID.Bytes))
-	switch {
-	case err == nil:
-		out.Job = toJob(j)
-	case !errors.Is(err, venturi.ErrNotFound):
+	res, err := a.queue.Cancel(ctx, ulid.ULID(r.JobID.Bytes), reason)
+	if errors.Is(err, venturi.ErrJobFinished) || errors.Is(err, venturi.ErrNotFound) {
+		return errImportEnded
+	}
+	if err != nil {
 		return err
+	}
+	// The job is cancelled or will be, unless a completing run wins: the status update
+	// leaves a done import done, and the worker's last run makes it done over this.
+	if err := a.q.SetImportCancelled(ctx, a.pool, uuidOf(id)); err != nil {
+		return err
+	}
+	out, err := a.loadImport(ctx, id)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if res == venturi.CancelRequested || out.Job != nil && out.Job.State == string(venturi.StateRunning) {
+		status = http.StatusAccepted
 	}
 	return c.JSON(status, out)
 }

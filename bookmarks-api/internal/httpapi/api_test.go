@@ -37,8 +37,14 @@ func setup(t testing.TB) *testBundle {
 
 func setupWith(t testing.TB, cfg Config) *testBundle {
 	t.Helper()
+	return setupPool(t, cfg, 5)
+}
+
+// setupPool is setupWith on a pool of at most maxConns connections.
+func setupPool(t testing.TB, cfg Config, maxConns int32) *testBundle {
+	t.Helper()
 	ctx := context.Background()
-	pool := dbtest.Pool(t, "bma", 5)
+	pool := dbtest.Pool(t, "bma", maxConns)
 	if _, err := migrations.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
@@ -233,6 +239,9 @@ func TestClientErrors(t *testing.T) {
 		{"POST", "/bookmarks/" + unknown + "/refetch", "", 404, ""},
 		{"DELETE", "/bookmarks/" + unknown, "", 404, ""},
 		{"GET", "/imports/" + unknown, "", 404, ""},
+		{"DELETE", "/imports/" + unknown, "", 404, ""},
+		{"POST", "/imports/" + unknown + "/confirm", "", 404, ""},
+		{"POST", "/bookmarks?wait=5", `{"url":"https://a/"}`, 400, "wait"},
 		{"POST", "/imports", `{"items":[]}`, 422, "items"},
 		{"POST", "/imports", `{"items":[{"url":"https://a/"}],"page_size":-1}`, 422, "page_size"},
 		{"POST", "/tags/rebuild", `{}`, 422, "tags"},

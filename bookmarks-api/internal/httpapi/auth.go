@@ -11,9 +11,14 @@ import (
 )
 
 // publicRoutes are the routes served without an API key: the probes of load balancers and
-// orchestrators, which answer nothing but whether the process and its database are up.
+// orchestrators, which answer nothing but whether the process and its database are up, and
+// the confirmation link of a large import, whose token is its own credential (confirm.go).
 // Every other route, including one added later, requires a key.
-var publicRoutes = map[string]bool{"/healthz": true, "/readyz": true}
+var publicRoutes = map[string]bool{"/healthz": true, "/readyz": true, confirmLinkRoute: true}
+
+// secretRoutes are the routes whose path holds a secret (a confirmation link's token): the
+// request log shows their route, never their path.
+var secretRoutes = map[string]bool{confirmLinkRoute: true}
 
 // keyIDContextKey holds the authenticated key's ID (a ulid.ULID) in the Echo context.
 const keyIDContextKey = "api_key_id"

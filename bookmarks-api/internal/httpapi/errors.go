@@ -67,6 +67,7 @@ type ProblemDetail struct {
 // create. Anything unrecognised is a 500 whose body says nothing about the cause.
 func toProblem(err error) (int, ProblemDetail) {
 	var ve *ValidationError
+	var cf *conflict
 	var br *badRequest
 	var re *bodyReadError
 	var he *echo.HTTPError
@@ -75,6 +76,10 @@ func toProblem(err error) (int, ProblemDetail) {
 		return http.StatusUnprocessableEntity, ProblemDetail{Code: "validation_failed", Message: "the request has invalid fields", Fields: ve.Fields}
 	case errors.Is(err, errNotFound):
 		return http.StatusNotFound, ProblemDetail{Code: "not_found", Message: "no such resource"}
+	case errors.Is(err, errLinkInvalid):
+		return http.StatusNotFound, ProblemDetail{Code: "not_found", Message: "no such confirmation link: it is unknown, expired or already used"}
+	case errors.As(err, &cf):
+		return http.StatusConflict, ProblemDetail{Code: "conflict", Message: cf.msg}
 	case errors.As(err, &br):
 		d := ProblemDetail{Code: "bad_request", Message: br.msg}
 		if br.field != "" {

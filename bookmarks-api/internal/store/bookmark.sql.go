@@ -74,6 +74,38 @@ func (q *Queries) GetImport(ctx context.Context, db DBTX, id pgtype.UUID) (*Book
 	return &i, err
 }
 
+const getImportConfirmation = `-- name: GetImportConfirmation :one
+SELECT c.import_id, c.token_hash, c.expires_at, c.used_at, c.confirmed_at, (c.expires_at > now())::bool AS open, i.job_id
+FROM bookmark_import_confirmation c JOIN bookmark_import i ON i.id = c.import_id
+WHERE c.import_id = $1
+`
+
+type GetImportConfirmationRow struct {
+	ImportID    pgtype.UUID
+	TokenHash   []byte
+	ExpiresAt   time.Time
+	UsedAt      *time.Time
+	ConfirmedAt *time.Time
+	Open        bool
+	JobID       pgtype.UUID
+}
+
+// An import's confirmation; open is false once the wait has expired.
+func (q *Queries) GetImportConfirmation(ctx context.Context, db DBTX, importID pgtype.UUID) (*GetImportConfirmationRow, error) {
+	row := db.QueryRow(ctx, getImportConfirmation, importID)
+	var i GetImportConfirmationRow
+	err := row.Scan(
+		&i.ImportID,
+		&i.TokenHash,
+		&i.ExpiresAt,
+		&i.UsedAt,
+		&i.ConfirmedAt,
+		&i.Open,
+		&i.JobID,
+	)
+	return &i, err
+}
+
 const insertBookmark = `-- name: InsertBookmark :exec
 INSERT INTO bookmark (id, url, title, tags, fetch_job_id)
 VALUES ($1, $2, $3, $4::text[], $5)
@@ -99,24 +131,47 @@ func (q *Queries) InsertBookmark(ctx context.Context, db DBTX, arg InsertBookmar
 }
 
 const insertImport = `-- name: InsertImport :exec
-INSERT INTO bookmark_import (id, job_id, tags, total) VALUES ($1, $2, $3::text[], $4)
+INSERT INTO bookmark_import (id, job_id, status, tags, total) VALUES ($1, $2, $3, $4::text[], $5)
 `
 
 type InsertImportParams struct {
-	ID    pgtype.UUID
-	JobID pgtype.UUID
-	Tags  []string
-	Total int32
+	ID     pgtype.UUID
+	JobID  pgtype.UUID
+	Status string
+	Tags   []string
+	Total  int32
 }
 
 func (q *Queries) InsertImport(ctx context.Context, db DBTX, arg InsertImportParams) error {
 	_, err := db.Exec(ctx, insertImport,
 		arg.ID,
 		arg.JobID,
+		arg.Status,
 		arg.Tags,
 		arg.Total,
 	)
 	return err
+}
+
+const insertImportConfirmation = `-- name: InsertImportConfirmation :one
+INSERT INTO bookmark_import_confirmation (import_id, token_hash, expires_at)
+VALUES ($1, $2, now() + interval '1 microsecond' * $3::bigint)
+RETURNING expires_at
+`
+
+type InsertImportConfirmationParams struct {
+	ImportID  pgtype.UUID
+	TokenHash []byte
+	TimeoutUs int64
+}
+
+// The confirmation a large import waits for: the digest of its link's token, and the end
+// of the wait, on the database's clock.
+func (q *Queries) InsertImportConfirmation(ctx context.Context, db DBTX, arg InsertImportConfirmationParams) (time.Time, error) {
+	row := db.QueryRow(ctx, insertImportConfirmation, arg.ImportID, arg.TokenHash, arg.TimeoutUs)
+	var expires_at time.Time
+	err := row.Scan(&expires_at)
+	return expires_at, err
 }
 
 const insertImportItems = `-- name: InsertImportItems :execrows
@@ -247,6 +302,16 @@ func (q *Queries) LockBookmark(ctx context.Context, db DBTX, id pgtype.UUID) (*L
 	return &i, err
 }
 
+const restoreImportConfirmationLink = `-- name: RestoreImportConfirmationLink :exec
+UPDATE bookmark_import_confirmation SET used_at = NULL WHERE import_id = $1
+`
+
+// Gives a spent link back when its confirmation could not be sent (a database error).
+func (q *Queries) RestoreImportConfirmationLink(ctx context.Context, db DBTX, importID pgtype.UUID) error {
+	_, err := db.Exec(ctx, restoreImportConfirmationLink, importID)
+	return err
+}
+
 const setFetchPending = `-- name: SetFetchPending :exec
 UPDATE bookmark
 SET fetch_status = 'pending', fetch_job_id = $1, fetch_error = '', updated_at = now()
@@ -261,4 +326,30 @@ type SetFetchPendingParams struct {
 func (q *Queries) SetFetchPending(ctx context.Context, db DBTX, arg SetFetchPendingParams) error {
 	_, err := db.Exec(ctx, setFetchPending, arg.FetchJobID, arg.ID)
 	return err
+}
+
+const setImportCancelled = `-- name: SetImportCancelled :exec
+UPDATE bookmark_import SET status = 'cancelled', finished_at = coalesce(finished_at, now())
+WHERE id = $1 AND status <> 'done'
+`
+
+// Marks an import cancelled, unless it completed (a completion wins over a late cancel).
+func (q *Queries) SetImportCancelled(ctx context.Context, db DBTX, id pgtype.UUID) error {
+	_, err := db.Exec(ctx, setImportCancelled, id)
+	return err
+}
+
+const useImportConfirmationLink = `-- name: UseImportConfirmationLink :execrows
+UPDATE bookmark_import_confirmation SET used_at = now()
+WHERE import_id = $1 AND used_at IS NULL AND expires_at > now()
+`
+
+// Spends the confirmation link of an import: once, and before it expires. The caller has
+// compared the token's digest already.
+func (q *Queries) UseImportConfirmationLink(ctx context.Context, db DBTX, importID pgtype.UUID) (int64, error) {
+	result, err := db.Exec(ctx, useImportConfirmationLink, importID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

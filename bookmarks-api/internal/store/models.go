@@ -51,6 +51,14 @@ type BookmarkImport struct {
 	FinishedAt *time.Time
 }
 
+type BookmarkImportConfirmation struct {
+	ImportID    pgtype.UUID
+	TokenHash   []byte
+	ExpiresAt   time.Time
+	UsedAt      *time.Time
+	ConfirmedAt *time.Time
+}
+
 type BookmarkImportItem struct {
 	ImportID pgtype.UUID
 	Position int32

@@ -33,6 +33,16 @@ const ImportPause = 0 * time.Second
 // pending (a pause or a retry), never when it completes: had the last page completed the
 // job, the carry the job keeps, which GET /imports/{id} shows, would be the previous
 // page's, with stale counts.
+//
+// Stopping: a run that starts after its Run.Shutdown closed (the import was cancelled,
+// DELETE /imports/{id}, or the worker is shutting down) imports nothing and pauses with its
+// checkpoint: a cancel makes that the job's end, with the checkpoint as the journal
+// entry's attachment; a shutdown resumes on the next worker. A cancel that arrives during
+// a page lets the page commit, and ends the job there (venturi turns the page's pause
+// into the cancel). Either way the import stops at the next page boundary.
+//
+// Confirmation: an import the API marked for confirmation first waits for the signal
+// tasks.SignalConfirmImport (see waitForConfirmation).
 func handleImportBookmarks(ctx context.Context, t tasks.ImportBookmarks, run *venturi.Run[tasks.ImportCarry], app *App) (venturi.Outcome, error) {
 	id, err := parseID(t.ImportID)
 	if err != nil {
@@ -45,8 +55,29 @@ func handleImportBookmarks(ctx context.Context, t tasks.ImportBookmarks, run *ve
 	if err != nil {
 		return venturi.Outcome{}, err
 	}
-	size := t.Size()
 	saved := run.Carry()
+	if run.ShuttingDown() {
+		_ = run.SetAttachment(saved)
+		return venturi.PauseInWith(0, fmt.Sprintf("stopped before page %d: %d/%d items, %d imported, %d skipped",
+			saved.Pages+1, saved.Next, imp.Total, saved.Imported, saved.Skipped)), nil
+	}
+	var confirmation *tasks.ImportConfirmation
+	if imp.ConfirmRequired && !saved.Confirmed {
+		var out venturi.Outcome
+		var ended bool
+		confirmation, out, ended, err = waitForConfirmation(ctx, run, app, imp)
+		if err != nil {
+			return venturi.Outcome{}, err
+		}
+		if ended {
+			return out, nil
+		}
+		// From here on the confirmation is in the carry, whatever this run's outcome: the
+		// signal is consumed with this run, and a retry must not wait for it again.
+		saved.Confirmed = true
+		run.SetCarry(saved)
+	}
+	size := t.Size()
 	var out venturi.Outcome
 	err = pgx.BeginFunc(ctx, app.Pool, func(tx pgx.Tx) error {
 		c := saved // work on a copy: the carry advances only with the commit
@@ -71,6 +102,11 @@ func handleImportBookmarks(ctx context.Context, t tasks.ImportBookmarks, run *ve
 			out, err = run.CompleteTx(ctx, tx, venturi.CompletedWith(fmt.Sprintf("imported %d of %d items in %d pages (%d skipped)",
 				carry.Imported, imp.Total, carry.Pages, carry.Skipped)))
 			return err
+		}
+		if imp.ConfirmRequired && carry.Pages == 0 { // the first page after the confirmation
+			if err := app.Store.SetImportConfirmed(ctx, tx, id); err != nil {
+				return err
+			}
 		}
 		for _, r := range rows {
 			carry.Next = int(r.Position) + 1
@@ -99,8 +135,11 @@ func handleImportBookmarks(ctx context.Context, t tasks.ImportBookmarks, run *ve
 		}
 		_ = run.SetAttachment(carry)
 		run.SetCarry(c)
-		out, err = run.CompleteTx(ctx, tx, venturi.PauseInWith(ImportPause, fmt.Sprintf("page %d: %d/%d items, %d imported, %d skipped",
-			carry.Pages, carry.Next, imp.Total, carry.Imported, carry.Skipped)))
+		note := fmt.Sprintf("page %d: %d/%d items, %d imported, %d skipped", carry.Pages, carry.Next, imp.Total, carry.Imported, carry.Skipped)
+		if confirmation != nil {
+			note = confirmedBy(*confirmation) + "; " + note
+		}
+		out, err = run.CompleteTx(ctx, tx, venturi.PauseInWith(ImportPause, note))
 		return err
 	})
 	if err != nil {
@@ -111,4 +150,53 @@ func handleImportBookmarks(ctx context.Context, t tasks.ImportBookmarks, run *ve
 		_ = run.SetAttachment(saved)
 	}
 	return out, err
+}
+
+// waitForConfirmation is the part of an import's run that needs a confirmation it has not
+// read yet. The first run waits for tasks.SignalConfirmImport until the confirmation's
+// expiry (computed by the database, which set it when the API created the import): the
+// outcome WaitForSignal, state waiting. The run after the wait reads the signal: if one
+// arrived, it returns the confirmation and the run imports its first page; if none did
+// (the wait timed out), the import ends cancelled, with its status, in one transaction.
+// A signal sent before the wait began counts: venturi keeps it, and the wait ends at once.
+// ended reports that the run ends with out (a wait, or the cancel); otherwise the
+// confirmation is returned.
+func waitForConfirmation(ctx context.Context, run *venturi.Run[tasks.ImportCarry], app *App, imp *store.GetImportForRunRow) (
+	confirmation *tasks.ImportConfirmation, out venturi.Outcome, ended bool, err error) {
+	if _, waited := run.Waited(); !waited {
+		_ = run.SetAttachment(map[string]any{"awaiting": tasks.SignalConfirmImport, "items": imp.Total})
+		return nil, venturi.WaitForSignal(max(time.Duration(imp.ConfirmLeftUs)*time.Microsecond, 0), tasks.SignalConfirmImport), true, nil
+	}
+	sigs, err := run.Signals(ctx, tasks.SignalConfirmImport)
+	if err != nil {
+		return nil, out, false, err
+	}
+	if len(sigs) > 0 {
+		c, err := venturi.DecodeSignal[tasks.ImportConfirmation](sigs[0])
+		if err != nil { // a confirmation all the same
+			c = tasks.ImportConfirmation{Via: "unknown"}
+		}
+		return &c, out, false, nil
+	}
+	timeout := (time.Duration(imp.ConfirmTimeoutUs) * time.Microsecond).Round(time.Second)
+	err = pgx.BeginFunc(ctx, app.Pool, func(tx pgx.Tx) error {
+		if err := app.Store.SetImportCancelled(ctx, tx, imp.ID); err != nil {
+			return err
+		}
+		var err error
+		out, err = run.CompleteTx(ctx, tx, venturi.Cancelled(fmt.Sprintf("not confirmed within %v", timeout)))
+		return err
+	})
+	return nil, out, err == nil, err
+}
+
+// confirmedBy describes a confirmation for the journal: the key's ID is not secret.
+func confirmedBy(c tasks.ImportConfirmation) string {
+	switch {
+	case c.Via == "api_key" && c.KeyID != "":
+		return "confirmed with API key " + c.KeyID
+	case c.Via == "link":
+		return "confirmed with the confirmation link"
+	}
+	return "confirmed"
 }

@@ -223,3 +223,22 @@ func TestRebuildTagIndexRecountsItsTags(t *testing.T) {
 		t.Fatalf("tag index %v (%v), want go=2 only", got, err)
 	}
 }
+
+// TestImportStopsBeforeAPageWhenAskedTo: a run that starts after its Run.Shutdown closed (a
+// cancel, or the worker's shutdown) imports nothing and pauses with its checkpoint as the
+// attachment, so the journal keeps where the import stopped.
+func TestImportStopsBeforeAPageWhenAskedTo(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	task, job := b.newImport(t, 2, nil, "https://1.example/", "https://2.example/", "https://3.example/")
+	checkpoint := tasks.ImportCarry{Next: 2, Imported: 2, Pages: 1}
+	res := venturitest.RunFunc(ctx, handleImportBookmarks, task, b.app,
+		venturitest.RunOptions[tasks.ImportCarry]{ID: job, RunCount: 2, Carry: checkpoint, ShuttingDown: true})
+	var att tasks.ImportCarry
+	if err := res.DecodeAttachment(&att); err != nil || res.Event() != venturi.EventPaused || res.Outcome.ResumeIn() != 0 ||
+		res.Note() != "stopped before page 2: 2/3 items, 2 imported, 0 skipped" || att != checkpoint || res.Carry != checkpoint {
+		t.Fatalf("%s %q, attachment %+v (%v), carry %+v", res.Event(), res.Note(), att, err, res.Carry)
+	}
+	venturitest.RequireNotEnqueued[tasks.FetchBookmark](t, b.pool, nil)
+}

@@ -12,16 +12,26 @@ import (
 )
 
 const getImportForRun = `-- name: GetImportForRun :one
-SELECT id, status, tags, total FROM bookmark_import WHERE id = $1
+SELECT i.id, i.status, i.tags, i.total,
+       (c.import_id IS NOT NULL)::bool AS confirm_required,
+       coalesce((extract(epoch FROM c.expires_at - now()) * 1000000)::bigint, 0)::bigint AS confirm_left_us,
+       coalesce((extract(epoch FROM c.expires_at - i.created_at) * 1000000)::bigint, 0)::bigint AS confirm_timeout_us
+FROM bookmark_import i LEFT JOIN bookmark_import_confirmation c ON c.import_id = i.id
+WHERE i.id = $1
 `
 
 type GetImportForRunRow struct {
-	ID     pgtype.UUID
-	Status string
-	Tags   []string
-	Total  int32
+	ID               pgtype.UUID
+	Status           string
+	Tags             []string
+	Total            int32
+	ConfirmRequired  bool
+	ConfirmLeftUs    int64
+	ConfirmTimeoutUs int64
 }
 
+// An import and, when it waits for a confirmation, how long the wait has left and how long
+// it was (on the database's clock; both zero when it needs none).
 func (q *Queries) GetImportForRun(ctx context.Context, db DBTX, id pgtype.UUID) (*GetImportForRunRow, error) {
 	row := db.QueryRow(ctx, getImportForRun, id)
 	var i GetImportForRunRow
@@ -30,6 +40,9 @@ func (q *Queries) GetImportForRun(ctx context.Context, db DBTX, id pgtype.UUID) 
 		&i.Status,
 		&i.Tags,
 		&i.Total,
+		&i.ConfirmRequired,
+		&i.ConfirmLeftUs,
+		&i.ConfirmTimeoutUs,
 	)
 	return &i, err
 }
@@ -99,10 +112,31 @@ func (q *Queries) InsertImportedBookmark(ctx context.Context, db DBTX, arg Inser
 	return err
 }
 
+const setImportCancelled = `-- name: SetImportCancelled :exec
+UPDATE bookmark_import SET status = 'cancelled', finished_at = coalesce(finished_at, now())
+WHERE id = $1 AND status <> 'done'
+`
+
+// Marks an import cancelled, unless it completed (a completion wins over a late cancel).
+func (q *Queries) SetImportCancelled(ctx context.Context, db DBTX, id pgtype.UUID) error {
+	_, err := db.Exec(ctx, setImportCancelled, id)
+	return err
+}
+
+const setImportConfirmed = `-- name: SetImportConfirmed :exec
+UPDATE bookmark_import_confirmation SET confirmed_at = coalesce(confirmed_at, now()) WHERE import_id = $1
+`
+
+func (q *Queries) SetImportConfirmed(ctx context.Context, db DBTX, importID pgtype.UUID) error {
+	_, err := db.Exec(ctx, setImportConfirmed, importID)
+	return err
+}
+
 const setImportProgress = `-- name: SetImportProgress :exec
 UPDATE bookmark_import
-SET status = $1, imported = $2, skipped = $3,
-    finished_at = CASE WHEN $1 = 'done' THEN now() END
+SET status = CASE WHEN status = 'cancelled' AND $1::text <> 'done' THEN 'cancelled' ELSE $1::text END,
+    imported = $2, skipped = $3,
+    finished_at = CASE WHEN $1::text = 'done' THEN now() WHEN status = 'cancelled' THEN finished_at END
 WHERE id = $4
 `
 
@@ -113,6 +147,8 @@ type SetImportProgressParams struct {
 	ID       pgtype.UUID
 }
 
+// A cancelled import stays cancelled (the API marks it so when it asks a running page to
+// stop); only its completion, which wins over a late cancel, makes it done.
 func (q *Queries) SetImportProgress(ctx context.Context, db DBTX, arg SetImportProgressParams) error {
 	_, err := db.Exec(ctx, setImportProgress,
 		arg.Status,

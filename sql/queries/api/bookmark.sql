@@ -26,7 +26,14 @@ WHERE id = @id;
 DELETE FROM bookmark WHERE id = @id RETURNING tags;
 
 -- name: InsertImport :exec
-INSERT INTO bookmark_import (id, job_id, tags, total) VALUES (@id, @job_id, @tags::text[], @total);
+INSERT INTO bookmark_import (id, job_id, status, tags, total) VALUES (@id, @job_id, @status, @tags::text[], @total);
+
+-- name: InsertImportConfirmation :one
+-- The confirmation a large import waits for: the digest of its link's token, and the end
+-- of the wait, on the database's clock.
+INSERT INTO bookmark_import_confirmation (import_id, token_hash, expires_at)
+VALUES (@import_id, @token_hash, now() + interval '1 microsecond' * @timeout_us::bigint)
+RETURNING expires_at;
 
 -- name: InsertImportItems :execrows
 INSERT INTO bookmark_import_item (import_id, position, url, title)
@@ -35,6 +42,27 @@ FROM unnest(@urls::text[]) WITH ORDINALITY AS x(url, ord);
 
 -- name: GetImport :one
 SELECT * FROM bookmark_import WHERE id = @id;
+
+-- name: GetImportConfirmation :one
+-- An import's confirmation; open is false once the wait has expired.
+SELECT c.import_id, c.token_hash, c.expires_at, c.used_at, c.confirmed_at, (c.expires_at > now())::bool AS open, i.job_id
+FROM bookmark_import_confirmation c JOIN bookmark_import i ON i.id = c.import_id
+WHERE c.import_id = @import_id;
+
+-- name: UseImportConfirmationLink :execrows
+-- Spends the confirmation link of an import: once, and before it expires. The caller has
+-- compared the token's digest already.
+UPDATE bookmark_import_confirmation SET used_at = now()
+WHERE import_id = @import_id AND used_at IS NULL AND expires_at > now();
+
+-- name: RestoreImportConfirmationLink :exec
+-- Gives a spent link back when its confirmation could not be sent (a database error).
+UPDATE bookmark_import_confirmation SET used_at = NULL WHERE import_id = @import_id;
+
+-- name: SetImportCancelled :exec
+-- Marks an import cancelled, unless it completed (a completion wins over a late cancel).
+UPDATE bookmark_import SET status = 'cancelled', finished_at = coalesce(finished_at, now())
+WHERE id = @id AND status <> 'done';
 
 -- name: ListTagIndex :many
 -- Most used first, then by name; keyset-paginated by (count, tag) after the previous page's last row.
