@@ -33,6 +33,7 @@ type flowReport struct {
 	othersOrder []int                        // the numbers of other keys, as run
 	fair        map[int]map[string][]float64 // other keys -> case -> their p99 wait (ms)
 	fairP50     map[int]map[string][]float64 // other keys -> case -> their p50 wait (ms)
+	fairPos     map[int]map[string][]float64 // other keys -> case -> their p99 claim position (jobs claimed before)
 	floodJPS    map[int][]float64            // other keys -> jobs/s of the flooded runs
 
 	loads []float64 // 1-minute load average before each measured run
@@ -111,6 +112,17 @@ func (f *flowReport) markdown(b *strings.Builder) {
 			fmt.Fprintf(b, "| %d | %s | %s | %s | ≤ %.0f× | %s | %s | %s | %s | %s | %s |\n", k,
 				cell(p99[fairUnflooded]), cell(p99[fairFlooded]), ratio, flowFairTarget, met(r <= flowFairTarget, ok),
 				cell(p50[fairUnflooded]), cell(p50[fairFlooded]), cell(p99[fairFIFO]), fifo, cell(f.floodJPS[k]))
+		}
+		if len(f.fairPos) > 0 {
+			fmt.Fprintf(b, "\nThe same runs by claim position, which the machine's speed does not move: the p99 over the other keys' jobs of the number of jobs claimed before each (in earlier claims). "+
+				"Cells: median (min–max) over the repetitions.\n\n")
+			fmt.Fprintf(b, "| K other keys | unflooded | flooded | flooded / unflooded | FIFO | FIFO / unflooded |\n|---|---|---|---|---|---|\n")
+			for _, k := range f.othersOrder {
+				p := f.fairPos[k]
+				r1, _, _ := ratioCellOf(p[fairFlooded], p[fairUnflooded])
+				r2, _, _ := ratioCellOf(p[fairFIFO], p[fairUnflooded])
+				fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s |\n", k, cell(p[fairUnflooded]), cell(p[fairFlooded]), r1, cell(p[fairFIFO]), r2)
+			}
 		}
 	}
 	fmt.Fprintln(b)

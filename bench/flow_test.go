@@ -116,6 +116,7 @@ func TestFlowMarkdownMarksTheTargets(t *testing.T) {
 			99: {fairUnflooded: {400}, fairFlooded: {900}},
 		},
 		fairP50:     map[int]map[string][]float64{9: {}, 99: {}},
+		fairPos:     map[int]map[string][]float64{9: {fairUnflooded: {9899}, fairFlooded: {10998}, fairFIFO: {99899}}},
 		floodJPS:    map[int][]float64{},
 		othersOrder: []int{9, 99},
 		loads:       []float64{0.5, 0.9, 0.7},
@@ -136,6 +137,7 @@ func TestFlowMarkdownMarksTheTargets(t *testing.T) {
 		"| 4000 (3900–4100) | 9.76× (9.51–10.00) |",
 		"| 99 | 400 (400–400) | 900 (900–900) | 2.25× | ≤ 2× | **no** |",
 		"median 0.70, 0.50–0.90",
+		"| 9 | 9899 (9899–9899) | 10998 (10998–10998) | 1.11× | 99899 (99899–99899) | 10.09× |",
 		"the slot limit 2 over 1000 keys allows 2000",
 	} {
 		if !strings.Contains(md, want) {
@@ -150,5 +152,20 @@ func TestParseLoadAvg(t *testing.T) {
 	}
 	if _, ok := parseLoadAvg(""); ok {
 		t.Fatal("empty input parsed")
+	}
+}
+
+func TestQuantileIsTheNearestRankBelow(t *testing.T) {
+	v := []float64{5, 1, 4, 2, 3}
+	for _, c := range []struct{ q, want float64 }{{0, 1}, {.5, 3}, {.99, 4}, {1, 5}} {
+		if got := quantile(v, c.q); got != c.want {
+			t.Errorf("quantile(%v, %v) = %v, want %v", v, c.q, got, c.want)
+		}
+	}
+	if !slices.Equal(v, []float64{5, 1, 4, 2, 3}) {
+		t.Fatalf("quantile sorted its input: %v", v)
+	}
+	if quantile(nil, .5) != 0 {
+		t.Fatal("quantile of nothing")
 	}
 }

@@ -130,7 +130,7 @@ func main() {
 	flag.IntVar(&flowRateN, "flow-rate", flowRateN, "scenario 11: the rate limit, starts per second in each of 100 partitions")
 	var flowOthers, flowVariantsFlag string
 	flag.StringVar(&flowOthers, "flow-others", "9,99", "scenario 11: comma-separated numbers of other keys in the fairness runs ('' for no fairness runs)")
-	flag.StringVar(&flowVariantsFlag, "flow-variants", "", "scenario 11: comma-separated throughput variants to run: plain,slots,kind-limit,queue-limit,partitions,rate (default all; '-' for none)")
+	flag.StringVar(&flowVariantsFlag, "flow-variants", "", "scenario 11: comma-separated throughput variants to run: plain,slots,slots-unbound,kind-limit,queue-limit,partitions,rate (default all; '-' for none)")
 	flag.Parse()
 	if o.url == "" {
 		fmt.Fprintln(os.Stderr, "bench: no database: set -db, BENCH_DATABASE_URL or DATABASE_URL (make bench does)")
