@@ -103,10 +103,16 @@ func pendingCount(ctx context.Context, admin *pgxpool.Pool, lib, kind string) (i
 			cond = ""
 		}
 		if lib == libVenturi && s == "available" {
-			// Through venturi's claim index (queue first): no index leads with the kind,
+			// Through venturi's claim indexes (queue first): no index leads with the kind,
 			// and a count of available jobs by kind alone scans every available job, which
-			// with scenario 6's backlog of another kind steals the worker's CPU.
-			cond += " AND queue = 'default'"
+			// with scenario 6's backlog of another kind steals the worker's CPU. Since
+			// schema 6 there are two partial indexes, plain jobs (part IS NULL) and gated
+			// ones; without the part condition neither applies and every poll is a
+			// sequential scan of the whole table, dead rows included.
+			for _, part := range []string{"part IS NULL", "part IS NOT NULL"} {
+				q += fmt.Sprintf(" + (SELECT count(*) FROM %s WHERE state = '%s'%s AND queue = 'default' AND %s)", jobTable(lib), s, cond, part)
+			}
+			continue
 		}
 		q += fmt.Sprintf(" + (SELECT count(*) FROM %s WHERE state = '%s'%s)", jobTable(lib), s, cond)
 	}

@@ -67,6 +67,10 @@ type options struct {
 	historyRuns         int // scenario 9: runs of every job
 	historyJobs         int // scenario 9: jobs of the parallel case
 	historyParallelRuns int // scenario 9: runs of every job of the parallel case
+
+	flowSlotLimit int             // scenario 11: the slots' limit
+	flowOthers    []int           // scenario 11: the numbers of other keys in the fairness runs
+	flowVariants  map[string]bool // scenario 11: the throughput variants to run (nil: all)
 }
 
 func main() {
@@ -76,6 +80,12 @@ func main() {
 		case "worker":
 			if err := workerMain(os.Args[2:]); err != nil {
 				fmt.Fprintln(os.Stderr, "worker:", err)
+				os.Exit(1)
+			}
+			return
+		case "compare":
+			if err := compareMain(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "compare:", err)
 				os.Exit(1)
 			}
 			return
@@ -98,7 +108,7 @@ func main() {
 	flag.StringVar(&o.url, "db", defaultURL(), "PostgreSQL URL of the bench database (default $BENCH_DATABASE_URL, else $DATABASE_URL)")
 	flag.BoolVar(&o.quick, "quick", false, "smaller sizes (development; about five minutes)")
 	flag.IntVar(&o.reps, "reps", 3, "repetitions of every scenario and library")
-	flag.StringVar(&only, "only", "", "comma-separated scenarios to run: enqueue,dedup,batch,e2e,pickup,backlog,sustained,history,kinds (default all)")
+	flag.StringVar(&only, "only", "", "comma-separated scenarios to run: enqueue,dedup,batch,e2e,pickup,backlog,sustained,history,kinds,flow (default all)")
 	flag.StringVar(&o.out, "out", "RESULTS.md", "file the markdown report is written to ('' for none)")
 	flag.StringVar(&o.profileDir, "profile", "", "directory for CPU profiles of the venturi worker processes (scenario 4)")
 	var libs string
@@ -115,6 +125,12 @@ func main() {
 	flag.IntVar(&o.historyRuns, "history-runs", 0, "scenario 9: runs of the single job (default 100,000; quick 5,000)")
 	flag.IntVar(&o.historyParallelRuns, "history-parallel-runs", 0, "scenario 9: runs of each job of the parallel case (default 10,000; quick 5,000)")
 	flag.IntVar(&o.historyJobs, "history-jobs", 100, "scenario 9: jobs of the parallel case")
+	flag.IntVar(&o.flowSlotLimit, "flow-slot-limit", 2, "scenario 11: the slots' Limit (1,000 keys)")
+	flag.IntVar(&flowKindConcurrency, "flow-kind-limit", flowKindConcurrency, "scenario 11: the kind and queue concurrency limits")
+	flag.IntVar(&flowRateN, "flow-rate", flowRateN, "scenario 11: the rate limit, starts per second in each of 100 partitions")
+	var flowOthers, flowVariantsFlag string
+	flag.StringVar(&flowOthers, "flow-others", "9,99", "scenario 11: comma-separated numbers of other keys in the fairness runs ('' for no fairness runs)")
+	flag.StringVar(&flowVariantsFlag, "flow-variants", "", "scenario 11: comma-separated throughput variants to run: plain,slots,slots-unbound,kind-limit,queue-limit,partitions,rate (default all; '-' for none)")
 	flag.Parse()
 	if o.url == "" {
 		fmt.Fprintln(os.Stderr, "bench: no database: set -db, BENCH_DATABASE_URL or DATABASE_URL (make bench does)")
@@ -142,6 +158,24 @@ func main() {
 	}
 	if min(o.historyRuns, o.historyParallelRuns) < 1_000+2*historyWindow {
 		fmt.Fprintf(os.Stderr, "bench: -history-runs and -history-parallel-runs must be at least %d\n", 1_000+2*historyWindow)
+		os.Exit(2)
+	}
+	if flowVariantsFlag != "" {
+		o.flowVariants = map[string]bool{}
+		for _, v := range strings.Split(flowVariantsFlag, ",") {
+			o.flowVariants[strings.TrimSpace(v)] = true
+		}
+	}
+	for _, f := range strings.FieldsFunc(flowOthers, func(r rune) bool { return r == ',' }) {
+		var k int
+		if _, err := fmt.Sscan(strings.TrimSpace(f), &k); err != nil || k < 1 {
+			fmt.Fprintf(os.Stderr, "bench: -flow-others: %q is not a positive number\n", f)
+			os.Exit(2)
+		}
+		o.flowOthers = append(o.flowOthers, k)
+	}
+	if o.flowSlotLimit < 1 || flowKindConcurrency < 1 || flowRateN < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -flow-slot-limit, -flow-kind-limit and -flow-rate must be positive")
 		os.Exit(2)
 	}
 	if sustainDur > 0 {
@@ -209,6 +243,7 @@ func run(ctx context.Context, o options) error {
 		{"sustained", b.scenarioSustained},
 		{"history", b.scenarioHistory},
 		{"kinds", b.scenarioKinds},
+		{"flow", b.scenarioFlow},
 	}
 	for _, s := range steps {
 		if !o.want(s.name) {
@@ -236,6 +271,7 @@ type bencher struct {
 	o     options
 	admin *pgxpool.Pool
 	rep   *report
+	loads []float64 // 1-minute load averages noted before measured runs (scenario 11)
 }
 
 // order alternates the libraries' order from one repetition to the next.

@@ -40,6 +40,7 @@ type report struct {
 
 	history []string                     // scenario 9's table
 	kinds   map[string]map[int][]float64 // scenario 10: library -> kinds -> jobs/s per repetition
+	flow    *flowReport                  // scenario 11
 }
 
 func (r *report) get(list *[]*row, scenario, metric string, higher bool) *row {
@@ -287,6 +288,9 @@ func (r *report) markdown(env *environment, o options) string {
 	}
 	if len(r.kinds) > 0 {
 		r.kindsMarkdown(&b, o.sz.e2eJobs)
+	}
+	if r.flow != nil {
+		r.flow.markdown(&b)
 	}
 	if len(r.notes) > 0 {
 		fmt.Fprintf(&b, "\n## Notes\n\n")

@@ -39,6 +39,9 @@ func workerMain(args []string) error {
 	prefetch := fs.Int("prefetch", 0, "what-if: venturi Config.Prefetch (0 keeps the default)")
 	sustained := fs.Bool("sustained", false, "work the kind of scenario 8 instead of the no-op kind and answer each \"sample\" line on stdin with a line of latency histograms")
 	kinds := fs.Int("kinds", 0, "scenario 10: work the first N generated kinds instead of the no-op kind")
+	flow := fs.String("flow", "", "scenario 11: work a flow-control kind instead of the no-op kind: slot, limit, part, rate or fair")
+	fs.IntVar(&flowKindConcurrency, "flow-kind-limit", flowKindConcurrency, "scenario 11: the limited kind's concurrency")
+	fs.IntVar(&flowRateN, "flow-rate", flowRateN, "scenario 11: the rate-limited kind's starts per second and partition")
 	retain := fs.Duration("retain-completed", 0, "venturi Config.RetainCompleted and River's CompletedJobRetentionPeriod (0 keeps the default)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -116,6 +119,10 @@ func workerMain(args []string) error {
 		case *kinds > 0:
 			for _, k := range manyKinds[:min(*kinds, len(manyKinds))] {
 				k.register(w)
+			}
+		case *flow != "":
+			if err := registerFlow(w, *flow); err != nil {
+				return err
 			}
 		default:
 			venturi.MustRegister[NoopTask](w)
