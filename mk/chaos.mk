@@ -24,7 +24,7 @@ chaos: chaos/build ## Full chaos run: 10,000 jobs, 3 workers x 8, ~100 kills, 3 
 test/chaos: chaos/build ## Checker and lease-loop tests, a short chaos run (under two minutes), a short fault-free control
 	@$(CHAOS_PG) with -- bash -c 'cd chaos && go test $(GOTEST_FLAGS) .'
 	@$(CHAOS_RUN) -short $(CHAOS_FLAGS)
-	@$(CHAOS_RUN) -short -control -jobs 400 $(CHAOS_FLAGS)
+	@$(CHAOS_RUN) -short -control -jobs 400 -lease 5s $(CHAOS_FLAGS)
 
 chaos/control: chaos/build ## Fault-free control run of the full profile: must show 0 duplicate starts
 	@$(CHAOS_RUN) -control $(CHAOS_FLAGS)
