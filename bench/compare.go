@@ -201,7 +201,7 @@ func compareMarkdown(builds []compareBuild, jobs int, target float64, took time.
 	if len(builds) == 2 {
 		newJ, oldJ := series(builds[1].runs, jps), series(builds[0].runs, jps)
 		ratio, r, ok := ratioCellOf(newJ, oldJ)
-		fmt.Fprintf(&b, "\n| Ratio | value (range of the per-repetition ratios) | Target | Met |\n|---|---|---|---|\n")
+		fmt.Fprintf(&b, "\n| Ratio | ratio of the medians (the per-repetition ratios: range, median) | Target | Met |\n|---|---|---|---|\n")
 		fmt.Fprintf(&b, "| %s / %s, jobs/s | %s | ≥ %.2f× | %s |\n", builds[1].label, builds[0].label, ratio, target, met(r >= target, ok))
 		// Per-repetition values, in run order.
 		fmt.Fprintf(&b, "\nPer repetition (jobs/s): ")

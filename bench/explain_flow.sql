@@ -1,14 +1,17 @@
 -- Where venturi_claim_gated spends its time: one claim of 1,000 jobs out of 100,000
--- available, per scenario-11 variant, with every statement inside the function explained
--- by auto_explain (durations and buffers; per-node timing off, so the durations are the
--- statements' own). The plain claim (queries.sql, Claim) is explained the same way for
+-- available (and 1,100 running, what one worker holds), per scenario-11 variant, with
+-- every statement inside the function explained by auto_explain (durations and buffers;
+-- per-node timing off, so the durations are the statements' own). The plain claim (queries.sql, Claim) is explained the same way for
 -- comparison. Every claim runs in a transaction that is rolled back, warm (run three
 -- times; read the last).
 --
 -- Run against the bench schema after any bench run has migrated it (it truncates
 -- venturi_job, venturi_gate and venturi_queue):
 --
---   psql "$(scripts/pg.sh url venturi_bench)" -f bench/explain_flow.sql 2>&1 | grep -E '^psql|duration|Query Text|Buffers' …
+--   psql "$(scripts/pg.sh url venturi_bench)" -f bench/explain_flow.sql > explain-flow.out 2>&1
+--
+-- and read, per section, the statements of the last claim: each nested statement's
+-- "duration" and "Buffers" (auto_explain logs nested statements before the claim).
 --
 -- FINDINGS.md section 9 has the summary.
 \set ON_ERROR_STOP on
@@ -33,6 +36,11 @@ LANGUAGE sql AS $$
            CASE WHEN p_slot THEN 'p-' || lpad((g % p_parts)::text, 4, '0') END,
            CASE WHEN p_slot THEN 2 END, CASE WHEN p_slot THEN 0::smallint END
     FROM generate_series(1, 100000) g;
+    -- What one worker holds during a drain: Concurrency + Prefetch = 1,100 claimed jobs,
+    -- running as far as the gates count.
+    UPDATE venturi_job SET state = 'running', runs = 1, lease_token = nextval('venturi_lease_token_seq'),
+           lease_expires_at = now() + interval '30 seconds', worker_id = 'w', attempted_at = now()
+    WHERE id IN (SELECT id FROM venturi_job ORDER BY run_at LIMIT 1100);
 $$;
 
 INSERT INTO venturi_kind (kind, concurrency) VALUES ('bench_flow_limit', 2000)
@@ -66,6 +74,21 @@ VACUUM ANALYZE venturi_job;
 BEGIN; SELECT count(*) FROM venturi_claim_gated('default', ARRAY['bench_flow_limit'], 1000, 30000000, 'w', 25, 'ch'); ROLLBACK;
 BEGIN; SELECT count(*) FROM venturi_claim_gated('default', ARRAY['bench_flow_limit'], 1000, 30000000, 'w', 25, 'ch'); ROLLBACK;
 BEGIN; SELECT count(*) FROM venturi_claim_gated('default', ARRAY['bench_flow_limit'], 1000, 30000000, 'w', 25, 'ch'); ROLLBACK;
+
+\echo '### queue-limit: plain jobs, queue concurrency 2000'
+SELECT pg_temp.jobs('bench_noop', 0, false, false);
+INSERT INTO venturi_queue (name, concurrency) VALUES ('default', 2000);
+VACUUM ANALYZE venturi_job;
+BEGIN; SELECT count(*) FROM venturi_claim_gated('default', ARRAY['bench_noop'], 1000, 30000000, 'w', 25, 'ch'); ROLLBACK;
+BEGIN; SELECT count(*) FROM venturi_claim_gated('default', ARRAY['bench_noop'], 1000, 30000000, 'w', 25, 'ch'); ROLLBACK;
+BEGIN; SELECT count(*) FROM venturi_claim_gated('default', ARRAY['bench_noop'], 1000, 30000000, 'w', 25, 'ch'); ROLLBACK;
+
+\echo '### partitions: 100, no limits'
+SELECT pg_temp.jobs('bench_flow_part', 100, false, true);
+VACUUM ANALYZE venturi_job;
+BEGIN; SELECT count(*) FROM venturi_claim_gated('default', ARRAY['bench_flow_part'], 1000, 30000000, 'w', 25, 'ch'); ROLLBACK;
+BEGIN; SELECT count(*) FROM venturi_claim_gated('default', ARRAY['bench_flow_part'], 1000, 30000000, 'w', 25, 'ch'); ROLLBACK;
+BEGIN; SELECT count(*) FROM venturi_claim_gated('default', ARRAY['bench_flow_part'], 1000, 30000000, 'w', 25, 'ch'); ROLLBACK;
 
 \echo '### rate: 100 partitions, 1000/s each'
 SELECT pg_temp.jobs('bench_flow_rate', 100, false, true);

@@ -96,7 +96,7 @@ func TestFlowArgsCarryTheLimitsToTheWorker(t *testing.T) {
 
 func TestRatioCellOfGivesTheMedianRatioAndThePairedRange(t *testing.T) {
 	s, r, ok := ratioCellOf([]float64{8, 9, 10}, []float64{10, 10, 20})
-	if !ok || r != 0.9 || s != "0.90× (0.50–0.90)" {
+	if !ok || r != 0.9 || s != "0.90× (per repetition 0.50–0.90, median 0.80)" {
 		t.Fatalf("ratioCellOf = %q, %v, %v", s, r, ok)
 	}
 	if s, _, ok := ratioCellOf(nil, []float64{1}); ok || s != "—" {
@@ -110,7 +110,7 @@ func TestRatioCellOfGivesTheMedianRatioAndThePairedRange(t *testing.T) {
 func TestFlowMarkdownMarksTheTargets(t *testing.T) {
 	f := &flowReport{jobs: 100_000, slotLimit: 2, kindLimit: 2000, rateN: 1000,
 		tput:      map[string][]float64{"plain": {30000, 28000, 32000}, "slots": {20000, 21000, 19000}, "rate": {15000, 14000, 16000}, "partitions": {10, 10, 10}},
-		cpuWorker: map[string][]float64{}, cpuDB: map[string][]float64{},
+		cpuWorker: map[string][]float64{"plain": {20, 22, 24}, "slots": {30}}, cpuDB: map[string][]float64{"plain": {40}, "slots": {90}},
 		fair: map[int]map[string][]float64{
 			9:  {fairUnflooded: {400, 420, 410}, fairFlooded: {500, 520, 480}, fairFIFO: {4000, 4100, 3900}},
 			99: {fairUnflooded: {400}, fairFlooded: {900}},
@@ -129,12 +129,12 @@ func TestFlowMarkdownMarksTheTargets(t *testing.T) {
 	md := b.String()
 	for _, want := range []string{
 		"| plain | plain jobs (`NoopTask`, scenario 4's path) | 30000 (28000–32000) | — |  |  |",
-		"| slots | `Slot{Key, Limit: 2}` over 1000 keys, jobs round-robin over the keys | 20000 (19000–21000) | 0.67× (0.59–0.75) | ≥ 0.7× plain | **no** |",
-		"| rate | 100 partitions, kind `Rate{N: 1000, Per: 1s, PerPartition: true}` | 15000 (14000–16000) | 0.50× (0.50–0.50) | ≥ 0.7× plain | **no** |",
-		"| kind-limit | kind `Limits{Concurrency: 2000}` | — | — | ≥ 0.7× plain | ? |",
-		"| partitions | `Partition()` over 100 partitions, no limits (round-robin alone) | 10.0 (10.0–10.0) | 0.00× (0.00–0.00) |  |  |",
-		"| 9 | 410 (400–420) | 500 (480–520) | 1.22× (1.17–1.25) | ≤ 2× | yes |",
-		"| 4000 (3900–4100) | 9.76× (9.51–10.00) |",
+		"| slots | `Slot{Key, Limit: 2}` over 1000 keys, jobs round-robin over the keys | 20000 (19000–21000) | 0.67× (per repetition 0.59–0.75, median 0.67) | ≥ 0.7× plain | **no** | 30.0 (30.0–30.0) | 90.0 (90.0–90.0) | 0.52× |",
+		"| rate | 100 partitions, kind `Rate{N: 1000, Per: 1s, PerPartition: true}` | 15000 (14000–16000) | 0.50× (per repetition 0.50–0.50, median 0.50) | ≥ 0.7× plain | **no** |",
+		"| kind-limit | kind `Limits{Concurrency: 2000}` | — | — | ≥ 0.7× plain | ? | — | — | — |",
+		"| partitions | `Partition()` over 100 partitions, no limits (round-robin alone) | 10.0 (10.0–10.0) | 0.00× (per repetition 0.00–0.00, median 0.00) |  |  |",
+		"| 9 | 410 (400–420) | 500 (480–520) | 1.22× (per repetition 1.17–1.25, median 1.24) | ≤ 2× | yes |",
+		"| 4000 (3900–4100) | 9.76× (per repetition 9.51–10.00, median 9.76) |",
 		"| 99 | 400 (400–400) | 900 (900–900) | 2.25× | ≤ 2× | **no** |",
 		"median 0.70, 0.50–0.90",
 		"| 9 | 9899 (9899–9899) | 10998 (10998–10998) | 1.11× | 99899 (99899–99899) | 10.09× |",
