@@ -86,26 +86,11 @@ func (q *Queue) ResumeHook(ctx context.Context, token string, payload any) (ulid
 		if h.Reusable {
 			delivery += ":" + ulid.Make().String()
 		}
-		job, err := q.q.LockJobForSignal(ctx, tx, h.JobID)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrHookInvalid
+		res, err = q.signalTx(ctx, tx, id, h.Name, body, delivery)
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrJobFinished) {
+			return ErrHookInvalid // the same answer for every token that resumes nothing
 		}
-		if err != nil {
-			return err
-		}
-		switch job.State {
-		case dbsqlc.VenturiJobStateCompleted, dbsqlc.VenturiJobStateDead, dbsqlc.VenturiJobStateCancelled:
-			return ErrHookInvalid
-		}
-		row, err := q.q.SendSignal(ctx, tx, dbsqlc.SendSignalParams{ID: h.JobID, Name: h.Name, Payload: string(body), DeliveryID: delivery})
-		if err != nil {
-			return err
-		}
-		res = SignalResult{Stored: row.Stored, Woke: row.Woke}
-		if row.Woke && !q.poll {
-			return q.q.Notify(ctx, tx, dbsqlc.NotifyParams{Channel: q.channel, Payload: job.Kind})
-		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return ulid.ULID{}, SignalResult{}, err

@@ -74,29 +74,37 @@ func (q *Queue) Signal(ctx context.Context, id ulid.ULID, name string, payload a
 		deliveryID = ulid.Make().String()
 	}
 	var res SignalResult
-	err = pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
-		job, err := q.q.LockJobForSignal(ctx, tx, uuidOf(id))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		switch job.State {
-		case dbsqlc.VenturiJobStateCompleted, dbsqlc.VenturiJobStateDead, dbsqlc.VenturiJobStateCancelled:
-			return fmt.Errorf("%w (%s): signal %q not delivered", ErrJobFinished, job.State, name)
-		}
-		row, err := q.q.SendSignal(ctx, tx, dbsqlc.SendSignalParams{ID: uuidOf(id), Name: name, Payload: string(body), DeliveryID: deliveryID})
-		if err != nil {
-			return err
-		}
-		res = SignalResult{Stored: row.Stored, Woke: row.Woke}
-		if row.Woke && !q.poll {
-			return q.q.Notify(ctx, tx, dbsqlc.NotifyParams{Channel: q.channel, Payload: job.Kind})
-		}
-		return nil
+	err = pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) (err error) {
+		res, err = q.signalTx(ctx, tx, id, name, body, deliveryID)
+		return err
 	})
 	return res, err
+}
+
+// signalTx sends a signal in tx: it locks the job, then stores the signal in a statement
+// whose snapshot sees the job as locked, and wakes the job's workers when the signal
+// ended its wait. Queue.Signal and Queue.ResumeHook share it.
+func (q *Queue) signalTx(ctx context.Context, tx pgx.Tx, id ulid.ULID, name string, body []byte, deliveryID string) (SignalResult, error) {
+	job, err := q.q.LockJobForSignal(ctx, tx, uuidOf(id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return SignalResult{}, ErrNotFound
+	}
+	if err != nil {
+		return SignalResult{}, err
+	}
+	switch job.State {
+	case dbsqlc.VenturiJobStateCompleted, dbsqlc.VenturiJobStateDead, dbsqlc.VenturiJobStateCancelled:
+		return SignalResult{}, fmt.Errorf("%w (%s): signal %q not delivered", ErrJobFinished, job.State, name)
+	}
+	row, err := q.q.SendSignal(ctx, tx, dbsqlc.SendSignalParams{ID: uuidOf(id), Name: name, Payload: string(body), DeliveryID: deliveryID})
+	if err != nil {
+		return SignalResult{}, err
+	}
+	res := SignalResult{Stored: row.Stored, Woke: row.Woke}
+	if row.Woke && !q.poll {
+		return res, q.q.Notify(ctx, tx, dbsqlc.NotifyParams{Channel: q.channel, Payload: job.Kind})
+	}
+	return res, nil
 }
 
 // SignalByKey sends a signal, as [Queue.Signal] does, to the newest job of kind with the
