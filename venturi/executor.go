@@ -227,7 +227,7 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 		if len(ids) != 1 {
 			return ErrLeaseLost
 		}
-		return afterFinish(fctx, tx, e.q, e.channel, []*finishReq{req}, ids, e.log())
+		return afterFinish(fctx, tx, e.q, e.channel, []*finishReq{req}, ids, true, e.log())
 	}
 	o, err := safeHandle(ctx, handle, task, run, state)
 	if err == nil && run.finalized {

@@ -263,13 +263,14 @@ func (f *fetcher) claim(n int) claimResult {
 		}
 		jobs = append(jobs, j)
 	})
-	dbsqlc.QueueNextDue(b, dbsqlc.NextDueParams{Queue: f.cfg.Queue, Kinds: f.kinds}, &dueInUs)
-	dbsqlc.QueueQueuePaused(b, f.cfg.Queue, &paused)
+	var next dbsqlc.NextDueRow
+	dbsqlc.QueueNextDue(b, dbsqlc.NextDueParams{Queue: f.cfg.Queue, Kinds: f.kinds}, &next)
 	ctx, cancel := context.WithTimeout(f.dbCtx, f.cfg.Lease/2)
 	defer cancel()
 	if err := f.send(ctx, b); err != nil {
 		return claimResult{err: err}
 	}
+	dueInUs, paused = next.DueInUs, next.Paused
 	received := time.Now()
 	for _, j := range jobs {
 		j.received = received

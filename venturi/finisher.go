@@ -23,21 +23,41 @@ import (
 type finisher struct {
 	log     *slog.Logger
 	tracker *runTracker
-	write   func(ctx context.Context, reqs []*finishReq) ([]pgtype.UUID, error)
+	write   func(ctx context.Context, reqs []*finishReq, wake bool) ([]pgtype.UUID, error)
+	notify  func(ctx context.Context, kinds []string) error
 	again   func()          // a result made a job pending again: look for it
 	dbCtx   context.Context // cancelled when Stop gives up: stop retrying
 	in      chan *finishReq
 	closing chan struct{}
 	done    chan struct{}
+
+	// Wakes of other workers when gated runs end (a slot or a limit freed): at most one
+	// per gateWakeEvery, the rest sent once that time has passed (see flush).
+	lastWake time.Time
+	wakeDue  []string    // kinds whose wake is held back
+	wakeT    *time.Timer // fires when the held-back wake is due
 }
 
 const maxFinishBatch = 1000
 
+// gateWakeEvery is the shortest time between two notifications that gated runs ended.
+// Each one wakes every worker of the kinds, which then claims: one per finished batch
+// cost a claim round trip on every worker per batch, the worker's own included (which
+// looks again anyway, having a free handler slot). Other workers hear of a freed slot
+// or limit within this time, or at their poll when no channel is used.
+const gateWakeEvery = 100 * time.Millisecond
+
 func newFinisher(cfg Config, db *pgxpool.Pool, q *dbsqlc.Queries, tracker *runTracker, again func(), channel string, dbCtx context.Context, log *slog.Logger) *finisher {
 	return &finisher{
 		log: log, tracker: tracker, again: again, dbCtx: dbCtx,
-		write: func(ctx context.Context, reqs []*finishReq) ([]pgtype.UUID, error) {
-			return finishRuns(ctx, db, q, cfg.ID, channel, reqs, log)
+		write: func(ctx context.Context, reqs []*finishReq, wake bool) ([]pgtype.UUID, error) {
+			return finishRuns(ctx, db, q, cfg.ID, channel, reqs, wake, log)
+		},
+		notify: func(ctx context.Context, kinds []string) error {
+			if channel == "" {
+				return nil
+			}
+			return notifyKinds(ctx, db, channel, kinds)
 		},
 		in:      make(chan *finishReq, max(maxFinishBatch, 4*cfg.totalConcurrency())),
 		closing: make(chan struct{}),
@@ -70,17 +90,54 @@ func (f *finisher) close() {
 // (bench/FINDINGS.md).
 func (f *finisher) run() {
 	defer close(f.done)
+	f.wakeT = time.NewTimer(time.Hour)
+	f.wakeT.Stop()
 	for {
 		select {
 		case r := <-f.in:
 			f.flush(f.drain([]*finishReq{r}))
+		case <-f.wakeT.C:
+			f.sendWake()
 		case <-f.closing:
 			for batch := f.drain(nil); len(batch) > 0; batch = f.drain(nil) {
 				f.flush(batch)
 			}
+			f.wakeT.Stop()
+			f.sendWake() // what this worker frees, it will not claim again
 			return
 		}
 	}
+}
+
+// wakeNow reports whether the batch's gated runs wake the workers of their kinds in the
+// batch's own transaction (the last wake is gateWakeEvery old), or are held back for
+// sendWake, which the timer fires when that time has passed.
+func (f *finisher) wakeNow(batch []*finishReq) bool {
+	if time.Since(f.lastWake) >= gateWakeEvery {
+		return true
+	}
+	for _, r := range batch {
+		if r.job.gated && !slices.Contains(f.wakeDue, r.job.kind) {
+			f.wakeDue = append(f.wakeDue, r.job.kind)
+		}
+	}
+	if len(f.wakeDue) > 0 {
+		f.wakeT.Reset(gateWakeEvery - time.Since(f.lastWake))
+	}
+	return false
+}
+
+// sendWake sends the wakes held back (after their runs' ends committed).
+func (f *finisher) sendWake() {
+	if len(f.wakeDue) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(f.dbCtx, 5*time.Second)
+	defer cancel()
+	if err := f.notify(ctx, f.wakeDue); err != nil {
+		f.log.Warn("venturi: waking workers after runs freed slots failed; they will see it at their next poll", "err", err)
+	}
+	f.wakeDue, f.lastWake = f.wakeDue[:0], time.Now()
 }
 
 func (f *finisher) drain(batch []*finishReq) []*finishReq {
@@ -104,10 +161,14 @@ func (f *finisher) flush(batch []*finishReq) {
 	slices.SortFunc(batch, func(a, b *finishReq) int { return a.job.id.Compare(b.job.id) }) // lock order
 	delay := 20 * time.Millisecond
 	for {
+		wake := f.wakeNow(batch)
 		wctx, cancel := context.WithTimeout(f.dbCtx, 10*time.Second)
-		ids, err := f.write(wctx, batch)
+		ids, err := f.write(wctx, batch, wake)
 		cancel()
 		if err == nil {
+			if wake && slices.ContainsFunc(batch, func(r *finishReq) bool { return r.job.gated }) {
+				f.lastWake = time.Now()
+			}
 			f.written(batch, ids)
 			return
 		}
@@ -170,12 +231,13 @@ func (f *finisher) written(batch []*finishReq, ids []pgtype.UUID) {
 	}
 }
 
-// finishRuns writes the results of runs. Plain runs take one FinishRuns statement. With
-// gated runs among them, the same transaction also reports their outcomes to their
-// breakers, so a breaker has counted a failure by the time its job can be claimed again,
-// and wakes the workers of their kinds (see afterFinish).
-func finishRuns(ctx context.Context, db *pgxpool.Pool, q *dbsqlc.Queries, worker, channel string, reqs []*finishReq, log *slog.Logger) ([]pgtype.UUID, error) {
-	if !slices.ContainsFunc(reqs, (*finishReq).needsTx) {
+// finishRuns writes the results of runs. Plain runs take one FinishRuns statement. When
+// runs reported to breakers, waited or read signals, the same transaction also does what
+// that entails (see afterFinish): a breaker has counted a failure by the time its job can
+// be claimed again. wakeGated says whether to wake the workers of the gated runs' kinds
+// (a slot or a limit freed) in that transaction too; the finisher spaces those wakes out.
+func finishRuns(ctx context.Context, db *pgxpool.Pool, q *dbsqlc.Queries, worker, channel string, reqs []*finishReq, wakeGated bool, log *slog.Logger) ([]pgtype.UUID, error) {
+	if !slices.ContainsFunc(reqs, func(r *finishReq) bool { return r.needsTx(wakeGated && channel != "") }) {
 		return q.FinishRuns(ctx, db, finishParams(worker, reqs))
 	}
 	var ids []pgtype.UUID
@@ -184,27 +246,30 @@ func finishRuns(ctx context.Context, db *pgxpool.Pool, q *dbsqlc.Queries, worker
 		if ids, err = q.FinishRuns(ctx, tx, finishParams(worker, reqs)); err != nil {
 			return err
 		}
-		return afterFinish(ctx, tx, q, channel, reqs, ids, log)
+		return afterFinish(ctx, tx, q, channel, reqs, ids, wakeGated, log)
 	})
 	return ids, err
 }
 
-// needsTx reports whether writing r's end takes more than FinishRuns (see afterFinish).
-func (r *finishReq) needsTx() bool { return r.job.gated || len(r.wait) > 0 || len(r.consumed) > 0 }
+// needsTx reports whether writing r's end takes more than FinishRuns (see afterFinish);
+// wake says whether the workers of a gated run's kind are to be woken.
+func (r *finishReq) needsTx(wake bool) bool {
+	return r.job.breaker != "" || len(r.wait) > 0 || len(r.consumed) > 0 || (wake && r.job.gated)
+}
 
 // afterFinish does what the end of runs entails beyond FinishRuns, in the transaction that
 // wrote their results: it marks the signals they read as consumed, sets what waiting jobs
 // wait for (waking those whose signal already came), reports gated runs' outcomes to their
 // breakers (in key order, the lock order) and wakes the workers of the kinds for which a
 // slot, a limit or a signal may have made a job runnable.
-func afterFinish(ctx context.Context, db dbBatcher, q *dbsqlc.Queries, channel string, reqs []*finishReq, ids []pgtype.UUID, log *slog.Logger) error {
+func afterFinish(ctx context.Context, db dbBatcher, q *dbsqlc.Queries, channel string, reqs []*finishReq, ids []pgtype.UUID, wakeGated bool, log *slog.Logger) error {
 	var written map[ulid.ULID]bool
-	var kinds []string
+	var kinds []string // to wake
 	var p dbsqlc.BreakerRecordParams
 	var waits dbsqlc.ArmWaitsParams
 	var used dbsqlc.ConsumeSignalsParams
 	for _, r := range reqs {
-		if !r.needsTx() {
+		if !r.needsTx(wakeGated) {
 			continue
 		}
 		if written == nil {
@@ -225,7 +290,7 @@ func afterFinish(ctx context.Context, db dbBatcher, q *dbsqlc.Queries, channel s
 		if !r.job.gated {
 			continue
 		}
-		if !slices.Contains(kinds, r.job.kind) {
+		if wakeGated && !slices.Contains(kinds, r.job.kind) {
 			kinds = append(kinds, r.job.kind)
 		}
 		if failed, ok := r.breakerOutcome(); ok {
@@ -249,15 +314,18 @@ func afterFinish(ctx context.Context, db dbBatcher, q *dbsqlc.Queries, channel s
 			}
 		}
 	}
-	if len(kinds) == 0 {
-		return nil
-	}
 	if len(p.Keys) > 0 {
 		if err := recordBreakers(ctx, db, q, p, log); err != nil {
 			return err
 		}
 	}
-	if channel == "" {
+	return notifyKinds(ctx, db, channel, kinds)
+}
+
+// notifyKinds wakes the workers of kinds (in db's transaction, if it is one: then on
+// commit).
+func notifyKinds(ctx context.Context, db dbBatcher, channel string, kinds []string) error {
+	if channel == "" || len(kinds) == 0 {
 		return nil
 	}
 	b := &pgx.Batch{}

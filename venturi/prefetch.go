@@ -53,10 +53,12 @@ func (p *prefetchWindow) started(waited time.Duration) {
 }
 
 // claimed records a claim that asked for asked jobs, got got of them and took rtt.
-// drained says the buffer was empty and slots were free when it returned.
+// drained says the buffer was empty and slots were free when it returned. A claim round
+// trip runs the gated claim and the plain one, each asked for the same room, so a queue
+// with both kinds of jobs may return more than was asked: that is a full claim too.
 func (p *prefetchWindow) claimed(asked, got int, rtt time.Duration, drained bool) {
 	p.rtt, p.shrink = rtt, true
-	if got == asked && p.fed > 0 && drained {
+	if got >= asked && p.fed > 0 && drained {
 		p.limit = min(p.limit*2, p.max)
 	}
 	p.fed = 0

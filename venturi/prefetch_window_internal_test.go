@@ -44,6 +44,10 @@ func TestPrefetchWindow(t *testing.T) {
 			{op: "start", limit: 10},
 			{op: "claim", asked: 20, got: 5, rtt: ms, drained: true, limit: 10},
 		}, roomFree: 10, roomBuf: 5, wantRoom: 15},
+		{name: "grows on a claim that got more than asked (gated and plain jobs together)", concurrency: 10, prefetch: 1000, steps: []step{
+			{op: "start", limit: 10},
+			{op: "claim", asked: 20, got: 35, rtt: ms, drained: true, limit: 20},
+		}, roomFree: 10, roomBuf: 0, wantRoom: 30},
 		{name: "no growth while jobs still wait in the buffer", concurrency: 10, prefetch: 1000, steps: []step{
 			{op: "start", limit: 10},
 			{op: "claim", asked: 20, got: 20, rtt: ms, drained: false, limit: 10},

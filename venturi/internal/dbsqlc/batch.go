@@ -80,12 +80,7 @@ func QueueClaimGated(b *pgx.Batch, arg ClaimGatedParams, add func(*ClaimGatedRow
 	})
 }
 
-// QueueQueuePaused is QueuePaused in a batch; its value lands in paused.
-func QueueQueuePaused(b *pgx.Batch, queue string, paused *bool) {
-	b.Queue(queuePaused, queue).QueryRow(func(r pgx.Row) error { return r.Scan(paused) })
-}
-
-// QueueNextDue is NextDue in a batch; its value lands in dueInUs.
-func QueueNextDue(b *pgx.Batch, arg NextDueParams, dueInUs *int64) {
-	b.Queue(nextDue, arg.Queue, arg.Kinds).QueryRow(func(r pgx.Row) error { return r.Scan(dueInUs) })
+// QueueNextDue is NextDue in a batch; its row lands in out.
+func QueueNextDue(b *pgx.Batch, arg NextDueParams, out *NextDueRow) {
+	b.Queue(nextDue, arg.Queue, arg.Kinds).QueryRow(func(r pgx.Row) error { return r.Scan(&out.DueInUs, &out.Paused) })
 }

@@ -337,8 +337,10 @@ LIMIT @max::int;
 -- name: NextDue :one
 -- How long until the next scheduled job of the given kinds in the queue is due (database clock), in
 -- microseconds; 0 when one is already due, -1 when none is scheduled. An idle worker
--- sleeps until then instead of waiting for its poll.
-SELECT COALESCE((EXTRACT(EPOCH FROM GREATEST(min(run_at) - now(), interval '0')) * 1000000)::bigint, -1)::bigint AS due_in_us
+-- sleeps until then instead of waiting for its poll. Also whether the queue is paused (a
+-- worker that learns it releases the jobs it holds).
+SELECT COALESCE((EXTRACT(EPOCH FROM GREATEST(min(run_at) - now(), interval '0')) * 1000000)::bigint, -1)::bigint AS due_in_us,
+       COALESCE((SELECT vq.paused FROM venturi_queue vq WHERE vq.name = @queue::text), false)::bool AS paused
 FROM (
     (SELECT run_at FROM venturi_job
      WHERE state = 'scheduled' AND queue = @queue::text AND kind = ANY(@kinds::text[])
@@ -380,10 +382,15 @@ SELECT id::uuid AS id, kind::text AS kind, payload::jsonb AS payload, carry::jso
        attempted_at::timestamptz AS attempted_at, COALESCE(breaker, '')::text AS breaker,
        COALESCE(wake_in_us, -1)::bigint AS wake_in_us
 FROM venturi_claim_gated(@queue::text, @kinds::text[], @max::int, @lease_us::bigint, @worker_id::text,
-                         @max_failures::int, @channel::text);
-
--- name: QueuePaused :one
-SELECT COALESCE((SELECT paused FROM venturi_queue WHERE name = @queue::text), false)::bool AS paused;
+                         @max_failures::int, @channel::text)
+-- Called only when the queue has a gated job available or a concurrency limit: a one-time
+-- filter, so the plain path pays one index probe per claim instead of a PL/pgSQL call. The
+-- probe reads the first entry of the gated claim index in its order (a scalar subquery:
+-- as an EXISTS, its ORDER BY would be dropped and the planner could scan the table).
+WHERE (SELECT x.part FROM venturi_job x
+       WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = @queue::text
+       ORDER BY x.part LIMIT 1) IS NOT NULL
+   OR (SELECT vq.concurrency FROM venturi_queue vq WHERE vq.name = @queue::text) > 0;
 
 -- name: SetQueuePaused :exec
 INSERT INTO venturi_queue (name, paused) VALUES (@name::text, @paused::bool)
