@@ -46,6 +46,7 @@ func (m *maintainer) maintenanceBudget() time.Duration {
 }
 
 func (m *maintainer) run(ctx context.Context) {
+	defer m.startCron(ctx)() // durable cron (cron.go): fires due schedules beside the ticks
 	t := time.NewTicker(m.cfg.MaintenanceInterval)
 	defer t.Stop()
 	healthySince := time.Time{} // zero: healthy since start

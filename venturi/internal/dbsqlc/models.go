@@ -59,6 +59,46 @@ func (ns NullVenturiJobState) Value() (driver.Value, error) {
 	return string(ns.VenturiJobState), nil
 }
 
+type VenturiCron struct {
+	Name           string
+	Spec           string
+	TimeZone       string
+	Kind           string
+	Queue          string
+	Priority       int16
+	Payload        []byte
+	DedupKey       string
+	Part           pgtype.Text
+	SlotKey        pgtype.Text
+	SlotLimit      pgtype.Int4
+	SlotPolicy     pgtype.Int2
+	Missed         string
+	Backfill       int32
+	GraceUs        int64
+	Paused         bool
+	NextFire       time.Time
+	LastFire       *time.Time
+	LastJob        pgtype.UUID
+	LastRunAt      *time.Time
+	Fires          int64
+	Skipped        int64
+	Coalesced      int64
+	SkippedPending int32
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	PausedAt       *time.Time
+}
+
+type VenturiCronFire struct {
+	Schedule   string
+	FireAt     time.Time
+	JobID      pgtype.UUID
+	Action     string
+	Covers     int32
+	Skipped    int32
+	EnqueuedAt time.Time
+}
+
 type VenturiGate struct {
 	Key        string
 	Kind       string

@@ -462,6 +462,535 @@ func (q *Queries) CreateHook(ctx context.Context, db DBTX, arg CreateHookParams)
 	return err
 }
 
+const cronAdvance = `-- name: CronAdvance :exec
+UPDATE venturi_cron SET next_fire = $1::timestamptz,
+    last_fire = COALESCE($2::timestamptz, last_fire),
+    last_job = COALESCE($3::uuid, last_job),
+    last_run_at = now(), fires = fires + $4::int, skipped = skipped + $5::int,
+    coalesced = coalesced + $6::int, skipped_pending = $7::int
+WHERE name = $8::text
+`
+
+type CronAdvanceParams struct {
+	NextFire       time.Time
+	LastFire       *time.Time
+	LastJob        pgtype.UUID
+	Fires          int32
+	Skipped        int32
+	Coalesced      int32
+	SkippedPending int32
+	Name           string
+}
+
+// Moves a fired schedule past what it handled, in the fires' transaction.
+func (q *Queries) CronAdvance(ctx context.Context, db DBTX, arg CronAdvanceParams) error {
+	_, err := db.Exec(ctx, cronAdvance,
+		arg.NextFire,
+		arg.LastFire,
+		arg.LastJob,
+		arg.Fires,
+		arg.Skipped,
+		arg.Coalesced,
+		arg.SkippedPending,
+		arg.Name,
+	)
+	return err
+}
+
+const cronDelete = `-- name: CronDelete :execrows
+DELETE FROM venturi_cron WHERE name = $1::text
+`
+
+func (q *Queries) CronDelete(ctx context.Context, db DBTX, name string) (int64, error) {
+	result, err := db.Exec(ctx, cronDelete, name)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const cronDue = `-- name: CronDue :one
+SELECT c.name, c.spec, c.time_zone, c.kind, c.dedup_key, c.missed, c.backfill, c.grace_us,
+       c.next_fire, c.skipped_pending, t.now::timestamptz AS now
+FROM (SELECT COALESCE($1::timestamptz, now()) AS now) t
+JOIN venturi_cron c ON NOT c.paused AND c.next_fire <= t.now AND c.name <> ALL($2::text[])
+ORDER BY c.next_fire
+LIMIT 1
+FOR UPDATE OF c SKIP LOCKED
+`
+
+type CronDueParams struct {
+	Now  *time.Time
+	Skip []string
+}
+
+type CronDueRow struct {
+	Name           string
+	Spec           string
+	TimeZone       string
+	Kind           string
+	DedupKey       string
+	Missed         string
+	Backfill       int32
+	GraceUs        int64
+	NextFire       time.Time
+	SkippedPending int32
+	Now            time.Time
+}
+
+// The earliest due schedule that no other worker is firing, locked, with the database
+// time (or the test's). Schedules in skip failed to load in this worker (an unknown time
+// zone, an expression of a newer version) and are left to others.
+func (q *Queries) CronDue(ctx context.Context, db DBTX, arg CronDueParams) (*CronDueRow, error) {
+	row := db.QueryRow(ctx, cronDue, arg.Now, arg.Skip)
+	var i CronDueRow
+	err := row.Scan(
+		&i.Name,
+		&i.Spec,
+		&i.TimeZone,
+		&i.Kind,
+		&i.DedupKey,
+		&i.Missed,
+		&i.Backfill,
+		&i.GraceUs,
+		&i.NextFire,
+		&i.SkippedPending,
+		&i.Now,
+	)
+	return &i, err
+}
+
+const cronFire = `-- name: CronFire :one
+WITH cand AS (
+    SELECT j.id FROM venturi_job j
+    WHERE $1::text <> '' AND j.kind = $2::text AND j.dedup_key = $1::text
+      AND j.state IN ('scheduled', 'available')
+    ORDER BY j.id DESC
+    LIMIT 1
+), fire AS (
+    INSERT INTO venturi_cron_fire (schedule, fire_at, job_id, action, covers, skipped)
+    SELECT $3::text, $4::timestamptz, COALESCE((SELECT id FROM cand), $5::uuid),
+           CASE WHEN EXISTS (SELECT 1 FROM cand) THEN 'kept' ELSE 'inserted' END,
+           $6::int, $7::int
+    ON CONFLICT (schedule, fire_at) DO NOTHING
+    RETURNING job_id, action
+), ins AS (
+    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy)
+    SELECT f.job_id, c.kind, c.queue,
+           CASE WHEN $4::timestamptz <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+           c.priority, NULLIF(c.dedup_key, ''), c.payload, $4::timestamptz,
+           COALESCE(c.part, (SELECT '' FROM venturi_kind vk WHERE vk.kind = c.kind AND vk.limited)),
+           c.slot_key, c.slot_limit, c.slot_policy
+    FROM fire f JOIN venturi_cron c ON c.name = $3::text
+    WHERE f.action = 'inserted'
+    RETURNING id
+)
+SELECT f.job_id, f.action FROM fire f
+`
+
+type CronFireParams struct {
+	DedupKey string
+	Kind     string
+	Name     string
+	FireAt   time.Time
+	ID       pgtype.UUID
+	Covers   int32
+	Skipped  int32
+}
+
+type CronFireRow struct {
+	JobID  pgtype.UUID
+	Action string
+}
+
+// One fire of a locked schedule: its ledger row and its job, in one statement. A schedule
+// with a dedup key merges (keeps) into a pending job of its kind and key instead of adding
+// one. A fire time already in the ledger enqueues nothing (action ”).
+func (q *Queries) CronFire(ctx context.Context, db DBTX, arg CronFireParams) (*CronFireRow, error) {
+	row := db.QueryRow(ctx, cronFire,
+		arg.DedupKey,
+		arg.Kind,
+		arg.Name,
+		arg.FireAt,
+		arg.ID,
+		arg.Covers,
+		arg.Skipped,
+	)
+	var i CronFireRow
+	err := row.Scan(&i.JobID, &i.Action)
+	return &i, err
+}
+
+const cronFires = `-- name: CronFires :many
+SELECT fire_at, job_id, action, covers, skipped, enqueued_at
+FROM venturi_cron_fire
+WHERE schedule = $1::text AND ($2::timestamptz IS NULL OR fire_at < $2::timestamptz)
+ORDER BY fire_at DESC
+LIMIT $3::int
+`
+
+type CronFiresParams struct {
+	Name   string
+	Before *time.Time
+	Max    int32
+}
+
+type CronFiresRow struct {
+	FireAt     time.Time
+	JobID      pgtype.UUID
+	Action     string
+	Covers     int32
+	Skipped    int32
+	EnqueuedAt time.Time
+}
+
+// A schedule's ledger, newest fire first.
+func (q *Queries) CronFires(ctx context.Context, db DBTX, arg CronFiresParams) ([]*CronFiresRow, error) {
+	rows, err := db.Query(ctx, cronFires, arg.Name, arg.Before, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*CronFiresRow
+	for rows.Next() {
+		var i CronFiresRow
+		if err := rows.Scan(
+			&i.FireAt,
+			&i.JobID,
+			&i.Action,
+			&i.Covers,
+			&i.Skipped,
+			&i.EnqueuedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const cronInsert = `-- name: CronInsert :execrows
+INSERT INTO venturi_cron (name, spec, time_zone, kind, queue, priority, payload, dedup_key, part,
+                          slot_key, slot_limit, slot_policy, missed, backfill, grace_us, next_fire)
+VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6, ($7::text)::jsonb,
+        $8::text, $9::text, $10::text, $11::int,
+        $12::smallint, $13::text, $14::int, $15::bigint, $16::timestamptz)
+ON CONFLICT (name) DO NOTHING
+`
+
+type CronInsertParams struct {
+	Name       string
+	Spec       string
+	TimeZone   string
+	Kind       string
+	Queue      string
+	Priority   int16
+	Payload    string
+	DedupKey   string
+	Part       pgtype.Text
+	SlotKey    pgtype.Text
+	SlotLimit  pgtype.Int4
+	SlotPolicy pgtype.Int2
+	Missed     string
+	Backfill   int32
+	GraceUs    int64
+	NextFire   time.Time
+}
+
+// Creates a schedule unless one of the name exists (a concurrent registration won).
+func (q *Queries) CronInsert(ctx context.Context, db DBTX, arg CronInsertParams) (int64, error) {
+	result, err := db.Exec(ctx, cronInsert,
+		arg.Name,
+		arg.Spec,
+		arg.TimeZone,
+		arg.Kind,
+		arg.Queue,
+		arg.Priority,
+		arg.Payload,
+		arg.DedupKey,
+		arg.Part,
+		arg.SlotKey,
+		arg.SlotLimit,
+		arg.SlotPolicy,
+		arg.Missed,
+		arg.Backfill,
+		arg.GraceUs,
+		arg.NextFire,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const cronList = `-- name: CronList :many
+SELECT name, spec, time_zone, kind, queue, priority, payload, dedup_key, missed, backfill, grace_us,
+       paused, paused_at, next_fire, last_fire, last_job, last_run_at, fires, skipped, coalesced,
+       created_at, updated_at
+FROM venturi_cron
+WHERE $1::text IS NULL OR name = $1::text
+ORDER BY name
+`
+
+type CronListRow struct {
+	Name      string
+	Spec      string
+	TimeZone  string
+	Kind      string
+	Queue     string
+	Priority  int16
+	Payload   []byte
+	DedupKey  string
+	Missed    string
+	Backfill  int32
+	GraceUs   int64
+	Paused    bool
+	PausedAt  *time.Time
+	NextFire  time.Time
+	LastFire  *time.Time
+	LastJob   pgtype.UUID
+	LastRunAt *time.Time
+	Fires     int64
+	Skipped   int64
+	Coalesced int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+func (q *Queries) CronList(ctx context.Context, db DBTX, name pgtype.Text) ([]*CronListRow, error) {
+	rows, err := db.Query(ctx, cronList, name)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*CronListRow
+	for rows.Next() {
+		var i CronListRow
+		if err := rows.Scan(
+			&i.Name,
+			&i.Spec,
+			&i.TimeZone,
+			&i.Kind,
+			&i.Queue,
+			&i.Priority,
+			&i.Payload,
+			&i.DedupKey,
+			&i.Missed,
+			&i.Backfill,
+			&i.GraceUs,
+			&i.Paused,
+			&i.PausedAt,
+			&i.NextFire,
+			&i.LastFire,
+			&i.LastJob,
+			&i.LastRunAt,
+			&i.Fires,
+			&i.Skipped,
+			&i.Coalesced,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const cronLock = `-- name: CronLock :one
+
+SELECT c.spec, c.time_zone, c.kind, c.queue, c.priority, c.payload::text AS payload, c.dedup_key,
+       c.part, c.slot_key, c.slot_limit, c.slot_policy, c.missed, c.backfill, c.grace_us,
+       c.paused, c.next_fire, c.last_fire, c.skipped_pending, now()::timestamptz AS now,
+       (c.payload = ($1::text)::jsonb)::bool AS same_payload
+FROM venturi_cron c WHERE c.name = $2::text
+FOR UPDATE
+`
+
+type CronLockParams struct {
+	Payload string
+	Name    string
+}
+
+type CronLockRow struct {
+	Spec           string
+	TimeZone       string
+	Kind           string
+	Queue          string
+	Priority       int16
+	Payload        string
+	DedupKey       string
+	Part           pgtype.Text
+	SlotKey        pgtype.Text
+	SlotLimit      pgtype.Int4
+	SlotPolicy     pgtype.Int2
+	Missed         string
+	Backfill       int32
+	GraceUs        int64
+	Paused         bool
+	NextFire       time.Time
+	LastFire       *time.Time
+	SkippedPending int32
+	Now            time.Time
+	SamePayload    bool
+}
+
+// ---- durable cron (migration 9) -------------------------------------------------------
+// A schedule's row, locked for a registration, a pause or a resume, with the database
+// time and whether its payload equals payload. No row: the schedule does not exist.
+func (q *Queries) CronLock(ctx context.Context, db DBTX, arg CronLockParams) (*CronLockRow, error) {
+	row := db.QueryRow(ctx, cronLock, arg.Payload, arg.Name)
+	var i CronLockRow
+	err := row.Scan(
+		&i.Spec,
+		&i.TimeZone,
+		&i.Kind,
+		&i.Queue,
+		&i.Priority,
+		&i.Payload,
+		&i.DedupKey,
+		&i.Part,
+		&i.SlotKey,
+		&i.SlotLimit,
+		&i.SlotPolicy,
+		&i.Missed,
+		&i.Backfill,
+		&i.GraceUs,
+		&i.Paused,
+		&i.NextFire,
+		&i.LastFire,
+		&i.SkippedPending,
+		&i.Now,
+		&i.SamePayload,
+	)
+	return &i, err
+}
+
+const cronNextDue = `-- name: CronNextDue :one
+SELECT (EXTRACT(EPOCH FROM (next_fire - now())) * 1000000)::bigint AS due_in_us
+FROM venturi_cron WHERE NOT paused
+ORDER BY next_fire
+LIMIT 1
+`
+
+// How long until the earliest schedule is due, by the database clock (no row: none).
+func (q *Queries) CronNextDue(ctx context.Context, db DBTX) (int64, error) {
+	row := db.QueryRow(ctx, cronNextDue)
+	var due_in_us int64
+	err := row.Scan(&due_in_us)
+	return due_in_us, err
+}
+
+const cronNow = `-- name: CronNow :one
+SELECT now()::timestamptz AS now
+`
+
+func (q *Queries) CronNow(ctx context.Context, db DBTX) (time.Time, error) {
+	row := db.QueryRow(ctx, cronNow)
+	var now time.Time
+	err := row.Scan(&now)
+	return now, err
+}
+
+const cronPruneFires = `-- name: CronPruneFires :execrows
+DELETE FROM venturi_cron_fire
+WHERE ctid = ANY (ARRAY(SELECT ctid FROM venturi_cron_fire
+                        WHERE enqueued_at < now() - interval '1 microsecond' * $1::bigint
+                        LIMIT $2::int))
+`
+
+type CronPruneFiresParams struct {
+	AgeUs int64
+	Max   int32
+}
+
+// Deletes ledger rows older than the retention, a batch at a time.
+func (q *Queries) CronPruneFires(ctx context.Context, db DBTX, arg CronPruneFiresParams) (int64, error) {
+	result, err := db.Exec(ctx, cronPruneFires, arg.AgeUs, arg.Max)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const cronSetPaused = `-- name: CronSetPaused :exec
+UPDATE venturi_cron SET paused = $1::bool, next_fire = $2::timestamptz,
+    paused_at = CASE WHEN $1::bool THEN now() END
+WHERE name = $3::text
+`
+
+type CronSetPausedParams struct {
+	Paused   bool
+	NextFire time.Time
+	Name     string
+}
+
+// Pauses or resumes a locked schedule; a resume sets the next fire after now.
+func (q *Queries) CronSetPaused(ctx context.Context, db DBTX, arg CronSetPausedParams) error {
+	_, err := db.Exec(ctx, cronSetPaused, arg.Paused, arg.NextFire, arg.Name)
+	return err
+}
+
+const cronUpdate = `-- name: CronUpdate :exec
+UPDATE venturi_cron SET spec = $1::text, time_zone = $2::text, kind = $3::text,
+    queue = $4::text, priority = $5, payload = ($6::text)::jsonb, dedup_key = $7::text,
+    part = $8::text, slot_key = $9::text, slot_limit = $10::int,
+    slot_policy = $11::smallint, missed = $12::text, backfill = $13::int,
+    grace_us = $14::bigint, next_fire = $15::timestamptz, skipped_pending = $16::int,
+    updated_at = now()
+WHERE name = $17::text
+`
+
+type CronUpdateParams struct {
+	Spec           string
+	TimeZone       string
+	Kind           string
+	Queue          string
+	Priority       int16
+	Payload        string
+	DedupKey       string
+	Part           pgtype.Text
+	SlotKey        pgtype.Text
+	SlotLimit      pgtype.Int4
+	SlotPolicy     pgtype.Int2
+	Missed         string
+	Backfill       int32
+	GraceUs        int64
+	NextFire       time.Time
+	SkippedPending int32
+	Name           string
+}
+
+// A changed definition; next_fire is recomputed by the caller when the time rule changed.
+func (q *Queries) CronUpdate(ctx context.Context, db DBTX, arg CronUpdateParams) error {
+	_, err := db.Exec(ctx, cronUpdate,
+		arg.Spec,
+		arg.TimeZone,
+		arg.Kind,
+		arg.Queue,
+		arg.Priority,
+		arg.Payload,
+		arg.DedupKey,
+		arg.Part,
+		arg.SlotKey,
+		arg.SlotLimit,
+		arg.SlotPolicy,
+		arg.Missed,
+		arg.Backfill,
+		arg.GraceUs,
+		arg.NextFire,
+		arg.SkippedPending,
+		arg.Name,
+	)
+	return err
+}
+
 const dedupCandidate = `-- name: DedupCandidate :one
 SELECT id, priority, payload, carry, runs, failures, journal, journal_moved
 FROM venturi_job

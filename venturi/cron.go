@@ -1,0 +1,709 @@
+package venturi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/venturi-dev/venturi/internal/dbsqlc"
+)
+
+// MissedPolicy says what a schedule does with fires that no worker enqueued in time (all
+// workers were down, or the schedule was due while the database was unreachable). A fire
+// is missed when the first worker to see it is more than the schedule's Grace after its
+// time; fires within Grace are on time and always enqueued, one job each.
+type MissedPolicy int
+
+const (
+	// MissedOnce, the default, enqueues one job for all the fires missed since the last
+	// one, at the latest missed fire time: a daily job down for three days runs once.
+	MissedOnce MissedPolicy = iota
+	// MissedSkip enqueues nothing for missed fires; the schedule resumes with its next
+	// on-time fire.
+	MissedSkip
+	// MissedBackfill enqueues one job per missed fire, the latest Schedule.Backfill of
+	// them, and skips older ones.
+	MissedBackfill
+)
+
+// String returns the policy's name as stored: once, skip or backfill.
+func (p MissedPolicy) String() string {
+	switch p {
+	case MissedOnce:
+		return "once"
+	case MissedSkip:
+		return "skip"
+	case MissedBackfill:
+		return "backfill"
+	}
+	return fmt.Sprintf("MissedPolicy(%d)", int(p))
+}
+
+func missedPolicyOf(s string) MissedPolicy {
+	switch s {
+	case "skip":
+		return MissedSkip
+	case "backfill":
+		return MissedBackfill
+	}
+	return MissedOnce
+}
+
+const (
+	// DefaultCronGrace is how late a fire may be enqueued and still count as on time.
+	DefaultCronGrace = time.Minute
+	// MaxCronBackfill is the largest Schedule.Backfill.
+	MaxCronBackfill = 1000
+	// MaxScheduleNameBytes bounds a schedule's name.
+	MaxScheduleNameBytes = 256
+	// cronBatch is the most fires one transaction enqueues; a longer catch-up continues
+	// in the next transaction.
+	cronBatch = 1000
+	// cronCountLimit bounds how many missed fire times a catch-up counts (for the skipped
+	// and coalesced counters): beyond it the counts say "at least".
+	cronCountLimit = 100000
+	// cronLockedRetry is how soon a worker looks again at a schedule that another worker
+	// is firing right now.
+	cronLockedRetry = 20 * time.Millisecond
+)
+
+// ErrNoSchedule is returned for a schedule name that does not exist.
+var ErrNoSchedule = errors.New("venturi: no such schedule")
+
+// Schedule is a durable cron schedule: every time its cron expression matches, in its
+// time zone, by the database clock, one job of Task is enqueued. Register it with
+// [Queue.Schedule] from any number of processes; workers of any binary fire it.
+type Schedule struct {
+	// Name identifies the schedule (1 to 256 bytes). Registering a name again updates
+	// the schedule.
+	Name string
+	// Cron is the expression: five fields (minute hour day-of-month month day-of-week),
+	// or six with a leading seconds field, or @yearly, @annually, @monthly, @weekly,
+	// @daily, @midnight or @hourly. Fields take *, values, ranges a-b, steps */n, a-b/n
+	// and a/n, lists, and month and weekday names (JAN, mon). When both day fields are
+	// restricted, a day matching either one matches (as in Vixie cron).
+	Cron string
+	// TimeZone is the IANA name the expression is read in ("Europe/Berlin"); empty is
+	// UTC. Workers load it with time.LoadLocation, so they need the zone database
+	// (import time/tzdata in binaries that run where there is none).
+	TimeZone string
+	// Task is what each fire enqueues: its kind, queue, priority, encoded payload, dedup
+	// key, partition and slot are recorded when the schedule is registered. With a dedup
+	// key, a fire keeps the pending job of its kind and key instead of adding one (its
+	// Merge method is not called: the firing worker may not know the type).
+	Task Task
+	// Queue overrides the task's queue, as [OnQueue] does.
+	Queue string
+	// Missed is the missed-run policy; the zero value is MissedOnce.
+	Missed MissedPolicy
+	// Backfill is, with MissedBackfill, the most missed fires enqueued after an outage
+	// (1 to MaxCronBackfill).
+	Backfill int
+	// Grace is how late a fire may be enqueued and still be on time; zero means
+	// DefaultCronGrace, a negative value none.
+	Grace time.Duration
+}
+
+// ScheduleResult is what registering a schedule did.
+type ScheduleResult struct {
+	Created  bool      // the schedule did not exist
+	Changed  bool      // it existed with another definition, now replaced
+	NextFire time.Time // its next fire
+}
+
+// ScheduleInfo is a schedule's definition and state, as stored.
+type ScheduleInfo struct {
+	Name      string
+	Cron      string
+	TimeZone  string
+	Kind      string
+	Queue     string
+	Priority  Priority
+	Payload   json.RawMessage
+	DedupKey  DedupKey
+	Missed    MissedPolicy
+	Backfill  int
+	Grace     time.Duration
+	Paused    bool
+	PausedAt  time.Time // zero unless paused
+	NextFire  time.Time // the earliest fire not yet handled
+	LastFire  time.Time // the latest fire that enqueued a job; zero if none
+	LastJob   ulid.ULID // that job (or the pending job it was merged into)
+	LastRunAt time.Time // when a worker last fired the schedule (database time)
+	Fires     int64     // fires that enqueued or merged into a job
+	Skipped   int64     // fire times skipped by the missed-run policy
+	Coalesced int64     // missed fire times folded into another fire (MissedOnce)
+	CreatedAt time.Time
+	UpdatedAt time.Time // when the definition last changed
+}
+
+// Fire is one fire of a schedule in its ledger.
+type Fire struct {
+	At         time.Time // the fire time
+	JobID      ulid.ULID // the job it enqueued, or the pending job it was kept into
+	Action     Action    // ActionInserted or ActionKept
+	Covers     int       // fire times it stands for: 1, or more when it coalesced missed ones
+	Skipped    int       // fire times before it that the policy skipped
+	EnqueuedAt time.Time // database time
+}
+
+// cronDef is a validated Schedule.
+type cronDef struct {
+	name, spec, tz string
+	cron           *cronSpec
+	loc            *time.Location
+	p              *plan
+	missed         MissedPolicy
+	backfill       int
+	grace          time.Duration
+}
+
+func (s Schedule) validate() (*cronDef, error) {
+	if s.Name == "" || len(s.Name) > MaxScheduleNameBytes || !validText(s.Name, MaxScheduleNameBytes) {
+		return nil, fmt.Errorf("venturi: schedule name must be 1 to %d bytes of text", MaxScheduleNameBytes)
+	}
+	c, err := parseCron(s.Cron)
+	if err != nil {
+		return nil, err
+	}
+	tz := s.TimeZone
+	if tz == "" {
+		tz = "UTC"
+	}
+	if tz == "Local" {
+		return nil, errors.New("venturi: schedule time zone Local differs between hosts; name a zone")
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return nil, fmt.Errorf("venturi: schedule time zone: %w", err)
+	}
+	var opts []EnqueueOption
+	if s.Queue != "" {
+		opts = append(opts, OnQueue(s.Queue))
+	}
+	p, err := prepare(s.Task, opts)
+	if err != nil {
+		return nil, err
+	}
+	d := &cronDef{name: s.Name, spec: s.Cron, tz: tz, cron: c, loc: loc, p: p, missed: s.Missed, grace: s.Grace}
+	switch s.Missed {
+	case MissedOnce, MissedSkip:
+	case MissedBackfill:
+		if s.Backfill < 1 || s.Backfill > MaxCronBackfill {
+			return nil, fmt.Errorf("venturi: Schedule.Backfill must be 1 to %d with MissedBackfill", MaxCronBackfill)
+		}
+		d.backfill = s.Backfill
+	default:
+		return nil, fmt.Errorf("venturi: unknown missed-run policy %d", int(s.Missed))
+	}
+	switch {
+	case s.Grace == 0:
+		d.grace = DefaultCronGrace
+	case s.Grace < 0:
+		d.grace = 0
+	}
+	return d, nil
+}
+
+// Schedule registers s, or updates the schedule of its name. It is idempotent and safe to
+// call from every process at every start: registering an unchanged definition changes
+// nothing, and concurrent registrations are serialized on the schedule's row (the last
+// one wins when they differ). A changed definition takes effect from the schedule's next
+// fire: when the expression or time zone changed, the next fire is recomputed from the
+// later of now and the last fire; otherwise the pending next fire stays and enqueues the
+// new task. Jobs already enqueued are not touched. Registering does not resume a paused
+// schedule.
+func (q *Queue) Schedule(ctx context.Context, s Schedule) (ScheduleResult, error) {
+	d, err := s.validate()
+	if err != nil {
+		return ScheduleResult{}, err
+	}
+	p := d.p
+	sk, sl, sp := p.slotParams()
+	var res ScheduleResult
+	err = pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+		for range 3 {
+			row, err := q.q.CronLock(ctx, tx, dbsqlc.CronLockParams{Name: d.name, Payload: string(p.payload)})
+			if errors.Is(err, pgx.ErrNoRows) {
+				now, err := q.q.CronNow(ctx, tx)
+				if err != nil {
+					return err
+				}
+				next := nextOrNever(d.cron, now, d.loc)
+				n, err := q.q.CronInsert(ctx, tx, dbsqlc.CronInsertParams{
+					Name: d.name, Spec: d.spec, TimeZone: d.tz, Kind: p.kind, Queue: p.queue, Priority: int16(p.priority),
+					Payload: string(p.payload), DedupKey: p.key, Part: p.part, SlotKey: sk, SlotLimit: sl, SlotPolicy: sp,
+					Missed: d.missed.String(), Backfill: int32(d.backfill), GraceUs: delayOf(d.grace), NextFire: next,
+				})
+				if err != nil {
+					return err
+				}
+				if n == 1 {
+					res = ScheduleResult{Created: true, NextFire: next}
+					return nil
+				}
+				continue // a concurrent registration created it: lock it and compare
+			}
+			if err != nil {
+				return err
+			}
+			timeRule := row.Spec != d.spec || row.TimeZone != d.tz
+			if !timeRule && row.SamePayload && row.Kind == p.kind && row.Queue == p.queue &&
+				row.Priority == int16(p.priority) && row.DedupKey == p.key && row.Part == p.part &&
+				row.SlotKey == sk && row.SlotLimit == sl && row.SlotPolicy == sp &&
+				row.Missed == d.missed.String() && int(row.Backfill) == d.backfill && row.GraceUs == delayOf(d.grace) {
+				res = ScheduleResult{NextFire: row.NextFire}
+				return nil
+			}
+			next, pending := row.NextFire, row.SkippedPending
+			if timeRule {
+				from := row.Now
+				if row.LastFire != nil && row.LastFire.After(from) {
+					from = *row.LastFire
+				}
+				next, pending = nextOrNever(d.cron, from, d.loc), 0
+			}
+			err = q.q.CronUpdate(ctx, tx, dbsqlc.CronUpdateParams{
+				Name: d.name, Spec: d.spec, TimeZone: d.tz, Kind: p.kind, Queue: p.queue, Priority: int16(p.priority),
+				Payload: string(p.payload), DedupKey: p.key, Part: p.part, SlotKey: sk, SlotLimit: sl, SlotPolicy: sp,
+				Missed: d.missed.String(), Backfill: int32(d.backfill), GraceUs: delayOf(d.grace), NextFire: next,
+				SkippedPending: pending,
+			})
+			if err != nil {
+				return err
+			}
+			res = ScheduleResult{Changed: true, NextFire: next}
+			return nil
+		}
+		return errors.New("venturi: schedule registration kept conflicting; try again")
+	})
+	if err != nil {
+		return ScheduleResult{}, fmt.Errorf("venturi: schedule %q: %w", s.Name, err)
+	}
+	return res, nil
+}
+
+// nextOrNever is the next fire after t, or a time far in the future when the expression
+// matches nothing within its horizon (next_fire is never NULL).
+func nextOrNever(c *cronSpec, t time.Time, loc *time.Location) time.Time {
+	if n := c.next(t, loc); !n.IsZero() {
+		return n
+	}
+	return t.AddDate(100, 0, 0)
+}
+
+// PauseSchedule pauses a schedule: no worker fires it until ResumeSchedule. Pausing a
+// paused schedule does nothing.
+func (q *Queue) PauseSchedule(ctx context.Context, name string) error {
+	return q.setSchedulePaused(ctx, name, true)
+}
+
+// ResumeSchedule resumes a paused schedule. The fire times that passed while it was
+// paused are not missed fires: its next fire is the first one after now. Resuming a
+// schedule that is not paused does nothing.
+func (q *Queue) ResumeSchedule(ctx context.Context, name string) error {
+	return q.setSchedulePaused(ctx, name, false)
+}
+
+func (q *Queue) setSchedulePaused(ctx context.Context, name string, paused bool) error {
+	return pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+		row, err := q.q.CronLock(ctx, tx, dbsqlc.CronLockParams{Name: name, Payload: "null"})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: %q", ErrNoSchedule, name)
+		}
+		if err != nil || row.Paused == paused {
+			return err
+		}
+		next := row.NextFire
+		if !paused {
+			c, err := parseCron(row.Spec)
+			if err != nil {
+				return err
+			}
+			loc, err := time.LoadLocation(row.TimeZone)
+			if err != nil {
+				return err
+			}
+			next = nextOrNever(c, row.Now, loc)
+		}
+		return q.q.CronSetPaused(ctx, tx, dbsqlc.CronSetPausedParams{Name: name, Paused: paused, NextFire: next})
+	})
+}
+
+// RemoveSchedule deletes a schedule and its ledger; jobs it enqueued stay. It reports
+// whether the schedule existed. A worker firing it at that moment finishes first.
+func (q *Queue) RemoveSchedule(ctx context.Context, name string) (bool, error) {
+	n, err := q.q.CronDelete(ctx, q.pool, name)
+	return n > 0, err
+}
+
+// Schedules lists every schedule with its state, by name.
+func (q *Queue) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
+	return q.schedules(ctx, pgtype.Text{})
+}
+
+// ScheduleByName returns one schedule's definition and state, or [ErrNoSchedule].
+func (q *Queue) ScheduleByName(ctx context.Context, name string) (ScheduleInfo, error) {
+	l, err := q.schedules(ctx, pgtype.Text{String: name, Valid: true})
+	if err != nil {
+		return ScheduleInfo{}, err
+	}
+	if len(l) == 0 {
+		return ScheduleInfo{}, fmt.Errorf("%w: %q", ErrNoSchedule, name)
+	}
+	return l[0], nil
+}
+
+func (q *Queue) schedules(ctx context.Context, name pgtype.Text) ([]ScheduleInfo, error) {
+	rows, err := q.q.CronList(ctx, q.pool, name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ScheduleInfo, 0, len(rows))
+	for _, r := range rows {
+		si := ScheduleInfo{Name: r.Name, Cron: r.Spec, TimeZone: r.TimeZone, Kind: r.Kind, Queue: r.Queue,
+			Priority: Priority(r.Priority), Payload: json.RawMessage(r.Payload), DedupKey: DedupKey(r.DedupKey),
+			Missed: missedPolicyOf(r.Missed), Backfill: int(r.Backfill), Grace: time.Duration(r.GraceUs) * time.Microsecond,
+			Paused: r.Paused, NextFire: r.NextFire, Fires: r.Fires, Skipped: r.Skipped, Coalesced: r.Coalesced,
+			CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+		if r.PausedAt != nil {
+			si.PausedAt = *r.PausedAt
+		}
+		if r.LastFire != nil {
+			si.LastFire = *r.LastFire
+		}
+		if r.LastRunAt != nil {
+			si.LastRunAt = *r.LastRunAt
+		}
+		if r.LastJob.Valid {
+			si.LastJob = ulidOf(r.LastJob)
+		}
+		out = append(out, si)
+	}
+	return out, nil
+}
+
+// ScheduleFires pages back through a schedule's ledger, newest fire first: at most limit
+// fires (100 if limit <= 0, at most 1,000) before the fire time before (the zero time:
+// from the newest). The ledger is pruned after the workers' Config.RetainCompleted.
+func (q *Queue) ScheduleFires(ctx context.Context, name string, before time.Time, limit int) ([]Fire, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, 1000)
+	var b *time.Time
+	if !before.IsZero() {
+		b = &before
+	}
+	rows, err := q.q.CronFires(ctx, q.pool, dbsqlc.CronFiresParams{Name: name, Before: b, Max: int32(limit)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Fire, 0, len(rows))
+	for _, r := range rows {
+		a := ActionInserted
+		if r.Action == "kept" {
+			a = ActionKept
+		}
+		out = append(out, Fire{At: r.FireAt, JobID: ulidOf(r.JobID), Action: a, Covers: int(r.Covers),
+			Skipped: int(r.Skipped), EnqueuedAt: r.EnqueuedAt})
+	}
+	return out, nil
+}
+
+// ---- firing --------------------------------------------------------------------------
+
+// plannedFire is one fire a catch-up enqueues.
+type plannedFire struct {
+	at      time.Time
+	covers  int // fire times it stands for (itself included)
+	skipped int // fire times right before it that are skipped
+}
+
+// firePlan is what one transaction does for a due schedule.
+type firePlan struct {
+	fires     []plannedFire
+	next      time.Time // the schedule's next_fire afterwards
+	skipped   int       // fire times skipped in this catch-up
+	coalesced int       // fire times folded into another fire
+	missed    int       // fire times missed (enqueued late, coalesced or skipped)
+	missedTo  time.Time // the latest missed fire time
+}
+
+// planFires decides which fire times of a schedule whose earliest unhandled fire is next
+// to enqueue at now (database time): every fire in [now-grace, now] is on time; older
+// ones are missed and handled by the policy. At most batch fires are planned; the rest
+// are left for the next transaction.
+func planFires(c *cronSpec, loc *time.Location, next, now time.Time, policy MissedPolicy, backfill int, grace time.Duration, batch int) firePlan {
+	var p firePlan
+	onTimeFrom := now.Add(-grace)
+	if next.Before(onTimeFrom) {
+		n := countFires(c, loc, next, onTimeFrom, cronCountLimit)
+		p.missed = n
+		switch policy {
+		case MissedSkip:
+			p.skipped = n
+			p.missedTo = lastFires(c, loc, next, onTimeFrom, 1)[0]
+		case MissedOnce:
+			last := lastFires(c, loc, next, onTimeFrom, 1)
+			p.fires = append(p.fires, plannedFire{at: last[0], covers: n})
+			p.coalesced = n - 1
+			p.missedTo = last[0]
+		case MissedBackfill:
+			last := lastFires(c, loc, next, onTimeFrom, backfill)
+			for _, f := range last {
+				p.fires = append(p.fires, plannedFire{at: f, covers: 1})
+			}
+			p.skipped = max(n-len(last), 0)
+			p.missedTo = last[len(last)-1]
+		}
+		next = c.next(onTimeFrom.Add(-time.Nanosecond), loc) // the first on-time fire
+	}
+	for f := next; !f.IsZero() && !f.After(now); f = c.next(f, loc) {
+		p.fires = append(p.fires, plannedFire{at: f, covers: 1})
+		if len(p.fires) > batch {
+			break
+		}
+	}
+	if len(p.fires) > batch {
+		p.fires = p.fires[:batch]
+		p.next = c.next(p.fires[batch-1].at, loc)
+	} else {
+		p.next = nextOrNever(c, now, loc)
+	}
+	return p
+}
+
+// countFires counts the fire times in [from, until), from being one, up to limit.
+func countFires(c *cronSpec, loc *time.Location, from, until time.Time, limit int) int {
+	n := 0
+	for f := from; !f.IsZero() && f.Before(until) && n < limit; f = c.next(f, loc) {
+		n++
+	}
+	return n
+}
+
+// lastFires returns the latest k fire times in [from, until), oldest first (from is a
+// fire time before until, so there is at least one). It looks back through windows that
+// grow until they hold k fires, so its cost follows the fires it returns, not the length
+// of the outage.
+func lastFires(c *cronSpec, loc *time.Location, from, until time.Time, k int) []time.Time {
+	for _, d := range []time.Duration{time.Minute, time.Hour, 24 * time.Hour, 32 * 24 * time.Hour, 400 * 24 * time.Hour, 0} {
+		start := until.Add(-d)
+		final := d == 0 || !start.After(from)
+		if final {
+			start = from.Add(-time.Nanosecond)
+		}
+		var got []time.Time
+		for f := c.next(start, loc); !f.IsZero() && f.Before(until); f = c.next(f, loc) {
+			got = append(got, f)
+			if len(got) > k {
+				got = got[1:]
+			}
+		}
+		if len(got) >= k || final {
+			if len(got) == 0 {
+				return []time.Time{from}
+			}
+			return got
+		}
+	}
+	return []time.Time{from}
+}
+
+// cronService fires the due schedules of the schema. Every worker runs one; the
+// schedule rows' locks and next_fire, not any worker's memory, decide who fires what.
+type cronService struct {
+	cfg     Config
+	log     *slog.Logger
+	db      *pgxpool.Pool
+	q       *dbsqlc.Queries
+	channel string
+
+	mu        sync.Mutex
+	specs     map[string]*cronSpec
+	locs      map[string]*time.Location
+	warned    map[string]bool // schedules this worker cannot load, logged once
+	lastPrune time.Time
+}
+
+func newCronService(cfg Config, log *slog.Logger, db *pgxpool.Pool, q *dbsqlc.Queries) *cronService {
+	return &cronService{cfg: cfg, log: log, db: db, q: q, channel: notifyChannel(db),
+		specs: map[string]*cronSpec{}, locs: map[string]*time.Location{}, warned: map[string]bool{}}
+}
+
+// startCron runs the worker's cron service until ctx ends; the returned function waits
+// for it to return. The maintainer starts it.
+func (m *maintainer) startCron(ctx context.Context) (wait func()) {
+	s := newCronService(m.cfg, m.log, m.db, m.q)
+	done := make(chan struct{})
+	go func() { defer close(done); s.run(ctx) }()
+	return func() { <-done }
+}
+
+func (s *cronService) run(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		wait := s.cfg.MaintenanceInterval
+		more, dueIn, err := s.fireDue(ctx, nil)
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.Warn("venturi: firing schedules failed", "err", err, "transient", IsTransient(err))
+		case more:
+			wait = 0
+		case dueIn != nil:
+			wait = min(max(*dueIn, cronLockedRetry), wait)
+		}
+		if err == nil && time.Since(s.lastPrune) > time.Minute {
+			s.prune(ctx)
+		}
+		t.Reset(wait)
+	}
+}
+
+// fireDue fires due schedules, one transaction each, at the database time (or at now
+// when it is not nil: tests). It reports whether it stopped with schedules left, and how
+// long until the earliest schedule is due (nil: there is none).
+func (s *cronService) fireDue(ctx context.Context, now *time.Time) (more bool, dueIn *time.Duration, err error) {
+	var skip []string
+	for i := 0; ; i++ {
+		if i == 100 {
+			return true, nil, nil
+		}
+		found, err := s.fireOne(ctx, now, &skip)
+		if err != nil {
+			return false, nil, err
+		}
+		if !found {
+			break
+		}
+	}
+	us, err := s.q.CronNextDue(ctx, s.db)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil, nil
+	}
+	if err != nil {
+		return false, nil, err
+	}
+	d := time.Duration(us) * time.Microsecond
+	return false, &d, nil
+}
+
+// load returns a schedule's parsed expression and zone, cached.
+func (s *cronService) load(spec, tz string) (*cronSpec, *time.Location, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.specs[spec]
+	if !ok {
+		var err error
+		if c, err = parseCron(spec); err != nil {
+			return nil, nil, err
+		}
+		s.specs[spec] = c
+	}
+	loc, ok := s.locs[tz]
+	if !ok {
+		var err error
+		if loc, err = time.LoadLocation(tz); err != nil {
+			return nil, nil, err
+		}
+		s.locs[tz] = loc
+	}
+	return c, loc, nil
+}
+
+// fireOne fires the earliest due schedule that no other worker is firing, in one
+// transaction: the ledger rows and jobs of its due fires, and its next_fire moved past
+// them. It reports whether it found one.
+func (s *cronService) fireOne(ctx context.Context, now *time.Time, skip *[]string) (bool, error) {
+	found := false
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		row, err := s.q.CronDue(ctx, tx, dbsqlc.CronDueParams{Now: now, Skip: append([]string{}, *skip...)})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		found = true
+		c, loc, err := s.load(row.Spec, row.TimeZone)
+		if err != nil {
+			*skip = append(*skip, row.Name)
+			if !s.warned[row.Name] {
+				s.warned[row.Name] = true
+				s.log.Error("venturi: cannot fire schedule here; leaving it to other workers", "schedule", row.Name, "err", err)
+			}
+			return nil
+		}
+		p := planFires(c, loc, row.NextFire, row.Now, missedPolicyOf(row.Missed), int(row.Backfill),
+			time.Duration(row.GraceUs)*time.Microsecond, cronBatch)
+		pending := int(row.SkippedPending) + p.skipped
+		adv := dbsqlc.CronAdvanceParams{Name: row.Name, NextFire: p.next, Skipped: int32(p.skipped), Coalesced: int32(p.coalesced)}
+		inserted := false
+		for _, f := range p.fires {
+			if row.DedupKey != "" {
+				if _, err := s.q.DedupLock(ctx, tx, dbsqlc.DedupLockParams{Kind: row.Kind, DedupKey: row.DedupKey}); err != nil {
+					return err
+				}
+			}
+			r, err := s.q.CronFire(ctx, tx, dbsqlc.CronFireParams{Name: row.Name, FireAt: f.at, ID: uuidOf(ulid.Make()),
+				Covers: int32(f.covers), Skipped: int32(pending), DedupKey: row.DedupKey, Kind: row.Kind})
+			if errors.Is(err, pgx.ErrNoRows) {
+				s.log.Error("venturi: schedule fire already in the ledger; not enqueued again", "schedule", row.Name, "fire", f.at)
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			pending = 0
+			adv.Fires++
+			at := f.at
+			adv.LastFire, adv.LastJob = &at, r.JobID
+			inserted = inserted || r.Action == "inserted"
+		}
+		adv.SkippedPending = int32(pending)
+		if err := s.q.CronAdvance(ctx, tx, adv); err != nil {
+			return err
+		}
+		if p.missed > 0 {
+			s.log.Warn("venturi: schedule missed fires", "schedule", row.Name, "policy", row.Missed,
+				"missed", p.missed, "from", row.NextFire, "to", p.missedTo, "skipped", p.skipped, "coalesced", p.coalesced)
+		}
+		if inserted && !s.cfg.PollOnly {
+			return s.q.Notify(ctx, tx, dbsqlc.NotifyParams{Channel: s.channel, Payload: notifyPayload(row.Kind, true)})
+		}
+		return nil
+	})
+	return found, err
+}
+
+// prune deletes ledger rows older than RetainCompleted, a batch at a time.
+func (s *cronService) prune(ctx context.Context) {
+	s.lastPrune = time.Now()
+	for range 10 {
+		n, err := s.q.CronPruneFires(ctx, s.db, dbsqlc.CronPruneFiresParams{AgeUs: delayOf(s.cfg.RetainCompleted), Max: PruneBatch})
+		if err != nil || n < PruneBatch {
+			return
+		}
+	}
+}
