@@ -112,9 +112,10 @@
 //
 // # Coordination
 //
-// A producer can cancel a job ([Queue.Cancel]) and wait for any job to end
-// ([Queue.Await]). A run can wait durably for a named signal with a timeout
-// ([WaitForSignal], [Queue.Signal]), hand out a secret token that sends it one
+// A producer can cancel a job ([Queue.Cancel], or [Queue.CancelTx] in its own
+// transaction) and wait for any job to end ([Queue.Await]). A run can wait durably for a
+// named signal with a timeout ([WaitForSignal], [Queue.Signal], [Queue.SignalTx]; the next
+// run learns of it with [Run.Waited] and [Run.Signals]), hand out a secret token that sends it one
 // ([Run.CreateHook], [Queue.ResumeHook]), and be written as memoized steps that a rerun
 // skips ([Step], [StepTx]).
 //

@@ -69,12 +69,24 @@ func (r *Run[C]) EarlierHistory(ctx context.Context, before int64, limit int) ([
 	return r.earlier(ctx, r.id, before, limit)
 }
 
-// Waited reports whether the previous run ended with [WaitForSignal], and for which
-// names. Whether a signal woke this run or the timeout passed, [Run.Signals] tells: it
-// returns what arrived.
+// Waited reports whether the job's last run ended with [WaitForSignal], and for which
+// names (the newest wait's). It reads the journal's newest entry other than a merged one
+// (an enqueue merged into the woken job) or an abandoned run (a run whose worker died or
+// lost its lease after the wake: it consumed nothing, so this run finds the same signals).
+// Every other end of a run counts: after a run that read the signals and then failed or
+// was interrupted, Waited is false and the signals it read are consumed (keep what the
+// next run needs in the carry). Whether a signal woke this run or the timeout passed,
+// [Run.Signals] tells: it returns what arrived.
 func (r *Run[C]) Waited() (names []string, ok bool) {
-	if n := len(r.history); n > 0 && r.history[n-1].Event == EventWaiting {
-		return r.history[n-1].Wait, true
+	for i := len(r.history) - 1; i >= 0; i-- {
+		switch e := r.history[i]; e.Event {
+		case EventMerged, EventAbandoned:
+			continue
+		case EventWaiting:
+			return e.Wait, true
+		default:
+			return nil, false
+		}
 	}
 	return nil, false
 }
