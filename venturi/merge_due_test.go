@@ -22,7 +22,7 @@ type duePolicyTask struct {
 	Pause   bool          `json:"pause"` // the first run pauses for an hour
 }
 
-func (duePolicyTask) Kind() string                 { return "due_policy" }
+func (duePolicyTask) Kind() string               { return "due_policy" }
 func (duePolicyTask) DedupKey() venturi.DedupKey { return "k" }
 
 func (d duePolicyTask) Merge(p venturi.Pending[duePolicyTask, struct{}]) venturi.Merge[duePolicyTask, struct{}] {
