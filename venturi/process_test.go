@@ -24,6 +24,9 @@ func TestMain(m *testing.M) {
 	if schema := os.Getenv("VENTURI_TEST_WORKER"); schema != "" {
 		os.Exit(workerProcess(schema))
 	}
+	if schema := os.Getenv("VENTURI_TEST_SINGLETON"); schema != "" {
+		os.Exit(singletonProcess(schema))
+	}
 	os.Exit(m.Run())
 }
 
