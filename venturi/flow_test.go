@@ -710,8 +710,8 @@ func TestMigration6UpgradesAVersion5Schema(t *testing.T) {
 		VALUES ($1, 'queued', 'default', 'running', '{"Q":"default","Name":"c"}', now(), 1, 7, now() - interval '1 hour', 'v5-worker')`, ids[2][:]); err != nil {
 		t.Fatal(err)
 	}
-	if applied, err := venturi.Migrate(ctx, pool); err != nil || len(applied) != 1 || applied[0] != 6 {
-		t.Fatalf("Migrate = %v, %v; want version 6", applied, err)
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || len(applied) == 0 || applied[0] != 6 {
+		t.Fatalf("Migrate = %v, %v; want version 6 first", applied, err)
 	}
 	if n := countJobs(t, pool, "part IS NULL"); n != 3 {
 		t.Fatalf("%d plain jobs after the upgrade, want 3", n)
