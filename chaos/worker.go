@@ -91,7 +91,8 @@ func workerMain(args []string) error {
 	venturi.MustRegister[Capped](w)
 	venturi.MustRegister[Rated](w)
 	venturi.MustRegister[Queued](w)
-	for { // Start pings the database; retry while it restarts
+	venturi.MustRegister[SingletonService](w) // singleton.go
+	for {                                     // Start pings the database; retry while it restarts
 		err = w.Start(ctx)
 		if err == nil {
 			break
