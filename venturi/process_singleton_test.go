@@ -147,7 +147,9 @@ func TestSingletonAcrossProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone[first.Owner] = true
-	second, _ := owner(gone, ticks) // the carry resumes from the checkpoint
+	// The carry resumes from the checkpoint, and grows: the new owner's handler runs (a
+	// claimed job whose handler has not started yet would be released without a run).
+	second, _ := owner(gone, ticks+1)
 	if took := second.StartedAt.Sub(killedAt); took > procLease+2*time.Second {
 		t.Fatalf("takeover took %v after the kill, want at most lease + 2s = %v", took, procLease+2*time.Second)
 	}
@@ -161,12 +163,14 @@ func TestSingletonAcrossProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone[second.Owner] = true
-	third, _ := owner(gone, 0)
-	j = jobByID(t, q, third.ID)
+	j = waitJob(t, q, second.ID, "the handover entry", func(j *venturi.Job) bool { return lastEntry(j).Event != venturi.EventAbandoned })
 	handover := lastEntry(j)
-	if handover.Event != venturi.EventPaused || handover.Worker != second.Owner {
+	var handedOver int
+	if _, err := fmt.Sscanf(handover.Note, "handover at tick %d", &handedOver); err != nil ||
+		handover.Event != venturi.EventPaused || handover.Worker != second.Owner {
 		t.Fatalf("after the graceful stop: %+v", handover)
 	}
+	third, _ := owner(gone, handedOver+1) // its handler runs from the handover's checkpoint
 	if wait := third.StartedAt.Sub(handover.At); wait >= procLease {
 		t.Fatalf("the handover took %v: a lease wait (lease %v)", wait, procLease)
 	}
