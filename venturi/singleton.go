@@ -235,13 +235,13 @@ func logSingletonStop(log *slog.Logger, j *claimed, req *finishReq) {
 		log.Warn("venturi singleton lost its lease", "kind", j.kind, "job_id", j.id, "run", j.runs)
 		return
 	}
-	next := string(req.state)
-	attrs := []any{"kind", j.kind, "job_id", j.id, "run", j.runs, "event", req.entry.Event, "next", next}
+	if req.finalized {
+		log.Info("venturi singleton stopped", "kind", j.kind, "job_id", j.id, "run", j.runs, "next", "written by CompleteTx")
+		return
+	}
+	attrs := []any{"kind", j.kind, "job_id", j.id, "run", j.runs, "event", req.entry.Event, "next", string(req.state)}
 	if req.state == dbsqlc.VenturiJobStateScheduled || req.state == dbsqlc.VenturiJobStateWaiting {
 		attrs = append(attrs, "in", req.delay)
-	}
-	if req.finalized {
-		attrs[7] = "written by CompleteTx"
 	}
 	log.Info("venturi singleton stopped", attrs...)
 }
