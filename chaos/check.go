@@ -112,6 +112,7 @@ type report struct {
 	dropped         int                       // dropped entries
 	replaced        int                       // replaced entries
 	coord           coordStats                // steps and wait scenarios
+	singleton       string                    // the singleton's summary (singletoncheck.go)
 }
 
 type scenarioCount struct{ want, got int }
@@ -182,7 +183,7 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 	}
 	jobs := map[[16]byte]*jobRow{}
 	rows, err = pool.Query(ctx, `SELECT id, kind, queue, state::text, runs, failures, part, slot_key, slot_limit, slot_policy,
-		journal_moved, journal FROM venturi_job`)
+		journal_moved, journal FROM venturi_job WHERE kind <> '`+singletonKind+`'`) // singletoncheck.go checks it
 	if err != nil {
 		return nil, err
 	}
@@ -645,6 +646,9 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 			r.fail(invPGRec, "%s at %s: first claim %v after PostgreSQL was back", f.kind, f.at.Format("15:04:05"), d.Round(time.Millisecond))
 		}
 	}
+	if err := r.checkSingleton(ctx, pool); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -760,6 +764,7 @@ func (r *report) print(w io.Writer, mode string, seed uint64, elapsed time.Durat
 	fmt.Fprintf(w, "  %-24s %6d / %d\n", "total", got, r.jobs)
 	fmt.Fprintf(w, "  %-24s %6d\n", "lost", r.jobs-got)
 	fmt.Fprintf(w, "runs: %d ended, %d handler starts (journal entries read from venturi_journal: %d)\n", r.runs, r.starts, r.journalMoved)
+	fmt.Fprintln(w, r.singleton)
 	r.printFlow(w)
 	r.printCoord(w)
 	fmt.Fprintf(w, "duplicate starts (handler started, run cut) / disturbed runs (incl. cut before start), by cause\n")

@@ -95,7 +95,8 @@ func workerMain(args []string) error {
 	venturi.MustRegister[Queued](w)
 	venturi.MustRegister[Stepped](w)
 	venturi.MustRegister[Waiter](w)
-	for { // Start pings the database; retry while it restarts
+	venturi.MustRegister[SingletonService](w) // singleton.go
+	for {                                     // Start pings the database; retry while it restarts
 		err = w.Start(ctx)
 		if err == nil {
 			break

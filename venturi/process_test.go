@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 	if op := os.Getenv("VENTURI_TEST_CLIENT"); op != "" {
 		os.Exit(clientProcess(op, os.Getenv("VENTURI_TEST_SCHEMA")))
 	}
+	if schema := os.Getenv("VENTURI_TEST_SINGLETON"); schema != "" {
+		os.Exit(singletonProcess(schema))
+	}
 	os.Exit(m.Run())
 }
 

@@ -89,6 +89,8 @@ func (r *Run[C]) fillTest(spec testhook.RunSpec) error {
 			}
 			return out, nil
 		},
+		// Run.Checkpoint succeeds without a database; the run's final carry is what it reports.
+		saveCarry: func(context.Context, ulid.ULID, int64, []byte) (int64, error) { return 1, nil },
 		finish: func(ctx context.Context, _ pgx.Tx, o Outcome, c *C, attachment json.RawMessage) error {
 			if finish == nil {
 				return nil

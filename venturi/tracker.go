@@ -49,6 +49,7 @@ type activeRun struct {
 	deadline time.Time               // local monotonic estimate of the lease's expiry
 	finished bool                    // the handler returned; its result is being written
 	started  time.Time               // local clock when the handler started, for JobTimeout
+	untimed  bool                    // JobTimeout does not apply (a singleton service)
 }
 
 // runTracker alone owns the set of claimed jobs whose result is not yet durable: the
@@ -127,6 +128,15 @@ func (t *runTracker) begin(j *claimed, cancel context.CancelCauseFunc) bool {
 		time.AfterFunc(t.grace, func() { cancel(errStopped) })
 	}
 	return true
+}
+
+// untimed exempts j's run from JobTimeout.
+func (t *runTracker) untimed(j *claimed) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if a := t.active[j.id]; a != nil && a.job == j {
+		a.untimed = true
+	}
 }
 
 // ended marks j's handler as returned: its result is being written.
@@ -211,7 +221,7 @@ func (t *runTracker) enforce(margin, jobTimeout time.Duration) {
 		case a.cancel == nil || a.finished:
 		case now.Add(margin).After(a.deadline):
 			a.cancel(ErrLeaseLost)
-		case jobTimeout > 0 && now.Sub(a.started) > jobTimeout:
+		case jobTimeout > 0 && !a.untimed && now.Sub(a.started) > jobTimeout:
 			a.cancel(errJobTimeout)
 		}
 	}

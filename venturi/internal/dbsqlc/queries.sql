@@ -62,8 +62,11 @@ FOR UPDATE;
 
 -- name: MergeInto :one
 -- Applies Keep (replace = false, set_carry = false), Replace or With to a pending job and
--- appends the merged journal entry. A replaced job is never delayed by the merge: it keeps
--- the earlier of its own due time and the incoming one.
+-- appends the merged journal entry with the due time before and after. due_policy moves the
+-- due time: 0 earliest (the earlier of the job's and the incoming one: the merge never
+-- delays it), 1 keep (throttle), 2 debounce (now + debounce_us, but no later than
+-- max_wait_us after the burst began when max_wait_us > 0). A burst begins at the job's
+-- creation, or at the first debounced merge after a run (burst_run = runs while current).
 UPDATE venturi_job j SET
     payload  = CASE WHEN @replace::bool THEN (@payload::text)::jsonb ELSE j.payload END,
     priority = CASE WHEN @replace::bool THEN @priority::smallint ELSE j.priority END,
@@ -79,15 +82,30 @@ UPDATE venturi_job j SET
     slot_policy = CASE WHEN @replace::bool THEN sqlc.narg(slot_policy)::smallint ELSE j.slot_policy END,
     run_at   = t.at,
     state    = CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
-    journal  = j.journal || jsonb_build_array((@entry::text)::jsonb || jsonb_build_object('at', now()))
+    burst_at  = CASE WHEN @due_policy::smallint = 2 THEN t.burst ELSE j.burst_at END,
+    burst_run = CASE WHEN @due_policy::smallint = 2 THEN j.runs ELSE j.burst_run END,
+    journal  = j.journal || jsonb_build_array((@entry::text)::jsonb
+        || jsonb_build_object('at', now(), 'due_before', t.before, 'due_after', t.at))
 FROM (
-    SELECT CASE WHEN @replace::bool
-                THEN LEAST(o.run_at, COALESCE(sqlc.narg(at)::timestamptz, now()) + interval '1 microsecond' * @delay_us::bigint)
-                ELSE o.run_at END AS at
-    FROM venturi_job o WHERE o.id = @id
+    SELECT b.before, b.burst,
+           CASE @due_policy::smallint
+               WHEN 1 THEN b.before
+               WHEN 2 THEN CASE WHEN @max_wait_us::bigint > 0
+                                THEN LEAST(now() + interval '1 microsecond' * @debounce_us::bigint,
+                                           b.burst + interval '1 microsecond' * @max_wait_us::bigint)
+                                ELSE now() + interval '1 microsecond' * @debounce_us::bigint END
+               ELSE LEAST(b.before, COALESCE(sqlc.narg(at)::timestamptz, now()) + interval '1 microsecond' * @delay_us::bigint)
+           END AS at
+    FROM (
+        SELECT o.run_at AS before,
+               CASE WHEN o.burst_run = o.runs THEN o.burst_at
+                    WHEN o.runs = 0 THEN o.created_at
+                    ELSE now() END AS burst
+        FROM venturi_job o WHERE o.id = @id
+    ) b
 ) t
 WHERE j.id = @id AND j.state IN ('scheduled', 'available')
-RETURNING (j.state = 'available')::bool AS due;
+RETURNING (j.state = 'available')::bool AS due, j.run_at;
 
 -- name: PromoteDue :execrows
 -- Moves scheduled jobs that came due, and waiting jobs whose wait timed out, to available.
@@ -286,7 +304,8 @@ WHERE id IN (
 -- name: GetJob :one
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
        journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
-       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note
+       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note,
+       worker_id
 FROM venturi_job
 WHERE id = @id;
 
@@ -319,7 +338,8 @@ WITH t AS (
         slot_key = sqlc.narg(slot_key)::text, slot_limit = sqlc.narg(slot_limit)::int, slot_policy = sqlc.narg(slot_policy)::smallint,
         run_at   = LEAST(j.run_at, t.at),
         state    = CASE WHEN LEAST(j.run_at, t.at) <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
-        journal  = j.journal || jsonb_build_array((@entry::text)::jsonb || jsonb_build_object('at', now()))
+        journal  = j.journal || jsonb_build_array((@entry::text)::jsonb
+            || jsonb_build_object('at', now(), 'due_before', j.run_at, 'due_after', LEAST(j.run_at, t.at)))
     FROM cand, t
     WHERE j.id = cand.id
     RETURNING j.id, j.state
@@ -343,7 +363,8 @@ SELECT COALESCE((SELECT id FROM upd), (SELECT id FROM ins))::uuid AS job_id,
 -- first, for venturitest's assertions.
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
        journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
-       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note
+       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note,
+       worker_id
 FROM venturi_job
 WHERE kind = @kind
   AND (cardinality(@states::text[]) = 0 OR state::text = ANY(@states::text[]))
@@ -619,4 +640,34 @@ ON CONFLICT (job_id, name) DO NOTHING;
 -- name: JobSteps :many
 SELECT name, result, run, at FROM venturi_step WHERE job_id = @job_id ORDER BY at, name;
 
+-- name: EnsureSingleton :one
+-- Creates the one live job of a singleton kind unless it exists (venturi_job_singleton_idx
+-- makes this exact under any number of concurrent workers), and returns the live job.
+-- job_id is NULL only when the live job committed after this statement's snapshot: retry.
+WITH ins AS (
+    INSERT INTO venturi_job (id, kind, queue, state, priority, payload, run_at, part, slot_key, slot_limit, slot_policy)
+    VALUES (@id, @kind, @queue::text, 'available', @priority, (@payload::text)::jsonb, now(), @slot_key::text, @slot_key::text, 1, 0)
+    ON CONFLICT (kind) WHERE slot_key LIKE 'venturi.singleton:%' AND state IN ('scheduled', 'available', 'running', 'waiting')
+    DO NOTHING
+    RETURNING id
+)
+SELECT COALESCE((SELECT id FROM ins),
+                (SELECT j.id FROM venturi_job j
+                 WHERE j.kind = @kind AND j.slot_key LIKE 'venturi.singleton:%'
+                   AND j.state IN ('scheduled', 'available', 'running', 'waiting')
+                 LIMIT 1))::uuid AS job_id,
+       EXISTS (SELECT 1 FROM ins)::bool AS inserted;
 
+-- name: Singletons :many
+-- The live singleton jobs, with their owner while running and their last journal entry.
+SELECT id, kind, state, queue, worker_id, attempted_at, run_at, runs, failures, created_at,
+       lease_expires_at, COALESCE(journal -> -1, 'null'::jsonb)::jsonb AS last_entry
+FROM venturi_job
+WHERE slot_key LIKE 'venturi.singleton:%' AND state IN ('scheduled', 'available', 'running', 'waiting')
+ORDER BY kind;
+
+-- name: SaveCarry :execrows
+-- A running job's checkpoint (Run.Checkpoint), fenced by the run's token: no row when the
+-- run lost its job.
+UPDATE venturi_job SET carry = NULLIF(@carry::text, '')::jsonb
+WHERE id = @id AND lease_token = @token;
