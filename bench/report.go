@@ -41,6 +41,7 @@ type report struct {
 	history []string                     // scenario 9's table
 	kinds   map[string]map[int][]float64 // scenario 10: library -> kinds -> jobs/s per repetition
 	flow    *flowReport                  // scenario 11
+	coord   *coordReport                 // scenario 12
 }
 
 func (r *report) get(list *[]*row, scenario, metric string, higher bool) *row {
@@ -291,6 +292,9 @@ func (r *report) markdown(env *environment, o options) string {
 	}
 	if r.flow != nil {
 		r.flow.markdown(&b)
+	}
+	if r.coord != nil {
+		r.coord.markdown(&b)
 	}
 	if len(r.notes) > 0 {
 		fmt.Fprintf(&b, "\n## Notes\n\n")

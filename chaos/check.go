@@ -73,12 +73,13 @@ type expectRow struct {
 	slotKey  string
 	slotLim  int
 	part     string
+	steps    int // steps: memoized steps
 }
 
 var endEvents = map[venturi.Event]bool{
 	venturi.EventCompleted: true, venturi.EventPaused: true, venturi.EventFailed: true,
 	venturi.EventDead: true, venturi.EventAbandoned: true, venturi.EventInterrupted: true,
-	venturi.EventReplaced: true,
+	venturi.EventReplaced: true, venturi.EventWaiting: true,
 }
 
 // report is the checker's result.
@@ -110,6 +111,8 @@ type report struct {
 	flowEnds        map[string]map[string]int // drop and replace: jobs by final state
 	dropped         int                       // dropped entries
 	replaced        int                       // replaced entries
+	coord           coordStats                // steps and wait scenarios
+	singleton       string                    // the singleton's summary (singletoncheck.go)
 }
 
 type scenarioCount struct{ want, got int }
@@ -152,7 +155,7 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 		faults: map[string]int{}, disturbed: map[string]int{}, dupStarts: map[string]int{},
 		flowEnds: map[string]map[string]int{}}
 	for _, n := range []string{invLost, invOnce, invStale, invDead, invOneEnd, invCarry, invDedup, invDupStarts,
-		invSlot, invKindConc, invQueueConc, invRate, invFlowEnd} {
+		invSlot, invKindConc, invQueueConc, invRate, invFlowEnd, invSteps, invSignals} {
 		r.invariants = append(r.invariants, invariant{name: n})
 	}
 	if cfg.control {
@@ -163,14 +166,14 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 
 	// ---- load -------------------------------------------------------------------
 	expects := map[[16]byte]expectRow{}
-	rows, err := pool.Query(ctx, `SELECT job_id, scenario, want_state, want_pauses, want_value, grp, slot_key, slot_limit, part FROM chaos_expect`)
+	rows, err := pool.Query(ctx, `SELECT job_id, scenario, want_state, want_pauses, want_value, grp, slot_key, slot_limit, part, want_steps FROM chaos_expect`)
 	if err != nil {
 		return nil, err
 	}
 	for rows.Next() {
 		var id pgtype.UUID
 		var e expectRow
-		if err := rows.Scan(&id, &e.scenario, &e.state, &e.pauses, &e.value, &e.group, &e.slotKey, &e.slotLim, &e.part); err != nil {
+		if err := rows.Scan(&id, &e.scenario, &e.state, &e.pauses, &e.value, &e.group, &e.slotKey, &e.slotLim, &e.part, &e.steps); err != nil {
 			return nil, err
 		}
 		expects[id.Bytes] = e
@@ -180,7 +183,7 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 	}
 	jobs := map[[16]byte]*jobRow{}
 	rows, err = pool.Query(ctx, `SELECT id, kind, queue, state::text, runs, failures, part, slot_key, slot_limit, slot_policy,
-		journal_moved, journal FROM venturi_job`)
+		journal_moved, journal FROM venturi_job WHERE kind <> '`+singletonKind+`'`) // singletoncheck.go checks it
 	if err != nil {
 		return nil, err
 	}
@@ -279,6 +282,11 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 		}
 	}
 	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+
+	coord, err := loadCoord(ctx, pool)
+	if err != nil {
 		return nil, err
 	}
 
@@ -481,7 +489,7 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 		// Disturbed runs: every end that is not the script's own outcome was cut by a fault.
 		for run, es := range ends {
 			for _, en := range es {
-				scripted := en.Event == venturi.EventCompleted || en.Event == venturi.EventPaused || en.Event == venturi.EventReplaced ||
+				scripted := en.Event == venturi.EventCompleted || en.Event == venturi.EventPaused || en.Event == venturi.EventReplaced || en.Event == venturi.EventWaiting ||
 					en.Event == venturi.EventDead && en.Note != "" && !strings.HasPrefix(en.Note, "backstop") ||
 					en.Event == venturi.EventFailed && en.Note == transientNote
 				if scripted {
@@ -518,6 +526,18 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 					}
 				}
 			}
+		}
+
+		// Durable coordination: memoized steps and signals.
+		var completion *effectRow
+		if j.state == "completed" && len(effCompleted) == 1 {
+			completion = &effCompleted[0]
+		}
+		switch e.scenario {
+		case scSteps:
+			r.checkStepJob(id, e, j, coord, completion)
+		case scWait:
+			r.checkWaitJob(id, j, coord, completion)
 		}
 
 		// Flow control: the runs for the gates, and the scripted ends.
@@ -625,6 +645,9 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 		if d > 10*time.Second {
 			r.fail(invPGRec, "%s at %s: first claim %v after PostgreSQL was back", f.kind, f.at.Format("15:04:05"), d.Round(time.Millisecond))
 		}
+	}
+	if err := r.checkSingleton(ctx, pool); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -741,7 +764,9 @@ func (r *report) print(w io.Writer, mode string, seed uint64, elapsed time.Durat
 	fmt.Fprintf(w, "  %-24s %6d / %d\n", "total", got, r.jobs)
 	fmt.Fprintf(w, "  %-24s %6d\n", "lost", r.jobs-got)
 	fmt.Fprintf(w, "runs: %d ended, %d handler starts (journal entries read from venturi_journal: %d)\n", r.runs, r.starts, r.journalMoved)
+	fmt.Fprintln(w, r.singleton)
 	r.printFlow(w)
+	r.printCoord(w)
 	fmt.Fprintf(w, "duplicate starts (handler started, run cut) / disturbed runs (incl. cut before start), by cause\n")
 	causes := map[string]bool{}
 	for c := range r.disturbed {

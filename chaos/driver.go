@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
 	"github.com/venturi-dev/venturi"
@@ -232,6 +233,10 @@ func (d *driver) run(ctx context.Context) (int, error) {
 			return 1, fmt.Errorf("start worker %d: %w", slot, err)
 		}
 	}
+	sctx, stopSignaller := context.WithCancel(ctx)
+	signallerDone := make(chan struct{})
+	go func() { defer close(signallerDone); d.signaller(sctx) }()
+	defer func() { stopSignaller(); <-signallerDone }()
 	faultsDone := make(chan struct{})
 	fctx, stopFaults := context.WithCancel(ctx)
 	defer stopFaults()
@@ -279,7 +284,8 @@ CREATE TABLE chaos_expect (
     grp         text NOT NULL DEFAULT '',
     slot_key    text NOT NULL DEFAULT '',
     slot_limit  int NOT NULL DEFAULT 0,
-    part        text NOT NULL DEFAULT ''
+    part        text NOT NULL DEFAULT '',
+    want_steps  int NOT NULL DEFAULT 0 -- steps: the job's memoized steps
 );
 CREATE TABLE chaos_start (
     job_id uuid NOT NULL,
@@ -302,6 +308,36 @@ CREATE TABLE chaos_effect (
     at      timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE INDEX ON chaos_effect (job_id);
+-- steps: every execution of a step's body, written in its own autocommit statement
+-- (whatever becomes of the step's transaction), and the step's effect, written in the
+-- step's transaction (it commits with the memo or not at all).
+CREATE TABLE chaos_step_exec (
+    job_id uuid NOT NULL,
+    step   text NOT NULL,
+    run    int NOT NULL,
+    token  bigint NOT NULL,
+    pid    int NOT NULL,
+    at     timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX ON chaos_step_exec (job_id);
+CREATE TABLE chaos_step_effect (
+    job_id uuid NOT NULL,
+    step   text NOT NULL,
+    run    int NOT NULL,
+    token  bigint NOT NULL,
+    pid    int NOT NULL,
+    at     timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX ON chaos_step_effect (job_id);
+-- wait: each signal a completing run read, written in its completion's transaction.
+CREATE TABLE chaos_sigread (
+    job_id      uuid NOT NULL,
+    run         int NOT NULL,
+    token       bigint NOT NULL,
+    seq         bigint NOT NULL,
+    delivery_id text NOT NULL
+);
+CREATE INDEX ON chaos_sigread (job_id);
 CREATE TABLE chaos_fault (
     id     serial PRIMARY KEY,
     kind   text NOT NULL,
@@ -348,6 +384,7 @@ type expect struct {
 	slotKey  string
 	slotLim  int
 	part     string
+	steps    int // steps: memoized steps
 }
 
 // enqueue writes the scripted workload before any worker runs, so that every dedup
@@ -400,6 +437,13 @@ func (d *driver) enqueue(ctx context.Context) (int, error) {
 			e.scenario = scPause
 			e.pauses = 2 + d.rng.IntN(4)
 			t = Job{Seq: seq, Scenario: scPause, Pauses: e.pauses, WorkMs: workMs() / 2}
+		case r >= 0.192 && r < 0.232:
+			e.scenario = scSteps
+			e.steps = 3 + d.rng.IntN(3)
+			t = Stepped{Seq: seq, Steps: e.steps, WorkMs: workMs() / 2}
+		case r >= 0.232 && r < 0.262:
+			e.scenario = scWait
+			t = Waiter{Seq: seq, WorkMs: workMs() / 5}
 		case r >= 0.175 && r < 0.192 && p.jobs-total >= 10:
 			// A burst of flow-controlled jobs of one gate, all due in wave w.
 			for _, b := range d.flowBurst(seq, r) {
@@ -485,13 +529,26 @@ func (d *driver) enqueue(ctx context.Context) (int, error) {
 	}
 	rows := make([][]any, 0, len(expects))
 	for _, e := range expects {
-		rows = append(rows, []any{uuidOf(e.id), e.seq, e.scenario, e.state, e.pauses, e.value, e.group, e.slotKey, e.slotLim, e.part})
+		rows = append(rows, []any{uuidOf(e.id), e.seq, e.scenario, e.state, e.pauses, e.value, e.group, e.slotKey, e.slotLim, e.part, e.steps})
 	}
 	_, err := d.pool.CopyFrom(ctx, pgx.Identifier{"chaos_expect"},
-		[]string{"job_id", "seq", "scenario", "want_state", "want_pauses", "want_value", "grp", "slot_key", "slot_limit", "part"},
+		[]string{"job_id", "seq", "scenario", "want_state", "want_pauses", "want_value", "grp", "slot_key", "slot_limit", "part", "want_steps"},
 		pgx.CopyFromRows(rows))
 	if err != nil {
 		return 0, err
+	}
+	// A third of the wait jobs get their signal before their first run: it must be kept
+	// and end the wait at once. The signaller sends the same delivery ID again later.
+	n := 0
+	for _, e := range expects {
+		if e.scenario != scWait {
+			continue
+		}
+		if n++; n%3 == 0 {
+			if _, err := q.Signal(ctx, e.id, waitSignal, e.seq, waitDelivery(e.id)); err != nil {
+				return 0, fmt.Errorf("early signal: %w", err)
+			}
+		}
 	}
 	return total, nil
 }
@@ -865,6 +922,44 @@ func (d *driver) listenKill(ctx context.Context) {
 	d.record(fault{Kind: "listen-kill", At: at, Until: time.Now(), Detail: detail})
 }
 
+// waitDelivery is the delivery ID of a wait job's signal: every send to the job uses it,
+// so the job gets the signal once however often it is sent.
+func waitDelivery(id ulid.ULID) string { return "go-" + id.String() }
+
+// signaller sends waitSignal to every waiting wait job, twice, every 200 ms until ctx
+// ends: the signals of the wait scenario. Errors (the database restarting) wait for the
+// next round.
+func (d *driver) signaller(ctx context.Context) {
+	q := venturi.NewQueue(d.pool, venturi.QueueConfig{})
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rows, err := d.pool.Query(qctx, `SELECT id FROM venturi_job WHERE kind = $1 AND state = 'waiting'`, Waiter{}.Kind())
+		var ids []ulid.ULID
+		if err == nil {
+			for rows.Next() {
+				var u pgtype.UUID
+				if rows.Scan(&u) == nil {
+					ids = append(ids, ulid.ULID(u.Bytes))
+				}
+			}
+			rows.Close()
+		}
+		for _, id := range ids {
+			for range 2 {
+				_, _ = q.Signal(qctx, id, waitSignal, nil, waitDelivery(id))
+			}
+		}
+		cancel()
+	}
+}
+
 func sleepCtx(ctx context.Context, dur time.Duration) {
 	t := time.NewTimer(dur)
 	defer t.Stop()
@@ -874,7 +969,8 @@ func sleepCtx(ctx context.Context, dur time.Duration) {
 	}
 }
 
-// waitTerminal polls until every job is completed, dead or cancelled, and the fault schedule ran,
+// waitTerminal polls until every job is completed, dead or cancelled (but the singleton,
+// which runs forever), and the fault schedule ran,
 // or the deadline passes. It returns the number of jobs not terminal.
 func (d *driver) waitTerminal(ctx context.Context, faultsDone <-chan struct{}) (int, error) {
 	last := -1
@@ -882,7 +978,7 @@ func (d *driver) waitTerminal(ctx context.Context, faultsDone <-chan struct{}) (
 	for {
 		var n int
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := d.pool.QueryRow(qctx, `SELECT count(*) FROM venturi_job WHERE state NOT IN ('completed', 'dead', 'cancelled')`).Scan(&n)
+		err := d.pool.QueryRow(qctx, `SELECT count(*) FROM venturi_job WHERE state NOT IN ('completed', 'dead', 'cancelled') AND kind <> $1`, singletonKind).Scan(&n)
 		cancel()
 		if err == nil {
 			last = n

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
@@ -30,6 +31,17 @@ const (
 	scCapped  = "capped"  // a Capped job: at most cappedConcurrency run at once; completes
 	scRated   = "rated"   // a Rated job: at most ratedN starts per ratedPer per partition; completes
 	scQueued  = "queued"  // a Queued job, in limitedQueue: at most limitedQueueConcurrency run at once
+
+	// Durable coordination (see coordcheck.go).
+	scSteps = "steps" // a Stepped job: memoized steps (StepTx) with work between them; completes
+	scWait  = "wait"  // a Waiter job: waits for the signal the driver sends, reads it, completes
+)
+
+// The wait scenario's signal and timeout. The driver sends waitSignal to every waiting
+// Waiter job (twice, with one delivery ID), and to some before their first run.
+const (
+	waitSignal  = "go"
+	waitTimeout = 20 * time.Second
 )
 
 // The flow-control limits of the workload: the scripted kinds declare them, the driver
@@ -313,4 +325,122 @@ func (r Rated) Handle(ctx context.Context, run *venturi.Run[struct{}], a App) (v
 // Handle runs a Queued job.
 func (q Queued) Handle(ctx context.Context, run *venturi.Run[struct{}], a App) (venturi.Outcome, error) {
 	return runFlow(ctx, run, a, q.WorkMs, nil)
+}
+
+// Stepped is a multi-step job: Steps memoized steps, each a venturi.StepTx whose effect
+// row commits with its memo, with WorkMs of work after each step. A kill during that work
+// cuts the run after a step's memo committed and before the next step began: the next run
+// must skip the memoized steps. Each step's body first writes an execution row in its own
+// autocommit statement, so every execution is on record whether or not its transaction
+// commits; the step's result is the token of the run that executed it.
+type Stepped struct {
+	Seq    int64 `json:"seq"`
+	Steps  int   `json:"steps"`
+	WorkMs int   `json:"work_ms"`
+}
+
+// Kind returns the multi-step jobs' kind.
+func (Stepped) Kind() string { return "chaos.steps" }
+
+func stepName(i int) string { return fmt.Sprintf("step-%d", i) }
+
+// Handle runs the steps; the completion's value is the sum of the steps' results (the
+// memoized tokens), its counter the number of steps.
+func (s Stepped) Handle(ctx context.Context, run *venturi.Run[struct{}], a App) (venturi.Outcome, error) {
+	if err := a.recordStart(ctx, run.ID(), run.RunCount(), run.Token()); err != nil {
+		return venturi.Outcome{}, err
+	}
+	var sum int64
+	for i := 1; i <= s.Steps; i++ {
+		v, err := a.step(ctx, run, stepName(i))
+		if err != nil {
+			return venturi.Outcome{}, err
+		}
+		sum += v
+		if err := work(ctx, s.WorkMs); err != nil { // the memo is committed, the next step not begun
+			return venturi.Outcome{}, err
+		}
+	}
+	return commitEffect(ctx, a, run, venturi.CompletedWith("ok"), "completed", s.Steps, sum)
+}
+
+// step runs one memoized step in a transaction of its own.
+func (a App) step(ctx context.Context, run *venturi.Run[struct{}], name string) (int64, error) {
+	tx, err := a.Pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("begin step tx: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
+	v, err := venturi.StepTx(ctx, run, tx, name, func(ctx context.Context, tx pgx.Tx) (int64, error) {
+		// The execution, on record whatever becomes of tx (a second connection).
+		if _, err := a.Pool.Exec(ctx, `INSERT INTO chaos_step_exec (job_id, step, run, token, pid) VALUES ($1, $2, $3, $4, $5)`,
+			uuidOf(run.ID()), name, run.RunCount(), run.Token(), a.PID); err != nil {
+			return 0, fmt.Errorf("record step execution: %w", err)
+		}
+		// The step's effect: it commits with the memo or not at all.
+		if _, err := tx.Exec(ctx, `INSERT INTO chaos_step_effect (job_id, step, run, token, pid) VALUES ($1, $2, $3, $4, $5)`,
+			uuidOf(run.ID()), name, run.RunCount(), run.Token(), a.PID); err != nil {
+			return 0, fmt.Errorf("step effect: %w", err)
+		}
+		return run.Token(), nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("step %s: %w", name, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("commit step %s: %w", name, err)
+	}
+	return v, nil
+}
+
+// Waiter waits for waitSignal on its first undisturbed run (up to waitTimeout), then reads
+// the signals that arrived and completes; the completion records each signal it read
+// (chaos_sigread) in its transaction, and its counter is how many it read.
+type Waiter struct {
+	Seq    int64 `json:"seq"`
+	WorkMs int   `json:"work_ms"`
+}
+
+// Kind returns the waiting jobs' kind.
+func (Waiter) Kind() string { return "chaos.wait" }
+
+// Handle waits, or reads the signals and completes.
+func (w Waiter) Handle(ctx context.Context, run *venturi.Run[struct{}], a App) (venturi.Outcome, error) {
+	if err := a.recordStart(ctx, run.ID(), run.RunCount(), run.Token()); err != nil {
+		return venturi.Outcome{}, err
+	}
+	if err := work(ctx, w.WorkMs); err != nil {
+		return venturi.Outcome{}, err
+	}
+	names, waited := run.Waited()
+	if !waited {
+		return venturi.WaitForSignal(waitTimeout, waitSignal), nil
+	}
+	sigs, err := run.Signals(ctx, names...)
+	if err != nil {
+		return venturi.Outcome{}, err
+	}
+	tx, err := a.Pool.Begin(ctx)
+	if err != nil {
+		return venturi.Outcome{}, fmt.Errorf("begin effect tx: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
+	for _, s := range sigs {
+		if _, err := tx.Exec(ctx, `INSERT INTO chaos_sigread (job_id, run, token, seq, delivery_id) VALUES ($1, $2, $3, $4, $5)`,
+			uuidOf(run.ID()), run.RunCount(), run.Token(), s.Seq, s.DeliveryID); err != nil {
+			return venturi.Outcome{}, fmt.Errorf("record signal read: %w", err)
+		}
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO chaos_effect (job_id, run, token, outcome, counter, value, pid)
+		VALUES ($1, $2, $3, 'completed', $4, 0, $5)`, uuidOf(run.ID()), run.RunCount(), run.Token(), len(sigs), a.PID); err != nil {
+		return venturi.Outcome{}, fmt.Errorf("insert effect: %w", err)
+	}
+	o := venturi.CompletedWith(fmt.Sprintf("read %d signal(s)", len(sigs)))
+	if _, err := run.CompleteTx(ctx, tx, o); err != nil {
+		return venturi.Outcome{}, err // ErrLeaseLost: rolled back by the deferred Rollback
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return venturi.Outcome{}, fmt.Errorf("commit effect: %w", err)
+	}
+	return o, nil
 }

@@ -48,7 +48,9 @@ func workerMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg.MaxConns = int32(*concurrency + limitedQueueHandlers + 2)
+	// A step's body writes its execution row on a second connection while its
+	// transaction is open: up to two connections per handler.
+	cfg.MaxConns = int32(2*(*concurrency+limitedQueueHandlers) + 2)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var pool *pgxpool.Pool
@@ -91,7 +93,10 @@ func workerMain(args []string) error {
 	venturi.MustRegister[Capped](w)
 	venturi.MustRegister[Rated](w)
 	venturi.MustRegister[Queued](w)
-	for { // Start pings the database; retry while it restarts
+	venturi.MustRegister[Stepped](w)
+	venturi.MustRegister[Waiter](w)
+	venturi.MustRegister[SingletonService](w) // singleton.go
+	for {                                     // Start pings the database; retry while it restarts
 		err = w.Start(ctx)
 		if err == nil {
 			break

@@ -48,7 +48,13 @@ func (q *Queue) Await(ctx context.Context, id ulid.ULID) (*Job, error) {
 	}
 	// Registered first, then marked: an end after the mark is notified to a waiter that is
 	// already listening (or polled).
-	if _, err := q.q.AwaitJob(ctx, q.pool, dbsqlc.AwaitJobParams{Channel: q.doneChannel, ID: uuidOf(id)}); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	_, err = q.q.AwaitJob(ctx, q.pool, dbsqlc.AwaitJobParams{Channel: q.doneChannel, ID: uuidOf(id)})
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The job ended (or was pruned) between the first read and the mark: nobody will
+		// notify its end, so read it now rather than wait for the poll.
+		return q.Job(ctx, id)
+	}
+	if err != nil {
 		return nil, err
 	}
 	for {

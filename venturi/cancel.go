@@ -61,6 +61,20 @@ func (q *Queue) Cancel(ctx context.Context, id ulid.ULID, reason string) (Cancel
 	return res, err
 }
 
+// CancelTx is [Queue.Cancel] inside the caller's transaction tx: the cancel commits or
+// rolls back with it, so a producer can cancel a job together with its own writes (delete
+// the import's row and cancel its job, say). It locks the job's row until tx ends, so the
+// job's run cannot end meanwhile; keep tx short. A running job's workers are told to stop
+// when tx commits (notifications are transactional). Under REPEATABLE READ or SERIALIZABLE
+// a concurrent change of the job fails the call with a serialization error, as any update
+// of a row does; READ COMMITTED (the default) waits for it instead.
+func (q *Queue) CancelTx(ctx context.Context, tx pgx.Tx, id ulid.ULID, reason string) (CancelResult, error) {
+	if tx == nil {
+		return 0, errors.New("venturi: CancelTx needs a transaction")
+	}
+	return q.cancelTx(ctx, tx, id, cancelNote(reason))
+}
+
 // cancelTx cancels one job in tx: it locks the job, then cancels it in a statement whose
 // snapshot sees it as locked.
 func (q *Queue) cancelTx(ctx context.Context, tx pgx.Tx, id ulid.ULID, note string) (CancelResult, error) {

@@ -26,8 +26,8 @@ func holdSlot(t *testing.T, pool *pgxpool.Pool, key string) {
 	}
 }
 
-// TestSmallClaimsReachPartitionsBehindBlockedOnes: a claim looks at twice as many
-// partitions as it asks jobs for (at least 32), so with the first 40 partitions' slots
+// TestSmallClaimsReachPartitionsBehindBlockedOnes: a claim looks at 16 more partitions
+// than it asks jobs for (at least 32), so with the first 40 partitions' slots
 // full, a worker that claims one job at a time must still reach the partition after
 // them: the round-robin cursor moves past the partitions a claim looked at, even when
 // their gates held everything back.

@@ -42,7 +42,7 @@ func (q *Queue) replaceFast(ctx context.Context, db batcher, p *plan) (Result, b
 	if m, err := mergerFor(reflect.TypeOf(p.task)); err != nil || m.method.Func.IsValid() {
 		return Result{}, false, nil // the general path reports a malformed merge on collision
 	}
-	entry := mergedEntry(ActionReplaced.mergeName(), p.id)
+	entry := mergedEntry(ActionReplaced.mergeName(), DueEarliest, p.id)
 	var (
 		iso string
 		row dbsqlc.InsertOrReplaceRow
@@ -97,11 +97,12 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
-	decision, with, carry, err := m.merge(p.task, c)
+	decision, with, carry, due, err := m.merge(p.task, c)
 	if err != nil {
 		return Result{}, fmt.Errorf("venturi: merge %s into job %s: %w", p.kind, c.id, err)
 	}
-	args := dbsqlc.MergeIntoParams{ID: row.ID, At: p.opts.at, DelayUs: delayOf(p.opts.delay)}
+	args := dbsqlc.MergeIntoParams{ID: row.ID, At: p.opts.at, DelayUs: delayOf(p.opts.delay),
+		DuePolicy: int16(due.Policy), DebounceUs: delayOf(due.Delay), MaxWaitUs: delayOf(due.MaxWait)}
 	action := decision
 	switch decision {
 	case ActionIndependent:
@@ -132,13 +133,13 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 		args.Queue, args.Part = wp.queue, wp.part
 		args.SlotKey, args.SlotLimit, args.SlotPolicy = wp.slotParams()
 	}
-	args.Entry = mergedEntry(decision.mergeName(), p.id)
-	due, err := q.q.MergeInto(ctx, tx, args)
+	args.Entry = mergedEntry(decision.mergeName(), due.Policy, p.id)
+	merged, err := q.q.MergeInto(ctx, tx, args)
 	if err != nil {
 		return Result{}, err
 	}
-	if action != ActionKept { // due now, or due sooner than before: see queueNotify
-		if err := q.notifyNow(ctx, tx, p.kind, due); err != nil {
+	if action != ActionKept || due.Policy != DueKeep { // due now, or its due time moved: see queueNotify
+		if err := q.notifyNow(ctx, tx, p.kind, merged.Due); err != nil {
 			return Result{}, err
 		}
 	}

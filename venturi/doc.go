@@ -24,9 +24,14 @@
 //     its payload, combine both (With) or enqueue independently. Without it, a
 //     collision replaces. Its constructors are methods on [Pending], so code reads
 //     existing.Keep(), existing.Replace(), existing.With(task, carry).
+//     The decision also says how the pending job's due time moves: [Merge.Throttle]
+//     keeps it, [Merge.Debounce] pushes it to now + delay with a maximum wait from the
+//     burst's start, [Merge.Earliest] (the default of Replace and With) takes the earlier.
 //   - Backoff() Backoff ([BackoffPolicy]) overrides the worker's retry backoff.
 //   - Slot() Slot ([Slotter]), Partition() string ([Partitioner]) and Limits() Limits
 //     ([Limiter]) put the jobs under flow control (below).
+//   - Singleton() Singleton ([Supervised]) makes the kind a supervised singleton service
+//     (below).
 //
 // The worker side adds Handle(ctx, *Run[C], S) (Outcome, error) to the same struct
 // ([Handler]) and registers it with Register[T](w), which infers the state type S and
@@ -54,6 +59,7 @@
 //	(enqueue)  scheduled  due later (At, After)                            -
 //	scheduled  available  due time reached (promotion, any worker)         -
 //	pending    pending    a dedup enqueue merged Keep / Replace / With     merged
+//	                      (its due time moved by the merge's DuePolicy)
 //	available  running    claimed under a lease with a new fencing token   -
 //	running    completed  handler returned Completed                       completed
 //	running    available  PauseIn(0), retry with zero backoff, shutdown    paused / failed / interrupted
@@ -112,11 +118,25 @@
 //
 // # Coordination
 //
-// A producer can cancel a job ([Queue.Cancel]) and wait for any job to end
-// ([Queue.Await]). A run can wait durably for a named signal with a timeout
-// ([WaitForSignal], [Queue.Signal]), hand out a secret token that sends it one
+// A producer can cancel a job ([Queue.Cancel], or [Queue.CancelTx] in its own
+// transaction) and wait for any job to end ([Queue.Await]). A run can wait durably for a
+// named signal with a timeout ([WaitForSignal], [Queue.Signal], [Queue.SignalTx]; the next
+// run learns of it with [Run.Waited] and [Run.Signals]), hand out a secret token that sends it one
 // ([Run.CreateHook], [Queue.ResumeHook]), and be written as memoized steps that a rerun
 // skips ([Step], [StepTx]).
+//
+// # Supervised singletons
+//
+// A [Supervised] kind has one live job across the cluster: every worker that registers
+// it ensures the job at Start ([Queue.EnsureSingleton]; a unique index makes this exact),
+// and the job takes a slot of limit 1, so at most one run is in progress. Its
+// [RestartPolicy] decides what follows a run's end: [RestartOnFailure] (retry with
+// backoff, stop when it completes), [RestartAlways] (run again a fixed Delay after every
+// end) or [RestartNever]. A handler may run for hours: its lease is extended, JobTimeout
+// does not apply, and [Run.Checkpoint] stores its carry as it goes. When its worker dies,
+// the lease rescue hands the job to another worker, which resumes from the checkpoint;
+// when its worker stops, the run sees [Run.Shutdown], pauses, and another worker claims it
+// at once. [Queue.Singletons] and [Job].Owner show where it runs.
 //
 // # The journal
 //

@@ -201,6 +201,14 @@ type plan struct {
 }
 
 func prepare(task Task, opts []EnqueueOption) (*plan, error) {
+	if _, ok := task.(Supervised); ok {
+		return nil, fmt.Errorf("%w: %T", ErrSingleton, task)
+	}
+	return prepareTask(task, opts)
+}
+
+// prepareTask is prepare without the refusal of singleton kinds (EnsureSingleton's).
+func prepareTask(task Task, opts []EnqueueOption) (*plan, error) {
 	if task == nil || (reflect.ValueOf(task).Kind() == reflect.Pointer && reflect.ValueOf(task).IsNil()) {
 		return nil, errors.New("venturi: nil task")
 	}

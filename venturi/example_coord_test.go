@@ -124,3 +124,73 @@ func ExampleStep() {
 	// Output:
 	// 2 runs: [reserved charged] - seat 9, 42 charged
 }
+
+// A producer records an approval and signals the waiting job in one transaction: the job
+// is woken only if the approval commits.
+func ExampleQueue_SignalTx() {
+	ctx := context.Background()
+	pool, cleanup := exampleDB()
+	defer cleanup()
+	if _, err := pool.Exec(ctx, `CREATE TABLE approval (article text, editor text)`); err != nil {
+		log.Fatal(err)
+	}
+	w, err := venturi.NewWorker(pool, struct{}{}, venturi.Config{PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	venturi.MustRegister[Publish](w)
+	if err := w.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer w.Stop(context.Background())
+
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	res, _ := q.Enqueue(ctx, Publish{Article: "venturi 1.1"})
+	awaitJob(q, res.ID, "the job to wait", func(j *venturi.Job) bool { return j.State == venturi.StateWaiting })
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO approval VALUES ('venturi 1.1', 'grace')`); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := q.SignalTx(ctx, tx, res.ID, "approve", Approval{Editor: "grace"}, "approval-1"); err != nil {
+		log.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(awaitFinished(q, res.ID).Journal[1].Note)
+	// Output:
+	// venturi 1.1 published, approved by grace
+}
+
+// A producer deletes what a job works on and cancels the job in one transaction.
+func ExampleQueue_CancelTx() {
+	ctx := context.Background()
+	pool, cleanup := exampleDB()
+	defer cleanup()
+	if _, err := pool.Exec(ctx, `CREATE TABLE article (title text PRIMARY KEY); INSERT INTO article VALUES ('draft')`); err != nil {
+		log.Fatal(err)
+	}
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	res, _ := q.Enqueue(ctx, Publish{Article: "draft"}, venturi.After(time.Hour))
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM article WHERE title = 'draft'`); err != nil {
+		log.Fatal(err)
+	}
+	cr, err := q.CancelTx(ctx, tx, res.ID, "the article was deleted")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		log.Fatal(err)
+	}
+	j, _ := q.Job(ctx, res.ID)
+	fmt.Println(cr, j.State, j.Journal[0].Note)
+	// Output:
+	// ended cancelled the article was deleted
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
@@ -29,23 +30,24 @@ var (
 // to the finisher. Reusing goroutines keeps their grown stacks: a goroutine per job would
 // grow a fresh stack every time.
 type executor struct {
-	cfg      Config
-	channel  string        // the notification channel (wake-ups after gated runs)
-	signals  signalReader  // Run.Signals' reads, on the application's pool
-	hooks    hookCreator   // Run.CreateHook's writes, on the application's pool
-	steps    *stepStore    // Step's reads and writes, on the application's pool
-	journal  journalLoader // Run.EarlierHistory's reads, on the application's pool
-	q        *dbsqlc.Queries
-	reg      map[string]*registration
-	tracker  *runTracker
-	finish   func(*finishReq) // the finisher's submit
-	slots    chan struct{}    // one token per running handler
-	starts   chan start
-	freed    chan struct{}   // a slot was freed (capacity 1: a wake-up, not a count)
-	shutdown chan struct{}   // closed when graceful shutdown begins
-	hardCtx  context.Context // parent of every run's context
-	hard     context.CancelCauseFunc
-	handlers sync.WaitGroup
+	cfg       Config
+	channel   string        // the notification channel (wake-ups after gated runs)
+	signals   signalReader  // Run.Signals' reads, on the application's pool
+	hooks     hookCreator   // Run.CreateHook's writes, on the application's pool
+	steps     *stepStore    // Step's reads and writes, on the application's pool
+	journal   journalLoader // Run.EarlierHistory's reads, on the application's pool
+	saveCarry carrySaver    // Run.Checkpoint's writes, on the application's pool
+	q         *dbsqlc.Queries
+	reg       map[string]*registration
+	tracker   *runTracker
+	finish    func(*finishReq) // the finisher's submit
+	slots     chan struct{}    // one token per running handler
+	starts    chan start
+	freed     chan struct{}   // a slot was freed (capacity 1: a wake-up, not a count)
+	shutdown  chan struct{}   // closed when graceful shutdown begins
+	hardCtx   context.Context // parent of every run's context
+	hard      context.CancelCauseFunc
+	handlers  sync.WaitGroup
 }
 
 // start hands a claimed job to a handler goroutine.
@@ -87,6 +89,9 @@ func (e *executor) useDB(db dbsqlc.DBTX) {
 	}
 	e.hooks = func(ctx context.Context, p dbsqlc.CreateHookParams) error { return q.CreateHook(ctx, db, p) }
 	e.steps = &stepStore{db: db, q: q}
+	e.saveCarry = func(ctx context.Context, id ulid.ULID, token int64, carry []byte) (int64, error) {
+		return q.SaveCarry(ctx, db, dbsqlc.SaveCarryParams{ID: uuidOf(id), Token: pgtype.Int8{Int64: token, Valid: true}, Carry: string(carry)})
+	}
 }
 
 // log returns the executor's logger.
@@ -111,6 +116,9 @@ func (e *executor) start(j *claimed) {
 		e.tracker.remove(j)
 		<-e.slots
 		return
+	}
+	if reg := e.reg[j.kind]; reg != nil && reg.singleton != nil {
+		e.tracker.untimed(j) // a service runs for as long as it likes: no JobTimeout
 	}
 	e.handlers.Add(1)
 	e.starts <- start{job: j, ctx: ctx, cancel: cancel}
@@ -190,6 +198,11 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 	run := &Run[C]{
 		id: j.id, kind: j.kind, token: j.token, runs: j.runs, failures: j.failures,
 		history: history, carry: carry, shutdown: e.shutdown, earlier: e.journal, signals: e.signals, hooks: e.hooks, steps: e.steps,
+		saveCarry: e.saveCarry,
+	}
+	var sup *Singleton
+	if reg := e.reg[j.kind]; reg != nil {
+		sup = reg.singleton
 	}
 	if j.stop != nil { // every claim gives its runs one
 		run.shutdown = j.stop.ch
@@ -200,6 +213,9 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 	// no next run. It reports a carry that cannot be stored.
 	build := func(o Outcome, err error, c *C, attachment json.RawMessage) (*finishReq, error) {
 		req := e.outcomeReq(ctx, j, o, err, attachment, backoff)
+		if sup != nil {
+			supervise(req, sup)
+		}
 		req.consumed = run.consumed
 		// A run asked to stop that paused keeps its checkpoint: its job ends cancelled, with
 		// the carry it reached.
@@ -229,15 +245,26 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 		}
 		return afterFinish(fctx, tx, e.q, e.channel, []*finishReq{req}, ids, true, e.log())
 	}
+	if sup != nil {
+		e.log().Info("venturi singleton started", "kind", j.kind, "job_id", j.id, "run", j.runs,
+			"owner", e.cfg.ID, "restart", sup.Restart.String())
+	}
 	o, err := safeHandle(ctx, handle, task, run, state)
 	if err == nil && run.finalized {
-		return &finishReq{job: j, finalized: true}
+		req := &finishReq{job: j, finalized: true}
+		if sup != nil {
+			logSingletonStop(e.log(), j, req)
+		}
+		return req
 	}
 	req, cerr := build(o, err, &run.carry, run.attachment)
 	if cerr != nil {
 		// The carry cannot be stored: the run fails (retryably) and keeps the last stored
 		// carry, so the next run resumes from the previous checkpoint.
 		req, _ = build(Outcome{}, cerr, nil, run.attachment)
+	}
+	if sup != nil {
+		logSingletonStop(e.log(), j, req)
 	}
 	return req
 }

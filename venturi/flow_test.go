@@ -711,7 +711,7 @@ func TestMigration6UpgradesAVersion5Schema(t *testing.T) {
 		t.Fatal(err)
 	}
 	if applied, err := venturi.Migrate(ctx, pool); err != nil || len(applied) == 0 || applied[0] != 6 {
-		t.Fatalf("Migrate = %v, %v; want version 6", applied, err)
+		t.Fatalf("Migrate = %v, %v; want version 6 first", applied, err)
 	}
 	if n := countJobs(t, pool, "part IS NULL"); n != 3 {
 		t.Fatalf("%d plain jobs after the upgrade, want 3", n)

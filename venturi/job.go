@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,6 +71,10 @@ type Job struct {
 	StopRequested bool
 	StopEvent     Event
 	StopNote      string
+	// Owner is the ID of the worker running the job; empty unless State is running.
+	Owner string
+	// Singleton reports that the job is a singleton service's (see [Supervised]).
+	Singleton bool
 	// Circuit is the breaker the job reports to, read with the job by [Queue.Job]; nil when
 	// its kind has no breaker (or it has not seen a claim). While it is open the job waits.
 	Circuit *Circuit
@@ -105,6 +110,10 @@ func jobFromRow(row *dbsqlc.GetJobRow) (*Job, error) {
 		Queue: row.Queue, Partition: row.Part.String, Gated: row.Part.Valid, StopRequested: row.StopRequestedAt != nil,
 		StopEvent: Event(row.StopEvent.String), StopNote: row.StopNote.String,
 	}
+	if j.State == StateRunning {
+		j.Owner = row.WorkerID.String
+	}
+	j.Singleton = row.SlotKey.Valid && strings.HasPrefix(row.SlotKey.String, SingletonSlotPrefix)
 	if row.SlotKey.Valid {
 		j.Slot = &Slot{Key: row.SlotKey.String, Limit: int(row.SlotLimit.Int32), Policy: SlotPolicy(row.SlotPolicy.Int16)}
 	}

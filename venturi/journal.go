@@ -55,6 +55,12 @@ type JournalEntry struct {
 	ResumeIn time.Duration `json:"resume_in,omitempty"`
 	// Merge is the decision of a merged entry.
 	Merge string `json:"merge,omitempty"`
+	// Due is the due-time policy a merged entry applied ([DuePolicy]: "earliest", "keep"
+	// or "debounce"), and DueBefore and DueAfter the job's due time before and after the
+	// merge (database clock).
+	Due       string    `json:"due,omitempty"`
+	DueBefore time.Time `json:"due_before,omitzero"`
+	DueAfter  time.Time `json:"due_after,omitzero"`
 	// Wait names the signals a waiting entry's run waits for (ResumeIn is its timeout).
 	Wait []string `json:"wait,omitempty"`
 }

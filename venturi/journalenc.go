@@ -24,6 +24,9 @@ func appendEntry(buf []byte, e *JournalEntry) []byte {
 	buf = appendTimeField(buf, `,"at":"`, e.At)
 	buf = appendIntField(buf, `,"resume_in":`, int64(e.ResumeIn))
 	buf = appendStringField(buf, `,"merge":`, e.Merge)
+	buf = appendStringField(buf, `,"due":`, e.Due)
+	buf = appendTimeField(buf, `,"due_before":"`, e.DueBefore)
+	buf = appendTimeField(buf, `,"due_after":"`, e.DueAfter)
 	if len(e.Wait) > 0 {
 		buf = append(buf, `,"wait":[`...)
 		for i, name := range e.Wait {
@@ -109,6 +112,6 @@ func appendJSONString(buf []byte, s string) []byte {
 }
 
 // mergedEntry is the journal entry an enqueue leaves in the pending job it merged into.
-func mergedEntry(merge string, id ulid.ULID) string {
-	return string(appendEntry(nil, &JournalEntry{Event: EventMerged, Merge: merge, Note: "merged enqueue " + id.String()}))
+func mergedEntry(merge string, due DuePolicy, id ulid.ULID) string {
+	return string(appendEntry(nil, &JournalEntry{Event: EventMerged, Merge: merge, Due: due.String(), Note: "merged enqueue " + id.String()}))
 }

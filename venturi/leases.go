@@ -59,9 +59,10 @@ func (l *leaseExtender) extend(ctx context.Context) {
 		}
 		return
 	}
+	// true: extended; false: still held, but its row was busy (see ExtendLeases); absent: lost.
 	ok := make(map[ulid.ULID]bool, len(kept))
 	for _, r := range kept {
-		ok[ulidOf(r.ID)] = true
+		ok[ulidOf(r.ID)] = r.Extended
 		if r.StopEvent != "" { // the notification may have been missed
 			l.tracker.requestStop(ulidOf(r.ID), Event(r.StopEvent))
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 )
@@ -31,11 +32,94 @@ type Pending[T Task, C any] struct {
 	Journal []JournalEntry
 }
 
-// Merge is a merge method's decision; build it with the methods of [Pending].
+// Merge is a merge method's decision; build it with the methods of [Pending], and say how
+// the pending job's due time moves with [Merge.Throttle], [Merge.Debounce] or
+// [Merge.Earliest]:
+//
+//	return existing.Replace().Debounce(2*time.Second, 30*time.Second)
 type Merge[T Task, C any] struct {
 	decision Action
 	task     T
 	carry    C
+	due      Due
+	dueSet   bool
+}
+
+// DuePolicy says how a merge moves the pending job's due time (its RunAt).
+type DuePolicy int8
+
+// Due-time policies of a merge. Every merged journal entry names the one applied
+// ([JournalEntry].Due) and the due time before and after it (DueBefore, DueAfter), all
+// computed with the database clock.
+const (
+	// DueEarliest moves the due time to the earlier of the pending job's and the incoming
+	// enqueue's (its [At] or [After], else now): a merge never delays the job. The default
+	// of Replace and With, and of a type without a merge method.
+	DueEarliest DuePolicy = iota
+	// DueKeep leaves the due time as it is, whatever the incoming enqueue asked for:
+	// throttling. Enqueue the first task of a window with [After](window) and every enqueue
+	// until it runs merges into it, so a key runs at most once per window, with the latest
+	// payload (Replace) or a combined one (With). The default of Keep.
+	DueKeep
+	// DueDebounce pushes the due time to now + Delay, so the job runs once the enqueues
+	// have been quiet for Delay; with a MaxWait, never later than MaxWait after the burst
+	// began (the job's creation, or the first debounced merge after a run), so a stream that
+	// never quiets still runs at least every MaxWait.
+	DueDebounce
+)
+
+// String returns the policy's name as journal entries record it: "earliest", "keep" or
+// "debounce".
+func (p DuePolicy) String() string {
+	switch p {
+	case DueEarliest:
+		return "earliest"
+	case DueKeep:
+		return "keep"
+	case DueDebounce:
+		return "debounce"
+	}
+	return fmt.Sprintf("DuePolicy(%d)", int8(p))
+}
+
+// Due is a merge's due-time rule: its policy and, for DueDebounce, the quiet delay and the
+// maximum wait (0: none).
+type Due struct {
+	Policy  DuePolicy
+	Delay   time.Duration
+	MaxWait time.Duration
+}
+
+// Throttle keeps the pending job's due time (DueKeep): the incoming enqueue's payload or
+// merge result rides the run already scheduled. See [DueKeep].
+func (m Merge[T, C]) Throttle() Merge[T, C] {
+	m.due, m.dueSet = Due{Policy: DueKeep}, true
+	return m
+}
+
+// Debounce pushes the pending job's due time to now + delay (database clock), but never
+// beyond maxWait after the burst began; a maxWait of 0 sets no bound. See [DueDebounce].
+// Enqueue the first task of a burst with [After](delay) too, so that a lone enqueue also
+// waits for quiet. A negative delay or maxWait fails the enqueue.
+func (m Merge[T, C]) Debounce(delay, maxWait time.Duration) Merge[T, C] {
+	m.due, m.dueSet = Due{Policy: DueDebounce, Delay: delay, MaxWait: maxWait}, true
+	return m
+}
+
+// Earliest moves the pending job's due time to the earlier of its own and the incoming
+// enqueue's (DueEarliest), the default of Replace and With; with Keep it pulls a kept job
+// forward without touching its payload.
+func (m Merge[T, C]) Earliest() Merge[T, C] {
+	m.due, m.dueSet = Due{Policy: DueEarliest}, true
+	return m
+}
+
+// Due reports the decision's due-time rule, the default one when none was chosen.
+func (m Merge[T, C]) Due() Due {
+	if !m.dueSet && m.decision == ActionKept {
+		return Due{Policy: DueKeep}
+	}
+	return m.due
 }
 
 // Decision reports the decision as the [Action] the enqueue will report: ActionKept,
@@ -71,7 +155,7 @@ type pendingFiller interface {
 }
 
 type mergeResult interface {
-	result() (Action, Task, any)
+	result() (Action, Task, any, Due)
 }
 
 // candidate is a pending job found under a dedup key, as stored.
@@ -107,11 +191,14 @@ func (p *Pending[T, C]) fill(c *candidate) error {
 	return nil
 }
 
-func (m Merge[T, C]) result() (Action, Task, any) {
+func (m Merge[T, C]) result() (Action, Task, any, Due) {
 	if m.decision == ActionMerged {
-		return m.decision, m.task, m.carry
+		return m.decision, m.task, m.carry, m.Due()
 	}
-	return m.decision, nil, nil
+	if m.decision == ActionIndependent && m.dueSet {
+		return m.decision, nil, nil, Due{Policy: -1} // refused by merge
+	}
+	return m.decision, nil, nil, m.Due()
 }
 
 // merger calls a task type's Merge method through reflection. One is built per task type
@@ -173,13 +260,13 @@ func buildMerger(t reflect.Type) (*merger, error) {
 
 // merge runs the task's merge method against a candidate, or returns Replace when the type
 // has none.
-func (m *merger) merge(task Task, c *candidate) (Action, Task, any, error) {
+func (m *merger) merge(task Task, c *candidate) (Action, Task, any, Due, error) {
 	if !m.method.Func.IsValid() {
-		return ActionReplaced, nil, nil, nil
+		return ActionReplaced, nil, nil, Due{}, nil
 	}
 	pending := reflect.New(m.param)
 	if err := pending.Interface().(pendingFiller).fill(c); err != nil {
-		return 0, nil, nil, err
+		return 0, nil, nil, Due{}, err
 	}
 	recv := reflect.ValueOf(task)
 	if m.ptrRecv {
@@ -188,9 +275,23 @@ func (m *merger) merge(task Task, c *candidate) (Action, Task, any, error) {
 		recv = p
 	}
 	out := m.method.Func.Call([]reflect.Value{recv, pending.Elem()})
-	decision, with, carry := out[0].Interface().(mergeResult).result()
+	decision, with, carry, due := out[0].Interface().(mergeResult).result()
 	if decision < ActionKept || decision > ActionIndependent {
-		return 0, nil, nil, errors.New("venturi: merge returned no decision (use existing.Keep(), Replace(), With() or Independent())")
+		return 0, nil, nil, Due{}, errors.New("venturi: merge returned no decision (use existing.Keep(), Replace(), With() or Independent())")
 	}
-	return decision, with, carry, nil
+	if err := due.validate(); err != nil {
+		return 0, nil, nil, Due{}, err
+	}
+	return decision, with, carry, due, nil
+}
+
+// validate refuses a due rule the database cannot apply.
+func (d Due) validate() error {
+	switch {
+	case d.Policy < DueEarliest || d.Policy > DueDebounce:
+		return errors.New("venturi: merge set a due-time policy on Independent (a new job has its own due time)")
+	case d.Delay < 0 || d.MaxWait < 0:
+		return fmt.Errorf("venturi: Debounce(%v, %v): negative duration", d.Delay, d.MaxWait)
+	}
+	return nil
 }

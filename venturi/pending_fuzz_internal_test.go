@@ -61,7 +61,7 @@ func FuzzPendingDecode(f *testing.F) {
 				t.Fatalf("payload %+v from %s", p.Payload, payload)
 			}
 		}
-		decision, with, withCarry, err := m.merge(fuzzMergeTask{Msg: "in"}, c)
+		decision, with, withCarry, _, err := m.merge(fuzzMergeTask{Msg: "in"}, c)
 		if err != nil {
 			if decision != 0 || with != nil || withCarry != nil {
 				t.Fatalf("merge failed (%v) but returned %v %v %v", err, decision, with, withCarry)

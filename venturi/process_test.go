@@ -19,10 +19,17 @@ import (
 )
 
 // TestMain doubles the test binary as a worker process: with VENTURI_TEST_WORKER set it
-// runs a worker until killed, so tests can SIGKILL and SIGSTOP a real process.
+// runs a worker until killed, so tests can SIGKILL and SIGSTOP a real process. With
+// VENTURI_TEST_CLIENT set it runs one queue operation (coord_process_test.go) and exits.
 func TestMain(m *testing.M) {
 	if schema := os.Getenv("VENTURI_TEST_WORKER"); schema != "" {
 		os.Exit(workerProcess(schema))
+	}
+	if op := os.Getenv("VENTURI_TEST_CLIENT"); op != "" {
+		os.Exit(clientProcess(op, os.Getenv("VENTURI_TEST_SCHEMA")))
+	}
+	if schema := os.Getenv("VENTURI_TEST_SINGLETON"); schema != "" {
+		os.Exit(singletonProcess(schema))
 	}
 	os.Exit(m.Run())
 }
@@ -63,6 +70,9 @@ func workerProcess(schema string) int {
 	}
 	venturi.MustRegister[zombieTask](w)
 	venturi.MustRegister[procSlot](w)
+	venturi.MustRegister[approval](w)
+	venturi.MustRegister[procSteps](w)
+	setExecPool(pool)
 	if err := w.Run(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -47,9 +47,11 @@ func MustRegisterFunc[T Task, S, C any](w *Worker[S], handle HandlerFunc[T, S, C
 // registration runs one kind's handler: it decodes the claimed job into the task type
 // and runs it against the worker's state.
 type registration struct {
-	kind   string
-	limits Limits // the type's Limits (see Limiter)
-	run    func(ctx context.Context, e *executor, j *claimed) *finishReq
+	kind      string
+	limits    Limits     // the type's Limits (see Limiter)
+	singleton *Singleton // the type's Singleton (see Supervised); nil for other kinds
+	zero      Task       // the zero value of the task type: a singleton's payload
+	run       func(ctx context.Context, e *executor, j *claimed) *finishReq
 }
 
 // kindOf calls Kind on T's zero value, or on a new value when T is a pointer type.
@@ -86,10 +88,19 @@ func register[T Task, S, C any](w *Worker[S], handle HandlerFunc[T, S, C]) error
 	if err != nil {
 		return fmt.Errorf("venturi: register %T: %w", zero, err)
 	}
+	singleton, err := singletonOf[T]()
+	if err != nil {
+		return fmt.Errorf("venturi: register %T: %w", zero, err)
+	}
+	var zeroTask Task = zero
+	if t := reflect.TypeFor[T](); t.Kind() == reflect.Pointer {
+		zeroTask = reflect.New(t.Elem()).Interface().(Task)
+	}
 	state := w.state
-	w.reg[kind] = &registration{kind: kind, limits: limits, run: func(ctx context.Context, e *executor, j *claimed) *finishReq {
-		return runTask(ctx, e, j, state, handle)
-	}}
+	w.reg[kind] = &registration{kind: kind, limits: limits, singleton: singleton, zero: zeroTask,
+		run: func(ctx context.Context, e *executor, j *claimed) *finishReq {
+			return runTask(ctx, e, j, state, handle)
+		}}
 	w.kinds = append(w.kinds, kind)
 	slices.Sort(w.kinds)
 	return nil

@@ -24,12 +24,40 @@ type Run[C any] struct {
 	signals    signalReader  // reads the job's signals; one per worker
 	hooks      hookCreator   // stores hooks; one per worker
 	steps      *stepStore    // memoized steps (Step); one per worker
+	saveCarry  carrySaver    // Run.Checkpoint's writes; one per worker
 	consumed   []int64       // the signals Signals returned: consumed when the run ends
 	carry      C
 	attachment json.RawMessage
 	shutdown   <-chan struct{}
 	finish     func(ctx context.Context, tx pgx.Tx, o Outcome, carry *C, attachment json.RawMessage) error
 	finalized  bool
+}
+
+// carrySaver stores a running job's carry, fenced by its run's token, and reports how many
+// rows it changed (0: the run lost its job).
+type carrySaver func(ctx context.Context, id ulid.ULID, token int64, carry []byte) (int64, error)
+
+// Checkpoint stores the run's current carry now, fenced by its token, so that a run that
+// never ends (a [Supervised] service) leaves a checkpoint a takeover resumes from if its
+// worker dies. The carry is stored at the run's end anyway, as always; a later Checkpoint
+// or the run's end overwrites this one. It returns [ErrLeaseLost] when the run no longer
+// holds its job (its worker stalled and the job was rescued).
+func (r *Run[C]) Checkpoint(ctx context.Context) error {
+	if r.saveCarry == nil {
+		return errors.New("venturi: Checkpoint outside a worker's run")
+	}
+	b, err := encodeJSON(r.carry)
+	if err != nil {
+		return fmt.Errorf("venturi: checkpoint: encode carry: %w", err)
+	}
+	n, err := r.saveCarry(ctx, r.id, r.token, b)
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return ErrLeaseLost
+	}
+	return nil
 }
 
 // journalLoader reads a page of a job's journal (see Queue.Journal).
@@ -69,12 +97,24 @@ func (r *Run[C]) EarlierHistory(ctx context.Context, before int64, limit int) ([
 	return r.earlier(ctx, r.id, before, limit)
 }
 
-// Waited reports whether the previous run ended with [WaitForSignal], and for which
-// names. Whether a signal woke this run or the timeout passed, [Run.Signals] tells: it
-// returns what arrived.
+// Waited reports whether the job's last run ended with [WaitForSignal], and for which
+// names (the newest wait's). It reads the journal's newest entry other than a merged one
+// (an enqueue merged into the woken job) or an abandoned run (a run whose worker died or
+// lost its lease after the wake: it consumed nothing, so this run finds the same signals).
+// Every other end of a run counts: after a run that read the signals and then failed or
+// was interrupted, Waited is false and the signals it read are consumed (keep what the
+// next run needs in the carry). Whether a signal woke this run or the timeout passed,
+// [Run.Signals] tells: it returns what arrived.
 func (r *Run[C]) Waited() (names []string, ok bool) {
-	if n := len(r.history); n > 0 && r.history[n-1].Event == EventWaiting {
-		return r.history[n-1].Wait, true
+	for i := len(r.history) - 1; i >= 0; i-- {
+		switch e := r.history[i]; e.Event {
+		case EventMerged, EventAbandoned:
+			continue
+		case EventWaiting:
+			return e.Wait, true
+		default:
+			return nil, false
+		}
 	}
 	return nil, false
 }

@@ -63,15 +63,9 @@ type SignalResult struct {
 // name ([WaitForSignal]) becomes runnable at once. It returns [ErrJobFinished] for a job
 // that has ended, [ErrNotFound] for an unknown one.
 func (q *Queue) Signal(ctx context.Context, id ulid.ULID, name string, payload any, deliveryID string) (SignalResult, error) {
-	if err := validSignal(name, deliveryID); err != nil {
-		return SignalResult{}, err
-	}
-	body, err := encodeJSON(payload)
+	body, deliveryID, err := signalArgs(name, payload, deliveryID)
 	if err != nil {
 		return SignalResult{}, err
-	}
-	if deliveryID == "" {
-		deliveryID = ulid.Make().String()
 	}
 	var res SignalResult
 	err = pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) (err error) {
@@ -79,6 +73,39 @@ func (q *Queue) Signal(ctx context.Context, id ulid.ULID, name string, payload a
 		return err
 	})
 	return res, err
+}
+
+// SignalTx is [Queue.Signal] inside the caller's transaction tx: the signal is stored, and
+// a job waiting for it woken, only if tx commits, so a producer can send it together with
+// its own writes (record an approval and signal the job that waits for it). It locks the
+// job's row until tx ends; keep tx short. Workers learn of a woken job when tx commits.
+// Under REPEATABLE READ or SERIALIZABLE a concurrent change of the job fails the call with
+// a serialization error; READ COMMITTED (the default) waits for it instead.
+func (q *Queue) SignalTx(ctx context.Context, tx pgx.Tx, id ulid.ULID, name string, payload any, deliveryID string) (SignalResult, error) {
+	body, deliveryID, err := signalArgs(name, payload, deliveryID)
+	if err != nil {
+		return SignalResult{}, err
+	}
+	if tx == nil {
+		return SignalResult{}, errors.New("venturi: SignalTx needs a transaction")
+	}
+	return q.signalTx(ctx, tx, id, name, body, deliveryID)
+}
+
+// signalArgs checks a signal's name and delivery ID, encodes its payload, and gives an
+// empty delivery ID a fresh one.
+func signalArgs(name string, payload any, deliveryID string) ([]byte, string, error) {
+	if err := validSignal(name, deliveryID); err != nil {
+		return nil, "", err
+	}
+	body, err := encodeJSON(payload)
+	if err != nil {
+		return nil, "", err
+	}
+	if deliveryID == "" {
+		deliveryID = ulid.Make().String()
+	}
+	return body, deliveryID, nil
 }
 
 // signalTx sends a signal in tx: it locks the job, then stores the signal in a statement

@@ -1,6 +1,8 @@
 package venturi_test
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"fmt"
@@ -171,5 +173,80 @@ func TestStepOfALostRunIsNotMemoized(t *testing.T) {
 	}
 	if steps, err := q.Steps(context.Background(), r.ID); err != nil || len(steps) != 0 {
 		t.Fatalf("steps %+v, %v", steps, err)
+	}
+}
+
+// heldStep memoizes a step in its own transaction and keeps that transaction open (the
+// job's row locked by the memo) until the test releases it; holdOpen blocks until then.
+type heldStep struct{ Hold bool }
+
+type heldState struct {
+	pool     dbPool
+	locked   chan struct{} // the memo is written, its transaction open
+	release  chan struct{}
+	blocking chan struct{} // the other job runs
+}
+
+func (heldStep) Kind() string { return "held_step" }
+func (s heldStep) Handle(ctx context.Context, run *venturi.Run[struct{}], st heldState) (venturi.Outcome, error) {
+	if !s.Hold {
+		close(st.blocking)
+		select {
+		case <-st.release:
+		case <-ctx.Done():
+			return venturi.Outcome{}, ctx.Err()
+		}
+		return venturi.Completed(), nil
+	}
+	tx, err := st.pool.Begin(ctx)
+	if err != nil {
+		return venturi.Outcome{}, err
+	}
+	defer tx.Rollback(ctx)
+	if _, err := venturi.StepTx(ctx, run, tx, "memo", func(ctx context.Context, tx pgx.Tx) (int, error) { return 1, nil }); err != nil {
+		return venturi.Outcome{}, err
+	}
+	close(st.locked)
+	select {
+	case <-st.release:
+	case <-ctx.Done():
+		return venturi.Outcome{}, ctx.Err()
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return venturi.Outcome{}, err
+	}
+	return venturi.Completed(), nil
+}
+
+// TestLeaseExtensionDoesNotWaitForAnOpenStepTx: a step's memo locks its job's row until
+// the step's transaction commits (so that no rescue can end the run meanwhile); the
+// worker's lease extension does not wait for that lock: the worker's other runs keep
+// their leases while the transaction is open, and the run that holds it completes.
+func TestLeaseExtensionDoesNotWaitForAnOpenStepTx(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	st := heldState{pool: pool, locked: make(chan struct{}), release: make(chan struct{}), blocking: make(chan struct{})}
+	cfg := fastConfig()
+	cfg.Lease = 6 * time.Second // extended every 2 s; a run self-fences 1 s before its lease ends
+	startWorkerFor[heldStep](t, pool, st, cfg)
+	other := enqueue(t, q, heldStep{})
+	recv(t, (<-chan struct{})(st.blocking), "the other job to start")
+	held := enqueue(t, q, heldStep{Hold: true})
+	recv(t, (<-chan struct{})(st.locked), "the step's memo to be written")
+	var before time.Time
+	if err := pool.QueryRow(context.Background(), `SELECT lease_expires_at FROM venturi_job WHERE id = $1`, other.ID[:]).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, within, "the other run's lease to be extended while the step's transaction is open", func() bool {
+		var now time.Time
+		err := pool.QueryRow(context.Background(), `SELECT lease_expires_at FROM venturi_job WHERE id = $1`, other.ID[:]).Scan(&now)
+		return err == nil && now.After(before)
+	})
+	close(st.release)
+	if j := waitFinished(t, q, held.ID); j.State != venturi.StateCompleted {
+		t.Fatalf("the run that held its step's transaction open ended %s", j.State)
+	}
+	if j := waitFinished(t, q, other.ID); j.State != venturi.StateCompleted {
+		t.Fatalf("the other run ended %s", j.State)
 	}
 }

@@ -63,6 +63,14 @@ func (r *Run[C]) fillTest(spec testhook.RunSpec) error {
 		}
 		carry = c
 	}
+	var signals []Signal
+	if spec.Signals != nil {
+		s, ok := spec.Signals.([]Signal)
+		if !ok {
+			return fmt.Errorf("venturi: test run signals are %T, want []venturi.Signal", spec.Signals)
+		}
+		signals = s
+	}
 	finish := spec.Finish
 	*r = Run[C]{
 		id: ulid.ULID(spec.ID), kind: spec.Kind, token: spec.Token, runs: spec.RunCount,
@@ -70,6 +78,19 @@ func (r *Run[C]) fillTest(spec testhook.RunSpec) error {
 		earlier: func(_ context.Context, _ ulid.ULID, before int64, limit int) ([]JournalEntry, error) {
 			return pageOf(history, before, limit), nil
 		},
+		// As in a worker, a run reads every unconsumed signal (with one of names) on each
+		// call: what it read is consumed only when it ends.
+		signals: func(_ context.Context, _ ulid.ULID, names []string) ([]Signal, error) {
+			var out []Signal
+			for _, s := range signals {
+				if len(out) < MaxSignalsRead && (len(names) == 0 || slices.Contains(names, s.Name)) {
+					out = append(out, s)
+				}
+			}
+			return out, nil
+		},
+		// Run.Checkpoint succeeds without a database; the run's final carry is what it reports.
+		saveCarry: func(context.Context, ulid.ULID, int64, []byte) (int64, error) { return 1, nil },
 		finish: func(ctx context.Context, _ pgx.Tx, o Outcome, c *C, attachment json.RawMessage) error {
 			if finish == nil {
 				return nil
@@ -81,7 +102,7 @@ func (r *Run[C]) fillTest(spec testhook.RunSpec) error {
 }
 
 func (r *Run[C]) readTest() testhook.RunState {
-	return testhook.RunState{Carry: r.carry, Attachment: r.attachment, Finalized: r.finalized}
+	return testhook.RunState{Carry: r.carry, Attachment: r.attachment, Finalized: r.finalized, Consumed: slices.Clone(r.consumed)}
 }
 
 // numbered returns a test run's history (its whole journal) with each entry's Seq set to

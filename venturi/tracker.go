@@ -49,6 +49,7 @@ type activeRun struct {
 	deadline time.Time               // local monotonic estimate of the lease's expiry
 	finished bool                    // the handler returned; its result is being written
 	started  time.Time               // local clock when the handler started, for JobTimeout
+	untimed  bool                    // JobTimeout does not apply (a singleton service)
 }
 
 // runTracker alone owns the set of claimed jobs whose result is not yet durable: the
@@ -129,6 +130,15 @@ func (t *runTracker) begin(j *claimed, cancel context.CancelCauseFunc) bool {
 	return true
 }
 
+// untimed exempts j's run from JobTimeout.
+func (t *runTracker) untimed(j *claimed) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if a := t.active[j.id]; a != nil && a.job == j {
+		a.untimed = true
+	}
+}
+
 // ended marks j's handler as returned: its result is being written.
 func (t *runTracker) ended(j *claimed) {
 	t.mu.Lock()
@@ -168,9 +178,10 @@ func (t *runTracker) leased() []*claimed {
 	return runs
 }
 
-// extended records the result of a lease extension sent at sent for runs: the kept runs'
-// leases now end a lease after sent; a started run that was not kept lost its job and is
-// cancelled.
+// extended records the result of a lease extension sent at sent for runs: the runs kept
+// with true had their leases extended to a lease after sent; those kept with false still
+// hold their jobs but were not extended (their rows were busy); a started run that was not
+// kept lost its job and is cancelled.
 func (t *runTracker) extended(runs []*claimed, kept map[ulid.ULID]bool, sent time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -179,9 +190,13 @@ func (t *runTracker) extended(runs []*claimed, kept map[ulid.ULID]bool, sent tim
 		if a == nil || a.job != j {
 			continue // the run ended meanwhile, and the job may run again under a new token
 		}
+		extended, held := kept[j.id]
 		switch {
-		case kept[j.id]:
+		case extended:
 			a.deadline = sent.Add(t.lease)
+		case held:
+			// Still its job, but its row was busy: the lease is extended next time, and
+			// the self-fencing in enforce applies meanwhile.
 		case a.cancel == nil:
 			a.deadline = time.Time{} // buffered, not started: it will not start
 		case a.finished:
@@ -206,7 +221,7 @@ func (t *runTracker) enforce(margin, jobTimeout time.Duration) {
 		case a.cancel == nil || a.finished:
 		case now.Add(margin).After(a.deadline):
 			a.cancel(ErrLeaseLost)
-		case jobTimeout > 0 && now.Sub(a.started) > jobTimeout:
+		case jobTimeout > 0 && !a.untimed && now.Sub(a.started) > jobTimeout:
 			a.cancel(errJobTimeout)
 		}
 	}

@@ -105,6 +105,11 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 		w.ctl, w.started = nil, false
 		return err
 	}
+	if err := w.ensureSingletons(ctx); err != nil {
+		ctl.Close()
+		w.ctl, w.started = nil, false
+		return err
+	}
 	w.tracker = newRunTracker(w.cfg.Lease, w.cfg.ShutdownGrace, w.log)
 	w.fin = newFinisher(w.cfg, ctl, w.q, w.tracker, w.pokeAll, w.channel, w.dbCtx, w.log)
 	queues := make(map[string]*fetcher, len(w.cfg.Queues))
@@ -149,6 +154,24 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 		w.goBg(func() { l.run(bgCtx) })
 	}
 	w.log.Info("venturi worker started", "queues", w.cfg.Queues, "kinds", w.kinds)
+	return nil
+}
+
+// ensureSingletons creates the one job of each registered singleton kind that has no live
+// job (see Supervised); concurrent workers create exactly one.
+func (w *Worker[S]) ensureSingletons(ctx context.Context) error {
+	for _, kind := range w.kinds {
+		reg := w.reg[kind]
+		if reg.singleton == nil {
+			continue
+		}
+		res, err := ensureSingleton(ctx, w.ctl, w.q, reg.zero)
+		if err != nil {
+			return fmt.Errorf("venturi: ensure singleton %s: %w", kind, err)
+		}
+		w.log.Info("venturi singleton ensured", "kind", kind, "job_id", res.ID,
+			"created", res.Action == ActionInserted, "restart", reg.singleton.Restart.String())
+	}
 	return nil
 }
 

@@ -27,9 +27,9 @@ type Config struct {
 	DatabaseURL string
 	// Addr is the listen address (BOOKMARKS_API_ADDR, default 127.0.0.1:8080).
 	Addr string
-	// TagIndexDelay delays tag-index rebuilds so bursts merge (BOOKMARKS_TAG_INDEX_DELAY, default 2s).
+	// TagIndexDelay debounces tag-index rebuilds: one runs once edits are quiet this long, at most tasks.TagIndexMaxWait after a burst began (BOOKMARKS_TAG_INDEX_DELAY, default 2s).
 	TagIndexDelay time.Duration
-	// RefetchDelay debounces refetch bursts (BOOKMARKS_REFETCH_DELAY, default 1s).
+	// RefetchDelay throttles refetches: at most one fetch per bookmark per window (BOOKMARKS_REFETCH_DELAY, default 1s).
 	RefetchDelay time.Duration
 	// ShutdownTimeout bounds the graceful shutdown (default 15s).
 	ShutdownTimeout time.Duration

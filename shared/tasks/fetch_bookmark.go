@@ -75,7 +75,10 @@ func (FetchBookmark) Kind() string { return KindFetchBookmark }
 // DedupKey keys the job by bookmark.
 func (t FetchBookmark) DedupKey() venturi.DedupKey { return venturi.KeyOf("bookmark", t.BookmarkID) }
 
-// Merge lets a newer enqueue for the same bookmark supersede the pending one. A pending
+// Merge lets a newer enqueue for the same bookmark supersede the pending one, keeping the
+// pending job's due time (venturi's Throttle): a refetch is enqueued due RefetchDelay later
+// (the API's setting), and every refetch until it runs rides that one run, so a bookmark is
+// fetched at most once per window however often it is asked for. A pending
 // fetch in another queue is left alone and the incoming one becomes a job of its own: a
 // refetch users ask for while the bookmark's import fetch still waits must not wait in the
 // imports queue (a merge keeps the pending job's queue). The job the bookmark no longer
@@ -84,7 +87,7 @@ func (t FetchBookmark) Merge(existing venturi.Pending[FetchBookmark, FetchCarry]
 	if existing.Payload.Queue() != t.Queue() {
 		return existing.Independent()
 	}
-	return existing.Replace()
+	return existing.Replace().Throttle()
 }
 
 // Queue puts the fetches of imported bookmarks in QueueImports and the others in

@@ -3,6 +3,7 @@ package tasks
 import (
 	"math"
 	"slices"
+	"time"
 
 	"github.com/venturi-dev/venturi"
 )
@@ -25,10 +26,20 @@ const (
 	MaxTagLen      = 50
 )
 
+// TagIndexMaxWait is the longest a debounced tag-index rebuild waits after the first edit of
+// a burst: under a steady stream of tag edits the index is rebuilt at least this often.
+const TagIndexMaxWait = 30 * time.Second
+
 // RebuildTagIndex recounts the bookmarks of the given tags in the tag index. Every change
 // to a bookmark's tags enqueues one, usually with a short delay; while one is pending,
 // further enqueues merge into it with With, which unions their tags, so a burst of edits
 // costs one rebuild.
+//
+// An enqueue that sets QuietMS debounces: the merge pushes the pending rebuild's due time
+// to now + QuietMS, so a burst of tag edits runs one rebuild once it has been quiet that
+// long, and never later than TagIndexMaxWait after the burst's first edit. Enqueue the
+// first one with venturi.After(quiet) too (the API does). Without QuietMS the pending
+// rebuild keeps the earlier due time (venturi's default).
 type RebuildTagIndex struct {
 	// Tags to recount, sorted and unique. Empty with All false recounts nothing.
 	Tags []string `json:"tags,omitempty"`
@@ -36,6 +47,8 @@ type RebuildTagIndex struct {
 	All bool `json:"all,omitempty"`
 	// Requests is how many enqueues this job stands for (1 when nothing merged).
 	Requests int `json:"requests"`
+	// QuietMS is the debounce delay in milliseconds (0: no debounce); see the type.
+	QuietMS int64 `json:"quiet_ms,omitempty"`
 }
 
 // TagIndexCarry is RebuildTagIndex's carry: what the merges folded into the job.
@@ -64,19 +77,25 @@ func (t RebuildTagIndex) Priority() venturi.Priority {
 	return venturi.PriorityNormal
 }
 
-// Merge unions the incoming tags into the pending rebuild and counts the merge. A union
-// beyond MaxRebuildTags becomes a rebuild of all tags, so the payload stays bounded.
+// Merge unions the incoming tags into the pending rebuild and counts the merge, and
+// debounces when the incoming request sets QuietMS. A union beyond MaxRebuildTags becomes a
+// rebuild of all tags, so the payload stays bounded.
 func (t RebuildTagIndex) Merge(existing venturi.Pending[RebuildTagIndex, TagIndexCarry]) venturi.Merge[RebuildTagIndex, TagIndexCarry] {
 	merged := RebuildTagIndex{
 		All:      existing.Payload.All || t.All,
 		Requests: addRequests(existing.Payload.Requests, t.Requests),
+		QuietMS:  t.QuietMS,
 	}
 	if !merged.All {
 		merged.Tags = normalizeTags(append(slices.Clone(existing.Payload.Tags), t.Tags...))
 	}
 	carry := existing.Carry
 	carry.Merged++
-	return existing.With(merged.bounded(), carry)
+	m := existing.With(merged.bounded(), carry)
+	if t.QuietMS > 0 {
+		return m.Debounce(time.Duration(t.QuietMS)*time.Millisecond, TagIndexMaxWait)
+	}
+	return m
 }
 
 // bounded turns a rebuild whose tags exceed the bounds into a rebuild of all tags.

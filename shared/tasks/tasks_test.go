@@ -222,3 +222,27 @@ func TestRebuildTagIndexBounds(t *testing.T) {
 		t.Fatalf("merge past the cap = %+v, want all tags and 2 requests", m)
 	}
 }
+
+// TestMergeDueTimes: a refetch keeps the pending fetch's due time (throttle); a tag-index
+// request with QuietMS debounces with the maximum wait, and one without keeps venturi's
+// default (the earliest due time).
+func TestMergeDueTimes(t *testing.T) {
+	t.Parallel()
+	f := FetchBookmark{BookmarkID: "01J0000000000000000000000A", URL: "https://example.com/"}
+	if due := f.Merge(venturi.Pending[FetchBookmark, FetchCarry]{Payload: f}).Due(); due.Policy != venturi.DueKeep {
+		t.Fatalf("fetch merge due = %+v, want keep", due)
+	}
+	r := NewRebuildTagIndex("go")
+	r.QuietMS = 2000
+	due := r.Merge(venturi.Pending[RebuildTagIndex, TagIndexCarry]{Payload: NewRebuildTagIndex("db")}).Due()
+	if due != (venturi.Due{Policy: venturi.DueDebounce, Delay: 2 * time.Second, MaxWait: TagIndexMaxWait}) {
+		t.Fatalf("debounced rebuild due = %+v", due)
+	}
+	plain := NewRebuildTagIndex("go")
+	if due := plain.Merge(venturi.Pending[RebuildTagIndex, TagIndexCarry]{Payload: plain}).Due(); due.Policy != venturi.DueEarliest {
+		t.Fatalf("plain rebuild due = %+v", due)
+	}
+	if s := (LinkChecker{}).Singleton(); s.Restart != venturi.RestartAlways || s.Delay != LinkCheckerRestartDelay {
+		t.Fatalf("LinkChecker.Singleton() = %+v", s)
+	}
+}

@@ -9,8 +9,8 @@
 -- * The "is anything gated available" check reads the first entry of the gated claim
 --   index in its order; as a NOT EXISTS it could be planned as a sequential scan that
 --   stepped over every claimed row at the head of the table.
--- * A claim looks at twice as many partitions as the jobs it asks for (at least 32, at
---   most 1,000), not at all of them: a claim of 10 over 1,000 partitions locked and probed
+-- * A claim looks at 16 more partitions than the jobs it asks for (at least 32, at most
+--   1,000), not at all of them: a claim of 10 over 1,000 partitions locked and probed
 --   1,000 candidates.
 -- * The round-robin cursor moves past every partition a claim looked at when it took all
 --   it could from them, and moves even when the gates held everything back, so blocked
@@ -22,11 +22,57 @@
 -- and no concurrency limit (ClaimGated in queries.sql), so the plain path pays one index
 -- probe per claim, not a PL/pgSQL call.
 --
+-- venturi_gated_parts, which only the claim called, is dropped.
+--
 -- Rolling deploy: the function keeps its signature and its results; workers of version 6
 -- keep working and get the cheaper claim at once. Applying it takes a short lock on the
 -- function only.
 
-ALTER FUNCTION venturi_gated_parts(text, text, integer) SET jit = off;
+-- venturi_gated_heads lists up to p_max partitions of p_queue that have available gated
+-- jobs, in order, after p_after (from the first when NULL), each with its most urgent job
+-- (the first entry of the partition in the gated claim index): a skip scan of the index,
+-- one probe per partition. It replaces venturi_gated_parts, which listed the partitions
+-- alone, so that a claim that takes one job per partition needs no second probe.
+CREATE FUNCTION venturi_gated_heads(p_queue text, p_after text, p_max integer, OUT parts text[], OUT ids uuid[])
+LANGUAGE plpgsql
+SET jit = off
+AS $$
+BEGIN
+    -- Two copies of one scan: a condition that tested p_after for NULL would keep the
+    -- anchor from seeking the index to p_after.
+    IF p_after IS NULL THEN
+        WITH RECURSIVE ps(p, id, n) AS (
+            (SELECT x.part, x.id, 1 FROM venturi_job x
+             WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue
+             ORDER BY x.part, x.priority DESC, x.run_at, x.id LIMIT 1)
+            UNION ALL
+            SELECT nx.part, nx.id, ps.n + 1
+            FROM ps CROSS JOIN LATERAL (
+                SELECT x.part, x.id FROM venturi_job x
+                WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue AND x.part > ps.p
+                ORDER BY x.part, x.priority DESC, x.run_at, x.id LIMIT 1) nx
+            WHERE ps.n < p_max
+        )
+        SELECT array_agg(ps.p ORDER BY ps.n), array_agg(ps.id ORDER BY ps.n) INTO parts, ids FROM ps;
+    ELSE
+        WITH RECURSIVE ps(p, id, n) AS (
+            (SELECT x.part, x.id, 1 FROM venturi_job x
+             WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue AND x.part > p_after
+             ORDER BY x.part, x.priority DESC, x.run_at, x.id LIMIT 1)
+            UNION ALL
+            SELECT nx.part, nx.id, ps.n + 1
+            FROM ps CROSS JOIN LATERAL (
+                SELECT x.part, x.id FROM venturi_job x
+                WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue AND x.part > ps.p
+                ORDER BY x.part, x.priority DESC, x.run_at, x.id LIMIT 1) nx
+            WHERE ps.n < p_max
+        )
+        SELECT array_agg(ps.p ORDER BY ps.n), array_agg(ps.id ORDER BY ps.n) INTO parts, ids FROM ps;
+    END IF;
+    parts := COALESCE(parts, '{}');
+    ids := COALESCE(ids, '{}');
+END
+$$;
 
 -- venturi_claim_gated claims up to p_max gated jobs of p_kinds from p_queue (and, when
 -- the queue has a concurrency limit, its plain jobs too), admitting each only while every
@@ -57,6 +103,9 @@ DECLARE
     v_now   timestamptz; -- the admitted runs' start
     v_check timestamptz; -- when the gates were checked
     v_parts text[];
+    v_heads uuid[]; -- each partition's most urgent job
+    v_more  text[];
+    v_mh    uuid[];
     v_after text;
     max_parts CONSTANT integer := 1000; -- partitions one claim looks at, at most
     v_maxp  integer; -- partitions this claim looks at
@@ -111,32 +160,51 @@ BEGIN
     END IF;
 
     -- The partitions with available gated jobs, in round-robin order: after the queue's
-    -- cursor (the partition served last), wrapping around. Twice as many as the jobs asked
-    -- for (some may be held back by their gates), at least 32, at most max_parts: a small
-    -- claim does not visit every partition.
-    v_maxp := LEAST(max_parts, GREATEST(2 * p_max, 32));
-    v_parts := venturi_gated_parts(p_queue, v_after, v_maxp);
+    -- cursor (the partition served last), wrapping around. As many as the jobs asked for
+    -- and 16 more (some may be held back by their gates), at least 32, at most max_parts:
+    -- a claim locks one candidate per partition it visits at least, and a claim that
+    -- visited partitions it could not use moves the cursor past them.
+    v_maxp := LEAST(max_parts, GREATEST(p_max + 16, 32));
+    SELECT h.parts, h.ids INTO v_parts, v_heads FROM venturi_gated_heads(p_queue, v_after, v_maxp) h;
     IF v_after IS NOT NULL AND cardinality(v_parts) < v_maxp THEN
-        v_parts := v_parts || ARRAY(
-            SELECT w.p FROM unnest(venturi_gated_parts(p_queue, NULL, v_maxp - cardinality(v_parts))) AS w(p)
-            WHERE w.p <= v_after);
+        SELECT h.parts, h.ids INTO v_more, v_mh FROM venturi_gated_heads(p_queue, NULL, v_maxp - cardinality(v_parts)) h;
+        FOR i IN 1..cardinality(v_more) LOOP
+            EXIT WHEN v_more[i] > v_after;
+            v_parts := v_parts || v_more[i];
+            v_heads := v_heads || v_mh[i];
+        END LOOP;
     END IF;
     v_k := GREATEST(1, ceil(p_max::numeric / GREATEST(cardinality(v_parts), 1))::integer);
 
     -- Candidates, locked: up to v_k per partition, round-robin; then, with a queue limit,
-    -- the queue's plain jobs (the queue's gate alone applies to them).
-    WITH gated AS (
-        SELECT y.*, pp.pos, row_number() OVER (PARTITION BY y.part ORDER BY y.priority DESC, y.run_at, y.id) AS rn
-        FROM unnest(v_parts) WITH ORDINALITY AS pp(p, pos),
+    -- the queue's plain jobs (the queue's gate alone applies to them). With one per
+    -- partition, the candidates are the partitions' heads the skip scan found, locked by
+    -- primary key; a partition whose head another claim holds, or whose head is of a kind
+    -- this worker does not serve, is probed for its next job.
+    WITH heads AS (
+        SELECT x.id, x.kind, x.part, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.run_at
+        FROM venturi_job x
+        WHERE v_k = 1 AND x.id = ANY(v_heads) AND x.state = 'available' AND x.part IS NOT NULL
+          AND x.queue = p_queue AND x.kind = ANY(p_kinds)
+        FOR UPDATE SKIP LOCKED
+    ), parts AS (
+        SELECT pp.p, pp.hid, pp.pos FROM unnest(v_parts, v_heads) WITH ORDINALITY AS pp(p, hid, pos)
+    ), gated AS (
+        SELECT heads.*, parts.pos, 1::bigint AS rn
+        FROM parts JOIN heads ON heads.id = parts.hid
+        UNION ALL
+        SELECT y.*, parts.pos, row_number() OVER (PARTITION BY y.part ORDER BY y.priority DESC, y.run_at, y.id)
+        FROM parts,
         LATERAL (
             SELECT x.id, x.kind, x.part, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.run_at
             FROM venturi_job x
-            WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue AND x.part = pp.p
+            WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue AND x.part = parts.p
               AND x.kind = ANY(p_kinds)
             ORDER BY x.priority DESC, x.run_at, x.id
             LIMIT v_k
             FOR UPDATE SKIP LOCKED
         ) y
+        WHERE v_k > 1 OR NOT EXISTS (SELECT 1 FROM heads WHERE heads.id = parts.hid)
     ), plain AS (
         SELECT x.id, x.kind, x.part, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.run_at
         FROM venturi_job x
@@ -155,39 +223,39 @@ BEGIN
               SELECT plain.id, plain.kind, plain.part, plain.slot_key, plain.slot_limit, plain.slot_policy,
                      plain.priority, plain.run_at,
                      row_number() OVER (ORDER BY plain.priority DESC, plain.run_at, plain.id), 0 FROM plain) c
-    ), gk AS (
-        -- Each candidate's gates, only those it has: (candidate order, position 1..5, key).
-        -- The slot comes first.
-        SELECT cand.ord, g.pos, g.key
+    ), ck AS (
+        -- Each candidate's gate keys (NULL: not subject to it) and how many it has.
+        SELECT cand.ord, cand.id, cand.slot_key, cand.part, cand.slot_limit, cand.slot_policy, g.*,
+               (g.g1 IS NOT NULL)::integer + (g.g2 IS NOT NULL)::integer + (g.g3 IS NOT NULL)::integer
+               + (g.g4 IS NOT NULL)::integer + (g.g5 IS NOT NULL)::integer AS ng
         FROM cand LEFT JOIN venturi_kind k ON k.kind = cand.kind
-        CROSS JOIN LATERAL (VALUES
-            (1, CASE WHEN cand.slot_key IS NOT NULL THEN 's' || sep || cand.slot_key END),
-            (2, CASE WHEN k.concurrency > 0 THEN 'k' || sep || cand.kind END),
-            (3, CASE WHEN v_qconc > 0 THEN 'q' || sep || p_queue END),
-            (4, CASE WHEN k.rate_n > 0 THEN 'r' || sep || cand.kind
-                     || CASE WHEN k.rate_by_part THEN sep || COALESCE(cand.part, '') ELSE '' END END),
-            (5, CASE WHEN k.brk_failures > 0 THEN 'b' || sep || cand.kind
-                     || CASE WHEN k.brk_by_part THEN sep || COALESCE(cand.part, '') ELSE '' END END)
-        ) AS g(pos, key)
-        WHERE g.key IS NOT NULL
-    ), keys AS (
-        SELECT d.key, row_number() OVER (ORDER BY d.key)::integer AS gi FROM (SELECT DISTINCT gk.key FROM gk) d
-    ), gi AS (
-        SELECT gk.ord, gk.pos, keys.gi FROM gk JOIN keys ON keys.key = gk.key
-    ), off AS (
-        -- Where each candidate's gates start in the flattened list.
-        SELECT cand.ord, 1 + COALESCE(sum(COALESCE(cnt.n, 0)) OVER (ORDER BY cand.ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)::integer AS o
-        FROM cand LEFT JOIN (SELECT gi.ord, count(*) AS n FROM gi GROUP BY gi.ord) cnt ON cnt.ord = cand.ord
+        CROSS JOIN LATERAL (SELECT
+            CASE WHEN cand.slot_key IS NOT NULL THEN 's' || sep || cand.slot_key END AS g1,
+            CASE WHEN k.concurrency > 0 THEN 'k' || sep || cand.kind END AS g2,
+            CASE WHEN v_qconc > 0 THEN 'q' || sep || p_queue END AS g3,
+            CASE WHEN k.rate_n > 0 THEN 'r' || sep || cand.kind
+                 || CASE WHEN k.rate_by_part THEN sep || COALESCE(cand.part, '') ELSE '' END END AS g4,
+            CASE WHEN k.brk_failures > 0 THEN 'b' || sep || cand.kind
+                 || CASE WHEN k.brk_by_part THEN sep || COALESCE(cand.part, '') ELSE '' END END AS g5) g
+    ), gk AS (
+        -- One row per candidate and gate (the slot first), with the gate's index in the
+        -- sorted list of distinct keys.
+        SELECT x.ord, x.pos, x.key, dense_rank() OVER (ORDER BY x.key)::integer AS gi
+        FROM (SELECT ck.ord, 1 AS pos, ck.g1 AS key FROM ck WHERE ck.g1 IS NOT NULL
+              UNION ALL SELECT ck.ord, 2, ck.g2 FROM ck WHERE ck.g2 IS NOT NULL
+              UNION ALL SELECT ck.ord, 3, ck.g3 FROM ck WHERE ck.g3 IS NOT NULL
+              UNION ALL SELECT ck.ord, 4, ck.g4 FROM ck WHERE ck.g4 IS NOT NULL
+              UNION ALL SELECT ck.ord, 5, ck.g5 FROM ck WHERE ck.g5 IS NOT NULL) x
     )
     SELECT
-        (SELECT array_agg(cand.id ORDER BY cand.ord) FROM cand),
-        (SELECT array_agg(cand.slot_key ORDER BY cand.ord) FROM cand),
-        (SELECT array_agg(cand.part ORDER BY cand.ord) FROM cand),
-        (SELECT array_agg(cand.slot_limit ORDER BY cand.ord) FROM cand),
-        (SELECT array_agg(cand.slot_policy ORDER BY cand.ord) FROM cand),
-        (SELECT array_agg(off.o ORDER BY off.ord) FROM off),
-        (SELECT array_agg(gi.gi ORDER BY gi.ord, gi.pos) FROM gi),
-        (SELECT array_agg(keys.key ORDER BY keys.gi) FROM keys)
+        (SELECT array_agg(ck.id ORDER BY ck.ord) FROM ck),
+        (SELECT array_agg(ck.slot_key ORDER BY ck.ord) FROM ck),
+        (SELECT array_agg(ck.part ORDER BY ck.ord) FROM ck),
+        (SELECT array_agg(ck.slot_limit ORDER BY ck.ord) FROM ck),
+        (SELECT array_agg(ck.slot_policy ORDER BY ck.ord) FROM ck),
+        (SELECT array_agg(ck.ng ORDER BY ck.ord) FROM ck),
+        (SELECT array_agg(gk.gi ORDER BY gk.ord, gk.pos) FROM gk),
+        (SELECT array_agg(DISTINCT gk.key ORDER BY gk.key) FROM gk)
     INTO c_id, c_slot, c_part, c_limit, c_policy, c_off, c_gl, g_key;
 
     n := COALESCE(cardinality(c_id), 0);
@@ -196,7 +264,14 @@ BEGIN
     END IF;
     g_key := COALESCE(g_key, '{}');
     c_gl := COALESCE(c_gl, '{}');
-    c_off := c_off || (cardinality(c_gl) + 1);
+    -- c_off holds each candidate's number of gates: make it where its gates start.
+    j := 1;
+    FOR i IN 1..n LOOP
+        g := c_off[i];
+        c_off[i] := j;
+        j := j + g;
+    END LOOP;
+    c_off[n + 1] := j;
 
     -- Lock the gates, then read their state in a fresh snapshot: every claim that held
     -- these locks before has committed, and its running jobs are visible.
@@ -421,3 +496,4 @@ BEGIN
 END
 $$;
 
+DROP FUNCTION venturi_gated_parts(text, text, integer);

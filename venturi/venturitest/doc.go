@@ -22,7 +22,10 @@
 // The [Result] reports the outcome or error, the journal event the worker would record,
 // a RetryIn delay, the carry and attachment the run left, and whether the handler
 // committed its outcome with Run.CompleteTx (which succeeds without writing anything,
-// unless [RunOptions].CompleteTxErr makes it fail).
+// unless [RunOptions].CompleteTxErr makes it fail). [RunOptions].Waited and
+// [RunOptions].Signals make the run one that follows a venturi.WaitForSignal, with the
+// signals that arrived ([SignalOf] builds one); [Result].Consumed reports those the handler
+// read.
 //
 // # Asserting enqueues
 //

@@ -3,6 +3,7 @@ package venturitest_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/venturi-dev/venturi"
 	"github.com/venturi-dev/venturi/venturitest"
@@ -75,4 +76,45 @@ func ExampleRunFunc() {
 	// run 1: paused "copied 100 of 250", carry {Next:100}
 	// run 2: paused "copied 200 of 250", carry {Next:200}
 	// run 3: completed "backfill done", carry {Next:250}
+}
+
+// Approve waits for the signal "approve"; the run after the wait completes with the
+// approver, or cancels when the wait timed out.
+type Approve struct{}
+
+type Approver struct {
+	Name string `json:"name"`
+}
+
+func (Approve) Kind() string { return "approve" }
+
+func (Approve) Handle(ctx context.Context, run *venturi.Run[struct{}], _ struct{}) (venturi.Outcome, error) {
+	if _, waited := run.Waited(); !waited {
+		return venturi.WaitForSignal(time.Hour, "approve"), nil
+	}
+	sigs, err := run.Signals(ctx, "approve")
+	if err != nil || len(sigs) == 0 {
+		return venturi.Cancelled("nobody approved"), err
+	}
+	a, err := venturi.DecodeSignal[Approver](sigs[0])
+	if err != nil {
+		return venturi.Outcome{}, venturi.Permanent(err)
+	}
+	return venturi.CompletedWith("approved by " + a.Name), nil
+}
+
+// The run after a wait, with the signal that woke it and without (the timeout passed).
+func ExampleRunOptions_signals() {
+	ctx := context.Background()
+	res := venturitest.RunHandler(ctx, Approve{}, struct{}{}, venturitest.RunOptions[struct{}]{
+		Waited:  []string{"approve"},
+		Signals: []venturi.Signal{venturitest.SignalOf("approve", Approver{Name: "ada"}, "mail-1")},
+	})
+	fmt.Println(res.Event(), res.Note(), len(res.Consumed))
+
+	res = venturitest.RunHandler(ctx, Approve{}, struct{}{}, venturitest.RunOptions[struct{}]{Waited: []string{"approve"}})
+	fmt.Println(res.Outcome.IsCancel(), res.Note())
+	// Output:
+	// completed approved by ada 1
+	// true nobody approved
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -40,6 +41,16 @@ type RunOptions[C any] struct {
 	// Shutdown, when not nil, is the run's shutdown channel (a test closes it to begin a
 	// shutdown mid-run); it takes precedence over ShuttingDown.
 	Shutdown <-chan struct{}
+	// Waited, when not nil, makes the previous run one that returned
+	// venturi.WaitForSignal(timeout, Waited...): a waiting entry for those names is
+	// appended to History, so Run.Waited reports them, and RunCount defaults to 2. It
+	// tests a handler's resume path, with Signals (none: the wait timed out).
+	Waited []string
+	// Signals are the job's signals that no run has consumed, oldest first: what
+	// Run.Signals returns (those with one of the names asked for, on every call). A signal
+	// without a Seq is numbered by its position (from 1); without a SentAt it gets the
+	// time of the call. Payloads are JSON; build one with SignalOf.
+	Signals []venturi.Signal
 	// CompleteTxErr, when not nil, is what Run.CompleteTx returns instead of succeeding:
 	// venturi.ErrLeaseLost tests the path where the run lost its job.
 	CompleteTxErr error
@@ -69,6 +80,20 @@ type Result[C any] struct {
 	CompletedTx bool
 	// CompletedTxOutcome is the outcome passed to the successful Run.CompleteTx.
 	CompletedTxOutcome venturi.Outcome
+	// Consumed are the signals the handler read with Run.Signals, in the order it first
+	// read them: a worker marks them consumed when the run ends, whatever its outcome.
+	Consumed []venturi.Signal
+}
+
+// SignalOf builds a signal for [RunOptions].Signals: name, the JSON encoding of payload
+// (nil for none) and a delivery ID. It panics when payload cannot be encoded, as a test
+// helper may.
+func SignalOf(name string, payload any, deliveryID string) venturi.Signal {
+	b, err := testhook.EncodeJSON(payload)
+	if err != nil {
+		panic(fmt.Sprintf("venturitest.SignalOf(%q): %v", name, err))
+	}
+	return venturi.Signal{Name: name, Payload: b, DeliveryID: deliveryID}
 }
 
 // Event returns the journal event the worker would record for the run: completed, paused,
@@ -141,16 +166,37 @@ func RunFunc[T venturi.Task, S, C any](ctx context.Context, handle venturi.Handl
 		res.Err = err
 		return res
 	}
+	if opts.Waited != nil && opts.RunCount == 0 {
+		opts.RunCount = 2 // the run after the wait
+	}
 	run := new(venturi.Run[C])
-	if err := testhook.FillRun(run, spec(task, carry, opts, &res)); err != nil {
+	sigs := numberedSignals(opts.Signals)
+	sp := spec(task, carry, opts, &res)
+	sp.Signals = sigs
+	if opts.Waited != nil {
+		history := append(slices.Clone(opts.History), venturi.JournalEntry{Event: venturi.EventWaiting,
+			Run: max(int(orOne(int64(opts.RunCount)))-1, 0), Wait: slices.Clone(opts.Waited), At: time.Now()})
+		if len(opts.History) > 0 && opts.History[0].Seq != 0 {
+			history[len(history)-1].Seq = opts.History[len(opts.History)-1].Seq + 1
+		}
+		sp.History = history
+	}
+	if err := testhook.FillRun(run, sp); err != nil {
 		res.Err = fmt.Errorf("venturitest: %w", err)
 		return res
 	}
 	res.Outcome, res.Panicked, res.Err = call(ctx, handle, decoded, run, state)
+	st := testhook.ReadRun(run)
 	if !res.CompletedTx {
-		st := testhook.ReadRun(run)
 		res.Carry, _ = st.Carry.(C)
 		res.Attachment = st.Attachment
+	}
+	for _, seq := range st.Consumed {
+		for _, s := range sigs {
+			if s.Seq == seq {
+				res.Consumed = append(res.Consumed, s)
+			}
+		}
 	}
 	return res
 }
@@ -185,6 +231,22 @@ func spec[T venturi.Task, C any](task T, carry C, opts RunOptions[C], res *Resul
 			return nil
 		},
 	}
+}
+
+// numberedSignals returns a test run's signals with Seq and SentAt set where the caller
+// left them zero.
+func numberedSignals(in []venturi.Signal) []venturi.Signal {
+	out := slices.Clone(in)
+	now := time.Now()
+	for i := range out {
+		if out[i].Seq == 0 {
+			out[i].Seq = int64(i) + 1
+		}
+		if out[i].SentAt.IsZero() {
+			out[i].SentAt = now
+		}
+	}
+	return out
 }
 
 func orOne(n int64) int64 {

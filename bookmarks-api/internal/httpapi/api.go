@@ -38,13 +38,15 @@ const (
 
 // Config configures the handlers.
 type Config struct {
-	// TagIndexDelay delays tag-index rebuilds so that bursts of edits merge into one job.
-	// Default 2s.
+	// TagIndexDelay debounces tag-index rebuilds: a rebuild runs once the tag edits have
+	// been quiet this long (and at most tasks.TagIndexMaxWait after a burst began), so a
+	// burst of edits merges into one job. Default 2s.
 	TagIndexDelay time.Duration
 	// RequestTimeout bounds one request's handler. Default 10s.
 	RequestTimeout time.Duration
-	// RefetchDelay debounces refetches: the fetch runs this long after the last refetch of
-	// a burst, which all merge into one pending job. Default 1s.
+	// RefetchDelay throttles refetches: the fetch runs this long after the first refetch of
+	// a burst, and every refetch until then merges into that pending job (the fetch's merge
+	// keeps its due time), so a bookmark is fetched at most once per RefetchDelay. Default 1s.
 	RefetchDelay time.Duration
 	// WriteLimit limits each API key's requests to the endpoints that change something
 	// (POST, DELETE). Default DefaultWriteLimit; Unlimited turns it off.
@@ -358,7 +360,11 @@ func (a *API) enqueueTagRebuild(ctx context.Context, tx pgx.Tx, tags []string) e
 	if len(tags) == 0 {
 		return nil
 	}
-	_, err := a.queue.EnqueueTx(ctx, tx, tasks.NewRebuildTagIndex(tags...), venturi.After(a.cfg.TagIndexDelay))
+	// Debounced: every tag edit pushes the pending rebuild to TagIndexDelay from now, so a
+	// burst runs one rebuild once it quiets (at most tasks.TagIndexMaxWait after it began).
+	task := tasks.NewRebuildTagIndex(tags...)
+	task.QuietMS = a.cfg.TagIndexDelay.Milliseconds()
+	_, err := a.queue.EnqueueTx(ctx, tx, task, venturi.After(a.cfg.TagIndexDelay))
 	return err
 }
 
@@ -533,7 +539,7 @@ func (a *API) refetchBookmark(c echo.Context) error {
 			return err
 		}
 		// A pending fetch of this bookmark is replaced, so a burst of refetches is one job.
-		// It is debounced by RefetchDelay, so that a burst finds the job still pending.
+		// It is throttled by RefetchDelay: the burst rides the first refetch's due time.
 		task := tasks.FetchBookmark{BookmarkID: id.String(), URL: bm.Url}
 		if res, err = a.queue.EnqueueTx(ctx, tx, task, venturi.After(a.cfg.RefetchDelay)); err != nil {
 			return err

@@ -39,6 +39,14 @@ type Config struct {
 	// MaxFetchAttempts is how many failed fetches a bookmark gets before it is marked
 	// failed (BOOKMARKS_FETCH_MAX_ATTEMPTS, default 5).
 	MaxFetchAttempts int
+	// LinkCheckPageSize, LinkCheckInterval and LinkCheckStaleAfter configure the link
+	// checker, a singleton that walks every bookmark and refetches stale pages: bookmarks
+	// per step (BOOKMARKS_LINKCHECK_PAGE_SIZE, default 100), the pause between steps
+	// (BOOKMARKS_LINKCHECK_INTERVAL, default 5s) and the age of a fetch that makes it
+	// stale (BOOKMARKS_LINKCHECK_STALE_AFTER, default 168h).
+	LinkCheckPageSize   int
+	LinkCheckInterval   time.Duration
+	LinkCheckStaleAfter time.Duration
 	// Fetch configures the fetcher:
 	//   BOOKMARKS_FETCH_TIMEOUT (15s), BOOKMARKS_FETCH_MAX_BYTES (5 MiB),
 	//   BOOKMARKS_FETCH_PORTS (comma-separated, default 80,443),
@@ -106,6 +114,9 @@ func Parse(getenv func(string) string) (Config, error) {
 	c.PollInterval = dur("BOOKMARKS_WORKER_POLL", time.Second)
 	c.BackoffBase = dur("BOOKMARKS_WORKER_BACKOFF_BASE", time.Second)
 	c.MaxFetchAttempts = num("BOOKMARKS_FETCH_MAX_ATTEMPTS", 5)
+	c.LinkCheckPageSize = num("BOOKMARKS_LINKCHECK_PAGE_SIZE", 100)
+	c.LinkCheckInterval = dur("BOOKMARKS_LINKCHECK_INTERVAL", 5*time.Second)
+	c.LinkCheckStaleAfter = dur("BOOKMARKS_LINKCHECK_STALE_AFTER", 7*24*time.Hour)
 	c.Fetch.Timeout = dur("BOOKMARKS_FETCH_TIMEOUT", 15*time.Second)
 	c.Fetch.MaxBytes = int64(num("BOOKMARKS_FETCH_MAX_BYTES", 5<<20))
 	if v := getenv("BOOKMARKS_FETCH_PORTS"); v != "" {

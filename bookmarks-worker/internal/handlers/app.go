@@ -38,6 +38,8 @@ type App struct {
 	// MaxFetchAttempts is how many failed fetches a bookmark gets before it is marked
 	// failed and its job dies. Default 5.
 	MaxFetchAttempts int
+	// LinkCheck configures the link checker singleton.
+	LinkCheck LinkCheck
 }
 
 // NewApp returns the handlers' state.
@@ -64,6 +66,7 @@ func Registrations() []Registration {
 		RegisterFetchBookmark,
 		RegisterImportBookmarks,
 		RegisterRebuildTagIndex,
+		RegisterLinkChecker,
 	}
 }
 

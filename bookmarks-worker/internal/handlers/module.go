@@ -21,7 +21,9 @@ var Module = fx.Module("handlers",
 	fx.Provide(
 		func(cfg config.Config) Fetcher { return fetch.New(cfg.Fetch) },
 		func(pool *pgxpool.Pool, f Fetcher, log *slog.Logger, cfg config.Config) *App {
-			return NewApp(pool, f, log, cfg.MaxFetchAttempts)
+			app := NewApp(pool, f, log, cfg.MaxFetchAttempts)
+			app.LinkCheck = LinkCheck{PageSize: cfg.LinkCheckPageSize, Interval: cfg.LinkCheckInterval, StaleAfter: cfg.LinkCheckStaleAfter}
+			return app
 		},
 		fx.Annotate(Registrations, fx.ResultTags(`group:"venturi.handlers,flatten"`)),
 	),

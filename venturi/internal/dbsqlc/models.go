@@ -154,6 +154,8 @@ type VenturiJob struct {
 	StopNote        pgtype.Text
 	AwaitChannel    pgtype.Text
 	WaitSignals     []string
+	BurstAt         *time.Time
+	BurstRun        pgtype.Int4
 }
 
 type VenturiJournal struct {

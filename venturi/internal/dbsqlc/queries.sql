@@ -62,8 +62,11 @@ FOR UPDATE;
 
 -- name: MergeInto :one
 -- Applies Keep (replace = false, set_carry = false), Replace or With to a pending job and
--- appends the merged journal entry. A replaced job is never delayed by the merge: it keeps
--- the earlier of its own due time and the incoming one.
+-- appends the merged journal entry with the due time before and after. due_policy moves the
+-- due time: 0 earliest (the earlier of the job's and the incoming one: the merge never
+-- delays it), 1 keep (throttle), 2 debounce (now + debounce_us, but no later than
+-- max_wait_us after the burst began when max_wait_us > 0). A burst begins at the job's
+-- creation, or at the first debounced merge after a run (burst_run = runs while current).
 UPDATE venturi_job j SET
     payload  = CASE WHEN @replace::bool THEN (@payload::text)::jsonb ELSE j.payload END,
     priority = CASE WHEN @replace::bool THEN @priority::smallint ELSE j.priority END,
@@ -79,15 +82,30 @@ UPDATE venturi_job j SET
     slot_policy = CASE WHEN @replace::bool THEN sqlc.narg(slot_policy)::smallint ELSE j.slot_policy END,
     run_at   = t.at,
     state    = CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
-    journal  = j.journal || jsonb_build_array((@entry::text)::jsonb || jsonb_build_object('at', now()))
+    burst_at  = CASE WHEN @due_policy::smallint = 2 THEN t.burst ELSE j.burst_at END,
+    burst_run = CASE WHEN @due_policy::smallint = 2 THEN j.runs ELSE j.burst_run END,
+    journal  = j.journal || jsonb_build_array((@entry::text)::jsonb
+        || jsonb_build_object('at', now(), 'due_before', t.before, 'due_after', t.at))
 FROM (
-    SELECT CASE WHEN @replace::bool
-                THEN LEAST(o.run_at, COALESCE(sqlc.narg(at)::timestamptz, now()) + interval '1 microsecond' * @delay_us::bigint)
-                ELSE o.run_at END AS at
-    FROM venturi_job o WHERE o.id = @id
+    SELECT b.before, b.burst,
+           CASE @due_policy::smallint
+               WHEN 1 THEN b.before
+               WHEN 2 THEN CASE WHEN @max_wait_us::bigint > 0
+                                THEN LEAST(now() + interval '1 microsecond' * @debounce_us::bigint,
+                                           b.burst + interval '1 microsecond' * @max_wait_us::bigint)
+                                ELSE now() + interval '1 microsecond' * @debounce_us::bigint END
+               ELSE LEAST(b.before, COALESCE(sqlc.narg(at)::timestamptz, now()) + interval '1 microsecond' * @delay_us::bigint)
+           END AS at
+    FROM (
+        SELECT o.run_at AS before,
+               CASE WHEN o.burst_run = o.runs THEN o.burst_at
+                    WHEN o.runs = 0 THEN o.created_at
+                    ELSE now() END AS burst
+        FROM venturi_job o WHERE o.id = @id
+    ) b
 ) t
 WHERE j.id = @id AND j.state IN ('scheduled', 'available')
-RETURNING (j.state = 'available')::bool AS due;
+RETURNING (j.state = 'available')::bool AS due, j.run_at;
 
 -- name: PromoteDue :execrows
 -- Moves scheduled jobs that came due, and waiting jobs whose wait timed out, to available.
@@ -209,14 +227,30 @@ RETURNING j.id;
 
 -- name: ExtendLeases :many
 -- Extends the leases of one worker's running jobs in one statement, and reports which of
--- them were asked to stop (stop_event: replaced, cancelled).
-UPDATE venturi_job j SET lease_expires_at = now() + interval '1 microsecond' * @lease_us::bigint
-FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token) AS u
--- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
--- testing the state keeps the planner on primary-key lookups instead of scanning every
--- running job through the lease index.
-WHERE j.id = u.id AND j.lease_token = u.token
-RETURNING j.id, COALESCE(j.stop_event, '')::text AS stop_event;
+-- them were asked to stop (stop_event: replaced, cancelled). A job whose row another
+-- transaction holds is not waited for: it comes back with extended false, still held
+-- (its token matches) but not extended this time. The holder is the run's own StepTx
+-- (SaveStep locks the row until the step's transaction commits, so that a rescue cannot
+-- end the run while its memo is being written), a finish, or a claim asking the run to
+-- stop; waiting for it would hold up every other run's extension behind one transaction.
+WITH u AS (
+    SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token
+), free AS (
+    -- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
+    -- testing the state keeps the planner on primary-key lookups instead of scanning every
+    -- running job through the lease index.
+    SELECT j.id FROM venturi_job j JOIN u ON j.id = u.id AND j.lease_token = u.token
+    ORDER BY j.id
+    FOR NO KEY UPDATE OF j SKIP LOCKED
+), ext AS (
+    UPDATE venturi_job j SET lease_expires_at = now() + interval '1 microsecond' * @lease_us::bigint
+    WHERE j.id = ANY(ARRAY(SELECT free.id FROM free))
+    RETURNING j.id, COALESCE(j.stop_event, '')::text AS stop_event
+)
+SELECT ext.id, ext.stop_event, true AS extended FROM ext
+UNION ALL
+SELECT j.id, ''::text, false FROM venturi_job j JOIN u ON j.id = u.id AND j.lease_token = u.token
+WHERE j.id <> ALL(ARRAY(SELECT free.id FROM free));
 
 -- name: TryMaintenanceLock :one
 SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || '.venturi_maintenance', 0))::bool AS locked;
@@ -270,7 +304,8 @@ WHERE id IN (
 -- name: GetJob :one
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
        journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
-       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note
+       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note,
+       worker_id
 FROM venturi_job
 WHERE id = @id;
 
@@ -303,7 +338,8 @@ WITH t AS (
         slot_key = sqlc.narg(slot_key)::text, slot_limit = sqlc.narg(slot_limit)::int, slot_policy = sqlc.narg(slot_policy)::smallint,
         run_at   = LEAST(j.run_at, t.at),
         state    = CASE WHEN LEAST(j.run_at, t.at) <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
-        journal  = j.journal || jsonb_build_array((@entry::text)::jsonb || jsonb_build_object('at', now()))
+        journal  = j.journal || jsonb_build_array((@entry::text)::jsonb
+            || jsonb_build_object('at', now(), 'due_before', j.run_at, 'due_after', LEAST(j.run_at, t.at)))
     FROM cand, t
     WHERE j.id = cand.id
     RETURNING j.id, j.state
@@ -327,7 +363,8 @@ SELECT COALESCE((SELECT id FROM upd), (SELECT id FROM ins))::uuid AS job_id,
 -- first, for venturitest's assertions.
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
        journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
-       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note
+       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note,
+       worker_id
 FROM venturi_job
 WHERE kind = @kind
   AND (cardinality(@states::text[]) = 0 OR state::text = ANY(@states::text[]))
@@ -589,16 +626,51 @@ SELECT result FROM venturi_step WHERE job_id = @job_id AND name = @name::text;
 -- name: SaveStep :execrows
 -- Memoizes a step's result for a run that still holds its job (its token matches); a lost
 -- run saves nothing. An earlier memo of the name is kept.
+-- The job's row is locked (shared) until the memo commits: a rescue or a cancel of the run
+-- waits for it, so a run that saved a memo still held its job when the memo committed,
+-- and a run that lost its job saves nothing (the lock re-reads the row's token). The lease
+-- extension does not wait for the lock (ExtendLeases).
 INSERT INTO venturi_step (job_id, name, result, run, token)
 SELECT j.id, @name::text, (@result::text)::jsonb, j.runs, j.lease_token
 FROM venturi_job j
 WHERE j.id = @job_id AND j.lease_token = @token
+FOR SHARE OF j
 ON CONFLICT (job_id, name) DO NOTHING;
 
 -- name: JobSteps :many
 SELECT name, result, run, at FROM venturi_step WHERE job_id = @job_id ORDER BY at, name;
 
+-- name: EnsureSingleton :one
+-- Creates the one live job of a singleton kind unless it exists (venturi_job_singleton_idx
+-- makes this exact under any number of concurrent workers), and returns the live job.
+-- job_id is NULL only when the live job committed after this statement's snapshot: retry.
+WITH ins AS (
+    INSERT INTO venturi_job (id, kind, queue, state, priority, payload, run_at, part, slot_key, slot_limit, slot_policy)
+    VALUES (@id, @kind, @queue::text, 'available', @priority, (@payload::text)::jsonb, now(), @slot_key::text, @slot_key::text, 1, 0)
+    ON CONFLICT (kind) WHERE slot_key LIKE 'venturi.singleton:%' AND state IN ('scheduled', 'available', 'running', 'waiting')
+    DO NOTHING
+    RETURNING id
+)
+SELECT COALESCE((SELECT id FROM ins),
+                (SELECT j.id FROM venturi_job j
+                 WHERE j.kind = @kind AND j.slot_key LIKE 'venturi.singleton:%'
+                   AND j.state IN ('scheduled', 'available', 'running', 'waiting')
+                 LIMIT 1))::uuid AS job_id,
+       EXISTS (SELECT 1 FROM ins)::bool AS inserted;
 
+-- name: Singletons :many
+-- The live singleton jobs, with their owner while running and their last journal entry.
+SELECT id, kind, state, queue, worker_id, attempted_at, run_at, runs, failures, created_at,
+       lease_expires_at, COALESCE(journal -> -1, 'null'::jsonb)::jsonb AS last_entry
+FROM venturi_job
+WHERE slot_key LIKE 'venturi.singleton:%' AND state IN ('scheduled', 'available', 'running', 'waiting')
+ORDER BY kind;
+
+-- name: SaveCarry :execrows
+-- A running job's checkpoint (Run.Checkpoint), fenced by the run's token: no row when the
+-- run lost its job.
+UPDATE venturi_job SET carry = NULLIF(@carry::text, '')::jsonb
+WHERE id = @id AND lease_token = @token;
 
 -- ---- durable cron (migration 9) -------------------------------------------------------
 

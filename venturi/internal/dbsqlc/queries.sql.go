@@ -1095,31 +1095,95 @@ func (q *Queries) EndedJobs(ctx context.Context, db DBTX, ids []pgtype.UUID) ([]
 	return items, nil
 }
 
+const ensureSingleton = `-- name: EnsureSingleton :one
+WITH ins AS (
+    INSERT INTO venturi_job (id, kind, queue, state, priority, payload, run_at, part, slot_key, slot_limit, slot_policy)
+    VALUES ($2, $1, $3::text, 'available', $4, ($5::text)::jsonb, now(), $6::text, $6::text, 1, 0)
+    ON CONFLICT (kind) WHERE slot_key LIKE 'venturi.singleton:%' AND state IN ('scheduled', 'available', 'running', 'waiting')
+    DO NOTHING
+    RETURNING id
+)
+SELECT COALESCE((SELECT id FROM ins),
+                (SELECT j.id FROM venturi_job j
+                 WHERE j.kind = $1 AND j.slot_key LIKE 'venturi.singleton:%'
+                   AND j.state IN ('scheduled', 'available', 'running', 'waiting')
+                 LIMIT 1))::uuid AS job_id,
+       EXISTS (SELECT 1 FROM ins)::bool AS inserted
+`
+
+type EnsureSingletonParams struct {
+	Kind     string
+	ID       pgtype.UUID
+	Queue    string
+	Priority int16
+	Payload  string
+	SlotKey  string
+}
+
+type EnsureSingletonRow struct {
+	JobID    pgtype.UUID
+	Inserted bool
+}
+
+// Creates the one live job of a singleton kind unless it exists (venturi_job_singleton_idx
+// makes this exact under any number of concurrent workers), and returns the live job.
+// job_id is NULL only when the live job committed after this statement's snapshot: retry.
+func (q *Queries) EnsureSingleton(ctx context.Context, db DBTX, arg EnsureSingletonParams) (*EnsureSingletonRow, error) {
+	row := db.QueryRow(ctx, ensureSingleton,
+		arg.Kind,
+		arg.ID,
+		arg.Queue,
+		arg.Priority,
+		arg.Payload,
+		arg.SlotKey,
+	)
+	var i EnsureSingletonRow
+	err := row.Scan(&i.JobID, &i.Inserted)
+	return &i, err
+}
+
 const extendLeases = `-- name: ExtendLeases :many
-UPDATE venturi_job j SET lease_expires_at = now() + interval '1 microsecond' * $1::bigint
-FROM (SELECT unnest($2::uuid[]) AS id, unnest($3::bigint[]) AS token) AS u
-WHERE j.id = u.id AND j.lease_token = u.token
-RETURNING j.id, COALESCE(j.stop_event, '')::text AS stop_event
+WITH u AS (
+    SELECT unnest($1::uuid[]) AS id, unnest($2::bigint[]) AS token
+), free AS (
+    -- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
+    -- testing the state keeps the planner on primary-key lookups instead of scanning every
+    -- running job through the lease index.
+    SELECT j.id FROM venturi_job j JOIN u ON j.id = u.id AND j.lease_token = u.token
+    ORDER BY j.id
+    FOR NO KEY UPDATE OF j SKIP LOCKED
+), ext AS (
+    UPDATE venturi_job j SET lease_expires_at = now() + interval '1 microsecond' * $3::bigint
+    WHERE j.id = ANY(ARRAY(SELECT free.id FROM free))
+    RETURNING j.id, COALESCE(j.stop_event, '')::text AS stop_event
+)
+SELECT ext.id, ext.stop_event, true AS extended FROM ext
+UNION ALL
+SELECT j.id, ''::text, false FROM venturi_job j JOIN u ON j.id = u.id AND j.lease_token = u.token
+WHERE j.id <> ALL(ARRAY(SELECT free.id FROM free))
 `
 
 type ExtendLeasesParams struct {
-	LeaseUs int64
 	Ids     []pgtype.UUID
 	Tokens  []int64
+	LeaseUs int64
 }
 
 type ExtendLeasesRow struct {
 	ID        pgtype.UUID
 	StopEvent string
+	Extended  bool
 }
 
 // Extends the leases of one worker's running jobs in one statement, and reports which of
-// them were asked to stop (stop_event: replaced, cancelled).
-// A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
-// testing the state keeps the planner on primary-key lookups instead of scanning every
-// running job through the lease index.
+// them were asked to stop (stop_event: replaced, cancelled). A job whose row another
+// transaction holds is not waited for: it comes back with extended false, still held
+// (its token matches) but not extended this time. The holder is the run's own StepTx
+// (SaveStep locks the row until the step's transaction commits, so that a rescue cannot
+// end the run while its memo is being written), a finish, or a claim asking the run to
+// stop; waiting for it would hold up every other run's extension behind one transaction.
 func (q *Queries) ExtendLeases(ctx context.Context, db DBTX, arg ExtendLeasesParams) ([]*ExtendLeasesRow, error) {
-	rows, err := db.Query(ctx, extendLeases, arg.LeaseUs, arg.Ids, arg.Tokens)
+	rows, err := db.Query(ctx, extendLeases, arg.Ids, arg.Tokens, arg.LeaseUs)
 	if err != nil {
 		return nil, err
 	}
@@ -1127,7 +1191,7 @@ func (q *Queries) ExtendLeases(ctx context.Context, db DBTX, arg ExtendLeasesPar
 	var items []*ExtendLeasesRow
 	for rows.Next() {
 		var i ExtendLeasesRow
-		if err := rows.Scan(&i.ID, &i.StopEvent); err != nil {
+		if err := rows.Scan(&i.ID, &i.StopEvent, &i.Extended); err != nil {
 			return nil, err
 		}
 		items = append(items, &i)
@@ -1241,7 +1305,8 @@ func (q *Queries) GatePendingOfKind(ctx context.Context, db DBTX, kind string) (
 const getJob = `-- name: GetJob :one
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
        journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
-       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note
+       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note,
+       worker_id
 FROM venturi_job
 WHERE id = $1
 `
@@ -1272,6 +1337,7 @@ type GetJobRow struct {
 	StopRequestedAt *time.Time
 	StopEvent       pgtype.Text
 	StopNote        pgtype.Text
+	WorkerID        pgtype.Text
 }
 
 func (q *Queries) GetJob(ctx context.Context, db DBTX, id pgtype.UUID) (*GetJobRow, error) {
@@ -1303,6 +1369,7 @@ func (q *Queries) GetJob(ctx context.Context, db DBTX, id pgtype.UUID) (*GetJobR
 		&i.StopRequestedAt,
 		&i.StopEvent,
 		&i.StopNote,
+		&i.WorkerID,
 	)
 	return &i, err
 }
@@ -1481,7 +1548,8 @@ WITH t AS (
         slot_key = $9::text, slot_limit = $10::int, slot_policy = $11::smallint,
         run_at   = LEAST(j.run_at, t.at),
         state    = CASE WHEN LEAST(j.run_at, t.at) <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
-        journal  = j.journal || jsonb_build_array(($12::text)::jsonb || jsonb_build_object('at', now()))
+        journal  = j.journal || jsonb_build_array(($12::text)::jsonb
+            || jsonb_build_object('at', now(), 'due_before', j.run_at, 'due_after', LEAST(j.run_at, t.at)))
     FROM cand, t
     WHERE j.id = cand.id
     RETURNING j.id, j.state
@@ -1642,7 +1710,8 @@ func (q *Queries) JobsByKey(ctx context.Context, db DBTX, arg JobsByKeyParams) (
 const jobsOfKind = `-- name: JobsOfKind :many
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
        journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
-       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note
+       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note,
+       worker_id
 FROM venturi_job
 WHERE kind = $1
   AND (cardinality($2::text[]) = 0 OR state::text = ANY($2::text[]))
@@ -1682,6 +1751,7 @@ type JobsOfKindRow struct {
 	StopRequestedAt *time.Time
 	StopEvent       pgtype.Text
 	StopNote        pgtype.Text
+	WorkerID        pgtype.Text
 }
 
 // The jobs of one kind in the given states (every state when states is empty), oldest
@@ -1721,6 +1791,7 @@ func (q *Queries) JobsOfKind(ctx context.Context, db DBTX, arg JobsOfKindParams)
 			&i.StopRequestedAt,
 			&i.StopEvent,
 			&i.StopNote,
+			&i.WorkerID,
 		); err != nil {
 			return nil, err
 		}
@@ -1915,15 +1986,30 @@ UPDATE venturi_job j SET
     slot_policy = CASE WHEN $1::bool THEN $10::smallint ELSE j.slot_policy END,
     run_at   = t.at,
     state    = CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
-    journal  = j.journal || jsonb_build_array(($11::text)::jsonb || jsonb_build_object('at', now()))
+    burst_at  = CASE WHEN $11::smallint = 2 THEN t.burst ELSE j.burst_at END,
+    burst_run = CASE WHEN $11::smallint = 2 THEN j.runs ELSE j.burst_run END,
+    journal  = j.journal || jsonb_build_array(($12::text)::jsonb
+        || jsonb_build_object('at', now(), 'due_before', t.before, 'due_after', t.at))
 FROM (
-    SELECT CASE WHEN $1::bool
-                THEN LEAST(o.run_at, COALESCE($13::timestamptz, now()) + interval '1 microsecond' * $14::bigint)
-                ELSE o.run_at END AS at
-    FROM venturi_job o WHERE o.id = $12
+    SELECT b.before, b.burst,
+           CASE $11::smallint
+               WHEN 1 THEN b.before
+               WHEN 2 THEN CASE WHEN $14::bigint > 0
+                                THEN LEAST(now() + interval '1 microsecond' * $15::bigint,
+                                           b.burst + interval '1 microsecond' * $14::bigint)
+                                ELSE now() + interval '1 microsecond' * $15::bigint END
+               ELSE LEAST(b.before, COALESCE($16::timestamptz, now()) + interval '1 microsecond' * $17::bigint)
+           END AS at
+    FROM (
+        SELECT o.run_at AS before,
+               CASE WHEN o.burst_run = o.runs THEN o.burst_at
+                    WHEN o.runs = 0 THEN o.created_at
+                    ELSE now() END AS burst
+        FROM venturi_job o WHERE o.id = $13
+    ) b
 ) t
-WHERE j.id = $12 AND j.state IN ('scheduled', 'available')
-RETURNING (j.state = 'available')::bool AS due
+WHERE j.id = $13 AND j.state IN ('scheduled', 'available')
+RETURNING (j.state = 'available')::bool AS due, j.run_at
 `
 
 type MergeIntoParams struct {
@@ -1937,16 +2023,27 @@ type MergeIntoParams struct {
 	SlotKey    pgtype.Text
 	SlotLimit  pgtype.Int4
 	SlotPolicy pgtype.Int2
+	DuePolicy  int16
 	Entry      string
 	ID         pgtype.UUID
+	MaxWaitUs  int64
+	DebounceUs int64
 	At         *time.Time
 	DelayUs    int64
 }
 
+type MergeIntoRow struct {
+	Due   bool
+	RunAt time.Time
+}
+
 // Applies Keep (replace = false, set_carry = false), Replace or With to a pending job and
-// appends the merged journal entry. A replaced job is never delayed by the merge: it keeps
-// the earlier of its own due time and the incoming one.
-func (q *Queries) MergeInto(ctx context.Context, db DBTX, arg MergeIntoParams) (bool, error) {
+// appends the merged journal entry with the due time before and after. due_policy moves the
+// due time: 0 earliest (the earlier of the job's and the incoming one: the merge never
+// delays it), 1 keep (throttle), 2 debounce (now + debounce_us, but no later than
+// max_wait_us after the burst began when max_wait_us > 0). A burst begins at the job's
+// creation, or at the first debounced merge after a run (burst_run = runs while current).
+func (q *Queries) MergeInto(ctx context.Context, db DBTX, arg MergeIntoParams) (*MergeIntoRow, error) {
 	row := db.QueryRow(ctx, mergeInto,
 		arg.Replace,
 		arg.Payload,
@@ -1958,14 +2055,17 @@ func (q *Queries) MergeInto(ctx context.Context, db DBTX, arg MergeIntoParams) (
 		arg.SlotKey,
 		arg.SlotLimit,
 		arg.SlotPolicy,
+		arg.DuePolicy,
 		arg.Entry,
 		arg.ID,
+		arg.MaxWaitUs,
+		arg.DebounceUs,
 		arg.At,
 		arg.DelayUs,
 	)
-	var due bool
-	err := row.Scan(&due)
-	return due, err
+	var i MergeIntoRow
+	err := row.Scan(&i.Due, &i.RunAt)
+	return &i, err
 }
 
 const nextDue = `-- name: NextDue :one
@@ -2241,11 +2341,33 @@ func (q *Queries) RescueExpired(ctx context.Context, db DBTX, arg RescueExpiredP
 	return items, nil
 }
 
+const saveCarry = `-- name: SaveCarry :execrows
+UPDATE venturi_job SET carry = NULLIF($1::text, '')::jsonb
+WHERE id = $2 AND lease_token = $3
+`
+
+type SaveCarryParams struct {
+	Carry string
+	ID    pgtype.UUID
+	Token pgtype.Int8
+}
+
+// A running job's checkpoint (Run.Checkpoint), fenced by the run's token: no row when the
+// run lost its job.
+func (q *Queries) SaveCarry(ctx context.Context, db DBTX, arg SaveCarryParams) (int64, error) {
+	result, err := db.Exec(ctx, saveCarry, arg.Carry, arg.ID, arg.Token)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const saveStep = `-- name: SaveStep :execrows
 INSERT INTO venturi_step (job_id, name, result, run, token)
 SELECT j.id, $1::text, ($2::text)::jsonb, j.runs, j.lease_token
 FROM venturi_job j
 WHERE j.id = $3 AND j.lease_token = $4
+FOR SHARE OF j
 ON CONFLICT (job_id, name) DO NOTHING
 `
 
@@ -2258,6 +2380,10 @@ type SaveStepParams struct {
 
 // Memoizes a step's result for a run that still holds its job (its token matches); a lost
 // run saves nothing. An earlier memo of the name is kept.
+// The job's row is locked (shared) until the memo commits: a rescue or a cancel of the run
+// waits for it, so a run that saved a memo still held its job when the memo committed,
+// and a run that lost its job saves nothing (the lock re-reads the row's token). The lease
+// extension does not wait for the lock (ExtendLeases).
 func (q *Queries) SaveStep(ctx context.Context, db DBTX, arg SaveStepParams) (int64, error) {
 	result, err := db.Exec(ctx, saveStep,
 		arg.Name,
@@ -2392,6 +2518,63 @@ type SetQueuePausedParams struct {
 func (q *Queries) SetQueuePaused(ctx context.Context, db DBTX, arg SetQueuePausedParams) error {
 	_, err := db.Exec(ctx, setQueuePaused, arg.Name, arg.Paused)
 	return err
+}
+
+const singletons = `-- name: Singletons :many
+SELECT id, kind, state, queue, worker_id, attempted_at, run_at, runs, failures, created_at,
+       lease_expires_at, COALESCE(journal -> -1, 'null'::jsonb)::jsonb AS last_entry
+FROM venturi_job
+WHERE slot_key LIKE 'venturi.singleton:%' AND state IN ('scheduled', 'available', 'running', 'waiting')
+ORDER BY kind
+`
+
+type SingletonsRow struct {
+	ID             pgtype.UUID
+	Kind           string
+	State          VenturiJobState
+	Queue          string
+	WorkerID       pgtype.Text
+	AttemptedAt    *time.Time
+	RunAt          time.Time
+	Runs           int32
+	Failures       int32
+	CreatedAt      time.Time
+	LeaseExpiresAt *time.Time
+	LastEntry      []byte
+}
+
+// The live singleton jobs, with their owner while running and their last journal entry.
+func (q *Queries) Singletons(ctx context.Context, db DBTX) ([]*SingletonsRow, error) {
+	rows, err := db.Query(ctx, singletons)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*SingletonsRow
+	for rows.Next() {
+		var i SingletonsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Kind,
+			&i.State,
+			&i.Queue,
+			&i.WorkerID,
+			&i.AttemptedAt,
+			&i.RunAt,
+			&i.Runs,
+			&i.Failures,
+			&i.CreatedAt,
+			&i.LeaseExpiresAt,
+			&i.LastEntry,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const stepResult = `-- name: StepResult :one

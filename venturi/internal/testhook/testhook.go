@@ -23,6 +23,9 @@ type RunSpec struct {
 	History  any
 	Carry    any
 	Shutdown <-chan struct{}
+	// Signals is a []venturi.Signal: the job's unconsumed signals, which Run.Signals
+	// returns (nil: none).
+	Signals any
 	// Finish receives Run.CompleteTx's outcome (a venturi.Outcome), carry (a *C) and
 	// attachment; nil makes CompleteTx succeed without writing anything.
 	Finish func(ctx context.Context, outcome any, carry any, attachment json.RawMessage) error
@@ -32,7 +35,8 @@ type RunSpec struct {
 type RunState struct {
 	Carry      any // a C
 	Attachment json.RawMessage
-	Finalized  bool // CompleteTx succeeded
+	Finalized  bool    // CompleteTx succeeded
+	Consumed   []int64 // the Seq of every signal Run.Signals returned: consumed when the run ends
 }
 
 // Drained is one run that Drain performed.
