@@ -113,6 +113,7 @@ type report struct {
 	replaced        int                       // replaced entries
 	coord           coordStats                // steps and wait scenarios
 	singleton       string                    // the singleton's summary (singletoncheck.go)
+	cron            string                    // the cron schedule's summary (croncheck.go)
 }
 
 type scenarioCount struct{ want, got int }
@@ -183,7 +184,7 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 	}
 	jobs := map[[16]byte]*jobRow{}
 	rows, err = pool.Query(ctx, `SELECT id, kind, queue, state::text, runs, failures, part, slot_key, slot_limit, slot_policy,
-		journal_moved, journal FROM venturi_job WHERE kind <> '`+singletonKind+`'`) // singletoncheck.go checks it
+		journal_moved, journal FROM venturi_job WHERE kind NOT IN ('`+singletonKind+`', '`+cronKind+`')`) // singletoncheck.go, croncheck.go check them
 	if err != nil {
 		return nil, err
 	}
@@ -649,6 +650,9 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 	if err := r.checkSingleton(ctx, pool); err != nil {
 		return nil, err
 	}
+	if err := r.checkCron(ctx, pool); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -765,6 +769,7 @@ func (r *report) print(w io.Writer, mode string, seed uint64, elapsed time.Durat
 	fmt.Fprintf(w, "  %-24s %6d\n", "lost", r.jobs-got)
 	fmt.Fprintf(w, "runs: %d ended, %d handler starts (journal entries read from venturi_journal: %d)\n", r.runs, r.starts, r.journalMoved)
 	fmt.Fprintln(w, r.singleton)
+	fmt.Fprintln(w, r.cron)
 	r.printFlow(w)
 	r.printCoord(w)
 	fmt.Fprintf(w, "duplicate starts (handler started, run cut) / disturbed runs (incl. cut before start), by cause\n")

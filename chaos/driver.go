@@ -970,7 +970,8 @@ func sleepCtx(ctx context.Context, dur time.Duration) {
 }
 
 // waitTerminal polls until every job is completed, dead or cancelled (but the singleton,
-// which runs forever), and the fault schedule ran,
+// which runs forever, and the cron schedule's ticks, which keep coming), and the fault
+// schedule ran,
 // or the deadline passes. It returns the number of jobs not terminal.
 func (d *driver) waitTerminal(ctx context.Context, faultsDone <-chan struct{}) (int, error) {
 	last := -1
@@ -978,7 +979,8 @@ func (d *driver) waitTerminal(ctx context.Context, faultsDone <-chan struct{}) (
 	for {
 		var n int
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := d.pool.QueryRow(qctx, `SELECT count(*) FROM venturi_job WHERE state NOT IN ('completed', 'dead', 'cancelled') AND kind <> $1`, singletonKind).Scan(&n)
+		err := d.pool.QueryRow(qctx, `SELECT count(*) FROM venturi_job WHERE state NOT IN ('completed', 'dead', 'cancelled') AND kind <> ALL($1)`,
+			[]string{singletonKind, cronKind}).Scan(&n)
 		cancel()
 		if err == nil {
 			last = n

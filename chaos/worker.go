@@ -96,6 +96,7 @@ func workerMain(args []string) error {
 	venturi.MustRegister[Stepped](w)
 	venturi.MustRegister[Waiter](w)
 	venturi.MustRegister[SingletonService](w) // singleton.go
+	venturi.MustRegister[CronTick](w)         // cron.go
 	for {                                     // Start pings the database; retry while it restarts
 		err = w.Start(ctx)
 		if err == nil {
@@ -106,6 +107,13 @@ func workerMain(args []string) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// Every worker registers the cron schedule at every start, as a service would
+	// (cron.go); an unchanged definition changes nothing.
+	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+	if err := registerCron(rctx, venturi.NewQueue(pool, venturi.QueueConfig{})); err != nil {
+		log.Error("chaos worker: registering the cron schedule failed", "err", err)
+	}
+	rcancel()
 	<-ctx.Done()
 	sctx, scancel := context.WithTimeout(context.Background(), 8*time.Second)
 	defer scancel()
