@@ -171,20 +171,9 @@ func (s Schedule) validate() (*cronDef, error) {
 	if s.Name == "" || len(s.Name) > MaxScheduleNameBytes || !validText(s.Name, MaxScheduleNameBytes) {
 		return nil, fmt.Errorf("venturi: schedule name must be 1 to %d bytes of text", MaxScheduleNameBytes)
 	}
-	c, err := parseCron(s.Cron)
+	c, tz, loc, err := s.timeRule()
 	if err != nil {
 		return nil, err
-	}
-	tz := s.TimeZone
-	if tz == "" {
-		tz = "UTC"
-	}
-	if tz == "Local" {
-		return nil, errors.New("venturi: schedule time zone Local differs between hosts; name a zone")
-	}
-	loc, err := time.LoadLocation(tz)
-	if err != nil {
-		return nil, fmt.Errorf("venturi: schedule time zone: %w", err)
 	}
 	var opts []EnqueueOption
 	if s.Queue != "" {
@@ -212,6 +201,50 @@ func (s Schedule) validate() (*cronDef, error) {
 		d.grace = 0
 	}
 	return d, nil
+}
+
+// timeRule parses the schedule's expression and loads its time zone (empty: UTC).
+func (s Schedule) timeRule() (*cronSpec, string, *time.Location, error) {
+	c, err := parseCron(s.Cron)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	tz := s.TimeZone
+	if tz == "" {
+		tz = "UTC"
+	}
+	if tz == "Local" {
+		return nil, "", nil, errors.New("venturi: schedule time zone Local differs between hosts; name a zone")
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("venturi: schedule time zone: %w", err)
+	}
+	return c, tz, loc, nil
+}
+
+// NextFires returns the schedule's first n fire times after after (n at most 1,000), as
+// the workers compute them: its expression read in its time zone, with the DST rules of
+// the README ("Durable cron"). It checks only Cron and TimeZone, so a service can check a
+// configured expression before it registers the schedule; an invalid one gives the error
+// [Queue.Schedule] would ([ErrInvalidCron], or the time zone's). An expression that stops
+// matching (a year's last fire) returns fewer times.
+func (s Schedule) NextFires(after time.Time, n int) ([]time.Time, error) {
+	c, _, loc, err := s.timeRule()
+	if err != nil {
+		return nil, err
+	}
+	if n < 0 || n > 1000 {
+		return nil, fmt.Errorf("venturi: NextFires: n must be 0 to 1000, got %d", n)
+	}
+	out := make([]time.Time, 0, n)
+	for t := after; len(out) < n; {
+		if t = c.next(t, loc); t.IsZero() {
+			break
+		}
+		out = append(out, t.In(loc))
+	}
+	return out, nil
 }
 
 // Schedule registers s, or updates the schedule of its name. It is idempotent and safe to
@@ -583,6 +616,14 @@ func (s *cronService) run(ctx context.Context) {
 // when it is not nil: tests). It reports whether it stopped with schedules left, and how
 // long until the earliest schedule is due (nil: there is none).
 func (s *cronService) fireDue(ctx context.Context, now *time.Time) (more bool, dueIn *time.Duration, err error) {
+	if now == nil {
+		// The probe every worker runs each maintenance interval: one statement, an index
+		// scan of venturi_cron_due_idx for its first entry. Only a due schedule costs a
+		// transaction.
+		if dueIn, err := s.nextDue(ctx); err != nil || dueIn == nil || *dueIn > 0 {
+			return false, dueIn, err
+		}
+	}
 	var skip []string
 	for i := 0; ; i++ {
 		if i == 100 {
@@ -596,15 +637,27 @@ func (s *cronService) fireDue(ctx context.Context, now *time.Time) (more bool, d
 			break
 		}
 	}
-	us, err := s.q.CronNextDue(ctx, s.db)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil, nil
-	}
-	if err != nil {
+	dueIn, err = s.nextDue(ctx)
+	if len(skip) > 0 && dueIn != nil && *dueIn <= 0 {
+		// Due, but a schedule this worker cannot load (left to others): look again at the
+		// next maintenance interval, not at once.
 		return false, nil, err
 	}
+	return false, dueIn, err
+}
+
+// nextDue returns how long until the earliest unpaused schedule is due by the database
+// clock (zero or less: due now), or nil when there is none.
+func (s *cronService) nextDue(ctx context.Context) (*time.Duration, error) {
+	us, err := s.q.CronNextDue(ctx, s.db)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
 	d := time.Duration(us) * time.Microsecond
-	return false, &d, nil
+	return &d, nil
 }
 
 // load returns a schedule's parsed expression and zone, cached.

@@ -138,6 +138,20 @@
 // when its worker stops, the run sees [Run.Shutdown], pauses, and another worker claims it
 // at once. [Queue.Singletons] and [Job].Owner show where it runs.
 //
+// # Durable cron
+//
+// [Queue.Schedule] registers a [Schedule]: a cron expression (five fields, or six with
+// seconds), a time zone, the [Task] each fire enqueues and a [MissedPolicy] for fires no
+// worker enqueued in time ([MissedOnce], the default: one job for all of them;
+// [MissedSkip]; [MissedBackfill], capped). The schedule and its ledger live in the
+// database: any worker fires any due schedule, each fire time enqueues once (a ledger row
+// keyed by schedule and fire time, written with the job), and no worker's memory or
+// leadership is involved, so restarts and deploys neither skip nor repeat fires.
+// Registering is idempotent from every service; [Queue.PauseSchedule],
+// [Queue.ResumeSchedule], [Queue.RemoveSchedule], [Queue.Schedules] and
+// [Queue.ScheduleFires] manage and show them; [Schedule.NextFires] computes fire times
+// (DST rules in the README).
+//
 // # The journal
 //
 // Each run appends one [JournalEntry] to its job's journal, and each merge one more. The

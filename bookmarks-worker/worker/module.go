@@ -134,8 +134,16 @@ func NewVenturiWorker(p WorkerParams) (*handlers.Worker, error) {
 		}
 	}
 	p.Lifecycle.Append(fx.Hook{
-		OnStart: w.Start,
-		OnStop:  w.Stop,
+		// The daily refetch's schedule is registered first, from every replica (safe: an
+		// unchanged definition changes nothing); a registration that fails fails the start
+		// before the worker runs.
+		OnStart: func(ctx context.Context) error {
+			if err := handlers.RegisterRefetchSchedule(ctx, p.App.Queue, p.App.Refetch); err != nil {
+				return err
+			}
+			return w.Start(ctx)
+		},
+		OnStop: w.Stop,
 	})
 	return w, nil
 }

@@ -246,3 +246,20 @@ func TestMergeDueTimes(t *testing.T) {
 		t.Fatalf("LinkChecker.Singleton() = %+v", s)
 	}
 }
+
+func TestRefetchStalePolicy(t *testing.T) {
+	t.Parallel()
+	r := RefetchStale{StaleAfterS: 7 * 24 * 3600, Batch: 500, MaxBatches: 20}
+	if err := r.Validate(); err != nil || r.StaleAfter() != 7*24*time.Hour || r.Kind() != "refetch_stale" || r.DedupKey() != "refetch_stale" {
+		t.Fatalf("%+v: %v", r, err)
+	}
+	if b, _ := json.Marshal(r); string(b) != `{"stale_after_s":604800,"batch":500,"max_batches":20}` {
+		t.Fatalf("payload = %s", b)
+	}
+	for _, bad := range []RefetchStale{{Batch: 1, MaxBatches: 1}, {StaleAfterS: 1, MaxBatches: 1}, {StaleAfterS: 1, Batch: MaxRefetchBatch + 1, MaxBatches: 1},
+		{StaleAfterS: 1, Batch: 1}, {StaleAfterS: 1, Batch: 1, MaxBatches: MaxRefetchBatches + 1}} {
+		if bad.Validate() == nil {
+			t.Errorf("%+v validated", bad)
+		}
+	}
+}

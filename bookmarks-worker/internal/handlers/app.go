@@ -40,6 +40,8 @@ type App struct {
 	MaxFetchAttempts int
 	// LinkCheck configures the link checker singleton.
 	LinkCheck LinkCheck
+	// Refetch configures the daily refetch of stale bookmarks (a durable cron schedule).
+	Refetch Refetch
 }
 
 // NewApp returns the handlers' state.
@@ -67,6 +69,7 @@ func Registrations() []Registration {
 		RegisterImportBookmarks,
 		RegisterRebuildTagIndex,
 		RegisterLinkChecker,
+		RegisterRefetchStale,
 	}
 }
 

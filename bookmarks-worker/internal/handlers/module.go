@@ -23,6 +23,8 @@ var Module = fx.Module("handlers",
 		func(pool *pgxpool.Pool, f Fetcher, log *slog.Logger, cfg config.Config) *App {
 			app := NewApp(pool, f, log, cfg.MaxFetchAttempts)
 			app.LinkCheck = LinkCheck{PageSize: cfg.LinkCheckPageSize, Interval: cfg.LinkCheckInterval, StaleAfter: cfg.LinkCheckStaleAfter}
+			app.Refetch = Refetch{Cron: cfg.RefetchCron, TimeZone: cfg.RefetchTimeZone, StaleAfter: cfg.RefetchStaleAfter,
+				Batch: cfg.RefetchBatch, MaxBatches: cfg.RefetchMaxBatches}
 			return app
 		},
 		fx.Annotate(Registrations, fx.ResultTags(`group:"venturi.handlers,flatten"`)),
