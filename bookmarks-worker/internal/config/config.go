@@ -51,11 +51,11 @@ type Config struct {
 	LinkCheckStaleAfter time.Duration
 	// RefetchCron, RefetchTimeZone, RefetchStaleAfter, RefetchBatch and RefetchMaxBatches
 	// configure the daily refetch, a durable cron schedule every worker registers at start:
-	// its cron expression (BOOKMARKS_REFETCH_CRON, default "0 3 * * *") read in
-	// BOOKMARKS_REFETCH_TIME_ZONE (default UTC), the age of a fetch that makes a bookmark
-	// stale (BOOKMARKS_REFETCH_STALE_AFTER, default 168h), the bookmarks one batch
-	// examines (BOOKMARKS_REFETCH_BATCH, default 500, at most 5000) and the batches one
-	// sweep runs at most (BOOKMARKS_REFETCH_MAX_BATCHES, default 200, at most 1000).
+	// its cron expression (BOOKMARKS_STALE_REFETCH_CRON, default "0 3 * * *") read in
+	// BOOKMARKS_STALE_REFETCH_TIME_ZONE (default UTC), the age of a fetch that makes a bookmark
+	// stale (BOOKMARKS_STALE_REFETCH_AFTER, default 168h), the bookmarks one batch
+	// examines (BOOKMARKS_STALE_REFETCH_BATCH, default 500, at most 5000) and the batches one
+	// sweep runs at most (BOOKMARKS_STALE_REFETCH_MAX_BATCHES, default 200, at most 1000).
 	RefetchCron       string
 	RefetchTimeZone   string
 	RefetchStaleAfter time.Duration
@@ -131,28 +131,28 @@ func Parse(getenv func(string) string) (Config, error) {
 	c.LinkCheckPageSize = num("BOOKMARKS_LINKCHECK_PAGE_SIZE", 100)
 	c.LinkCheckInterval = dur("BOOKMARKS_LINKCHECK_INTERVAL", 5*time.Second)
 	c.LinkCheckStaleAfter = dur("BOOKMARKS_LINKCHECK_STALE_AFTER", 7*24*time.Hour)
-	c.RefetchCron = getenv("BOOKMARKS_REFETCH_CRON")
+	c.RefetchCron = getenv("BOOKMARKS_STALE_REFETCH_CRON")
 	if c.RefetchCron == "" {
 		c.RefetchCron = "0 3 * * *"
 	}
-	c.RefetchTimeZone = getenv("BOOKMARKS_REFETCH_TIME_ZONE")
+	c.RefetchTimeZone = getenv("BOOKMARKS_STALE_REFETCH_TIME_ZONE")
 	if c.RefetchTimeZone == "" {
 		c.RefetchTimeZone = "UTC"
 	}
 	if _, err := (venturi.Schedule{Cron: c.RefetchCron, TimeZone: c.RefetchTimeZone}).NextFires(time.Now(), 1); err != nil {
-		errs = append(errs, fmt.Errorf("BOOKMARKS_REFETCH_CRON / BOOKMARKS_REFETCH_TIME_ZONE: %w", err))
+		errs = append(errs, fmt.Errorf("BOOKMARKS_STALE_REFETCH_CRON / BOOKMARKS_STALE_REFETCH_TIME_ZONE: %w", err))
 	}
-	c.RefetchStaleAfter = dur("BOOKMARKS_REFETCH_STALE_AFTER", 7*24*time.Hour)
+	c.RefetchStaleAfter = dur("BOOKMARKS_STALE_REFETCH_AFTER", 7*24*time.Hour)
 	if c.RefetchStaleAfter > 0 && c.RefetchStaleAfter < time.Second {
-		errs = append(errs, fmt.Errorf("BOOKMARKS_REFETCH_STALE_AFTER: want at least 1s, got %v", c.RefetchStaleAfter))
+		errs = append(errs, fmt.Errorf("BOOKMARKS_STALE_REFETCH_AFTER: want at least 1s, got %v", c.RefetchStaleAfter))
 	}
-	c.RefetchBatch = num("BOOKMARKS_REFETCH_BATCH", 500)
+	c.RefetchBatch = num("BOOKMARKS_STALE_REFETCH_BATCH", 500)
 	if c.RefetchBatch > tasks.MaxRefetchBatch {
-		errs = append(errs, fmt.Errorf("BOOKMARKS_REFETCH_BATCH: at most %d, got %d", tasks.MaxRefetchBatch, c.RefetchBatch))
+		errs = append(errs, fmt.Errorf("BOOKMARKS_STALE_REFETCH_BATCH: at most %d, got %d", tasks.MaxRefetchBatch, c.RefetchBatch))
 	}
-	c.RefetchMaxBatches = num("BOOKMARKS_REFETCH_MAX_BATCHES", 200)
+	c.RefetchMaxBatches = num("BOOKMARKS_STALE_REFETCH_MAX_BATCHES", 200)
 	if c.RefetchMaxBatches > tasks.MaxRefetchBatches {
-		errs = append(errs, fmt.Errorf("BOOKMARKS_REFETCH_MAX_BATCHES: at most %d, got %d", tasks.MaxRefetchBatches, c.RefetchMaxBatches))
+		errs = append(errs, fmt.Errorf("BOOKMARKS_STALE_REFETCH_MAX_BATCHES: at most %d, got %d", tasks.MaxRefetchBatches, c.RefetchMaxBatches))
 	}
 	c.Fetch.Timeout = dur("BOOKMARKS_FETCH_TIMEOUT", 15*time.Second)
 	c.Fetch.MaxBytes = int64(num("BOOKMARKS_FETCH_MAX_BYTES", 5<<20))

@@ -83,19 +83,19 @@ func TestParseRefetch(t *testing.T) {
 		c.RefetchBatch != 500 || c.RefetchMaxBatches != 200 {
 		t.Fatalf("defaults %+v, %v", c, err)
 	}
-	c, err = Parse(env(map[string]string{"DATABASE_URL": "postgres://x", "BOOKMARKS_REFETCH_CRON": "30 4 * * mon",
-		"BOOKMARKS_REFETCH_TIME_ZONE": "Europe/Berlin", "BOOKMARKS_REFETCH_STALE_AFTER": "72h", "BOOKMARKS_REFETCH_BATCH": "100",
-		"BOOKMARKS_REFETCH_MAX_BATCHES": "10"}))
+	c, err = Parse(env(map[string]string{"DATABASE_URL": "postgres://x", "BOOKMARKS_STALE_REFETCH_CRON": "30 4 * * mon",
+		"BOOKMARKS_STALE_REFETCH_TIME_ZONE": "Europe/Berlin", "BOOKMARKS_STALE_REFETCH_AFTER": "72h", "BOOKMARKS_STALE_REFETCH_BATCH": "100",
+		"BOOKMARKS_STALE_REFETCH_MAX_BATCHES": "10"}))
 	if err != nil || c.RefetchCron != "30 4 * * mon" || c.RefetchTimeZone != "Europe/Berlin" || c.RefetchStaleAfter != 72*time.Hour ||
 		c.RefetchBatch != 100 || c.RefetchMaxBatches != 10 {
 		t.Fatalf("settings %+v, %v", c, err)
 	}
 	for k, v := range map[string]string{
-		"BOOKMARKS_REFETCH_CRON":        "0 3 * *",
-		"BOOKMARKS_REFETCH_TIME_ZONE":   "Mars/Olympus",
-		"BOOKMARKS_REFETCH_STALE_AFTER": "-1h",
-		"BOOKMARKS_REFETCH_BATCH":       "5001",
-		"BOOKMARKS_REFETCH_MAX_BATCHES": "0",
+		"BOOKMARKS_STALE_REFETCH_CRON":        "0 3 * *",
+		"BOOKMARKS_STALE_REFETCH_TIME_ZONE":   "Mars/Olympus",
+		"BOOKMARKS_STALE_REFETCH_AFTER": "-1h",
+		"BOOKMARKS_STALE_REFETCH_BATCH":       "5001",
+		"BOOKMARKS_STALE_REFETCH_MAX_BATCHES": "0",
 	} {
 		if _, err := Parse(env(map[string]string{"DATABASE_URL": "postgres://x", k: v})); err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%q: %v", k, v, err)
