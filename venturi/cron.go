@@ -457,9 +457,8 @@ func (q *Queue) ScheduleFires(ctx context.Context, name string, before time.Time
 
 // plannedFire is one fire a catch-up enqueues.
 type plannedFire struct {
-	at      time.Time
-	covers  int // fire times it stands for (itself included)
-	skipped int // fire times right before it that are skipped
+	at     time.Time
+	covers int // fire times it stands for (itself included)
 }
 
 // firePlan is what one transaction does for a due schedule.

@@ -93,7 +93,7 @@ func TestParseRefetch(t *testing.T) {
 	for k, v := range map[string]string{
 		"BOOKMARKS_STALE_REFETCH_CRON":        "0 3 * *",
 		"BOOKMARKS_STALE_REFETCH_TIME_ZONE":   "Mars/Olympus",
-		"BOOKMARKS_STALE_REFETCH_AFTER": "-1h",
+		"BOOKMARKS_STALE_REFETCH_AFTER":       "-1h",
 		"BOOKMARKS_STALE_REFETCH_BATCH":       "5001",
 		"BOOKMARKS_STALE_REFETCH_MAX_BATCHES": "0",
 	} {
