@@ -61,6 +61,10 @@ func missedPolicyOf(s string) MissedPolicy {
 const (
 	// DefaultCronGrace is how late a fire may be enqueued and still count as on time.
 	DefaultCronGrace = time.Minute
+	// MinCronGrace is the smallest Schedule.Grace: a fire is always enqueued a little after
+	// its time (the firing worker's probe interval, the transaction), so a smaller grace
+	// would count on-time fires as missed.
+	MinCronGrace = time.Second
 	// MaxCronBackfill is the largest Schedule.Backfill.
 	MaxCronBackfill = 1000
 	// MaxScheduleNameBytes bounds a schedule's name.
@@ -108,8 +112,8 @@ type Schedule struct {
 	// Backfill is, with MissedBackfill, the most missed fires enqueued after an outage
 	// (1 to MaxCronBackfill).
 	Backfill int
-	// Grace is how late a fire may be enqueued and still be on time; zero means
-	// DefaultCronGrace, a negative value none.
+	// Grace is how late a fire may be enqueued and still be on time: zero means
+	// DefaultCronGrace; otherwise at least MinCronGrace.
 	Grace time.Duration
 }
 
@@ -197,8 +201,9 @@ func (s Schedule) validate() (*cronDef, error) {
 	switch {
 	case s.Grace == 0:
 		d.grace = DefaultCronGrace
-	case s.Grace < 0:
-		d.grace = 0
+	case s.Grace < MinCronGrace:
+		return nil, fmt.Errorf("venturi: Schedule.Grace must be 0 (the default, %v) or at least %v, got %v",
+			DefaultCronGrace, MinCronGrace, s.Grace)
 	}
 	return d, nil
 }

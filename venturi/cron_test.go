@@ -203,7 +203,7 @@ func TestCronFiresOnceWithWorkersInOneProcess(t *testing.T) {
 	checkContiguous(t, pool, fires(t, q, "s"), time.Second, "tick_inproc")
 }
 
-// outage registers an hourly schedule without grace, stops the worker that fired it,
+// outage registers an hourly schedule with the least grace, stops the worker that fired it,
 // moves its next fire five hours back (the fires no worker enqueued during an outage),
 // starts a worker and waits until the schedule has caught up. It returns the first missed
 // fire time and the schedule's state.
@@ -212,7 +212,7 @@ func outage(t *testing.T, policy venturi.MissedPolicy, backfill int) (*venturi.Q
 	ctx := context.Background()
 	pool, q := newQueue(t)
 	schedule(t, q, venturi.Schedule{Name: "hourly", Cron: "0 * * * *", Task: tick{Name: "hourly"},
-		Missed: policy, Backfill: backfill, Grace: -1})
+		Missed: policy, Backfill: backfill, Grace: venturi.MinCronGrace})
 	cfg := fastConfig()
 	w := startWorkerFor[queued](t, pool, make(chan<- string, 1), cfg)
 	stopWorker(t, w)
@@ -426,6 +426,8 @@ func TestCronRegistration(t *testing.T) {
 		{Name: "x", Cron: "* * * * *", Task: tick{Name: "x"}, Missed: venturi.MissedBackfill},
 		{Name: "x", Cron: "* * * * *", Task: tick{Name: "x"}, Missed: venturi.MissedBackfill, Backfill: venturi.MaxCronBackfill + 1},
 		{Name: "x", Cron: "* * * * *", Task: tick{Name: "x"}, Missed: 7},
+		{Name: "x", Cron: "* * * * *", Task: tick{Name: "x"}, Grace: -time.Second},
+		{Name: "x", Cron: "* * * * *", Task: tick{Name: "x"}, Grace: time.Millisecond},
 		{Name: "x", Cron: "* * * * *"},
 	} {
 		if _, err := q.Schedule(ctx, bad); err == nil {
@@ -485,4 +487,92 @@ func TestMigration9UpgradesAVersion8Schema(t *testing.T) {
 		t.Fatalf("job ended %s", j.State)
 	}
 	eventually(t, within, "a fire", func() bool { return len(fires(t, q, "s")) >= 1 })
+}
+
+// TestCronMissedPoliciesAfterARealOutage: a per-second schedule (grace 1 s) fires, its only
+// worker stops for six seconds of database time, and another worker starts. Whatever the
+// policy, every fire time from the first fire to the last is accounted for exactly once in
+// the ledger (a fire standing for itself, coalesced into a later fire, or skipped), and
+// each fire has its own job; the outage's fires are one job (once), none (skip) or the
+// latest two (backfill 2).
+func TestCronMissedPoliciesAfterARealOutage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		policy   venturi.MissedPolicy
+		backfill int
+	}{{venturi.MissedOnce, 0}, {venturi.MissedSkip, 0}, {venturi.MissedBackfill, 2}} {
+		t.Run(tc.policy.String(), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			pool, q := newQueue(t)
+			schedule(t, q, venturi.Schedule{Name: "s", Cron: "* * * * * *", Task: tick{Name: "outage"},
+				Missed: tc.policy, Backfill: tc.backfill, Grace: venturi.MinCronGrace})
+			dbNow := func() time.Time {
+				var now time.Time
+				if err := pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+					t.Fatal(err)
+				}
+				return now
+			}
+			w := startWorkerFor[queued](t, pool, make(chan<- string, 1), fastConfig())
+			eventually(t, within, "two fires", func() bool { return len(fires(t, q, "s")) >= 2 })
+			stopWorker(t, w)
+			stopped := dbNow()
+			before := fires(t, q, "s")
+			eventually(t, within, "six fire times without a worker", func() bool { return dbNow().After(stopped.Add(6 * time.Second)) })
+			restarted := dbNow()
+			startWorkerFor[queued](t, pool, make(chan<- string, 1), fastConfig())
+			eventually(t, within, "the catch-up and two fires after it", func() bool {
+				fs := fires(t, q, "s")
+				return len(fs) >= 2 && fs[len(fs)-2].At.After(restarted)
+			})
+			fs := fires(t, q, "s")
+			// Accounting: every fire time from the first to the last, exactly once.
+			accounted, coveredMax, skipped := 0, 0, 0
+			for i, f := range fs {
+				accounted += f.Covers
+				coveredMax = max(coveredMax, f.Covers)
+				if i > 0 {
+					accounted += f.Skipped
+					skipped += f.Skipped
+				} else if f.Skipped != 0 {
+					t.Errorf("the first fire skipped %d", f.Skipped)
+				}
+				if i > 0 && !f.At.After(fs[i-1].At) {
+					t.Errorf("fires out of order: %v then %v", fs[i-1].At, f.At)
+				}
+			}
+			if span := int(fs[len(fs)-1].At.Sub(fs[0].At)/time.Second) + 1; accounted != span {
+				t.Errorf("%d fire times accounted for over %d seconds: %+v", accounted, span, fs)
+			}
+			if n := countJobs(t, pool, "kind = 'tick_outage'"); n != len(fs) {
+				t.Errorf("%d jobs for %d fires", n, len(fs))
+			}
+			si := scheduleInfo(t, q, "s")
+			if si.Skipped != int64(skipped) || si.Fires != int64(len(fs)) {
+				t.Errorf("state %+v; ledger: %d fires, %d skipped", si, len(fs), skipped)
+			}
+			// The outage's fire times, from the first one after the last fire before it.
+			var gap []venturi.Fire
+			for _, f := range fs[len(before):] {
+				if !f.At.After(restarted) {
+					gap = append(gap, f)
+				}
+			}
+			switch tc.policy {
+			case venturi.MissedOnce:
+				if coveredMax < 4 || skipped != 0 || si.Coalesced < 3 {
+					t.Errorf("once: most covered %d, skipped %d, coalesced %d; fires %+v", coveredMax, skipped, si.Coalesced, fs)
+				}
+			case venturi.MissedSkip:
+				if coveredMax != 1 || skipped < 4 || len(gap) > 1 {
+					t.Errorf("skip: most covered %d, skipped %d, %d fires in the outage: %+v", coveredMax, skipped, len(gap), fs)
+				}
+			case venturi.MissedBackfill:
+				if coveredMax != 1 || skipped < 2 || len(gap) < 2 || len(gap) > 3 {
+					t.Errorf("backfill: most covered %d, skipped %d, %d fires in the outage: %+v", coveredMax, skipped, len(gap), fs)
+				}
+			}
+		})
+	}
 }

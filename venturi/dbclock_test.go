@@ -11,7 +11,10 @@ import (
 // TestWorkerSendsNoTimestamps guards "database time only": every decision about due
 // times, leases, backoff and retention is made with the server's now(), and workers pass
 // durations. The only timestamps any statement accepts are the run-at times a producer
-// chooses explicitly with venturi.At. A worker whose clock is an hour off therefore
+// chooses explicitly with venturi.At, and durable cron's fire times (cron.go): calendar
+// times computed from the server's now(), read in the same transaction (CronLock, CronNow,
+// CronDue), a ledger page's cursor, and a test's injected time (CronDueParams.Now, nil
+// outside tests). A worker whose clock is an hour off therefore
 // cannot move a lease, a retry or a rescue. (A process's wall clock cannot be faked for
 // a Go binary here: Go reads it through the vDSO, and time namespaces do not offset it.)
 func TestWorkerSendsNoTimestamps(t *testing.T) {
@@ -21,7 +24,10 @@ func TestWorkerSendsNoTimestamps(t *testing.T) {
 		t.Fatal(err)
 	}
 	allowed := []string{"InsertJobParams.At", "InsertJobsParams.Ats", "InsertIfNoCandidateParams.At",
-		"MergeIntoParams.At", "InsertOrReplaceParams.At"}
+		"MergeIntoParams.At", "InsertOrReplaceParams.At",
+		// durable cron: fire times from the database's now(), not the worker's clock
+		"CronAdvanceParams.NextFire", "CronAdvanceParams.LastFire", "CronDueParams.Now", "CronFireParams.FireAt",
+		"CronFiresParams.Before", "CronInsertParams.NextFire", "CronSetPausedParams.NextFire", "CronUpdateParams.NextFire"}
 	var found []string
 	ast.Inspect(f, func(n ast.Node) bool {
 		ts, ok := n.(*ast.TypeSpec)
