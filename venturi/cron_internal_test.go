@@ -267,3 +267,41 @@ type cronProbe struct {
 }
 
 func (cronProbe) Kind() string { return "cron_probe" }
+
+// TestCronUnloadableScheduleIsLeftToOthers: a due schedule whose time zone this worker
+// cannot load (a host without that zone) is skipped and logged once; the other due
+// schedules fire, and the worker does not spin on it (no due time reported).
+func TestCronUnloadableScheduleIsLeftToOthers(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.Pool(t, testdb.Schema(t), 4)
+	if _, err := Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	q := NewQueue(pool, QueueConfig{NoNotify: true})
+	var logs strings.Builder
+	s := newCronService(Config{MaintenanceInterval: time.Second, PollOnly: true}, slog.New(slog.NewTextHandler(&logs, nil)), pool, dbsqlc.New())
+	for _, name := range []string{"good", "bad"} {
+		if _, err := q.Schedule(ctx, Schedule{Name: name, Cron: "0 0 1 1 *", Task: cronProbe{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `UPDATE venturi_cron SET next_fire = date_trunc('second', now()) - interval '1 second',
+		time_zone = CASE name WHEN 'bad' THEN 'Mars/Olympus' ELSE time_zone END`); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		more, dueIn, err := s.fireDue(ctx, nil)
+		if err != nil || more || dueIn != nil {
+			t.Fatalf("fireDue = %v, %v, %v; want no due time while only the unloadable one is due", more, dueIn, err)
+		}
+	}
+	for name, want := range map[string]int{"good": 1, "bad": 0} {
+		fs, err := q.ScheduleFires(ctx, name, time.Time{}, 10)
+		if err != nil || len(fs) != want {
+			t.Errorf("%s: %d fires (%v), want %d", name, len(fs), err, want)
+		}
+	}
+	if n := strings.Count(logs.String(), "cannot fire schedule here"); n != 1 || !strings.Contains(logs.String(), "schedule=bad") {
+		t.Errorf("logged %d times:\n%s", n, logs.String())
+	}
+}
