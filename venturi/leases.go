@@ -59,10 +59,9 @@ func (l *leaseExtender) extend(ctx context.Context) {
 		}
 		return
 	}
-	// true: extended; false: still held, but its row was busy (see ExtendLeases); absent: lost.
 	ok := make(map[ulid.ULID]bool, len(kept))
 	for _, r := range kept {
-		ok[ulidOf(r.ID)] = r.Extended
+		ok[ulidOf(r.ID)] = true
 		if r.StopEvent != "" { // the notification may have been missed
 			l.tracker.requestStop(ulidOf(r.ID), Event(r.StopEvent))
 		}

@@ -218,10 +218,11 @@ func (s heldStep) Handle(ctx context.Context, run *venturi.Run[struct{}], st hel
 	return venturi.Completed(), nil
 }
 
-// TestLeaseExtensionDoesNotWaitForAnOpenStepTx: a step's memo locks its job's row until
-// the step's transaction commits (so that no rescue can end the run meanwhile); the
-// worker's lease extension does not wait for that lock: the worker's other runs keep
-// their leases while the transaction is open, and the run that holds it completes.
+// TestLeaseExtensionDoesNotWaitForAnOpenStepTx: a step's memo key-share locks its job's
+// row until the step's transaction commits (so that no rescue can end the run meanwhile);
+// the worker's lease extension does not conflict with that lock: the worker's other runs
+// and the holding run itself keep their leases while the transaction is open, and the run
+// that holds it completes.
 func TestLeaseExtensionDoesNotWaitForAnOpenStepTx(t *testing.T) {
 	t.Parallel()
 	pool, q := newQueue(t)
@@ -242,6 +243,31 @@ func TestLeaseExtensionDoesNotWaitForAnOpenStepTx(t *testing.T) {
 		err := pool.QueryRow(context.Background(), `SELECT lease_expires_at FROM venturi_job WHERE id = $1`, other.ID[:]).Scan(&now)
 		return err == nil && now.After(before)
 	})
+	var heldBefore time.Time
+	if err := pool.QueryRow(context.Background(), `SELECT lease_expires_at FROM venturi_job WHERE id = $1`, held.ID[:]).Scan(&heldBefore); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, within, "the held run's own lease to be extended while its step's transaction is open", func() bool {
+		var now time.Time
+		err := pool.QueryRow(context.Background(), `SELECT lease_expires_at FROM venturi_job WHERE id = $1`, held.ID[:]).Scan(&now)
+		return err == nil && now.After(heldBefore)
+	})
+	// The lock's contract: the rescue's lock (FOR UPDATE SKIP LOCKED) passes the row by,
+	// while a no-key update (the extension, a stop request) takes it without waiting.
+	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		var n int
+		if err := tx.QueryRow(context.Background(), `SELECT count(*) FROM (SELECT 1 FROM venturi_job WHERE id = $1 FOR UPDATE SKIP LOCKED) r`, held.ID[:]).Scan(&n); err != nil {
+			return err
+		}
+		if n != 0 {
+			t.Errorf("a rescue's lock took the row of a run whose StepTx is open")
+		}
+		_, err := tx.Exec(context.Background(), `SELECT 1 FROM venturi_job WHERE id = $1 FOR NO KEY UPDATE NOWAIT`, held.ID[:])
+		return err
+	})
+	if err != nil {
+		t.Fatalf("a no-key lock of the row of a run whose StepTx is open: %v", err)
+	}
 	close(st.release)
 	if j := waitFinished(t, q, held.ID); j.State != venturi.StateCompleted {
 		t.Fatalf("the run that held its step's transaction open ended %s", j.State)

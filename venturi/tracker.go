@@ -178,10 +178,9 @@ func (t *runTracker) leased() []*claimed {
 	return runs
 }
 
-// extended records the result of a lease extension sent at sent for runs: the runs kept
-// with true had their leases extended to a lease after sent; those kept with false still
-// hold their jobs but were not extended (their rows were busy); a started run that was not
-// kept lost its job and is cancelled.
+// extended records the result of a lease extension sent at sent for runs: the kept runs'
+// leases now end a lease after sent; a started run that was not kept lost its job and is
+// cancelled.
 func (t *runTracker) extended(runs []*claimed, kept map[ulid.ULID]bool, sent time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -190,13 +189,9 @@ func (t *runTracker) extended(runs []*claimed, kept map[ulid.ULID]bool, sent tim
 		if a == nil || a.job != j {
 			continue // the run ended meanwhile, and the job may run again under a new token
 		}
-		extended, held := kept[j.id]
 		switch {
-		case extended:
+		case kept[j.id]:
 			a.deadline = sent.Add(t.lease)
-		case held:
-			// Still its job, but its row was busy: the lease is extended next time, and
-			// the self-fencing in enforce applies meanwhile.
 		case a.cancel == nil:
 			a.deadline = time.Time{} // buffered, not started: it will not start
 		case a.finished:

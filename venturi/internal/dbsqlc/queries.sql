@@ -227,30 +227,16 @@ RETURNING j.id;
 
 -- name: ExtendLeases :many
 -- Extends the leases of one worker's running jobs in one statement, and reports which of
--- them were asked to stop (stop_event: replaced, cancelled). A job whose row another
--- transaction holds is not waited for: it comes back with extended false, still held
--- (its token matches) but not extended this time. The holder is the run's own StepTx
--- (SaveStep locks the row until the step's transaction commits, so that a rescue cannot
--- end the run while its memo is being written), a finish, or a claim asking the run to
--- stop; waiting for it would hold up every other run's extension behind one transaction.
-WITH u AS (
-    SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token
-), free AS (
-    -- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
-    -- testing the state keeps the planner on primary-key lookups instead of scanning every
-    -- running job through the lease index.
-    SELECT j.id FROM venturi_job j JOIN u ON j.id = u.id AND j.lease_token = u.token
-    ORDER BY j.id
-    FOR NO KEY UPDATE OF j SKIP LOCKED
-), ext AS (
-    UPDATE venturi_job j SET lease_expires_at = now() + interval '1 microsecond' * @lease_us::bigint
-    WHERE j.id = ANY(ARRAY(SELECT free.id FROM free))
-    RETURNING j.id, COALESCE(j.stop_event, '')::text AS stop_event
-)
-SELECT ext.id, ext.stop_event, true AS extended FROM ext
-UNION ALL
-SELECT j.id, ''::text, false FROM venturi_job j JOIN u ON j.id = u.id AND j.lease_token = u.token
-WHERE j.id <> ALL(ARRAY(SELECT free.id FROM free));
+-- them were asked to stop (stop_event: replaced, cancelled). It does not wait for a run's
+-- open StepTx: SaveStep holds only a key-share lock, which a no-key update does not
+-- conflict with.
+UPDATE venturi_job j SET lease_expires_at = now() + interval '1 microsecond' * @lease_us::bigint
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token) AS u
+-- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
+-- testing the state keeps the planner on primary-key lookups instead of scanning every
+-- running job through the lease index.
+WHERE j.id = u.id AND j.lease_token = u.token
+RETURNING j.id, COALESCE(j.stop_event, '')::text AS stop_event;
 
 -- name: TryMaintenanceLock :one
 SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || '.venturi_maintenance', 0))::bool AS locked;
@@ -626,15 +612,16 @@ SELECT result FROM venturi_step WHERE job_id = @job_id AND name = @name::text;
 -- name: SaveStep :execrows
 -- Memoizes a step's result for a run that still holds its job (its token matches); a lost
 -- run saves nothing. An earlier memo of the name is kept.
--- The job's row is locked (shared) until the memo commits: a rescue or a cancel of the run
--- waits for it, so a run that saved a memo still held its job when the memo committed,
--- and a run that lost its job saves nothing (the lock re-reads the row's token). The lease
--- extension does not wait for the lock (ExtendLeases).
+-- The job's row is key-share locked until the memo commits. A rescue (FOR UPDATE SKIP
+-- LOCKED) passes the row by meanwhile, and a cancel or a delete waits for it, so a run that
+-- saved a memo still held its job when the memo committed, and a run that lost its job
+-- saves nothing (the lock re-reads the row's token). The lock does not conflict with the
+-- lease extension or a stop request (no-key updates), so an open StepTx holds up neither.
 INSERT INTO venturi_step (job_id, name, result, run, token)
 SELECT j.id, @name::text, (@result::text)::jsonb, j.runs, j.lease_token
 FROM venturi_job j
 WHERE j.id = @job_id AND j.lease_token = @token
-FOR SHARE OF j
+FOR KEY SHARE OF j
 ON CONFLICT (job_id, name) DO NOTHING;
 
 -- name: JobSteps :many

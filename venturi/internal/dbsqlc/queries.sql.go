@@ -1143,47 +1143,32 @@ func (q *Queries) EnsureSingleton(ctx context.Context, db DBTX, arg EnsureSingle
 }
 
 const extendLeases = `-- name: ExtendLeases :many
-WITH u AS (
-    SELECT unnest($1::uuid[]) AS id, unnest($2::bigint[]) AS token
-), free AS (
-    -- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
-    -- testing the state keeps the planner on primary-key lookups instead of scanning every
-    -- running job through the lease index.
-    SELECT j.id FROM venturi_job j JOIN u ON j.id = u.id AND j.lease_token = u.token
-    ORDER BY j.id
-    FOR NO KEY UPDATE OF j SKIP LOCKED
-), ext AS (
-    UPDATE venturi_job j SET lease_expires_at = now() + interval '1 microsecond' * $3::bigint
-    WHERE j.id = ANY(ARRAY(SELECT free.id FROM free))
-    RETURNING j.id, COALESCE(j.stop_event, '')::text AS stop_event
-)
-SELECT ext.id, ext.stop_event, true AS extended FROM ext
-UNION ALL
-SELECT j.id, ''::text, false FROM venturi_job j JOIN u ON j.id = u.id AND j.lease_token = u.token
-WHERE j.id <> ALL(ARRAY(SELECT free.id FROM free))
+UPDATE venturi_job j SET lease_expires_at = now() + interval '1 microsecond' * $1::bigint
+FROM (SELECT unnest($2::uuid[]) AS id, unnest($3::bigint[]) AS token) AS u
+WHERE j.id = u.id AND j.lease_token = u.token
+RETURNING j.id, COALESCE(j.stop_event, '')::text AS stop_event
 `
 
 type ExtendLeasesParams struct {
+	LeaseUs int64
 	Ids     []pgtype.UUID
 	Tokens  []int64
-	LeaseUs int64
 }
 
 type ExtendLeasesRow struct {
 	ID        pgtype.UUID
 	StopEvent string
-	Extended  bool
 }
 
 // Extends the leases of one worker's running jobs in one statement, and reports which of
-// them were asked to stop (stop_event: replaced, cancelled). A job whose row another
-// transaction holds is not waited for: it comes back with extended false, still held
-// (its token matches) but not extended this time. The holder is the run's own StepTx
-// (SaveStep locks the row until the step's transaction commits, so that a rescue cannot
-// end the run while its memo is being written), a finish, or a claim asking the run to
-// stop; waiting for it would hold up every other run's extension behind one transaction.
+// them were asked to stop (stop_event: replaced, cancelled). It does not wait for a run's
+// open StepTx: SaveStep holds only a key-share lock, which a no-key update does not
+// conflict with.
+// A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
+// testing the state keeps the planner on primary-key lookups instead of scanning every
+// running job through the lease index.
 func (q *Queries) ExtendLeases(ctx context.Context, db DBTX, arg ExtendLeasesParams) ([]*ExtendLeasesRow, error) {
-	rows, err := db.Query(ctx, extendLeases, arg.Ids, arg.Tokens, arg.LeaseUs)
+	rows, err := db.Query(ctx, extendLeases, arg.LeaseUs, arg.Ids, arg.Tokens)
 	if err != nil {
 		return nil, err
 	}
@@ -1191,7 +1176,7 @@ func (q *Queries) ExtendLeases(ctx context.Context, db DBTX, arg ExtendLeasesPar
 	var items []*ExtendLeasesRow
 	for rows.Next() {
 		var i ExtendLeasesRow
-		if err := rows.Scan(&i.ID, &i.StopEvent, &i.Extended); err != nil {
+		if err := rows.Scan(&i.ID, &i.StopEvent); err != nil {
 			return nil, err
 		}
 		items = append(items, &i)
@@ -2367,7 +2352,7 @@ INSERT INTO venturi_step (job_id, name, result, run, token)
 SELECT j.id, $1::text, ($2::text)::jsonb, j.runs, j.lease_token
 FROM venturi_job j
 WHERE j.id = $3 AND j.lease_token = $4
-FOR SHARE OF j
+FOR KEY SHARE OF j
 ON CONFLICT (job_id, name) DO NOTHING
 `
 
@@ -2380,10 +2365,11 @@ type SaveStepParams struct {
 
 // Memoizes a step's result for a run that still holds its job (its token matches); a lost
 // run saves nothing. An earlier memo of the name is kept.
-// The job's row is locked (shared) until the memo commits: a rescue or a cancel of the run
-// waits for it, so a run that saved a memo still held its job when the memo committed,
-// and a run that lost its job saves nothing (the lock re-reads the row's token). The lease
-// extension does not wait for the lock (ExtendLeases).
+// The job's row is key-share locked until the memo commits. A rescue (FOR UPDATE SKIP
+// LOCKED) passes the row by meanwhile, and a cancel or a delete waits for it, so a run that
+// saved a memo still held its job when the memo committed, and a run that lost its job
+// saves nothing (the lock re-reads the row's token). The lock does not conflict with the
+// lease extension or a stop request (no-key updates), so an open StepTx holds up neither.
 func (q *Queries) SaveStep(ctx context.Context, db DBTX, arg SaveStepParams) (int64, error) {
 	result, err := db.Exec(ctx, saveStep,
 		arg.Name,
