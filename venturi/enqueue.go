@@ -373,7 +373,7 @@ func (q *Queue) queueInsert(b *pgx.Batch, p *plan) {
 		ID: uuidOf(p.id), Kind: p.kind, Queue: p.queue, Priority: int16(p.priority),
 		DedupKey: pgtype.Text{String: p.key, Valid: p.key != ""},
 		Payload:  string(p.payload), At: p.opts.at, DelayUs: delayOf(p.opts.delay),
-		Events:   p.events, Meta: p.meta,
+		Events: p.events, Meta: p.meta,
 	})
 	q.queueNotify(b, p)
 }
