@@ -133,9 +133,23 @@ func NewVenturiWorker(p WorkerParams) (*handlers.Worker, error) {
 			return nil, err
 		}
 	}
+	// One log line per task kind per minute with its runs' events (a subscriber that
+	// never slows the worker: see venturi.Subscription).
+	sub := w.Subscribe(venturi.SubscribeConfig{Buffer: 4096})
+	sumCtx, stopSum := context.WithCancel(context.Background())
+	sumDone := make(chan struct{})
 	p.Lifecycle.Append(fx.Hook{
-		OnStart: w.Start,
-		OnStop:  w.Stop,
+		OnStart: func(ctx context.Context) error {
+			go func() { defer close(sumDone); summarizeEvents(sumCtx, sub, time.Minute, p.Log) }()
+			return w.Start(ctx)
+		},
+		OnStop: func(ctx context.Context) error {
+			err := w.Stop(ctx)
+			stopSum()
+			sub.Close()
+			<-sumDone
+			return err
+		},
 	})
 	return w, nil
 }
