@@ -22,8 +22,12 @@ type lockedBuf struct {
 	b  bytes.Buffer
 }
 
-func (l *lockedBuf) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
-func (l *lockedBuf) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // TestEventSummaryLogsOneLinePerKind: the summary counts a subscription's events per task
 // kind and event and logs them at each period's end and when it stops.
@@ -42,7 +46,10 @@ func TestEventSummaryLogsOneLinePerKind(t *testing.T) {
 	buf := &lockedBuf{}
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); summarizeEvents(sctx, sub, time.Hour, slog.New(slog.NewTextHandler(buf, nil))) }()
+	go func() {
+		defer close(done)
+		summarizeEvents(sctx, sub, time.Hour, slog.New(slog.NewTextHandler(buf, nil)))
+	}()
 	for i := range 3 {
 		if _, err := q.Enqueue(ctx, tasks.FetchBookmark{BookmarkID: string(rune('a' + i)), URL: "https://example.com/"}); err != nil {
 			t.Fatal(err)
