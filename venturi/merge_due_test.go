@@ -2,6 +2,7 @@ package venturi_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -258,8 +259,8 @@ func TestMigration8UpgradesAVersion6Schema(t *testing.T) {
 		t.Fatal(err)
 	}
 	applied, err := venturi.Migrate(ctx, pool)
-	if err != nil || len(applied) == 0 || applied[len(applied)-1] != 8 {
-		t.Fatalf("Migrate = %v, %v; want it to end at version 8", applied, err)
+	if err != nil || !slices.Contains(applied, 8) {
+		t.Fatalf("Migrate = %v, %v; want it to apply version 8", applied, err)
 	}
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	r := enqueue(t, q, duePolicyTask{N: 3, Rule: "debounce", Delay: time.Hour, MaxWait: time.Minute})

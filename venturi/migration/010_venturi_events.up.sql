@@ -75,6 +75,7 @@ DECLARE
     new_len bigint;
     added   bigint;
     n       int;
+    wrote   boolean := false;
 BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO venturi_event (job_id, kind, queue, event, run, state, run_at, meta)
@@ -84,6 +85,13 @@ BEGIN
         old_len := OLD.journal_moved + jsonb_array_length(OLD.journal);
         new_len := NEW.journal_moved + n;
         added := new_len - old_len;
+        IF OLD.state = 'running' AND NEW.runs < OLD.runs THEN
+            -- Claimed, never started: returned at shutdown or from a paused queue (and
+            -- ended cancelled, below, when it was asked to stop meanwhile). Not a run.
+            INSERT INTO venturi_event (job_id, kind, queue, event, run, state, worker, run_at, meta)
+            VALUES (NEW.id, NEW.kind, NEW.queue, 'released', OLD.runs, NEW.state::text, OLD.worker_id, NEW.run_at, NEW.meta);
+            wrote := true;
+        END IF;
         IF added > 0 THEN
             -- The entries this update appended (merged, a run's end, a rescue, a cancel), in order.
             INSERT INTO venturi_event (job_id, kind, queue, event, run, state, note, worker, started_at, run_at, delay_us, meta)
@@ -94,18 +102,18 @@ BEGIN
             FROM jsonb_array_elements(NEW.journal) WITH ORDINALITY AS e(entry, ord)
             WHERE e.ord > n - added
             ORDER BY e.ord;
+            wrote := true;
         ELSIF OLD.state = 'available' AND NEW.state = 'running' THEN
             INSERT INTO venturi_event (job_id, kind, queue, event, run, state, worker, started_at, run_at, meta)
             VALUES (NEW.id, NEW.kind, NEW.queue, 'started', NEW.runs, 'running', NEW.worker_id, NEW.attempted_at, NEW.run_at, NEW.meta);
-        ELSIF OLD.state = 'running' AND NEW.state = 'available' THEN
-            -- Claimed, never started: returned at shutdown or from a paused queue.
-            INSERT INTO venturi_event (job_id, kind, queue, event, run, state, worker, run_at, meta)
-            VALUES (NEW.id, NEW.kind, NEW.queue, 'released', OLD.runs, 'available', OLD.worker_id, NEW.run_at, NEW.meta);
+            wrote := true;
         ELSIF OLD.state = 'waiting' AND NEW.state = 'available' THEN
             -- A signal it waited for arrived, or its wait timed out.
             INSERT INTO venturi_event (job_id, kind, queue, event, run, state, run_at, meta)
             VALUES (NEW.id, NEW.kind, NEW.queue, 'woken', NEW.runs, 'available', NEW.run_at, NEW.meta);
-        ELSE
+            wrote := true;
+        END IF;
+        IF NOT wrote THEN
             RETURN NULL; -- a promotion (scheduled to available): not an event
         END IF;
     END IF;
