@@ -225,9 +225,9 @@ func (q *Queue) queueNotifyPayload(b *pgx.Batch, payload string) {
 }
 
 // Subscribe delivers, in process, the events of this Queue value's own enqueues
-// (enqueued, merged) and cancels (cancelled), once they commit. Enqueues and cancels in
-// the caller's transaction (EnqueueTx, CancelTx) are not delivered: whether they commit
-// is the caller's. Other processes' enqueues, and what happens to the jobs later, are in
+// (enqueued, merged: Enqueue and EnqueueMany), once they commit. Enqueues in the caller's
+// transaction (EnqueueTx, EnqueueManyTx) are not delivered: whether they commit is the
+// caller's. Other processes' enqueues, and what happens to the jobs later, are in
 // the durable stream ([Queue.Events]) and on the workers ([Worker.Subscribe]).
 func (q *Queue) Subscribe(cfg SubscribeConfig) *Subscription { return q.hub.subscribe(cfg) }
 
