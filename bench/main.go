@@ -108,7 +108,7 @@ func main() {
 	flag.StringVar(&o.url, "db", defaultURL(), "PostgreSQL URL of the bench database (default $BENCH_DATABASE_URL, else $DATABASE_URL)")
 	flag.BoolVar(&o.quick, "quick", false, "smaller sizes (development; about five minutes)")
 	flag.IntVar(&o.reps, "reps", 3, "repetitions of every scenario and library")
-	flag.StringVar(&only, "only", "", "comma-separated scenarios to run: enqueue,dedup,batch,e2e,pickup,backlog,sustained,history,kinds,flow,coord (default all)")
+	flag.StringVar(&only, "only", "", "comma-separated scenarios to run: enqueue,dedup,batch,e2e,pickup,backlog,sustained,history,kinds,flow,coord,events (default all)")
 	flag.StringVar(&o.out, "out", "RESULTS.md", "file the markdown report is written to ('' for none)")
 	flag.StringVar(&o.profileDir, "profile", "", "directory for CPU profiles of the venturi worker processes (scenario 4)")
 	var libs string
@@ -245,6 +245,7 @@ func run(ctx context.Context, o options) error {
 		{"kinds", b.scenarioKinds},
 		{"flow", b.scenarioFlow},
 		{"coord", b.scenarioCoord},
+		{"events", b.scenarioEvents},
 	}
 	for _, s := range steps {
 		if !o.want(s.name) {

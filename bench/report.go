@@ -42,6 +42,7 @@ type report struct {
 	kinds   map[string]map[int][]float64 // scenario 10: library -> kinds -> jobs/s per repetition
 	flow    *flowReport                  // scenario 11
 	coord   *coordReport                 // scenario 12
+	events  *eventsReport                // scenario 13
 }
 
 func (r *report) get(list *[]*row, scenario, metric string, higher bool) *row {
@@ -295,6 +296,9 @@ func (r *report) markdown(env *environment, o options) string {
 	}
 	if r.coord != nil {
 		r.coord.markdown(&b)
+	}
+	if r.events != nil {
+		r.events.markdown(&b)
 	}
 	if len(r.notes) > 0 {
 		fmt.Fprintf(&b, "\n## Notes\n\n")

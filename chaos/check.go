@@ -114,6 +114,7 @@ type report struct {
 	coord           coordStats                // steps and wait scenarios
 	singleton       string                    // the singleton's summary (singletoncheck.go)
 	cron            string                    // the cron schedule's summary (croncheck.go)
+	events          string                    // the event stream's summary (eventcheck.go)
 }
 
 type scenarioCount struct{ want, got int }
@@ -653,6 +654,9 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 	if err := r.checkCron(ctx, pool); err != nil {
 		return nil, err
 	}
+	if err := r.checkEvents(ctx, pool); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -770,6 +774,7 @@ func (r *report) print(w io.Writer, mode string, seed uint64, elapsed time.Durat
 	fmt.Fprintf(w, "runs: %d ended, %d handler starts (journal entries read from venturi_journal: %d)\n", r.runs, r.starts, r.journalMoved)
 	fmt.Fprintln(w, r.singleton)
 	fmt.Fprintln(w, r.cron)
+	fmt.Fprintln(w, r.events)
 	r.printFlow(w)
 	r.printCoord(w)
 	fmt.Fprintf(w, "duplicate starts (handler started, run cut) / disturbed runs (incl. cut before start), by cause\n")

@@ -233,6 +233,14 @@ func (d *driver) run(ctx context.Context) (int, error) {
 			return 1, fmt.Errorf("start worker %d: %w", slot, err)
 		}
 	}
+	evDSN, err := withParams(o.dsn, "search_path", o.schema, "application_name", "chaos-events")
+	if err != nil {
+		return 1, err
+	}
+	ectx, stopEvents := context.WithCancel(ctx)
+	eventsDone := make(chan struct{})
+	go func() { defer close(eventsDone); eventReader(ectx, evDSN, d.logf) }()
+	defer func() { stopEvents(); <-eventsDone }()
 	sctx, stopSignaller := context.WithCancel(ctx)
 	signallerDone := make(chan struct{})
 	go func() { defer close(signallerDone); d.signaller(sctx) }()
@@ -258,6 +266,11 @@ func (d *driver) run(ctx context.Context) (int, error) {
 	defer ccancel()
 	if err := d.saveFaults(cctx); err != nil {
 		return 1, fmt.Errorf("save faults: %w", err)
+	}
+	stopEvents()
+	<-eventsDone
+	if err := drainEvents(cctx, evDSN); err != nil {
+		return 1, fmt.Errorf("drain the event stream: %w", err)
 	}
 	rep, err := check(cctx, d.pool, checkConfig{lease: o.lease, control: o.control})
 	if err != nil {
@@ -369,7 +382,10 @@ func (d *driver) setup(ctx context.Context) error {
 	if _, err := venturi.Migrate(ctx, d.pool); err != nil {
 		return err
 	}
-	_, err = d.pool.Exec(ctx, appSchema)
+	if _, err = d.pool.Exec(ctx, appSchema); err != nil {
+		return err
+	}
+	_, err = d.pool.Exec(ctx, eventSchema)
 	return err
 }
 

@@ -78,6 +78,9 @@ type Job struct {
 
 func (Job) Kind() string { return "chaos" }
 
+// StreamEvents opts a third of the jobs in to the durable event stream (eventcheck.go).
+func (j Job) StreamEvents() bool { return j.Seq%3 == 0 }
+
 // badJob has Job's kind but a payload whose "seq" is a string: it cannot decode into
 // Job, so the worker must send it to dead without calling the handler.
 type badJob struct {
@@ -102,6 +105,7 @@ type Dedup struct {
 }
 
 func (Dedup) Kind() string                 { return "chaos.dedup" }
+func (Dedup) StreamEvents() bool           { return true } // merges in the event stream
 func (d Dedup) DedupKey() venturi.DedupKey { return venturi.DedupKey(d.Key) }
 func (d Dedup) Merge(existing venturi.Pending[Dedup, struct{}]) venturi.Merge[Dedup, struct{}] {
 	if d.Indep {

@@ -118,6 +118,9 @@ type Config struct {
 	// Concurrency takes Config.Concurrency. Default: the one queue named by Queue, with
 	// Concurrency handlers. Queue must be empty when Queues is set.
 	Queues []WorkerQueue
+	// Middleware wraps every handler call (see [WorkMiddleware]); the first is the
+	// outermost.
+	Middleware []WorkMiddleware
 }
 
 // WorkerQueue is one queue a worker serves.

@@ -60,6 +60,8 @@ func clientProcess(op, schema string) int {
 			break
 		}
 		out("state=%s event=%s note=%s", j.State, lastEntry(j).Event, lastEntry(j).Note)
+	case "events": // -, cursor, max: read up to max events, a CURSOR line after each page
+		eventsReader(ctx, q, venturi.EventCursor(args[1]), args[2], out)
 	default:
 		fmt.Fprintln(os.Stderr, "unknown op", op)
 		return 2

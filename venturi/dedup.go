@@ -28,6 +28,7 @@ func (q *Queue) lockAndInsert(ctx context.Context, db batcher, p *plan) (iso str
 		Part: p.part, SlotKey: sk, SlotLimit: sl, SlotPolicy: sp,
 		Kind: p.kind, DedupKey: p.key, ID: uuidOf(p.id), Queue: p.queue, Priority: int16(p.priority),
 		Payload: string(p.payload), At: p.opts.at, DelayUs: delayOf(p.opts.delay),
+		Events: p.events, Meta: p.meta,
 	}, &row)
 	q.queueNotify(b, p)
 	err = db.SendBatch(ctx, b).Close()
@@ -54,6 +55,7 @@ func (q *Queue) replaceFast(ctx context.Context, db batcher, p *plan) (Result, b
 		Part: p.part, SlotKey: sk, SlotLimit: sl, SlotPolicy: sp,
 		At: p.opts.at, DelayUs: delayOf(p.opts.delay), Kind: p.kind, DedupKey: p.key,
 		Payload: string(p.payload), Priority: int16(p.priority), Entry: entry, ID: uuidOf(p.id), Queue: p.queue,
+		Events: p.events, Meta: p.meta,
 	}, &row)
 	q.queueNotify(b, p)
 	if err := db.SendBatch(ctx, b).Close(); err != nil {
@@ -102,7 +104,7 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 		return Result{}, fmt.Errorf("venturi: merge %s into job %s: %w", p.kind, c.id, err)
 	}
 	args := dbsqlc.MergeIntoParams{ID: row.ID, At: p.opts.at, DelayUs: delayOf(p.opts.delay),
-		DuePolicy: int16(due.Policy), DebounceUs: delayOf(due.Delay), MaxWaitUs: delayOf(due.MaxWait)}
+		DuePolicy: int16(due.Policy), DebounceUs: delayOf(due.Delay), MaxWaitUs: delayOf(due.MaxWait), Events: p.events}
 	action := decision
 	switch decision {
 	case ActionIndependent:

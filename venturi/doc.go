@@ -161,6 +161,21 @@
 // the dropped rest ([Job].JournalDropped). A run therefore costs the same at run 100,000
 // as at run 1, and no job grows without bound.
 //
+// # Lifecycle events and middleware
+//
+// [Worker.Subscribe] delivers the events of a worker's own runs in process, and
+// [Queue.Subscribe] a Queue's own enqueues, through a bounded buffer that never blocks
+// the sender: drops are counted and reported ([Subscription], [EventOverflow]). Jobs
+// that opt in ([EventStreamer], [QueueConfig].StreamEvents, [WithEvents]) have every
+// transition written to a durable stream in the statement that makes it; any process
+// reads it with [Queue.Events] or [Queue.WaitEvents] and an [EventCursor] that misses
+// nothing and repeats nothing across restarts (each event carries its transaction's ID,
+// and a read stops below the oldest running transaction).
+//
+// [WorkMiddleware] wraps every handler call and [EnqueueMiddleware] every enqueue; the
+// first registered is the outermost. A job's [Meta] (set with [WithMeta] or by enqueue
+// middleware) rides to its runs, for trace context or a tenant.
+//
 // # Shutdown
 //
 // [Worker.Stop] stops claiming, releases prefetched jobs, signals running handlers

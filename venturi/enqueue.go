@@ -18,15 +18,18 @@ import (
 // MaxPayloadBytes is the largest encoded payload (and carry) an enqueue accepts: 1 MiB.
 const MaxPayloadBytes = 1 << 20
 
-// EnqueueOption adjusts one enqueue; [At], [After] and [OnQueue] make one.
+// EnqueueOption adjusts one enqueue; [At], [After], [OnQueue], [WithMeta] and
+// [WithEvents] make one.
 type EnqueueOption interface {
 	applyEnqueue(*enqueueOpts)
 }
 
 type enqueueOpts struct {
-	at    *time.Time
-	delay time.Duration
-	queue string
+	at     *time.Time
+	delay  time.Duration
+	queue  string
+	meta   Meta // WithMeta, enqueue middleware
+	events bool // WithEvents
 }
 
 type enqueueOptionFunc func(*enqueueOpts)
@@ -49,7 +52,17 @@ func OnQueue(name string) EnqueueOption {
 
 // Enqueue enqueues task in its own transaction.
 func (q *Queue) Enqueue(ctx context.Context, task Task, opts ...EnqueueOption) (Result, error) {
-	p, err := prepare(task, opts)
+	res, err := q.enqueueWith(ctx, task, opts, false, func(ctx context.Context, opts []EnqueueOption) (Result, error) {
+		return q.enqueue(ctx, task, opts)
+	})
+	if err == nil {
+		q.published(task, res, opts)
+	}
+	return res, err
+}
+
+func (q *Queue) enqueue(ctx context.Context, task Task, opts []EnqueueOption) (Result, error) {
+	p, err := q.prepare(task, opts)
 	if err != nil {
 		return Result{}, err
 	}
@@ -80,14 +93,16 @@ func (q *Queue) Enqueue(ctx context.Context, task Task, opts ...EnqueueOption) (
 // holds the key's lock until tx ends, so concurrent enqueues of the key wait for it; it
 // requires READ COMMITTED (the default) and returns [ErrIsolation] otherwise.
 func (q *Queue) EnqueueTx(ctx context.Context, tx pgx.Tx, task Task, opts ...EnqueueOption) (Result, error) {
-	p, err := prepare(task, opts)
-	if err != nil {
-		return Result{}, err
-	}
-	if p.key == "" {
-		return q.insert(ctx, tx, p, ActionInserted)
-	}
-	return q.enqueueTx(ctx, tx, p)
+	return q.enqueueWith(ctx, task, opts, true, func(ctx context.Context, opts []EnqueueOption) (Result, error) {
+		p, err := q.prepare(task, opts)
+		if err != nil {
+			return Result{}, err
+		}
+		if p.key == "" {
+			return q.insert(ctx, tx, p, ActionInserted)
+		}
+		return q.enqueueTx(ctx, tx, p)
+	})
 }
 
 // EnqueueMany enqueues tasks in one transaction and returns one result per task, in
@@ -96,9 +111,14 @@ func (q *Queue) EnqueueMany(ctx context.Context, tasks []Task, opts ...EnqueueOp
 	var res []Result
 	err := pgx.BeginTxFunc(ctx, q.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		var err error
-		res, err = q.enqueueMany(ctx, tx, tasks, opts)
+		res, err = q.enqueueMany(ctx, tx, tasks, opts, false)
 		return err
 	})
+	if err == nil {
+		for i, r := range res {
+			q.published(tasks[i], r, opts)
+		}
+	}
 	return res, err
 }
 
@@ -114,25 +134,35 @@ func (q *Queue) EnqueueManyTx(ctx context.Context, tx pgx.Tx, tasks []Task, opts
 		}
 	}
 	if !keyed {
-		return q.enqueueMany(ctx, tx, tasks, opts)
+		return q.enqueueMany(ctx, tx, tasks, opts, true)
 	}
 	var res []Result
 	err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { // a savepoint
 		var err error
-		res, err = q.enqueueMany(ctx, sp, tasks, opts)
+		res, err = q.enqueueMany(ctx, sp, tasks, opts, true)
 		return err
 	})
 	return res, err
 }
 
-func (q *Queue) enqueueMany(ctx context.Context, tx pgx.Tx, tasks []Task, opts []EnqueueOption) ([]Result, error) {
+func (q *Queue) enqueueMany(ctx context.Context, tx pgx.Tx, tasks []Task, opts []EnqueueOption, inTx bool) ([]Result, error) {
 	res := make([]Result, len(tasks))
 	plain := dbsqlc.InsertJobsParams{}
 	var keyed []int
 	var plans []*plan
 	notify := map[string]bool{} // NOTIFY payloads: one per kind and due-now-or-later
 	for i, t := range tasks {
-		p, err := prepare(t, opts)
+		var p *plan
+		_, err := q.enqueueWith(ctx, t, opts, inTx, func(_ context.Context, opts []EnqueueOption) (Result, error) {
+			var err error
+			if p, err = q.prepare(t, opts); err != nil {
+				return Result{}, err
+			}
+			return Result{ID: p.id, Action: ActionInserted}, nil
+		})
+		if err == nil && p == nil {
+			err = errors.New("venturi: enqueue middleware returned without calling next or an error")
+		}
 		if err != nil {
 			return nil, fmt.Errorf("task %d: %w", i, err)
 		}
@@ -159,6 +189,8 @@ func (q *Queue) enqueueMany(ctx context.Context, tx pgx.Tx, tasks []Task, opts [
 		plain.SlotKeys = append(plain.SlotKeys, p.slot.Key)
 		plain.SlotLimits = append(plain.SlotLimits, int32(p.slot.Limit))
 		plain.SlotPolicies = append(plain.SlotPolicies, int16(p.slot.Policy))
+		plain.Events = append(plain.Events, p.events)
+		plain.Metas = append(plain.Metas, string(p.meta))
 		notify[notifyPayload(p.kind, p.dueNow())] = true
 	}
 	if len(plain.Ids) > 0 {
@@ -198,6 +230,18 @@ type plan struct {
 	opts     enqueueOpts
 	part     pgtype.Text // the partition (or slot key) of a gated job; NULL: plain, unless its kind has limits
 	slot     Slot        // Key empty: none
+	events   bool        // the job opts in to the durable event stream
+	meta     []byte      // the job's metadata (nil: none)
+}
+
+// prepare is the package's prepare with the queue's own settings (StreamEvents).
+func (q *Queue) prepare(task Task, opts []EnqueueOption) (*plan, error) {
+	p, err := prepare(task, opts)
+	if err != nil {
+		return nil, err
+	}
+	p.events = p.events || q.streamEvents
+	return p, nil
 }
 
 func prepare(task Task, opts []EnqueueOption) (*plan, error) {
@@ -263,7 +307,14 @@ func prepareTask(task Task, opts []EnqueueOption) (*plan, error) {
 			return nil, fmt.Errorf("%w: dedup key is not valid UTF-8 text", ErrInvalidPayload)
 		}
 	}
+	if t, ok := task.(EventStreamer); ok && t.StreamEvents() {
+		p.events = true
+	}
+	p.events = p.events || p.opts.events
 	var err error
+	if p.meta, err = encodeMeta(p.opts.meta); err != nil {
+		return nil, err
+	}
 	if p.payload, err = encodeJSON(task); err != nil {
 		return nil, err
 	}
@@ -322,6 +373,7 @@ func (q *Queue) queueInsert(b *pgx.Batch, p *plan) {
 		ID: uuidOf(p.id), Kind: p.kind, Queue: p.queue, Priority: int16(p.priority),
 		DedupKey: pgtype.Text{String: p.key, Valid: p.key != ""},
 		Payload:  string(p.payload), At: p.opts.at, DelayUs: delayOf(p.opts.delay),
+		Events: p.events, Meta: p.meta,
 	})
 	q.queueNotify(b, p)
 }

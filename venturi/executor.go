@@ -38,6 +38,7 @@ type executor struct {
 	journal   journalLoader // Run.EarlierHistory's reads, on the application's pool
 	saveCarry carrySaver    // Run.Checkpoint's writes, on the application's pool
 	q         *dbsqlc.Queries
+	db        dbsqlc.DBTX // the application's pool
 	reg       map[string]*registration
 	tracker   *runTracker
 	finish    func(*finishReq) // the finisher's submit
@@ -48,6 +49,7 @@ type executor struct {
 	hardCtx   context.Context // parent of every run's context
 	hard      context.CancelCauseFunc
 	handlers  sync.WaitGroup
+	hub       *eventHub // the worker's subscribers
 }
 
 // start hands a claimed job to a handler goroutine.
@@ -81,6 +83,7 @@ func newExecutor(parent context.Context, cfg Config, db dbsqlc.DBTX, q *dbsqlc.Q
 // Run.EarlierHistory, Run.Signals, Run.CreateHook.
 func (e *executor) useDB(db dbsqlc.DBTX) {
 	q := e.q
+	e.db = db
 	e.journal = func(ctx context.Context, id ulid.ULID, before int64, limit int) ([]JournalEntry, error) {
 		return journalPage(ctx, db, q, id, before, limit)
 	}
@@ -138,6 +141,12 @@ func (e *executor) runHandler(s start) {
 	e.tracker.ended(s.job)
 	if req.finalized || req.lost {
 		e.tracker.remove(s.job)
+		if e.hub.active() {
+			if req.lost {
+				req.entry.Event, req.state = EventLeaseLost, dbsqlc.VenturiJobStateRunning
+			}
+			e.hub.publish(endEvent(req, e.cfg.ID))
+		}
 		return
 	}
 	e.finish(req)
@@ -195,7 +204,20 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 	if bp, ok := any(task).(BackoffPolicy); ok {
 		backoff = bp.Backoff().merged(e.cfg.Backoff)
 	}
+	if len(j.meta) > 0 {
+		if string(j.meta) == "?" { // a gated claim's row committed after its snapshot
+			if b, err := e.q.JobMeta(ctx, e.db, uuidOf(j.id)); err == nil {
+				j.meta = b
+			}
+		}
+		j.metaMap = decodeMeta(j.meta)
+	}
+	if e.hub.active() {
+		e.hub.publish(JobEvent{Event: EventStarted, JobID: j.id, Kind: j.kind, Queue: j.queue, Run: j.runs,
+			State: StateRunning, Worker: e.cfg.ID, At: time.Now(), StartedAt: j.started, Meta: j.metaMap})
+	}
 	run := &Run[C]{
+		meta: j.metaMap, queue: j.queue,
 		id: j.id, kind: j.kind, token: j.token, runs: j.runs, failures: j.failures,
 		history: history, carry: carry, shutdown: e.shutdown, earlier: e.journal, signals: e.signals, hooks: e.hooks, steps: e.steps,
 		saveCarry: e.saveCarry,
@@ -231,11 +253,13 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 		req.carry, req.setCarry = cb, true
 		return req, nil
 	}
+	var final *finishReq // what CompleteTx wrote
 	run.finish = func(fctx context.Context, tx pgx.Tx, o Outcome, c *C, attachment json.RawMessage) error {
 		req, err := build(o, nil, c, attachment)
 		if err != nil {
 			return fmt.Errorf("venturi: %w", err)
 		}
+		final = req
 		ids, err := e.q.FinishRuns(fctx, tx, finishParams(e.cfg.ID, []*finishReq{req}))
 		if err != nil {
 			return err
@@ -249,9 +273,20 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 		e.log().Info("venturi singleton started", "kind", j.kind, "job_id", j.id, "run", j.runs,
 			"owner", e.cfg.ID, "restart", sup.Restart.String())
 	}
-	o, err := safeHandle(ctx, handle, task, run, state)
+	var o Outcome
+	if len(e.cfg.Middleware) == 0 {
+		o, err = safeHandle(ctx, handle, task, run, state)
+	} else {
+		info := &JobInfo{ID: j.id, Kind: j.kind, Queue: j.queue, Run: j.runs, Token: j.token, Worker: e.cfg.ID, Meta: j.metaMap}
+		o, err = handleWith(ctx, e.cfg.Middleware, info, func(ctx context.Context) (Outcome, error) {
+			return safeHandle(ctx, handle, task, run, state)
+		})
+	}
 	if err == nil && run.finalized {
 		req := &finishReq{job: j, finalized: true}
+		if final != nil {
+			req.state, req.entry = final.state, final.entry
+		}
 		if sup != nil {
 			logSingletonStop(e.log(), j, req)
 		}
@@ -267,6 +302,13 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 		logSingletonStop(e.log(), j, req)
 	}
 	return req
+}
+
+// endEvent is the in-process event of a run's end.
+func endEvent(r *finishReq, worker string) JobEvent {
+	return JobEvent{Event: r.entry.Event, JobID: r.job.id, Kind: r.job.kind, Queue: r.job.queue, Run: r.job.runs,
+		State: State(r.state), Note: r.entry.Note, Worker: worker, At: time.Now(), StartedAt: r.job.started,
+		Delay: r.entry.ResumeIn, Meta: r.job.metaMap}
 }
 
 // safeHandle runs handle and turns a panic into an error carrying the stack.

@@ -245,7 +245,10 @@ func (f *fetcher) claim(n int) claimResult {
 			id: ulidOf(row.ID), kind: row.Kind, payload: row.Payload, carry: row.Carry,
 			runs: int(row.Runs), failures: int(row.Failures), token: row.LeaseToken,
 			journal: row.Journal, journalMoved: row.JournalMoved, sent: sent, started: row.AttemptedAt,
-			breaker: row.Breaker, gated: true, stop: newRunStop(),
+			breaker: row.Breaker, gated: true, stop: newRunStop(), queue: f.cfg.Queue, meta: row.Meta,
+		}
+		if row.Meta == nil { // committed after the statement's snapshot: read it on its own
+			j.meta = []byte("?")
 		}
 		jobs = append(jobs, j)
 	})
@@ -257,6 +260,7 @@ func (f *fetcher) claim(n int) claimResult {
 			id: ulidOf(row.ID), kind: row.Kind, payload: row.Payload, carry: row.Carry,
 			runs: int(row.Runs), failures: int(row.Failures), token: row.LeaseToken.Int64,
 			journal: row.Journal, journalMoved: row.JournalMoved, sent: sent, stop: newRunStop(),
+			queue: f.cfg.Queue, meta: row.Meta,
 		}
 		if row.AttemptedAt != nil {
 			j.started = *row.AttemptedAt

@@ -23,6 +23,8 @@ import (
 type finisher struct {
 	log     *slog.Logger
 	tracker *runTracker
+	hub     *eventHub // the worker's subscribers
+	worker  string
 	write   func(ctx context.Context, reqs []*finishReq, wake bool) ([]pgtype.UUID, error)
 	notify  func(ctx context.Context, kinds []string) error
 	again   func()          // a result made a job pending again: look for it
@@ -223,6 +225,13 @@ func (f *finisher) written(batch []*finishReq, ids []pgtype.UUID) {
 		if !ok[r.job.id] {
 			f.log.Warn("venturi: run result discarded: the run no longer holds its job (lease lost)",
 				"job", r.job.id, "kind", r.job.kind, "token", r.job.token)
+			if f.hub.active() {
+				lost := *r
+				lost.entry.Event, lost.state = EventLeaseLost, dbsqlc.VenturiJobStateRunning
+				f.hub.publish(endEvent(&lost, f.worker))
+			}
+		} else if f.hub.active() {
+			f.hub.publish(endEvent(r, f.worker))
 		}
 		f.tracker.remove(r.job)
 	}

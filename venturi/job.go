@@ -75,6 +75,8 @@ type Job struct {
 	Owner string
 	// Singleton reports that the job is a singleton service's (see [Supervised]).
 	Singleton bool
+	// Meta is the job's metadata ([WithMeta], enqueue middleware); nil when it has none.
+	Meta Meta
 	// Circuit is the breaker the job reports to, read with the job by [Queue.Job]; nil when
 	// its kind has no breaker (or it has not seen a claim). While it is open the job waits.
 	Circuit *Circuit
@@ -108,7 +110,7 @@ func jobFromRow(row *dbsqlc.GetJobRow) (*Job, error) {
 		RunAt: row.RunAt, RunCount: int(row.Runs), Failures: int(row.Failures),
 		CreatedAt: row.CreatedAt, AttemptedAt: row.AttemptedAt, FinishedAt: row.FinishedAt,
 		Queue: row.Queue, Partition: row.Part.String, Gated: row.Part.Valid, StopRequested: row.StopRequestedAt != nil,
-		StopEvent: Event(row.StopEvent.String), StopNote: row.StopNote.String,
+		StopEvent: Event(row.StopEvent.String), StopNote: row.StopNote.String, Meta: decodeMeta(row.Meta),
 	}
 	if j.State == StateRunning {
 		j.Owner = row.WorkerID.String

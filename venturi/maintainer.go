@@ -68,11 +68,11 @@ func (m *maintainer) run(ctx context.Context) {
 
 // maintenanceWork is what one round of a tick does, and what came back full.
 type maintenanceWork struct {
-	rescue, promote, pruneCompleted, pruneDead, pruneCancelled bool
+	rescue, promote, pruneCompleted, pruneDead, pruneCancelled, pruneEvents bool
 }
 
 func (w maintenanceWork) any() bool {
-	return w.rescue || w.promote || w.pruneCompleted || w.pruneDead || w.pruneCancelled
+	return w.rescue || w.promote || w.pruneCompleted || w.pruneDead || w.pruneCancelled || w.pruneEvents
 }
 
 // tick does maintenance if this worker gets the lock: one round of every step in one
@@ -81,7 +81,7 @@ func (w maintenanceWork) any() bool {
 // has caught up or the budget is spent. held says the worker was the maintainer.
 func (m *maintainer) tick(ctx context.Context, rescue bool) (held bool, err error) {
 	deadline := time.Now().Add(m.maintenanceBudget())
-	work := maintenanceWork{rescue: rescue, promote: true, pruneCompleted: true, pruneDead: true, pruneCancelled: true}
+	work := maintenanceWork{rescue: rescue, promote: true, pruneCompleted: true, pruneDead: true, pruneCancelled: true, pruneEvents: true}
 	rescuedAny := false
 	for work.any() {
 		var full maintenanceWork
@@ -164,6 +164,15 @@ func (m *maintainer) round(ctx context.Context, work maintenanceWork) (held bool
 				return err
 			}
 			*p.full = n == PruneBatch
+		}
+		if work.pruneEvents {
+			// The durable event stream is kept as long as the jobs it describes.
+			n, err := m.q.PruneEvents(ctx, tx, dbsqlc.PruneEventsParams{
+				AgeUs: delayOf(max(m.cfg.RetainCompleted, m.cfg.RetainDead)), Max: PruneBatch})
+			if err != nil {
+				return err
+			}
+			full.pruneEvents = n == PruneBatch
 		}
 		return nil
 	})

@@ -3,6 +3,7 @@ package venturi
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -78,6 +79,10 @@ type Queue struct {
 	poll        bool
 	awaitOnce   sync.Once
 	await       *awaiter
+
+	enqueueMW    []EnqueueMiddleware
+	streamEvents bool
+	hub          eventHub // in-process events of this Queue's enqueues and cancels
 }
 
 // QueueConfig configures a Queue. The zero value is ready to use; like [Config], it is
@@ -96,6 +101,12 @@ type QueueConfig struct {
 	// Queue. A NOTIFY serializes commits cluster-wide, so it is debounced; workers that
 	// wake keep fetching while they find work. Default 2ms.
 	NotifyEvery time.Duration
+	// Middleware wraps every enqueue (see [EnqueueMiddleware]); the first is the
+	// outermost.
+	Middleware []EnqueueMiddleware
+	// StreamEvents opts every job this Queue enqueues in to the durable event stream
+	// (see [Queue.Events]), whatever its task type says.
+	StreamEvents bool
 }
 
 // NewQueue returns a Queue on pool. The schema is the pool's search_path; run [Migrate]
@@ -111,6 +122,9 @@ func NewQueue(pool *pgxpool.Pool, cfg QueueConfig) *Queue {
 		channel: notifyChannel(pool),
 		notify:  &notifyLimiter{every: every, last: map[string]time.Time{}},
 		poll:    cfg.NoNotify,
+
+		enqueueMW:    slices.Clone(cfg.Middleware),
+		streamEvents: cfg.StreamEvents,
 
 		doneChannel: doneChannel(pool),
 	}
@@ -208,4 +222,37 @@ func (q *Queue) queueNotifyPayload(b *pgx.Batch, payload string) {
 	if !q.poll && q.notify.allow(payload) {
 		dbsqlc.QueueNotify(b, dbsqlc.NotifyParams{Channel: q.channel, Payload: payload})
 	}
+}
+
+// Subscribe delivers, in process, the events of this Queue value's own enqueues
+// (enqueued, merged: Enqueue and EnqueueMany), once they commit. Enqueues in the caller's
+// transaction (EnqueueTx, EnqueueManyTx) are not delivered: whether they commit is the
+// caller's. Other processes' enqueues, and what happens to the jobs later, are in
+// the durable stream ([Queue.Events]) and on the workers ([Worker.Subscribe]).
+func (q *Queue) Subscribe(cfg SubscribeConfig) *Subscription { return q.hub.subscribe(cfg) }
+
+// published delivers the event of a committed enqueue to the Queue's subscribers.
+func (q *Queue) published(task Task, res Result, opts []EnqueueOption) {
+	if !q.hub.active() {
+		return
+	}
+	var o enqueueOpts
+	for _, opt := range opts {
+		if opt != nil {
+			opt.applyEnqueue(&o)
+		}
+	}
+	e := JobEvent{Event: EventEnqueued, JobID: res.ID, Kind: task.Kind(), Queue: DefaultQueue, At: time.Now(), Meta: o.meta}
+	if t, ok := task.(Queuer); ok {
+		e.Queue = t.Queue()
+	}
+	if o.queue != "" {
+		e.Queue = o.queue
+	}
+	switch res.Action {
+	case ActionInserted, ActionIndependent:
+	default:
+		e.Event, e.Note, e.Meta = EventMerged, res.Action.mergeName(), nil
+	}
+	q.hub.publish(e)
 }

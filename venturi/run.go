@@ -16,6 +16,8 @@ import (
 type Run[C any] struct {
 	id         ulid.ULID
 	kind       string
+	queue      string
+	meta       Meta
 	token      int64
 	runs       int
 	failures   int
@@ -68,6 +70,12 @@ func (r *Run[C]) ID() ulid.ULID { return r.id }
 
 // Kind returns the job's kind.
 func (r *Run[C]) Kind() string { return r.kind }
+
+// Queue returns the job's queue.
+func (r *Run[C]) Queue() string { return r.queue }
+
+// Meta returns the job's metadata (see [Meta]); nil when it has none. Do not modify it.
+func (r *Run[C]) Meta() Meta { return r.meta }
 
 // Token returns the run's fencing token. It is unique per run; an application that keys
 // its own effects by (job, token) can tell the runs of one job apart.

@@ -135,7 +135,7 @@ func ensureSingleton(ctx context.Context, db dbsqlc.DBTX, q *dbsqlc.Queries, t T
 	}
 	params := dbsqlc.EnsureSingletonParams{
 		ID: uuidOf(p.id), Kind: p.kind, Queue: p.queue, Priority: int16(p.priority),
-		Payload: string(p.payload), SlotKey: SingletonSlotPrefix + p.kind,
+		Payload: string(p.payload), SlotKey: SingletonSlotPrefix + p.kind, Events: p.events,
 	}
 	for range 3 {
 		row, err := q.EnsureSingleton(ctx, db, params)

@@ -15,6 +15,9 @@ import (
 type claimed struct {
 	id           ulid.ULID
 	kind         string
+	queue        string // the queue it was claimed from
+	meta         []byte // its metadata column (nil or JSON null: none; "?": not read yet)
+	metaMap      Meta   // meta decoded, set before its run starts
 	payload      []byte
 	carry        []byte
 	runs         int

@@ -49,6 +49,8 @@ type Worker[S any] struct {
 	fetchDone chan struct{} // closed when every fetcher has returned
 	stopBg    context.CancelFunc
 	bg        sync.WaitGroup
+
+	hub eventHub // in-process lifecycle events (Subscribe)
 }
 
 // controlConns is the size of the worker's own pool: a claim, a result batch, a release
@@ -67,7 +69,7 @@ func NewWorker[S any](pool *pgxpool.Pool, state S, cfg Config) (*Worker[S], erro
 	if err != nil {
 		return nil, err
 	}
-	return &Worker[S]{
+	w := &Worker[S]{
 		pool:    pool,
 		state:   state,
 		cfg:     cfg,
@@ -76,7 +78,9 @@ func NewWorker[S any](pool *pgxpool.Pool, state S, cfg Config) (*Worker[S], erro
 		reg:     map[string]*registration{},
 		channel: notifyChannel(pool),
 		stopped: make(chan struct{}),
-	}, nil
+	}
+	w.hub.log = w.log
+	return w, nil
 }
 
 // ID returns the worker's ID as recorded in leases and journals.
@@ -112,11 +116,12 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 	}
 	w.tracker = newRunTracker(w.cfg.Lease, w.cfg.ShutdownGrace, w.log)
 	w.fin = newFinisher(w.cfg, ctl, w.q, w.tracker, w.pokeAll, w.channel, w.dbCtx, w.log)
+	w.fin.hub, w.fin.worker = &w.hub, w.cfg.ID
 	queues := make(map[string]*fetcher, len(w.cfg.Queues))
 	for _, wq := range w.cfg.Queues {
 		qcfg := w.cfg.forQueue(wq)
 		e := newExecutor(base, qcfg, w.pool, w.q, w.reg, w.tracker, w.fin.submit)
-		e.channel = w.channel
+		e.channel, e.hub = w.channel, &w.hub
 		f := newFetcher(qcfg, ctl, w.q, w.kinds, e, w.tracker, w.dbCtx, w.log)
 		f.channel = w.channel
 		w.execs, w.fetchers = append(w.execs, e), append(w.fetchers, f)
@@ -373,4 +378,16 @@ func (w *Worker[S]) releaseStuck() {
 	for _, j := range runs {
 		w.tracker.remove(j)
 	}
+}
+
+// Subscribe delivers, in process, the lifecycle events of this worker's own runs: started
+// (claimed and handed to a handler), then the run's end once it is durable (completed,
+// paused, failed with its retry delay, dead, waiting, cancelled, replaced, interrupted),
+// or lease_lost when the run's result was refused because the job had been rescued. It
+// sees neither enqueues nor other workers' runs nor rescues: the durable stream
+// ([Queue.Events]) has every transition of the jobs that opted in. A subscriber never
+// slows the worker: see [Subscription] for what happens when it falls behind. It may be
+// called before or after Start.
+func (w *Worker[S]) Subscribe(cfg SubscribeConfig) *Subscription {
+	return w.hub.subscribe(cfg)
 }

@@ -133,6 +133,11 @@ func NewVenturiWorker(p WorkerParams) (*handlers.Worker, error) {
 			return nil, err
 		}
 	}
+	// One log line per task kind per minute with its runs' events (a subscriber that
+	// never slows the worker: see venturi.Subscription).
+	sub := w.Subscribe(venturi.SubscribeConfig{Buffer: 4096})
+	sumCtx, stopSum := context.WithCancel(context.Background())
+	sumDone := make(chan struct{})
 	p.Lifecycle.Append(fx.Hook{
 		// The daily refetch's schedule is registered first, from every replica (safe: an
 		// unchanged definition changes nothing); a registration that fails fails the start
@@ -141,9 +146,16 @@ func NewVenturiWorker(p WorkerParams) (*handlers.Worker, error) {
 			if err := handlers.RegisterRefetchSchedule(ctx, p.App.Queue, p.App.Refetch); err != nil {
 				return err
 			}
+			go func() { defer close(sumDone); summarizeEvents(sumCtx, sub, time.Minute, p.Log) }()
 			return w.Start(ctx)
 		},
-		OnStop: w.Stop,
+		OnStop: func(ctx context.Context) error {
+			err := w.Stop(ctx)
+			stopSum()
+			sub.Close()
+			<-sumDone
+			return err
+		},
 	})
 	return w, nil
 }

@@ -72,6 +72,10 @@ type FetchCarry = struct{}
 // Kind implements venturi.Task.
 func (FetchBookmark) Kind() string { return KindFetchBookmark }
 
+// StreamEvents opts fetches in to venturi's durable event stream (venturi.EventStreamer):
+// the API's GET /events shows a bookmark's fetch progress from it.
+func (FetchBookmark) StreamEvents() bool { return true }
+
 // DedupKey keys the job by bookmark.
 func (t FetchBookmark) DedupKey() venturi.DedupKey { return venturi.KeyOf("bookmark", t.BookmarkID) }
 

@@ -151,6 +151,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	e.POST("/imports/:id/confirm", a.confirmImport, write, small, noSimpleBody)
 	e.POST(confirmLinkRoute, a.confirmImportByLink, small, noSimpleBody) // no key: the token is the credential
 	e.GET("/tags", a.listTags)
+	e.GET("/events", a.listEvents)
 	e.POST("/tags/rebuild", a.rebuildTags, write, small, requireJSON)
 	return e
 }
@@ -319,7 +320,7 @@ func (a *API) createBookmark(c echo.Context) error {
 	// The bookmark and its fetch commit together: no bookmark without a fetch, no fetch of
 	// a bookmark that does not exist.
 	err = pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
-		res, err := a.queue.EnqueueTx(ctx, tx, tasks.FetchBookmark{BookmarkID: id.String(), URL: u})
+		res, err := a.queue.EnqueueTx(ctx, tx, tasks.FetchBookmark{BookmarkID: id.String(), URL: u}, fetchMeta(c, id))
 		if err != nil {
 			return err
 		}
@@ -541,7 +542,7 @@ func (a *API) refetchBookmark(c echo.Context) error {
 		// A pending fetch of this bookmark is replaced, so a burst of refetches is one job.
 		// It is throttled by RefetchDelay: the burst rides the first refetch's due time.
 		task := tasks.FetchBookmark{BookmarkID: id.String(), URL: bm.Url}
-		if res, err = a.queue.EnqueueTx(ctx, tx, task, venturi.After(a.cfg.RefetchDelay)); err != nil {
+		if res, err = a.queue.EnqueueTx(ctx, tx, task, venturi.After(a.cfg.RefetchDelay), fetchMeta(c, id)); err != nil {
 			return err
 		}
 		return a.q.SetFetchPending(ctx, tx, store.SetFetchPendingParams{FetchJobID: uuidOf(res.ID), ID: uuidOf(id)})

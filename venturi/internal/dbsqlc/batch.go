@@ -12,13 +12,13 @@ import "github.com/jackc/pgx/v5"
 // QueueInsertJob is InsertJob in a batch.
 func QueueInsertJob(b *pgx.Batch, arg InsertJobParams) {
 	b.Queue(insertJob, arg.ID, arg.Kind, arg.Queue, arg.Priority, arg.DedupKey, arg.Payload, arg.Part, arg.SlotKey,
-		arg.SlotLimit, arg.SlotPolicy, arg.At, arg.DelayUs)
+		arg.SlotLimit, arg.SlotPolicy, arg.Events, arg.Meta, arg.At, arg.DelayUs)
 }
 
 // QueueInsertJobs is InsertJobs in a batch.
 func QueueInsertJobs(b *pgx.Batch, arg InsertJobsParams) {
 	b.Queue(insertJobs, arg.Ids, arg.Kinds, arg.Queues, arg.Priorities, arg.Payloads, arg.HasAt, arg.Ats, arg.DelaysUs,
-		arg.HasPart, arg.Parts, arg.SlotKeys, arg.SlotLimits, arg.SlotPolicies)
+		arg.HasPart, arg.Parts, arg.SlotKeys, arg.SlotLimits, arg.SlotPolicies, arg.Events, arg.Metas)
 }
 
 // QueueNotify is Notify in a batch (delivered when the batch's transaction commits).
@@ -39,14 +39,14 @@ func QueueDedupLock(b *pgx.Batch, arg DedupLockParams, isolation *string) {
 // QueueInsertIfNoCandidate is InsertIfNoCandidate in a batch; its row lands in out.
 func QueueInsertIfNoCandidate(b *pgx.Batch, arg InsertIfNoCandidateParams, out *InsertIfNoCandidateRow) {
 	b.Queue(insertIfNoCandidate, arg.Kind, arg.DedupKey, arg.ID, arg.Queue, arg.Priority, arg.Payload, arg.Part, arg.SlotKey,
-		arg.SlotLimit, arg.SlotPolicy, arg.At, arg.DelayUs).
+		arg.SlotLimit, arg.SlotPolicy, arg.Events, arg.Meta, arg.At, arg.DelayUs).
 		QueryRow(func(r pgx.Row) error { return r.Scan(&out.Inserted, &out.Due) })
 }
 
 // QueueInsertOrReplace is InsertOrReplace in a batch; its row lands in out.
 func QueueInsertOrReplace(b *pgx.Batch, arg InsertOrReplaceParams, out *InsertOrReplaceRow) {
 	b.Queue(insertOrReplace, arg.At, arg.DelayUs, arg.Kind, arg.DedupKey, arg.Payload, arg.Priority, arg.Queue,
-		arg.Part, arg.SlotKey, arg.SlotLimit, arg.SlotPolicy, arg.Entry, arg.ID).
+		arg.Part, arg.SlotKey, arg.SlotLimit, arg.SlotPolicy, arg.Events, arg.Entry, arg.ID, arg.Meta).
 		QueryRow(func(r pgx.Row) error { return r.Scan(&out.JobID, &out.Replaced, &out.Due) })
 }
 
@@ -56,7 +56,7 @@ func QueueClaim(b *pgx.Batch, arg ClaimParams, add func(*ClaimRow)) {
 		for rows.Next() {
 			var i ClaimRow
 			if err := rows.Scan(&i.ID, &i.Kind, &i.Payload, &i.Carry, &i.Runs, &i.Failures,
-				&i.LeaseToken, &i.Journal, &i.JournalMoved, &i.AttemptedAt); err != nil {
+				&i.LeaseToken, &i.Journal, &i.JournalMoved, &i.AttemptedAt, &i.Meta); err != nil {
 				return err
 			}
 			add(&i)
@@ -71,7 +71,7 @@ func QueueClaimGated(b *pgx.Batch, arg ClaimGatedParams, add func(*ClaimGatedRow
 		for rows.Next() {
 			var i ClaimGatedRow
 			if err := rows.Scan(&i.ID, &i.Kind, &i.Payload, &i.Carry, &i.Runs, &i.Failures,
-				&i.LeaseToken, &i.Journal, &i.JournalMoved, &i.AttemptedAt, &i.Breaker, &i.WakeInUs); err != nil {
+				&i.LeaseToken, &i.Journal, &i.JournalMoved, &i.AttemptedAt, &i.Breaker, &i.WakeInUs, &i.Meta); err != nil {
 				return err
 			}
 			add(&i)

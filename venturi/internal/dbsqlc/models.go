@@ -99,6 +99,24 @@ type VenturiCronFire struct {
 	EnqueuedAt time.Time
 }
 
+type VenturiEvent struct {
+	Xid       pgtype.Uint64
+	Seq       int64
+	At        time.Time
+	JobID     pgtype.UUID
+	Kind      string
+	Queue     string
+	Event     string
+	Run       int32
+	State     string
+	Note      pgtype.Text
+	Worker    pgtype.Text
+	StartedAt *time.Time
+	RunAt     *time.Time
+	DelayUs   pgtype.Int8
+	Meta      []byte
+}
+
 type VenturiGate struct {
 	Key        string
 	Kind       string
@@ -156,6 +174,8 @@ type VenturiJob struct {
 	WaitSignals     []string
 	BurstAt         *time.Time
 	BurstRun        pgtype.Int4
+	Events          bool
+	Meta            []byte
 }
 
 type VenturiJournal struct {

@@ -1,20 +1,22 @@
 -- name: InsertJob :exec
 -- A job with a partition or a slot, or of a kind with limits, is gated: part is its
 -- partition (empty for none) and the gated claim takes it.
-INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy)
+INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy, events, meta)
 SELECT @id, @kind, @queue::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
        @priority, sqlc.narg(dedup_key), (@payload::text)::jsonb, t.at,
        COALESCE(sqlc.narg(part)::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = @kind AND vk.limited)),
-       sqlc.narg(slot_key)::text, sqlc.narg(slot_limit)::int, sqlc.narg(slot_policy)::smallint
+       sqlc.narg(slot_key)::text, sqlc.narg(slot_limit)::int, sqlc.narg(slot_policy)::smallint,
+       sqlc.arg(events)::bool, sqlc.narg(meta)::jsonb
 FROM (SELECT COALESCE(sqlc.narg(at)::timestamptz, now()) + interval '1 microsecond' * @delay_us::bigint AS at) t;
 
 -- name: InsertJobs :exec
-INSERT INTO venturi_job (id, kind, queue, state, priority, payload, run_at, part, slot_key, slot_limit, slot_policy)
+INSERT INTO venturi_job (id, kind, queue, state, priority, payload, run_at, part, slot_key, slot_limit, slot_policy, events, meta)
 SELECT u.id, u.kind, u.queue, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
        u.priority, u.payload::jsonb, t.at,
        CASE WHEN u.has_part THEN u.part WHEN vk.limited THEN '' END,
-       NULLIF(u.slot_key, ''), CASE WHEN u.slot_key <> '' THEN u.slot_limit END, CASE WHEN u.slot_key <> '' THEN u.slot_policy END
-FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@kinds::text[]) AS kind, unnest(@queues::text[]) AS queue, unnest(@priorities::smallint[]) AS priority, unnest(@payloads::text[]) AS payload, unnest(@has_at::bool[]) AS has_at, unnest(@ats::timestamptz[]) AS at, unnest(@delays_us::bigint[]) AS delay_us, unnest(@has_part::bool[]) AS has_part, unnest(@parts::text[]) AS part, unnest(@slot_keys::text[]) AS slot_key, unnest(@slot_limits::int[]) AS slot_limit, unnest(@slot_policies::smallint[]) AS slot_policy) AS u
+       NULLIF(u.slot_key, ''), CASE WHEN u.slot_key <> '' THEN u.slot_limit END, CASE WHEN u.slot_key <> '' THEN u.slot_policy END,
+       u.events, NULLIF(u.meta, '')::jsonb
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@kinds::text[]) AS kind, unnest(@queues::text[]) AS queue, unnest(@priorities::smallint[]) AS priority, unnest(@payloads::text[]) AS payload, unnest(@has_at::bool[]) AS has_at, unnest(@ats::timestamptz[]) AS at, unnest(@delays_us::bigint[]) AS delay_us, unnest(@has_part::bool[]) AS has_part, unnest(@parts::text[]) AS part, unnest(@slot_keys::text[]) AS slot_key, unnest(@slot_limits::int[]) AS slot_limit, unnest(@slot_policies::smallint[]) AS slot_policy, unnest(@events::bool[]) AS events, unnest(@metas::text[]) AS meta) AS u
 LEFT JOIN venturi_kind vk ON vk.kind = u.kind
 CROSS JOIN LATERAL (
     SELECT CASE WHEN u.has_at THEN u.at ELSE now() END + u.delay_us * interval '1 microsecond' AS at
@@ -37,11 +39,12 @@ WITH cand AS (
     WHERE j.kind = @kind AND j.dedup_key = @dedup_key::text AND j.state IN ('scheduled', 'available')
     LIMIT 1
 ), ins AS (
-    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy)
+    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy, events, meta)
     SELECT @id, @kind, @queue::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
            @priority, @dedup_key::text, (@payload::text)::jsonb, t.at,
            COALESCE(sqlc.narg(part)::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = @kind AND vk.limited)),
-           sqlc.narg(slot_key)::text, sqlc.narg(slot_limit)::int, sqlc.narg(slot_policy)::smallint
+           sqlc.narg(slot_key)::text, sqlc.narg(slot_limit)::int, sqlc.narg(slot_policy)::smallint,
+           sqlc.arg(events)::bool, sqlc.narg(meta)::jsonb
     FROM (SELECT COALESCE(sqlc.narg(at)::timestamptz, now()) + interval '1 microsecond' * @delay_us::bigint AS at) t
     WHERE NOT EXISTS (SELECT 1 FROM cand)
       -- Only READ COMMITTED gives this statement a snapshot taken after the key's lock.
@@ -84,6 +87,8 @@ UPDATE venturi_job j SET
     state    = CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
     burst_at  = CASE WHEN @due_policy::smallint = 2 THEN t.burst ELSE j.burst_at END,
     burst_run = CASE WHEN @due_policy::smallint = 2 THEN j.runs ELSE j.burst_run END,
+    -- A merge that opts in to the event stream opts the job in (never out).
+    events    = j.events OR @events::bool,
     journal  = j.journal || jsonb_build_array((@entry::text)::jsonb
         || jsonb_build_object('at', now(), 'due_before', t.before, 'due_after', t.at))
 FROM (
@@ -155,12 +160,12 @@ WITH picked AS (
     -- 1,000 rows in a 100,000-row table).
     WHERE j.id = ANY(ARRAY(SELECT picked.id FROM picked))
     RETURNING j.id, j.kind, j.payload, j.carry, j.runs, j.failures, j.lease_token, j.journal,
-              j.journal_moved, j.attempted_at, j.priority, j.run_at
+              j.journal_moved, j.attempted_at, j.priority, j.run_at, j.meta
 )
 -- An UPDATE returns its rows in whatever order its join produced them: order them again,
 -- so that the worker starts them most urgent first.
 SELECT c.id, c.kind, c.payload, c.carry, c.runs, c.failures, c.lease_token, c.journal,
-       c.journal_moved, c.attempted_at
+       c.journal_moved, c.attempted_at, c.meta
 FROM claimed c
 ORDER BY c.priority DESC, c.run_at, c.id;
 
@@ -291,7 +296,7 @@ WHERE id IN (
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
        journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
        queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note,
-       worker_id
+       worker_id, meta
 FROM venturi_job
 WHERE id = @id;
 
@@ -324,17 +329,20 @@ WITH t AS (
         slot_key = sqlc.narg(slot_key)::text, slot_limit = sqlc.narg(slot_limit)::int, slot_policy = sqlc.narg(slot_policy)::smallint,
         run_at   = LEAST(j.run_at, t.at),
         state    = CASE WHEN LEAST(j.run_at, t.at) <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+        -- A merge that opts in to the event stream opts the job in (never out).
+        events   = j.events OR @events::bool,
         journal  = j.journal || jsonb_build_array((@entry::text)::jsonb
             || jsonb_build_object('at', now(), 'due_before', j.run_at, 'due_after', LEAST(j.run_at, t.at)))
     FROM cand, t
     WHERE j.id = cand.id
     RETURNING j.id, j.state
 ), ins AS (
-    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy)
+    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy, events, meta)
     SELECT @id, @kind, @queue::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
            @priority, @dedup_key::text, (@payload::text)::jsonb, t.at,
            COALESCE(sqlc.narg(part)::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = @kind AND vk.limited)),
-           sqlc.narg(slot_key)::text, sqlc.narg(slot_limit)::int, sqlc.narg(slot_policy)::smallint
+           sqlc.narg(slot_key)::text, sqlc.narg(slot_limit)::int, sqlc.narg(slot_policy)::smallint,
+           sqlc.arg(events)::bool, sqlc.narg(meta)::jsonb
     FROM t
     WHERE NOT EXISTS (SELECT 1 FROM cand)
       AND current_setting('transaction_isolation') = 'read committed'
@@ -350,7 +358,7 @@ SELECT COALESCE((SELECT id FROM upd), (SELECT id FROM ins))::uuid AS job_id,
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
        journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
        queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note,
-       worker_id
+       worker_id, meta
 FROM venturi_job
 WHERE kind = @kind
   AND (cardinality(@states::text[]) = 0 OR state::text = ANY(@states::text[]))
@@ -403,9 +411,12 @@ SELECT id::uuid AS id, kind::text AS kind, payload::jsonb AS payload, carry::jso
        runs::int AS runs, failures::int AS failures, lease_token::bigint AS lease_token,
        journal::jsonb AS journal, journal_moved::bigint AS journal_moved,
        attempted_at::timestamptz AS attempted_at, COALESCE(breaker, '')::text AS breaker,
-       COALESCE(wake_in_us, -1)::bigint AS wake_in_us
+       COALESCE(wake_in_us, -1)::bigint AS wake_in_us,
+       -- The job's metadata: JSON null when it has none, SQL NULL when the row committed
+       -- after this statement's snapshot (the worker then reads it with JobMeta).
+       (SELECT COALESCE(x.meta, 'null'::jsonb) FROM venturi_job x WHERE x.id = g.id)::jsonb AS meta
 FROM venturi_claim_gated(@queue::text, @kinds::text[], @max::int, @lease_us::bigint, @worker_id::text,
-                         @max_failures::int, @channel::text)
+                         @max_failures::int, @channel::text) g
 -- Called only when the queue has a gated job available or a concurrency limit: a one-time
 -- filter, so the plain path pays one index probe per claim instead of a PL/pgSQL call. The
 -- probe reads the first entry of the gated claim index in its order (a scalar subquery:
@@ -632,8 +643,8 @@ SELECT name, result, run, at FROM venturi_step WHERE job_id = @job_id ORDER BY a
 -- makes this exact under any number of concurrent workers), and returns the live job.
 -- job_id is NULL only when the live job committed after this statement's snapshot: retry.
 WITH ins AS (
-    INSERT INTO venturi_job (id, kind, queue, state, priority, payload, run_at, part, slot_key, slot_limit, slot_policy)
-    VALUES (@id, @kind, @queue::text, 'available', @priority, (@payload::text)::jsonb, now(), @slot_key::text, @slot_key::text, 1, 0)
+    INSERT INTO venturi_job (id, kind, queue, state, priority, payload, run_at, part, slot_key, slot_limit, slot_policy, events)
+    VALUES (@id, @kind, @queue::text, 'available', @priority, (@payload::text)::jsonb, now(), @slot_key::text, @slot_key::text, 1, 0, @events::bool)
     ON CONFLICT (kind) WHERE slot_key LIKE 'venturi.singleton:%' AND state IN ('scheduled', 'available', 'running', 'waiting')
     DO NOTHING
     RETURNING id
@@ -782,3 +793,37 @@ DELETE FROM venturi_cron_fire
 WHERE ctid = ANY (ARRAY(SELECT ctid FROM venturi_cron_fire
                         WHERE enqueued_at < now() - interval '1 microsecond' * @age_us::bigint
                         LIMIT @max::int));
+-- ---- Lifecycle events (migration 10) ---------------------------------------------------
+
+-- name: ReadEvents :many
+-- Up to max events after the cursor (after_xid, after_seq), in (xid, seq) order, of
+-- transactions older than every transaction still running: a transaction that has not
+-- ended cannot add an event below what this returns, so a reader that resumes from the
+-- last row misses nothing and repeats nothing.
+SELECT e.xid::text AS xid, e.seq, e.at, e.job_id, e.kind, e.queue, e.event, e.run, e.state,
+       COALESCE(e.note, '')::text AS note, COALESCE(e.worker, '')::text AS worker, e.started_at,
+       e.run_at, COALESCE(e.delay_us, 0)::bigint AS delay_us, e.meta
+FROM venturi_event e
+WHERE (e.xid, e.seq) > ((@after_xid::text)::xid8, @after_seq::bigint)
+  AND e.xid < pg_snapshot_xmin(pg_current_snapshot())
+ORDER BY e.xid, e.seq
+LIMIT @max::int;
+
+-- name: EventsTail :one
+-- A cursor before every event that a transaction still running, or a later one, writes.
+SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xid;
+
+-- name: EventsChannel :one
+SELECT venturi_events_channel()::text AS channel;
+
+-- name: PruneEvents :execrows
+DELETE FROM venturi_event
+WHERE (xid, seq) IN (
+    SELECT xid, seq FROM venturi_event
+    WHERE at < now() - interval '1 microsecond' * @age_us::bigint
+    ORDER BY at
+    LIMIT @max::int
+);
+
+-- name: JobMeta :one
+SELECT meta FROM venturi_job WHERE id = @id;

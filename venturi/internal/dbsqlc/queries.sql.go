@@ -224,10 +224,10 @@ WITH picked AS (
     -- 1,000 rows in a 100,000-row table).
     WHERE j.id = ANY(ARRAY(SELECT picked.id FROM picked))
     RETURNING j.id, j.kind, j.payload, j.carry, j.runs, j.failures, j.lease_token, j.journal,
-              j.journal_moved, j.attempted_at, j.priority, j.run_at
+              j.journal_moved, j.attempted_at, j.priority, j.run_at, j.meta
 )
 SELECT c.id, c.kind, c.payload, c.carry, c.runs, c.failures, c.lease_token, c.journal,
-       c.journal_moved, c.attempted_at
+       c.journal_moved, c.attempted_at, c.meta
 FROM claimed c
 ORDER BY c.priority DESC, c.run_at, c.id
 `
@@ -252,6 +252,7 @@ type ClaimRow struct {
 	Journal      []byte
 	JournalMoved int64
 	AttemptedAt  *time.Time
+	Meta         []byte
 }
 
 // Claims up to max due plain jobs (see ClaimGated for the others) of the given kinds from one queue, most urgent first, then by
@@ -287,6 +288,7 @@ func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]*Claim
 			&i.Journal,
 			&i.JournalMoved,
 			&i.AttemptedAt,
+			&i.Meta,
 		); err != nil {
 			return nil, err
 		}
@@ -303,9 +305,12 @@ SELECT id::uuid AS id, kind::text AS kind, payload::jsonb AS payload, carry::jso
        runs::int AS runs, failures::int AS failures, lease_token::bigint AS lease_token,
        journal::jsonb AS journal, journal_moved::bigint AS journal_moved,
        attempted_at::timestamptz AS attempted_at, COALESCE(breaker, '')::text AS breaker,
-       COALESCE(wake_in_us, -1)::bigint AS wake_in_us
+       COALESCE(wake_in_us, -1)::bigint AS wake_in_us,
+       -- The job's metadata: JSON null when it has none, SQL NULL when the row committed
+       -- after this statement's snapshot (the worker then reads it with JobMeta).
+       (SELECT COALESCE(x.meta, 'null'::jsonb) FROM venturi_job x WHERE x.id = g.id)::jsonb AS meta
 FROM venturi_claim_gated($1::text, $2::text[], $3::int, $4::bigint, $5::text,
-                         $6::int, $7::text)
+                         $6::int, $7::text) g
 WHERE (SELECT x.part FROM venturi_job x
        WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = $1::text
        ORDER BY x.part LIMIT 1) IS NOT NULL
@@ -335,6 +340,7 @@ type ClaimGatedRow struct {
 	AttemptedAt  time.Time
 	Breaker      string
 	WakeInUs     int64
+	Meta         []byte
 }
 
 // Claims up to max gated jobs (slots, partitions, kinds with limits; every job of a queue
@@ -375,6 +381,7 @@ func (q *Queries) ClaimGated(ctx context.Context, db DBTX, arg ClaimGatedParams)
 			&i.AttemptedAt,
 			&i.Breaker,
 			&i.WakeInUs,
+			&i.Meta,
 		); err != nil {
 			return nil, err
 		}
@@ -1097,8 +1104,8 @@ func (q *Queries) EndedJobs(ctx context.Context, db DBTX, ids []pgtype.UUID) ([]
 
 const ensureSingleton = `-- name: EnsureSingleton :one
 WITH ins AS (
-    INSERT INTO venturi_job (id, kind, queue, state, priority, payload, run_at, part, slot_key, slot_limit, slot_policy)
-    VALUES ($2, $1, $3::text, 'available', $4, ($5::text)::jsonb, now(), $6::text, $6::text, 1, 0)
+    INSERT INTO venturi_job (id, kind, queue, state, priority, payload, run_at, part, slot_key, slot_limit, slot_policy, events)
+    VALUES ($2, $1, $3::text, 'available', $4, ($5::text)::jsonb, now(), $6::text, $6::text, 1, 0, $7::bool)
     ON CONFLICT (kind) WHERE slot_key LIKE 'venturi.singleton:%' AND state IN ('scheduled', 'available', 'running', 'waiting')
     DO NOTHING
     RETURNING id
@@ -1118,6 +1125,7 @@ type EnsureSingletonParams struct {
 	Priority int16
 	Payload  string
 	SlotKey  string
+	Events   bool
 }
 
 type EnsureSingletonRow struct {
@@ -1136,10 +1144,34 @@ func (q *Queries) EnsureSingleton(ctx context.Context, db DBTX, arg EnsureSingle
 		arg.Priority,
 		arg.Payload,
 		arg.SlotKey,
+		arg.Events,
 	)
 	var i EnsureSingletonRow
 	err := row.Scan(&i.JobID, &i.Inserted)
 	return &i, err
+}
+
+const eventsChannel = `-- name: EventsChannel :one
+SELECT venturi_events_channel()::text AS channel
+`
+
+func (q *Queries) EventsChannel(ctx context.Context, db DBTX) (string, error) {
+	row := db.QueryRow(ctx, eventsChannel)
+	var channel string
+	err := row.Scan(&channel)
+	return channel, err
+}
+
+const eventsTail = `-- name: EventsTail :one
+SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xid
+`
+
+// A cursor before every event that a transaction still running, or a later one, writes.
+func (q *Queries) EventsTail(ctx context.Context, db DBTX) (string, error) {
+	row := db.QueryRow(ctx, eventsTail)
+	var xid string
+	err := row.Scan(&xid)
+	return xid, err
 }
 
 const extendLeases = `-- name: ExtendLeases :many
@@ -1291,7 +1323,7 @@ const getJob = `-- name: GetJob :one
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
        journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
        queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note,
-       worker_id
+       worker_id, meta
 FROM venturi_job
 WHERE id = $1
 `
@@ -1323,6 +1355,7 @@ type GetJobRow struct {
 	StopEvent       pgtype.Text
 	StopNote        pgtype.Text
 	WorkerID        pgtype.Text
+	Meta            []byte
 }
 
 func (q *Queries) GetJob(ctx context.Context, db DBTX, id pgtype.UUID) (*GetJobRow, error) {
@@ -1355,6 +1388,7 @@ func (q *Queries) GetJob(ctx context.Context, db DBTX, id pgtype.UUID) (*GetJobR
 		&i.StopEvent,
 		&i.StopNote,
 		&i.WorkerID,
+		&i.Meta,
 	)
 	return &i, err
 }
@@ -1365,12 +1399,13 @@ WITH cand AS (
     WHERE j.kind = $1 AND j.dedup_key = $2::text AND j.state IN ('scheduled', 'available')
     LIMIT 1
 ), ins AS (
-    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy)
+    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy, events, meta)
     SELECT $3, $1, $4::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
            $5, $2::text, ($6::text)::jsonb, t.at,
            COALESCE($7::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = $1 AND vk.limited)),
-           $8::text, $9::int, $10::smallint
-    FROM (SELECT COALESCE($11::timestamptz, now()) + interval '1 microsecond' * $12::bigint AS at) t
+           $8::text, $9::int, $10::smallint,
+           $11::bool, $12::jsonb
+    FROM (SELECT COALESCE($13::timestamptz, now()) + interval '1 microsecond' * $14::bigint AS at) t
     WHERE NOT EXISTS (SELECT 1 FROM cand)
       -- Only READ COMMITTED gives this statement a snapshot taken after the key's lock.
       AND current_setting('transaction_isolation') = 'read committed'
@@ -1391,6 +1426,8 @@ type InsertIfNoCandidateParams struct {
 	SlotKey    pgtype.Text
 	SlotLimit  pgtype.Int4
 	SlotPolicy pgtype.Int2
+	Events     bool
+	Meta       []byte
 	At         *time.Time
 	DelayUs    int64
 }
@@ -1413,6 +1450,8 @@ func (q *Queries) InsertIfNoCandidate(ctx context.Context, db DBTX, arg InsertIf
 		arg.SlotKey,
 		arg.SlotLimit,
 		arg.SlotPolicy,
+		arg.Events,
+		arg.Meta,
 		arg.At,
 		arg.DelayUs,
 	)
@@ -1422,12 +1461,13 @@ func (q *Queries) InsertIfNoCandidate(ctx context.Context, db DBTX, arg InsertIf
 }
 
 const insertJob = `-- name: InsertJob :exec
-INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy)
+INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy, events, meta)
 SELECT $1, $2, $3::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
        $4, $5, ($6::text)::jsonb, t.at,
        COALESCE($7::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = $2 AND vk.limited)),
-       $8::text, $9::int, $10::smallint
-FROM (SELECT COALESCE($11::timestamptz, now()) + interval '1 microsecond' * $12::bigint AS at) t
+       $8::text, $9::int, $10::smallint,
+       $11::bool, $12::jsonb
+FROM (SELECT COALESCE($13::timestamptz, now()) + interval '1 microsecond' * $14::bigint AS at) t
 `
 
 type InsertJobParams struct {
@@ -1441,6 +1481,8 @@ type InsertJobParams struct {
 	SlotKey    pgtype.Text
 	SlotLimit  pgtype.Int4
 	SlotPolicy pgtype.Int2
+	Events     bool
+	Meta       []byte
 	At         *time.Time
 	DelayUs    int64
 }
@@ -1459,6 +1501,8 @@ func (q *Queries) InsertJob(ctx context.Context, db DBTX, arg InsertJobParams) e
 		arg.SlotKey,
 		arg.SlotLimit,
 		arg.SlotPolicy,
+		arg.Events,
+		arg.Meta,
 		arg.At,
 		arg.DelayUs,
 	)
@@ -1466,12 +1510,13 @@ func (q *Queries) InsertJob(ctx context.Context, db DBTX, arg InsertJobParams) e
 }
 
 const insertJobs = `-- name: InsertJobs :exec
-INSERT INTO venturi_job (id, kind, queue, state, priority, payload, run_at, part, slot_key, slot_limit, slot_policy)
+INSERT INTO venturi_job (id, kind, queue, state, priority, payload, run_at, part, slot_key, slot_limit, slot_policy, events, meta)
 SELECT u.id, u.kind, u.queue, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
        u.priority, u.payload::jsonb, t.at,
        CASE WHEN u.has_part THEN u.part WHEN vk.limited THEN '' END,
-       NULLIF(u.slot_key, ''), CASE WHEN u.slot_key <> '' THEN u.slot_limit END, CASE WHEN u.slot_key <> '' THEN u.slot_policy END
-FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::text[]) AS kind, unnest($3::text[]) AS queue, unnest($4::smallint[]) AS priority, unnest($5::text[]) AS payload, unnest($6::bool[]) AS has_at, unnest($7::timestamptz[]) AS at, unnest($8::bigint[]) AS delay_us, unnest($9::bool[]) AS has_part, unnest($10::text[]) AS part, unnest($11::text[]) AS slot_key, unnest($12::int[]) AS slot_limit, unnest($13::smallint[]) AS slot_policy) AS u
+       NULLIF(u.slot_key, ''), CASE WHEN u.slot_key <> '' THEN u.slot_limit END, CASE WHEN u.slot_key <> '' THEN u.slot_policy END,
+       u.events, NULLIF(u.meta, '')::jsonb
+FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::text[]) AS kind, unnest($3::text[]) AS queue, unnest($4::smallint[]) AS priority, unnest($5::text[]) AS payload, unnest($6::bool[]) AS has_at, unnest($7::timestamptz[]) AS at, unnest($8::bigint[]) AS delay_us, unnest($9::bool[]) AS has_part, unnest($10::text[]) AS part, unnest($11::text[]) AS slot_key, unnest($12::int[]) AS slot_limit, unnest($13::smallint[]) AS slot_policy, unnest($14::bool[]) AS events, unnest($15::text[]) AS meta) AS u
 LEFT JOIN venturi_kind vk ON vk.kind = u.kind
 CROSS JOIN LATERAL (
     SELECT CASE WHEN u.has_at THEN u.at ELSE now() END + u.delay_us * interval '1 microsecond' AS at
@@ -1492,6 +1537,8 @@ type InsertJobsParams struct {
 	SlotKeys     []string
 	SlotLimits   []int32
 	SlotPolicies []int16
+	Events       []bool
+	Metas        []string
 }
 
 func (q *Queries) InsertJobs(ctx context.Context, db DBTX, arg InsertJobsParams) error {
@@ -1509,6 +1556,8 @@ func (q *Queries) InsertJobs(ctx context.Context, db DBTX, arg InsertJobsParams)
 		arg.SlotKeys,
 		arg.SlotLimits,
 		arg.SlotPolicies,
+		arg.Events,
+		arg.Metas,
 	)
 	return err
 }
@@ -1533,17 +1582,20 @@ WITH t AS (
         slot_key = $9::text, slot_limit = $10::int, slot_policy = $11::smallint,
         run_at   = LEAST(j.run_at, t.at),
         state    = CASE WHEN LEAST(j.run_at, t.at) <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
-        journal  = j.journal || jsonb_build_array(($12::text)::jsonb
+        -- A merge that opts in to the event stream opts the job in (never out).
+        events   = j.events OR $12::bool,
+        journal  = j.journal || jsonb_build_array(($13::text)::jsonb
             || jsonb_build_object('at', now(), 'due_before', j.run_at, 'due_after', LEAST(j.run_at, t.at)))
     FROM cand, t
     WHERE j.id = cand.id
     RETURNING j.id, j.state
 ), ins AS (
-    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy)
-    SELECT $13, $3, $7::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy, events, meta)
+    SELECT $14, $3, $7::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
            $6, $4::text, ($5::text)::jsonb, t.at,
            COALESCE($8::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = $3 AND vk.limited)),
-           $9::text, $10::int, $11::smallint
+           $9::text, $10::int, $11::smallint,
+           $12::bool, $15::jsonb
     FROM t
     WHERE NOT EXISTS (SELECT 1 FROM cand)
       AND current_setting('transaction_isolation') = 'read committed'
@@ -1566,8 +1618,10 @@ type InsertOrReplaceParams struct {
 	SlotKey    pgtype.Text
 	SlotLimit  pgtype.Int4
 	SlotPolicy pgtype.Int2
+	Events     bool
 	Entry      string
 	ID         pgtype.UUID
+	Meta       []byte
 }
 
 type InsertOrReplaceRow struct {
@@ -1592,8 +1646,10 @@ func (q *Queries) InsertOrReplace(ctx context.Context, db DBTX, arg InsertOrRepl
 		arg.SlotKey,
 		arg.SlotLimit,
 		arg.SlotPolicy,
+		arg.Events,
 		arg.Entry,
 		arg.ID,
+		arg.Meta,
 	)
 	var i InsertOrReplaceRow
 	err := row.Scan(&i.JobID, &i.Replaced, &i.Due)
@@ -1618,6 +1674,17 @@ func (q *Queries) JobByKey(ctx context.Context, db DBTX, arg JobByKeyParams) (pg
 	var id pgtype.UUID
 	err := row.Scan(&id)
 	return id, err
+}
+
+const jobMeta = `-- name: JobMeta :one
+SELECT meta FROM venturi_job WHERE id = $1
+`
+
+func (q *Queries) JobMeta(ctx context.Context, db DBTX, id pgtype.UUID) ([]byte, error) {
+	row := db.QueryRow(ctx, jobMeta, id)
+	var meta []byte
+	err := row.Scan(&meta)
+	return meta, err
 }
 
 const jobSteps = `-- name: JobSteps :many
@@ -1696,7 +1763,7 @@ const jobsOfKind = `-- name: JobsOfKind :many
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
        journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
        queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note,
-       worker_id
+       worker_id, meta
 FROM venturi_job
 WHERE kind = $1
   AND (cardinality($2::text[]) = 0 OR state::text = ANY($2::text[]))
@@ -1737,6 +1804,7 @@ type JobsOfKindRow struct {
 	StopEvent       pgtype.Text
 	StopNote        pgtype.Text
 	WorkerID        pgtype.Text
+	Meta            []byte
 }
 
 // The jobs of one kind in the given states (every state when states is empty), oldest
@@ -1777,6 +1845,7 @@ func (q *Queries) JobsOfKind(ctx context.Context, db DBTX, arg JobsOfKindParams)
 			&i.StopEvent,
 			&i.StopNote,
 			&i.WorkerID,
+			&i.Meta,
 		); err != nil {
 			return nil, err
 		}
@@ -1973,27 +2042,29 @@ UPDATE venturi_job j SET
     state    = CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
     burst_at  = CASE WHEN $11::smallint = 2 THEN t.burst ELSE j.burst_at END,
     burst_run = CASE WHEN $11::smallint = 2 THEN j.runs ELSE j.burst_run END,
-    journal  = j.journal || jsonb_build_array(($12::text)::jsonb
+    -- A merge that opts in to the event stream opts the job in (never out).
+    events    = j.events OR $12::bool,
+    journal  = j.journal || jsonb_build_array(($13::text)::jsonb
         || jsonb_build_object('at', now(), 'due_before', t.before, 'due_after', t.at))
 FROM (
     SELECT b.before, b.burst,
            CASE $11::smallint
                WHEN 1 THEN b.before
-               WHEN 2 THEN CASE WHEN $14::bigint > 0
-                                THEN LEAST(now() + interval '1 microsecond' * $15::bigint,
-                                           b.burst + interval '1 microsecond' * $14::bigint)
-                                ELSE now() + interval '1 microsecond' * $15::bigint END
-               ELSE LEAST(b.before, COALESCE($16::timestamptz, now()) + interval '1 microsecond' * $17::bigint)
+               WHEN 2 THEN CASE WHEN $15::bigint > 0
+                                THEN LEAST(now() + interval '1 microsecond' * $16::bigint,
+                                           b.burst + interval '1 microsecond' * $15::bigint)
+                                ELSE now() + interval '1 microsecond' * $16::bigint END
+               ELSE LEAST(b.before, COALESCE($17::timestamptz, now()) + interval '1 microsecond' * $18::bigint)
            END AS at
     FROM (
         SELECT o.run_at AS before,
                CASE WHEN o.burst_run = o.runs THEN o.burst_at
                     WHEN o.runs = 0 THEN o.created_at
                     ELSE now() END AS burst
-        FROM venturi_job o WHERE o.id = $13
+        FROM venturi_job o WHERE o.id = $14
     ) b
 ) t
-WHERE j.id = $13 AND j.state IN ('scheduled', 'available')
+WHERE j.id = $14 AND j.state IN ('scheduled', 'available')
 RETURNING (j.state = 'available')::bool AS due, j.run_at
 `
 
@@ -2009,6 +2080,7 @@ type MergeIntoParams struct {
 	SlotLimit  pgtype.Int4
 	SlotPolicy pgtype.Int2
 	DuePolicy  int16
+	Events     bool
 	Entry      string
 	ID         pgtype.UUID
 	MaxWaitUs  int64
@@ -2041,6 +2113,7 @@ func (q *Queries) MergeInto(ctx context.Context, db DBTX, arg MergeIntoParams) (
 		arg.SlotLimit,
 		arg.SlotPolicy,
 		arg.DuePolicy,
+		arg.Events,
 		arg.Entry,
 		arg.ID,
 		arg.MaxWaitUs,
@@ -2183,6 +2256,29 @@ func (q *Queries) PromoteDue(ctx context.Context, db DBTX, max int32) (int64, er
 	return result.RowsAffected(), nil
 }
 
+const pruneEvents = `-- name: PruneEvents :execrows
+DELETE FROM venturi_event
+WHERE (xid, seq) IN (
+    SELECT xid, seq FROM venturi_event
+    WHERE at < now() - interval '1 microsecond' * $1::bigint
+    ORDER BY at
+    LIMIT $2::int
+)
+`
+
+type PruneEventsParams struct {
+	AgeUs int64
+	Max   int32
+}
+
+func (q *Queries) PruneEvents(ctx context.Context, db DBTX, arg PruneEventsParams) (int64, error) {
+	result, err := db.Exec(ctx, pruneEvents, arg.AgeUs, arg.Max)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const pruneFinished = `-- name: PruneFinished :execrows
 DELETE FROM venturi_job
 WHERE id IN (
@@ -2207,6 +2303,83 @@ func (q *Queries) PruneFinished(ctx context.Context, db DBTX, arg PruneFinishedP
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const readEvents = `-- name: ReadEvents :many
+
+SELECT e.xid::text AS xid, e.seq, e.at, e.job_id, e.kind, e.queue, e.event, e.run, e.state,
+       COALESCE(e.note, '')::text AS note, COALESCE(e.worker, '')::text AS worker, e.started_at,
+       e.run_at, COALESCE(e.delay_us, 0)::bigint AS delay_us, e.meta
+FROM venturi_event e
+WHERE (e.xid, e.seq) > (($1::text)::xid8, $2::bigint)
+  AND e.xid < pg_snapshot_xmin(pg_current_snapshot())
+ORDER BY e.xid, e.seq
+LIMIT $3::int
+`
+
+type ReadEventsParams struct {
+	AfterXid string
+	AfterSeq int64
+	Max      int32
+}
+
+type ReadEventsRow struct {
+	Xid       string
+	Seq       int64
+	At        time.Time
+	JobID     pgtype.UUID
+	Kind      string
+	Queue     string
+	Event     string
+	Run       int32
+	State     string
+	Note      string
+	Worker    string
+	StartedAt *time.Time
+	RunAt     *time.Time
+	DelayUs   int64
+	Meta      []byte
+}
+
+// ---- Lifecycle events (migration 10) ---------------------------------------------------
+// Up to max events after the cursor (after_xid, after_seq), in (xid, seq) order, of
+// transactions older than every transaction still running: a transaction that has not
+// ended cannot add an event below what this returns, so a reader that resumes from the
+// last row misses nothing and repeats nothing.
+func (q *Queries) ReadEvents(ctx context.Context, db DBTX, arg ReadEventsParams) ([]*ReadEventsRow, error) {
+	rows, err := db.Query(ctx, readEvents, arg.AfterXid, arg.AfterSeq, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*ReadEventsRow
+	for rows.Next() {
+		var i ReadEventsRow
+		if err := rows.Scan(
+			&i.Xid,
+			&i.Seq,
+			&i.At,
+			&i.JobID,
+			&i.Kind,
+			&i.Queue,
+			&i.Event,
+			&i.Run,
+			&i.State,
+			&i.Note,
+			&i.Worker,
+			&i.StartedAt,
+			&i.RunAt,
+			&i.DelayUs,
+			&i.Meta,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const releaseUnstarted = `-- name: ReleaseUnstarted :many
