@@ -45,6 +45,7 @@ func TestEventStreamReaderRestartedAcrossProcesses(t *testing.T) {
 	const writers, each = 4, 12
 	var mu sync.Mutex
 	want := map[ulid.ULID]bool{}
+	committed := make(chan struct{}) // a writer's commit, handed to one writer holding its transaction open
 	go concurrently(writers, func(i int) {
 		for k := range each {
 			_ = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -56,9 +57,18 @@ func TestEventStreamReaderRestartedAcrossProcesses(t *testing.T) {
 				mu.Lock()
 				want[r.ID] = true
 				mu.Unlock()
-				time.Sleep(time.Duration((i+k)%3) * 2 * time.Millisecond) // overlap the transactions
+				if (i+k)%3 == 0 { // overlap the transactions: hold this one open until another commits
+					select {
+					case <-committed:
+					case <-time.After(time.Second):
+					}
+				}
 				return nil
 			})
+			select {
+			case committed <- struct{}{}:
+			default:
+			}
 		}
 	})
 	seen := map[ulid.ULID]int{}

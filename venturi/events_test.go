@@ -224,6 +224,7 @@ func TestEventsConcurrentWritersMissNothingRepeatNothing(t *testing.T) {
 	const writers, each = 6, 25
 	var mu sync.Mutex
 	var ids []ulid.ULID
+	committed := make(chan struct{}) // a writer's commit, handed to one writer holding its transaction open
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -234,8 +235,11 @@ func TestEventsConcurrentWritersMissNothingRepeatNothing(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					if k%3 == i%3 { // hold some transactions open while others commit
-						time.Sleep(time.Duration(k%4) * time.Millisecond) // the race's shape, not a wait
+					if k%3 == i%3 { // hold some transactions open until another commits
+						select {
+						case <-committed:
+						case <-time.After(time.Second):
+						}
 					}
 					mu.Lock()
 					ids = append(ids, r.ID)
@@ -244,6 +248,10 @@ func TestEventsConcurrentWritersMissNothingRepeatNothing(t *testing.T) {
 				})
 				if err != nil {
 					t.Error(err)
+				}
+				select {
+				case committed <- struct{}{}:
+				default:
 				}
 			}
 		})

@@ -176,7 +176,9 @@ func ExampleSupervised() {
 		log.Fatal(list, err)
 	}
 	job := list[0]
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+	for deadline := time.Now().Add(30 * time.Second); ; <-poll.C {
 		j, err := q.Job(ctx, job.ID)
 		if err != nil {
 			log.Fatal(err)
