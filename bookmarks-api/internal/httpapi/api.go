@@ -386,15 +386,26 @@ func (a *API) respondBookmark(c echo.Context, status int, id ulid.ULID) error {
 	if err != nil {
 		return err
 	}
+	if !row.FetchJobID.Valid {
+		return c.JSON(status, toBookmark(row))
+	}
+	// The job first, the bookmark again after it: the worker commits a fetch's result and
+	// its job's outcome in one transaction, so the row read later is at least as new.
+	j, err := a.queue.Job(ctx, ulid.ULID(row.FetchJobID.Bytes))
+	if err != nil && !errors.Is(err, venturi.ErrNotFound) { // pruned jobs are simply not shown
+		return err
+	}
+	jobFound := err == nil
+	row, err = a.q.GetBookmark(ctx, a.pool, uuidOf(id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return errNotFound
+	}
+	if err != nil {
+		return err
+	}
 	b := toBookmark(row)
-	if row.FetchJobID.Valid {
-		j, err := a.queue.Job(ctx, ulid.ULID(row.FetchJobID.Bytes))
-		switch {
-		case err == nil:
-			b.FetchJob = toJob(j)
-		case !errors.Is(err, venturi.ErrNotFound): // pruned jobs are simply not shown
-			return err
-		}
+	if jobFound && row.FetchJobID.Bytes == j.ID {
+		b.FetchJob = toJob(j)
 	}
 	return c.JSON(status, b)
 }
@@ -712,9 +723,23 @@ func (a *API) respondImport(c echo.Context, status int, id ulid.ULID) error {
 	return c.JSON(status, out)
 }
 
-// loadImport reads an import, its confirmation and its job.
+// loadImport reads an import, its confirmation and its job. The job is read first and the
+// import's rows after it: the worker commits an import's progress and its job's outcome in
+// one transaction, so rows read later are at least as new as the job (a completed job never
+// shows beside an import still "running").
 func (a *API) loadImport(ctx context.Context, id ulid.ULID) (*Import, error) {
 	r, err := a.q.GetImport(ctx, a.pool, uuidOf(id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	j, jobErr := a.queue.Job(ctx, ulid.ULID(r.JobID.Bytes))
+	if jobErr != nil && !errors.Is(jobErr, venturi.ErrNotFound) {
+		return nil, jobErr
+	}
+	r, err = a.q.GetImport(ctx, a.pool, uuidOf(id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errNotFound
 	}
@@ -733,17 +758,13 @@ func (a *API) loadImport(ctx context.Context, id ulid.ULID) (*Import, error) {
 	case !errors.Is(err, pgx.ErrNoRows):
 		return nil, err
 	}
-	j, err := a.queue.Job(ctx, ulid.ULID(r.JobID.Bytes))
-	switch {
-	case err == nil:
+	if jobErr == nil {
 		out.Job = toJob(j)
 		// The job is the truth while it exists: a cancel whose status update did not
 		// happen (the API stopped between the two) still shows.
 		if j.State == venturi.StateCancelled && out.Status != "done" {
 			out.Status = "cancelled"
 		}
-	case !errors.Is(err, venturi.ErrNotFound):
-		return nil, err
 	}
 	return out, nil
 }
