@@ -118,6 +118,7 @@ type report struct {
 	singleton       string                    // the singleton's summary (singletoncheck.go)
 	cron            string                    // the cron schedule's summary (croncheck.go)
 	events          string                    // the event stream's summary (eventcheck.go)
+	extra           string                    // the overload's figures (overload.go)
 }
 
 type scenarioCount struct{ want, got int }
@@ -847,6 +848,7 @@ func (r *report) print(w io.Writer, mode string, seed uint64, elapsed time.Durat
 	for _, s := range r.pgRecovery {
 		fmt.Fprintf(w, "  %s\n", s)
 	}
+	fmt.Fprint(w, r.extra)
 	fmt.Fprintf(w, "invariants\n")
 	for _, inv := range r.invariants {
 		st := "ok"

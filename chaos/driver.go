@@ -60,6 +60,9 @@ type options struct {
 	pgsh    string
 	logdir  string
 	dsn     string
+	// overload: producers at 3x the drain rate for this long instead of the scripted
+	// workload and faults (overload.go)
+	overload time.Duration
 }
 
 // fault is one injected fault, recorded in memory while the database may be down and
@@ -83,6 +86,7 @@ func driverMain(args []string) (int, error) {
 	schema := fs.String("schema", "", "schema to (re)create (default chaos, or chaos_control)")
 	pgsh := fs.String("pgsh", "", "path to scripts/pg.sh (default: found upwards from the working directory)")
 	logdir := fs.String("logdir", "", "directory for worker logs (default: a temporary directory)")
+	overloadFor := fs.Duration("overload", 0, "overload run: producers at 3x the drain rate for this long, no faults (see README.md)")
 	pgb := fs.Int("pgbouncer", -1, "workers (the last slots) behind PgBouncer in transaction mode, poll-only (default: the profile's, 1)")
 	checkOnly := fs.Bool("check", false, "only check the schema an earlier run left (no setup, no workers, no faults)")
 	if err := fs.Parse(args); err != nil {
@@ -91,6 +95,12 @@ func driverMain(args []string) (int, error) {
 	o := options{prof: fullProfile, control: *control, seed: *seed, lease: *lease, schema: *schema, pgsh: *pgsh, logdir: *logdir}
 	if *short {
 		o.prof = shortProfile
+	}
+	if *overloadFor > 0 {
+		o.overload = *overloadFor
+		o.prof.name = "overload"
+		o.prof.pgbWorkers = 0
+		o.prof.deadline = 4*o.overload + 4*time.Minute // calibration, overload, drain of 2x, check
 	}
 	if *pgb >= 0 {
 		o.prof.pgbWorkers = min(*pgb, o.prof.workers)
@@ -227,7 +237,15 @@ func (d *driver) run(ctx context.Context) (int, error) {
 	}
 	defer d.pool.Close()
 	t0 := time.Now()
-	n, err := d.enqueue(ctx)
+	var ov *overload
+	var n int
+	var err error
+	if o.overload > 0 {
+		ov = newOverload(d, o.overload)
+		n, err = ov.enqueueCalibration(ctx)
+	} else {
+		n, err = d.enqueue(ctx)
+	}
 	if err != nil {
 		return 1, fmt.Errorf("enqueue: %w", err)
 	}
@@ -264,9 +282,12 @@ func (d *driver) run(ctx context.Context) (int, error) {
 	faultsDone := make(chan struct{})
 	fctx, stopFaults := context.WithCancel(ctx)
 	defer stopFaults()
-	if !o.control {
+	switch {
+	case ov != nil:
+		go func() { defer close(faultsDone); ov.run(fctx) }()
+	case !o.control:
 		go func() { defer close(faultsDone); d.injectFaults(fctx) }()
-	} else {
+	default:
 		close(faultsDone)
 	}
 	remaining, waitErr := d.waitTerminal(ctx, faultsDone)
@@ -283,14 +304,22 @@ func (d *driver) run(ctx context.Context) (int, error) {
 	if err := d.saveFaults(cctx); err != nil {
 		return 1, fmt.Errorf("save faults: %w", err)
 	}
+	if ov != nil {
+		if err := ov.saveExpects(cctx); err != nil {
+			return 1, fmt.Errorf("save the overload's expected jobs: %w", err)
+		}
+	}
 	stopEvents()
 	<-eventsDone
 	if err := drainEvents(cctx, evDSN); err != nil {
 		return 1, fmt.Errorf("drain the event stream: %w", err)
 	}
-	rep, err := check(cctx, d.pool, checkConfig{lease: o.lease, control: o.control})
+	rep, err := check(cctx, d.pool, checkConfig{lease: o.lease, control: o.control || ov != nil})
 	if err != nil {
 		return 1, fmt.Errorf("check: %w", err)
+	}
+	if ov != nil {
+		ov.report(rep)
 	}
 	rep.print(os.Stdout, mode, o.seed, time.Since(d.started), d.spawns)
 	if len(rep.violations) > 0 {
@@ -387,6 +416,9 @@ func (d *driver) setup(ctx context.Context) error {
 		return err
 	}
 	cfg.MaxConns = 4
+	if d.o.overload > 0 {
+		cfg.MaxConns = overloadProducers + 4
+	}
 	d.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return err

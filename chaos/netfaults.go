@@ -149,7 +149,7 @@ func (d *driver) halfOpen(ctx context.Context) {
 	sleepCtx(ctx, hold)
 	b.heal()
 	until := time.Now()
-	detail := fmt.Sprintf("%v, %d connections or closes held", hold, b.held.Load()-held)
+	detail := fmt.Sprintf("%v, %d transfers held (data, connects, closes)", hold, b.held.Load()-held)
 	d.record(fault{Kind: "half-open", At: at, Until: until, Worker: p.slot, PID: p.pid, Detail: detail})
 	d.logf("half-open network: worker %d healed (%s)", p.slot, detail)
 }

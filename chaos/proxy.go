@@ -27,7 +27,7 @@ type blackhole struct {
 	conns  map[net.Conn]struct{}
 	closed bool
 
-	held atomic.Int64 // connections accepted or closed while cut (for the log)
+	held atomic.Int64 // transfers (data, new connections, closes) that waited for a heal
 }
 
 // newBlackhole listens on a free loopback port and forwards every connection to target.
@@ -95,13 +95,15 @@ func (b *blackhole) untrack(c net.Conn) {
 	_ = c.Close()
 }
 
-// wait blocks while the proxy is cut; it reports whether it had to.
-func (b *blackhole) wait() bool {
+// wait blocks while the proxy is cut.
+func (b *blackhole) wait() {
 	b.mu.Lock()
 	ch, cut := b.healed, b.cut
 	b.mu.Unlock()
+	if cut {
+		b.held.Add(1)
+	}
 	<-ch
-	return cut
 }
 
 func (b *blackhole) serve() {
@@ -114,9 +116,7 @@ func (b *blackhole) serve() {
 			return
 		}
 		go func() {
-			if b.wait() { // a connection made while cut is held, like a SYN into a blackhole
-				b.held.Add(1)
-			}
+			b.wait() // a connection made while cut is held, like a SYN into a blackhole
 			s, err := net.Dial("tcp", b.target)
 			if err != nil {
 				b.untrack(c)
@@ -148,9 +148,7 @@ func (b *blackhole) pipe(dst, src net.Conn, done func()) {
 			}
 		}
 		if err != nil {
-			if b.wait() {
-				b.held.Add(1)
-			}
+			b.wait()
 			return
 		}
 	}
