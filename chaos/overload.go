@@ -22,10 +22,10 @@ import (
 // invariants (0 lost, none completed twice, fencing) apply as in any run.
 
 const (
-	overloadWorkMs      = 50   // each job's simulated work
-	overloadCalibration = 3000 // jobs of the calibration backlog
+	overloadWorkMs      = 200  // each job's simulated work: the handlers, not the CPU, bound the drain rate
+	overloadCalibration = 1500 // jobs of the calibration backlog
 	overloadFactor      = 3    // producers' rate / drain rate
-	overloadProducers   = 48 // each enqueue is one call, as from request handlers
+	overloadProducers   = 48   // each enqueue is one call, as from request handlers
 )
 
 type overload struct {
