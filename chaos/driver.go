@@ -141,6 +141,11 @@ func driverMain(args []string) (int, error) {
 		}
 	}
 	tempLogs := o.logdir == ""
+	if !tempLogs {
+		if err := os.MkdirAll(o.logdir, 0o755); err != nil {
+			return 1, err
+		}
+	}
 	if tempLogs {
 		d, err := os.MkdirTemp("", "venturi-chaos-")
 		if err != nil {
