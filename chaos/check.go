@@ -102,6 +102,9 @@ type report struct {
 	killGated       int // cut runs of flow-controlled jobs: their next start waits for a gate
 	killRescue      []time.Duration
 	killClaim       []time.Duration
+	halfOpenRec     []time.Duration // half-open cut -> next start (netcheck.go)
+	halfOpenRescue  []time.Duration // half-open cut -> the run's rescue
+	halfOpenNoNext  int
 	pgRecovery      []string
 	pgWorst         time.Duration
 	invariants      []invariant
@@ -115,6 +118,7 @@ type report struct {
 	singleton       string                    // the singleton's summary (singletoncheck.go)
 	cron            string                    // the cron schedule's summary (croncheck.go)
 	events          string                    // the event stream's summary (eventcheck.go)
+	extra           string                    // the overload's figures (overload.go)
 }
 
 type scenarioCount struct{ want, got int }
@@ -299,13 +303,7 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 			r.fail(invLost, "job %s (%s, %s) was never enqueued by the driver", ulidStr(id), j.kind, j.state)
 		}
 	}
-	type cut struct {
-		fault   int
-		job     [16]byte
-		run     int
-		rescued time.Time // the abandoned entry's time
-	}
-	var cuts []cut
+	var cuts, hoCuts []cut
 	var flowRuns []flowRun
 	groupDone := map[string]int{} // drop and replace bursts: completed jobs
 	for id, e := range expects {
@@ -526,6 +524,8 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 					} else {
 						cuts = append(cuts, cut{fault: fi, job: id, run: run, rescued: en.At})
 					}
+				} else if started && faults[fi].kind == "half-open" && !isFlow(e.scenario) {
+					hoCuts = append(hoCuts, cut{fault: fi, job: id, run: run, rescued: en.At})
 				}
 			}
 		}
@@ -585,6 +585,10 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 				ext = 3 * time.Second
 			case o.kind == "sigstop":
 				ext = time.Second
+			case o.kind == "half-open":
+				ext = cfg.lease + time.Second
+			case o.kind == "pgbouncer-restart":
+				ext = 2 * time.Second
 			default:
 				continue
 			}
@@ -614,6 +618,7 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 			r.killClaim = append(r.killClaim, claimed.Sub(c.rescued))
 		}
 	}
+	r.checkHalfOpen(hoCuts, faults, starts, cfg)
 	slices.Sort(r.killRecoveryAll)
 	slices.Sort(r.killRecovery)
 	slices.Sort(r.killRescue)
@@ -669,7 +674,7 @@ func attribute(en venturi.JournalEntry, faults []faultRow, lease time.Duration) 
 	from, to := en.StartedAt.Add(-slack), en.At.Add(slack)
 	overlaps := func(a, b time.Time) bool { return !a.After(to) && !b.Before(from) }
 	best := -1
-	rank := map[string]int{"sigkill": 1, "sigstop": 2, "pg-restart-immediate": 3, "pg-restart-fast": 3, "terminate-burst": 4}
+	rank := map[string]int{"sigkill": 1, "sigstop": 2, "half-open": 2, "pg-restart-immediate": 3, "pg-restart-fast": 3, "pgbouncer-restart": 4, "terminate-burst": 4}
 	for i, f := range faults {
 		ok := false
 		switch f.kind {
@@ -683,6 +688,13 @@ func attribute(en venturi.JournalEntry, faults []faultRow, lease time.Duration) 
 			ok = overlaps(f.at, f.until.Add(2*time.Second))
 		case "terminate-burst":
 			ok = overlaps(f.at, f.until.Add(time.Second))
+		case "half-open":
+			// Only the process that was cut off: its runs are rescued a lease after the
+			// cut, or end when the held data arrives after the heal.
+			ok = f.pid == pid && overlaps(f.at, f.until.Add(2*time.Second))
+		case "pgbouncer-restart":
+			// Only the workers behind PgBouncer (the fault names each one's slot).
+			ok = f.worker == slotOf(en.Worker) && overlaps(f.at, f.until.Add(2*time.Second))
 		}
 		if ok && (best < 0 || rank[f.kind] < rank[faults[best].kind]) {
 			best = i
@@ -706,6 +718,15 @@ func orphanedClaim(en venturi.JournalEntry, faults []faultRow) int {
 		}
 	}
 	return -1
+}
+
+// slotOf is N of a worker ID chaos-worker-N-pidP, or 0.
+func slotOf(worker string) int {
+	var n int
+	if _, err := fmt.Sscanf(strings.TrimPrefix(worker, "chaos-worker-"), "%d-pid", &n); err != nil {
+		return 0
+	}
+	return n
 }
 
 func pidOf(worker string) int {
@@ -747,7 +768,7 @@ func (r *report) print(w io.Writer, mode string, seed uint64, elapsed time.Durat
 	line := strings.Repeat("-", 72)
 	fmt.Fprintf(w, "\n%s\nventuri chaos summary: profile %s, seed %d, %v after workers started\n%s\n", line, mode, seed, elapsed.Round(time.Second), line)
 	fmt.Fprintf(w, "faults injected\n")
-	kinds := []string{"sigkill", "sigstop", "pg-restart-immediate", "pg-restart-fast", "terminate-burst", "listen-kill"}
+	kinds := []string{"sigkill", "sigstop", "pg-restart-immediate", "pg-restart-fast", "terminate-burst", "listen-kill", "half-open", "pgbouncer-restart"}
 	total := 0
 	for _, k := range kinds {
 		fmt.Fprintf(w, "  %-24s %6d\n", k, r.faults[k])
@@ -823,9 +844,11 @@ func (r *report) print(w io.Writer, mode string, seed uint64, elapsed time.Durat
 	if r.killGated > 0 {
 		fmt.Fprintf(w, "  (%d cut runs of flow-controlled jobs left out: their next start waits for their gate)\n", r.killGated)
 	}
+	r.printHalfOpen(w)
 	for _, s := range r.pgRecovery {
 		fmt.Fprintf(w, "  %s\n", s)
 	}
+	fmt.Fprint(w, r.extra)
 	fmt.Fprintf(w, "invariants\n")
 	for _, inv := range r.invariants {
 		st := "ok"

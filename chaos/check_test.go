@@ -325,3 +325,48 @@ func itoa(n int) string {
 	}
 	return string(b)
 }
+
+// The network faults explain the runs of the workers they cut off, and nothing else: a
+// half-open cut only the cut process's runs, a PgBouncer restart only the runs of the
+// workers behind PgBouncer (the fault's slot), so that neither hides an unexplained run
+// of another worker.
+func TestAttributeNetworkFaults(t *testing.T) {
+	base := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return base.Add(time.Duration(s * float64(time.Second))) }
+	faults := []faultRow{
+		{kind: "half-open", at: at(10), until: at(16), worker: 2, pid: 200},
+		{kind: "pgbouncer-restart", at: at(30), until: at(31), worker: 3},
+	}
+	run := func(slot, pid int, from, to float64) venturi.JournalEntry {
+		return venturi.JournalEntry{Event: venturi.EventAbandoned, Worker: "chaos-worker-" + itoa(slot) + "-pid" + itoa(pid),
+			StartedAt: at(from), At: at(to)}
+	}
+	cases := []struct {
+		name string
+		en   venturi.JournalEntry
+		want int
+	}{
+		{"run of the cut process, rescued during the cut", run(2, 200, 9, 12.3), 0},
+		{"run of the cut process, ended after the heal", run(2, 200, 9.5, 17.5), 0},
+		{"run of another process during the cut", run(1, 100, 9, 12.3), -1},
+		{"run of the cut slot's next process", run(2, 201, 11, 13), -1},
+		{"run of the cut process long after the heal", run(2, 200, 19, 21), -1},
+		{"run behind PgBouncer during its restart", run(3, 300, 29, 30.5), 1},
+		{"run behind PgBouncer right after it was back", run(3, 300, 31.5, 32.5), 1},
+		{"run of a direct worker during the restart", run(1, 100, 29, 30.5), -1},
+		{"run behind PgBouncer long after it", run(3, 300, 35, 36), -1},
+	}
+	for _, c := range cases {
+		if got := attribute(c.en, faults, 2*time.Second); got != c.want {
+			t.Errorf("%s: attribute = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+func TestSlotOf(t *testing.T) {
+	for in, want := range map[string]int{"chaos-worker-3-pid123": 3, "chaos-worker-12-pid9": 12, "other": 0, "chaos-worker-x-pid1": 0} {
+		if got := slotOf(in); got != want {
+			t.Errorf("slotOf(%q) = %d, want %d", in, got, want)
+		}
+	}
+}

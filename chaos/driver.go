@@ -36,16 +36,19 @@ type profile struct {
 	restarts   []string // pg_ctl stop modes
 	bursts     int
 	listenKill int
+	halfOpen   int           // half-open network cuts of one worker (netfaults.go)
+	pgbWorkers int           // workers (the last slots) behind PgBouncer; 0: none
+	pgbRestart int           // PgBouncer restarts
 	deadline   time.Duration // global: setup, run, drain and check
 }
 
 var (
-	fullProfile = profile{name: "full", jobs: 10000, arrival: 200 * time.Second, workMs: 150, workers: 3,
+	fullProfile = profile{name: "full", jobs: 13000, arrival: 260 * time.Second, workMs: 150, workers: 3,
 		kills: 100, stops: 1, restarts: []string{"immediate", "fast", "immediate"}, bursts: 3, listenKill: 2,
-		deadline: 15 * time.Minute}
-	shortProfile = profile{name: "short", jobs: 1500, arrival: 45 * time.Second, workMs: 250, workers: 3,
+		halfOpen: 2, pgbWorkers: 1, pgbRestart: 2, deadline: 15 * time.Minute}
+	shortProfile = profile{name: "short", jobs: 2000, arrival: 70 * time.Second, workMs: 250, workers: 3,
 		kills: 15, stops: 1, restarts: []string{"immediate"}, bursts: 1, listenKill: 1,
-		deadline: 100 * time.Second}
+		halfOpen: 1, pgbWorkers: 1, pgbRestart: 1, deadline: 130 * time.Second}
 )
 
 type options struct {
@@ -57,12 +60,15 @@ type options struct {
 	pgsh    string
 	logdir  string
 	dsn     string
+	// overload: producers at 3x the drain rate for this long instead of the scripted
+	// workload and faults (overload.go)
+	overload time.Duration
 }
 
 // fault is one injected fault, recorded in memory while the database may be down and
 // written to chaos_fault before the check.
 type fault struct {
-	Kind   string // sigkill, sigstop, pg-restart-immediate, pg-restart-fast, terminate-burst, listen-kill
+	Kind   string // sigkill, sigstop, pg-restart-immediate, pg-restart-fast, terminate-burst, listen-kill, half-open, pgbouncer-restart
 	At     time.Time
 	Until  time.Time // end of a stop, a restart (PostgreSQL accepting again) or a burst
 	Worker int       // slot, or 0
@@ -80,6 +86,8 @@ func driverMain(args []string) (int, error) {
 	schema := fs.String("schema", "", "schema to (re)create (default chaos, or chaos_control)")
 	pgsh := fs.String("pgsh", "", "path to scripts/pg.sh (default: found upwards from the working directory)")
 	logdir := fs.String("logdir", "", "directory for worker logs (default: a temporary directory)")
+	overloadFor := fs.Duration("overload", 0, "overload run: producers at 3x the drain rate for this long, no faults (see README.md)")
+	pgb := fs.Int("pgbouncer", -1, "workers (the last slots) behind PgBouncer in transaction mode, poll-only (default: the profile's, 1)")
 	checkOnly := fs.Bool("check", false, "only check the schema an earlier run left (no setup, no workers, no faults)")
 	if err := fs.Parse(args); err != nil {
 		return 2, err
@@ -87,6 +95,15 @@ func driverMain(args []string) (int, error) {
 	o := options{prof: fullProfile, control: *control, seed: *seed, lease: *lease, schema: *schema, pgsh: *pgsh, logdir: *logdir}
 	if *short {
 		o.prof = shortProfile
+	}
+	if *overloadFor > 0 {
+		o.overload = *overloadFor
+		o.prof.name = "overload"
+		o.prof.pgbWorkers = 0
+		o.prof.deadline = 4*o.overload + 4*time.Minute // calibration, overload, drain of 2x, check
+	}
+	if *pgb >= 0 {
+		o.prof.pgbWorkers = min(*pgb, o.prof.workers)
 	}
 	if *jobs > 0 {
 		// Keep the arrival rate: the window scales with the job count.
@@ -124,6 +141,11 @@ func driverMain(args []string) (int, error) {
 		}
 	}
 	tempLogs := o.logdir == ""
+	if !tempLogs {
+		if err := os.MkdirAll(o.logdir, 0o755); err != nil {
+			return 1, err
+		}
+	}
 	if tempLogs {
 		d, err := os.MkdirTemp("", "venturi-chaos-")
 		if err != nil {
@@ -169,6 +191,10 @@ type driver struct {
 	o    options
 	rng  *rand.Rand
 	pool *pgxpool.Pool
+
+	proxies []*blackhole // per worker slot (netfaults.go)
+	pgbSh   string       // scripts/pgbouncer.sh when PgBouncer runs
+	pgbURL  string
 
 	mu      sync.Mutex
 	faults  []fault
@@ -216,7 +242,15 @@ func (d *driver) run(ctx context.Context) (int, error) {
 	}
 	defer d.pool.Close()
 	t0 := time.Now()
-	n, err := d.enqueue(ctx)
+	var ov *overload
+	var n int
+	var err error
+	if o.overload > 0 {
+		ov = newOverload(d, o.overload)
+		n, err = ov.enqueueCalibration(ctx)
+	} else {
+		n, err = d.enqueue(ctx)
+	}
 	if err != nil {
 		return 1, fmt.Errorf("enqueue: %w", err)
 	}
@@ -227,6 +261,11 @@ func (d *driver) run(ctx context.Context) (int, error) {
 		return 1, err
 	}
 	d.exe = exe
+	if err := d.startNetwork(ctx); err != nil {
+		d.stopNetwork()
+		return 1, fmt.Errorf("network: %w", err)
+	}
+	defer d.stopNetwork()
 	d.started = time.Now()
 	for slot := 1; slot <= o.prof.workers; slot++ {
 		if err := d.spawn(slot); err != nil {
@@ -248,9 +287,12 @@ func (d *driver) run(ctx context.Context) (int, error) {
 	faultsDone := make(chan struct{})
 	fctx, stopFaults := context.WithCancel(ctx)
 	defer stopFaults()
-	if !o.control {
+	switch {
+	case ov != nil:
+		go func() { defer close(faultsDone); ov.run(fctx) }()
+	case !o.control:
 		go func() { defer close(faultsDone); d.injectFaults(fctx) }()
-	} else {
+	default:
 		close(faultsDone)
 	}
 	remaining, waitErr := d.waitTerminal(ctx, faultsDone)
@@ -267,14 +309,22 @@ func (d *driver) run(ctx context.Context) (int, error) {
 	if err := d.saveFaults(cctx); err != nil {
 		return 1, fmt.Errorf("save faults: %w", err)
 	}
+	if ov != nil {
+		if err := ov.saveExpects(cctx); err != nil {
+			return 1, fmt.Errorf("save the overload's expected jobs: %w", err)
+		}
+	}
 	stopEvents()
 	<-eventsDone
 	if err := drainEvents(cctx, evDSN); err != nil {
 		return 1, fmt.Errorf("drain the event stream: %w", err)
 	}
-	rep, err := check(cctx, d.pool, checkConfig{lease: o.lease, control: o.control})
+	rep, err := check(cctx, d.pool, checkConfig{lease: o.lease, control: o.control || ov != nil})
 	if err != nil {
 		return 1, fmt.Errorf("check: %w", err)
+	}
+	if ov != nil {
+		ov.report(rep)
 	}
 	rep.print(os.Stdout, mode, o.seed, time.Since(d.started), d.spawns)
 	if len(rep.violations) > 0 {
@@ -371,6 +421,9 @@ func (d *driver) setup(ctx context.Context) error {
 		return err
 	}
 	cfg.MaxConns = 4
+	if d.o.overload > 0 {
+		cfg.MaxConns = overloadProducers + 4
+	}
 	d.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return err
@@ -631,7 +684,7 @@ func (d *driver) flowBurst(seq int64, r float64) []flowTask {
 // ---- worker processes ---------------------------------------------------------------
 
 func (d *driver) spawn(slot int) error {
-	dsn, err := withParams(d.o.dsn, "search_path", d.o.schema, "application_name", fmt.Sprintf("chaos-worker-%d", slot))
+	dsn, err := d.workerDSN(slot)
 	if err != nil {
 		return err
 	}
@@ -640,7 +693,8 @@ func (d *driver) spawn(slot int) error {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.Command(d.exe, "worker", "-n", fmt.Sprint(slot), "-lease", d.o.lease.String())
+	cmd := exec.Command(d.exe, "worker", "-n", fmt.Sprint(slot), "-lease", d.o.lease.String(),
+		fmt.Sprintf("-poll-only=%v", d.behindPgBouncer(slot)))
 	cmd.Env = append(os.Environ(), "CHAOS_DSN="+dsn)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Own process group (killed as a group); SIGKILL if the driver dies.
@@ -718,27 +772,52 @@ type plannedFault struct {
 	mode string // restart mode
 }
 
+// quietAfter is how long after a whole-system fault no kill, stop, burst or LISTEN kill
+// is scheduled (3s before it too), so that its recovery is measured on its own.
+func (pf plannedFault) quietAfter(lease time.Duration) time.Duration {
+	switch pf.kind {
+	case "half-open":
+		return lease*5/2 + time.Second + lease + 4*time.Second // the cut, a lease, recovery
+	case "pgbouncer-restart":
+		return 8 * time.Second
+	}
+	return 15 * time.Second
+}
+
 func (d *driver) plan() []plannedFault {
 	p := d.o.prof
 	lo, hi := 3*time.Second, p.arrival-2*time.Second
 	var out []plannedFault
-	// Restarts: spread evenly (one per slice of the window) so each one is observed alone.
-	var restarts []time.Duration
-	for i, m := range p.restarts {
-		slice := (hi - lo) / time.Duration(len(p.restarts))
-		at := lo + time.Duration(i)*slice + slice/4 + time.Duration(d.rng.Int64N(int64(slice/2)))
-		restarts = append(restarts, at)
-		out = append(out, plannedFault{at: at, kind: "pg-restart", mode: m})
+	// Whole-system faults (PostgreSQL restarts, half-open cuts, PgBouncer restarts): in a
+	// seeded order, spread evenly (one per slice of the window) so each one is observed
+	// alone.
+	var big []plannedFault
+	for _, m := range p.restarts {
+		big = append(big, plannedFault{kind: "pg-restart", mode: m})
 	}
-	// Other faults at random moments, but not close to a restart: a restart takes
-	// seconds, and the faults scheduled meanwhile would fire together when it returns;
-	// recovery from a kill is measured apart from recovery from an outage.
+	for range p.halfOpen {
+		big = append(big, plannedFault{kind: "half-open"})
+	}
+	if p.pgbWorkers > 0 {
+		for range p.pgbRestart {
+			big = append(big, plannedFault{kind: "pgbouncer-restart"})
+		}
+	}
+	d.rng.Shuffle(len(big), func(i, j int) { big[i], big[j] = big[j], big[i] })
+	for i := range big {
+		slice := (hi - lo) / time.Duration(len(big))
+		big[i].at = lo + time.Duration(i)*slice + slice/4 + time.Duration(d.rng.Int64N(int64(slice/4)))
+		out = append(out, big[i])
+	}
+	// Other faults at random moments, but not close to a whole-system fault: a restart
+	// takes seconds, and the faults scheduled meanwhile would fire together when it
+	// returns; recovery from a kill is measured apart from recovery from an outage.
 	span := func() time.Duration {
 		for range 1000 {
 			at := lo + time.Duration(d.rng.Int64N(int64(hi-lo)))
 			quiet := true
-			for _, r := range restarts {
-				if at > r-3*time.Second && at < r+15*time.Second {
+			for _, b := range big {
+				if at > b.at-3*time.Second && at < b.at+b.quietAfter(d.o.lease) {
 					quiet = false
 				}
 			}
@@ -796,6 +875,10 @@ func (d *driver) injectFaults(ctx context.Context) {
 			d.terminateBurst(ctx)
 		case "listen-kill":
 			d.listenKill(ctx)
+		case "half-open":
+			d.halfOpen(ctx)
+		case "pgbouncer-restart":
+			d.pgbouncerRestart(ctx)
 		}
 	}
 }

@@ -22,6 +22,7 @@ func workerMain(args []string) error {
 	slot := fs.Int("n", 0, "worker slot number (for application_name and start rows)")
 	lease := fs.Duration("lease", 2*time.Second, "venturi lease")
 	concurrency := fs.Int("concurrency", 8, "concurrent handlers")
+	pollOnly := fs.Bool("poll-only", false, "no LISTEN (behind PgBouncer in transaction mode)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -79,6 +80,7 @@ func workerMain(args []string) error {
 		Lease:               *lease,
 		MaintenanceInterval: 250 * time.Millisecond,
 		PollInterval:        500 * time.Millisecond,
+		PollOnly:            *pollOnly,
 		ShutdownGrace:       3 * time.Second,
 		Backoff:             venturi.Backoff{Base: 100 * time.Millisecond, Cap: 2 * time.Second},
 		Logger:              log,

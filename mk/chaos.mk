@@ -7,24 +7,30 @@
 # cluster, which must never be restarted.
 CHAOS_PGDATA ?= $(CURDIR)/.pgdata-chaos
 CHAOS_FLAGS ?=
+# How long chaos/overload's producers run (the issue asks for 5 minutes; the drain of the
+# backlog takes twice as long again).
+CHAOS_OVERLOAD ?= 5m
 CHAOS_BIN := $(CURDIR)/.bin/chaos
 # flock: two chaos runs at once (several make test in one checkout) would restart each
 # other's database and drop each other's schema; they take turns instead.
 CHAOS_PG = flock -w 900 $(CHAOS_PGDATA).lock env -u DATABASE_URL -u TEST_DATABASE_URL VENTURI_PGDATA=$(CHAOS_PGDATA) $(CURDIR)/scripts/pg.sh
 CHAOS_RUN = $(CHAOS_PG) with -- $(CHAOS_BIN) -pgsh $(CURDIR)/scripts/pg.sh
 
-.PHONY: chaos test/chaos chaos/control chaos/build
+.PHONY: chaos test/chaos chaos/control chaos/build chaos/overload
 chaos/build:
 	@mkdir -p $(dir $(CHAOS_BIN))
 	cd chaos && go build -o $(CHAOS_BIN) .
 
-chaos: chaos/build ## Full chaos run: 10,000 jobs, 3 workers x 8, ~100 kills, 3 PG restarts (~5 min)
+chaos: chaos/build ## Full chaos run: 13,000 jobs, 3 workers x 8, ~100 kills, 3 PG restarts, 2 half-open cuts, 2 PgBouncer restarts (~6 min)
 	@$(CHAOS_RUN) $(CHAOS_FLAGS)
 
 test/chaos: chaos/build ## Checker and lease-loop tests, a short chaos run (under two minutes), a short fault-free control
 	@$(CHAOS_PG) with -- bash -c 'cd chaos && go test $(GOTEST_FLAGS) .'
 	@$(CHAOS_RUN) -short $(CHAOS_FLAGS)
 	@$(CHAOS_RUN) -short -control -jobs 400 -lease 5s $(CHAOS_FLAGS)
+
+chaos/overload: chaos/build ## Overload: producers at 3x the drain rate for CHAOS_OVERLOAD (5m), then the drain (~17 min)
+	@$(CHAOS_RUN) -overload $(CHAOS_OVERLOAD) -lease 5s $(CHAOS_FLAGS)
 
 chaos/control: chaos/build ## Fault-free control run of the full profile: must show 0 duplicate starts
 	@$(CHAOS_RUN) -control $(CHAOS_FLAGS)

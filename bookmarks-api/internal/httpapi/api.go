@@ -62,6 +62,10 @@ type Config struct {
 	// its confirmation link works; then the import is cancelled. Default
 	// DefaultImportConfirmTimeout.
 	ImportConfirmTimeout time.Duration
+	// MaxInFlight is the most requests served at once; a request that finds no place
+	// within InFlightWait is refused with 503 and Retry-After (the health checks are never
+	// refused). Default DefaultMaxInFlight; NoInFlightLimit turns it off.
+	MaxInFlight int
 	// PublicURL is the API's address as clients reach it (https://bookmarks.example.com),
 	// without a trailing slash, for the links the API returns. Empty: links are paths
 	// (/imports/...), relative to the address the client called.
@@ -102,6 +106,9 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	if cfg.ImportConfirmTimeout <= 0 {
 		cfg.ImportConfirmTimeout = DefaultImportConfirmTimeout
 	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	a := &API{pool: pool, queue: venturi.NewQueue(pool, venturi.QueueConfig{}), q: store.New(), keys: apikey.NewStore(pool),
 		log: log, cfg: cfg}
@@ -131,6 +138,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 		}),
 		middleware.Recover(),
 		middleware.Secure(),
+		shedLoad(cfg.MaxInFlight), // before the timeout and the key check: a shed request costs nothing
 		middleware.ContextTimeout(cfg.RequestTimeout),
 		a.requireKey(),
 	)

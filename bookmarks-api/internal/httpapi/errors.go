@@ -76,6 +76,8 @@ func toProblem(err error) (int, ProblemDetail) {
 		return http.StatusUnprocessableEntity, ProblemDetail{Code: "validation_failed", Message: "the request has invalid fields", Fields: ve.Fields}
 	case errors.Is(err, errNotFound):
 		return http.StatusNotFound, ProblemDetail{Code: "not_found", Message: "no such resource"}
+	case errors.Is(err, errOverloaded):
+		return http.StatusServiceUnavailable, ProblemDetail{Code: "overloaded", Message: errOverloaded.Error()}
 	case errors.Is(err, errLinkInvalid):
 		return http.StatusNotFound, ProblemDetail{Code: "not_found", Message: "no such confirmation link: it is unknown, expired or already used"}
 	case errors.As(err, &cf):
@@ -123,7 +125,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		body.RequestID = c.Response().Header().Get(echo.HeaderXRequestID)
 		var re *bodyReadError
 		switch {
-		case status >= 500:
+		case status >= 500 && !errors.Is(err, errOverloaded):
 			log.ErrorContext(c.Request().Context(), "request failed", "err", err,
 				"method", c.Request().Method, "path", c.Path(), "request_id", body.RequestID)
 		case errors.As(err, &re):

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+)
+
+// blackhole is the TCP proxy between one worker slot and PostgreSQL (or PgBouncer) that
+// the half-open fault cuts. A cut stops forwarding in both directions and closes
+// nothing: what either end sends is read and held, a connection that either end closes
+// stays open at the other end, and new connections are accepted and held before they
+// reach the server, as on a partitioned network where every packet is lost and nobody
+// learns it (no RST, no FIN). Heal forwards again, the held data first, then the held
+// closes, as TCP retransmission would deliver them once the network is back: a COMMIT
+// that a worker gave up on may still arrive, which is exactly what fencing must survive.
+//
+// venturi/internal/tcpproxy is the same idea for venturi's own tests; the chaos module
+// cannot import an internal package, and this one also holds closes.
+type blackhole struct {
+	ln     net.Listener
+	target string
+
+	mu     sync.Mutex
+	cut    bool
+	healed chan struct{} // closed by heal; replaced by cutOff
+	conns  map[net.Conn]struct{}
+	closed bool
+
+	held atomic.Int64 // transfers (data, new connections, closes) that waited for a heal
+}
+
+// newBlackhole listens on a free loopback port and forwards every connection to target.
+func newBlackhole(target string) (*blackhole, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	b := &blackhole{ln: ln, target: target, healed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	close(b.healed)
+	go b.serve()
+	return b, nil
+}
+
+func (b *blackhole) addr() string { return b.ln.Addr().String() }
+
+// cutOff stops forwarding without closing anything.
+func (b *blackhole) cutOff() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.cut {
+		b.cut, b.healed = true, make(chan struct{})
+	}
+}
+
+// heal resumes forwarding, starting with what was held.
+func (b *blackhole) heal() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cut {
+		b.cut = false
+		close(b.healed)
+	}
+}
+
+// close stops the proxy and closes every connection.
+func (b *blackhole) close() {
+	b.mu.Lock()
+	b.closed = true
+	conns := b.conns
+	b.conns = map[net.Conn]struct{}{}
+	b.mu.Unlock()
+	_ = b.ln.Close()
+	for c := range conns {
+		_ = c.Close()
+	}
+	b.heal()
+}
+
+func (b *blackhole) track(c net.Conn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		_ = c.Close()
+		return false
+	}
+	b.conns[c] = struct{}{}
+	return true
+}
+
+func (b *blackhole) untrack(c net.Conn) {
+	b.mu.Lock()
+	delete(b.conns, c)
+	b.mu.Unlock()
+	_ = c.Close()
+}
+
+// wait blocks while the proxy is cut.
+func (b *blackhole) wait() {
+	b.mu.Lock()
+	ch, cut := b.healed, b.cut
+	b.mu.Unlock()
+	if cut {
+		b.held.Add(1)
+	}
+	<-ch
+}
+
+func (b *blackhole) serve() {
+	for {
+		c, err := b.ln.Accept()
+		if err != nil {
+			return
+		}
+		if !b.track(c) {
+			return
+		}
+		go func() {
+			b.wait() // a connection made while cut is held, like a SYN into a blackhole
+			s, err := net.Dial("tcp", b.target)
+			if err != nil {
+				b.untrack(c)
+				return
+			}
+			if !b.track(s) {
+				b.untrack(c)
+				return
+			}
+			var once sync.Once
+			done := func() { once.Do(func() { b.untrack(s); b.untrack(c) }) }
+			go b.pipe(s, c, done)
+			go b.pipe(c, s, done)
+		}()
+	}
+}
+
+// pipe copies src to dst. Data read while cut is held until the heal; so is the end of
+// src (EOF or an error): dst is closed only once the proxy forwards again.
+func (b *blackhole) pipe(dst, src net.Conn, done func()) {
+	defer done()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			b.wait()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			b.wait()
+			return
+		}
+	}
+}
