@@ -119,3 +119,82 @@ func TestMigration7UpgradesAVersion6Schema(t *testing.T) {
 		}
 	}
 }
+
+// migration12Prev is the version migration 12 upgrades from in its test.
+const migration12Prev = 10
+
+// TestMigration12ClaimsAdmitByTheRunningCount: after the upgrade (functions only), a
+// claim of many slot jobs over many keys admits, per slot, only what its limit leaves
+// beside the jobs already running in it: the running count now comes from one grouped
+// pass over the running slot jobs instead of a per-key array test. Each claimed job comes
+// back with its row's metadata and due time.
+func TestMigration12ClaimsAdmitByTheRunningCount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, migration12Prev)
+	const keys, perKey, limit = 60, 4, 2
+	for k := range keys {
+		key := fmt.Sprintf("k%02d", k)
+		if k%3 == 0 { // a third of the slots have one job running elsewhere
+			if _, err := pool.Exec(ctx, `
+				INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, runs, lease_token, lease_expires_at,
+				                         worker_id, attempted_at, part, slot_key, slot_limit, slot_policy)
+				VALUES ($1, 'slotted', 'default', 'running', '{}', now(), 1, nextval('venturi_lease_token_seq'),
+				        now() + interval '1 hour', 'elsewhere', now(), $2, $2, $3, 0)`,
+				ulid.Make().Bytes(), key, limit); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range perKey {
+			if _, err := pool.Exec(ctx, `
+				INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, part, slot_key, slot_limit, slot_policy, meta)
+				VALUES ($1, 'slotted', 'default', 'available', '{}', now() - $4::int * interval '1 second', $2, $2, $3, 0,
+				        CASE WHEN $4::int % 2 = 0 THEN jsonb_build_object('key', $2::text) END)`,
+				ulid.Make().Bytes(), key, limit, k); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || len(applied) == 0 || applied[len(applied)-1] != 12 {
+		t.Fatalf("Migrate = %v, %v; want up to version 12", applied, err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	rows, err := tx.Query(ctx, `
+		SELECT j.slot_key, count(*),
+		       count(*) FILTER (WHERE c.meta IS DISTINCT FROM COALESCE(j.meta, 'null'::jsonb) OR c.run_at IS DISTINCT FROM j.run_at)
+		FROM venturi_claim_gated('default', ARRAY['slotted'], 1000, 5000000, 'w', 25, 'ch') c
+		JOIN venturi_job j ON j.id = c.id -- the statement's snapshot: the rows as they were before the claim
+		GROUP BY j.slot_key`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for rows.Next() {
+		var key string
+		var n, wrong int
+		if err := rows.Scan(&key, &n, &wrong); err != nil {
+			t.Fatal(err)
+		}
+		if wrong > 0 { // the two columns migration 12 added
+			t.Errorf("slot %s: %d claimed jobs came back with another meta or run_at than their row's", key, wrong)
+		}
+		got[key] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for k := range keys {
+		key, want := fmt.Sprintf("k%02d", k), limit
+		if k%3 == 0 {
+			want = limit - 1
+		}
+		if got[key] != want {
+			t.Errorf("slot %s: claimed %d, want %d (limit %d, %d running)", key, got[key], want, limit, limit-want)
+		}
+	}
+}

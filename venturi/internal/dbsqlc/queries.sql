@@ -404,7 +404,7 @@ LIMIT @max::int;
 
 -- name: ClaimGated :many
 -- Claims up to max gated jobs (slots, partitions, kinds with limits; every job of a queue
--- with a concurrency limit) from one queue: see venturi_claim_gated in migration 6. A row
+-- with a concurrency limit) from one queue: see venturi_claim_gated in migration 12. A row
 -- with a NULL id is not a job: its wake_in_us says when a job held back by a rate or a
 -- breaker may run.
 SELECT id::uuid AS id, kind::text AS kind, payload::jsonb AS payload, carry::jsonb AS carry,
@@ -412,9 +412,9 @@ SELECT id::uuid AS id, kind::text AS kind, payload::jsonb AS payload, carry::jso
        journal::jsonb AS journal, journal_moved::bigint AS journal_moved,
        attempted_at::timestamptz AS attempted_at, COALESCE(breaker, '')::text AS breaker,
        COALESCE(wake_in_us, -1)::bigint AS wake_in_us,
-       -- The job's metadata: JSON null when it has none, SQL NULL when the row committed
-       -- after this statement's snapshot (the worker then reads it with JobMeta).
-       (SELECT COALESCE(x.meta, 'null'::jsonb) FROM venturi_job x WHERE x.id = g.id)::jsonb AS meta
+       -- The job's metadata, from the row the claim updated: JSON null when it has none
+       -- (SQL NULL only in a row that is not a job).
+       g.meta::jsonb AS meta
 FROM venturi_claim_gated(@queue::text, @kinds::text[], @max::int, @lease_us::bigint, @worker_id::text,
                          @max_failures::int, @channel::text) g
 -- Called only when the queue has a gated job available or a concurrency limit: a one-time
