@@ -76,7 +76,7 @@
 //	running    cancelled  Queue.Cancel (run asked to stop), or Cancelled   cancelled
 //	finished   available  Queue.RetryJobs (dead, cancelled, completed)     retried
 //	scheduled  available  Queue.RetryJobs                                  retried
-//	any        (deleted)  Queue.DeleteJobs (every state but running)     -
+//	any        (deleted)  Queue.DeleteJobs (every state but running)       -
 //	completed  (deleted)  older than Config.RetainCompleted                -
 //	cancelled  (deleted)  older than Config.RetainCompleted                -
 //	dead       (deleted)  older than Config.RetainDead                     -

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -27,10 +28,10 @@ func (RenderImage) Kind() string { return "render_image" }
 // DedupKey coalesces the pending renders of one image.
 func (t RenderImage) DedupKey() venturi.DedupKey { return venturi.KeyOf("image", t.Image) }
 
-// Handle renders the thumbnail, unless the image is missing (the storage fails until
-// storageBack is set).
-func (t RenderImage) Handle(ctx context.Context, run *venturi.Run[struct{}], storageBack *bool) (venturi.Outcome, error) {
-	if !*storageBack {
+// Handle renders the thumbnail, unless the image is missing (the storage fails until it
+// is back).
+func (t RenderImage) Handle(ctx context.Context, run *venturi.Run[struct{}], storageBack *atomic.Bool) (venturi.Outcome, error) {
+	if !storageBack.Load() {
 		return venturi.Outcome{}, venturi.Permanent(errors.New("storage: image " + t.Image + " not found"))
 	}
 	return venturi.CompletedWith(fmt.Sprintf("rendered %s at %dpx", t.Image, t.Size)), nil
@@ -61,7 +62,7 @@ func ExampleQueue_RetryJobs() {
 	pool, cleanup := exampleDB()
 	defer cleanup()
 
-	storageBack := false
+	var storageBack atomic.Bool // the storage is down
 	w, err := venturi.NewWorker(pool, &storageBack, venturi.Config{
 		PollInterval: 10 * time.Millisecond,
 		Logger:       slog.New(slog.DiscardHandler),
@@ -70,6 +71,10 @@ func ExampleQueue_RetryJobs() {
 		log.Fatal(err)
 	}
 	venturi.MustRegister[RenderImage](w)
+	if err := w.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer w.Stop(context.Background())
 
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	var ids []ulid.ULID
@@ -80,13 +85,9 @@ func ExampleQueue_RetryJobs() {
 		}
 		ids = append(ids, res.ID)
 	}
-	if err := w.Start(ctx); err != nil {
-		log.Fatal(err)
-	}
 	for _, id := range ids {
 		awaitFinished(q, id)
 	}
-	w.Stop(context.Background())
 
 	dead, err := venturi.ParseJobFilter(`state:dead kind:render_image`)
 	if err != nil {
@@ -104,7 +105,7 @@ func ExampleQueue_RetryJobs() {
 	fmt.Println(strings.Join(notes, "\n"))
 
 	// The storage is back: retry them all, as alice.
-	storageBack = true
+	storageBack.Store(true)
 	ops := venturi.WithActor(ctx, "alice")
 	dry, err := q.RetryJobs(ops, dead, venturi.BulkOptions{DryRun: true})
 	if err != nil {
@@ -116,20 +117,7 @@ func ExampleQueue_RetryJobs() {
 		log.Fatal(err)
 	}
 	fmt.Printf("retried %d\n", res.Changed)
-
-	w, err = venturi.NewWorker(pool, &storageBack, venturi.Config{
-		PollInterval: 10 * time.Millisecond,
-		Logger:       slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	venturi.MustRegister[RenderImage](w)
-	if err := w.Start(ctx); err != nil {
-		log.Fatal(err)
-	}
-	defer w.Stop(context.Background())
-	job := awaitFinished(q, ids[0])
+	job := awaitJob(q, ids[0], "the retried job to complete", func(j *venturi.Job) bool { return j.State == venturi.StateCompleted })
 	for _, e := range job.Journal {
 		fmt.Printf("  %s: %s\n", e.Event, e.Note)
 	}
@@ -160,7 +148,8 @@ func ExampleQueue_Stats() {
 	pool, cleanup := exampleDB()
 	defer cleanup()
 
-	storageBack := true
+	var storageBack atomic.Bool
+	storageBack.Store(true)
 	w, err := venturi.NewWorker(pool, &storageBack, venturi.Config{
 		PollInterval:        10 * time.Millisecond,
 		MaintenanceInterval: 20 * time.Millisecond,
