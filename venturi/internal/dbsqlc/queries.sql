@@ -178,6 +178,16 @@ ORDER BY c.priority DESC, c.run_at, c.id;
 -- A run that was asked to stop (stop_event: replaced or cancelled) and reports anything
 -- short of completing ends its job cancelled, whether or not its worker heard of the
 -- request: its entry's event becomes the request's and its note starts with the reason.
+--
+-- The rows are found by a primary-key scan of the IDs (ANY of a subquery's array), which
+-- visits them in ID order whatever the join with the results: a join alone was planned,
+-- with some 50 to 100 runs on a small table, as a table scan that locked rows in heap order,
+-- and could deadlock with the lease extension, which locks in ID order (see ExtendLeases).
+-- Locking first in a CTE, as ExtendLeases does, would cost a run a third more buffers and
+-- a WAL record on this hot path.
+WITH u AS (
+    SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token, unnest(@states::text[]) AS state, unnest(@delays_us::bigint[]) AS delay_us, unnest(@failed::bool[]) AS failed, unnest(@set_carry::bool[]) AS set_carry, unnest(@carries::text[]) AS carry, unnest(@entries::text[]) AS entry
+)
 UPDATE venturi_job j SET
     -- j is the row as locked: a stop request that committed while this statement ran is seen.
     state            = (CASE WHEN j.stop_event IS NOT NULL AND u.state IN ('available', 'scheduled', 'waiting')
@@ -205,16 +215,25 @@ UPDATE venturi_job j SET
         WHEN u.state IN ('available', 'scheduled', 'waiting') THEN jsonb_set(jsonb_set(u.entry::jsonb, '{0,event}', to_jsonb(j.stop_event)),
             '{0,note}', to_jsonb(j.stop_note || COALESCE(': ' || NULLIF(u.entry::jsonb->0->>'note', ''), '')))
         ELSE u.entry::jsonb END
-FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token, unnest(@states::text[]) AS state, unnest(@delays_us::bigint[]) AS delay_us, unnest(@failed::bool[]) AS failed, unnest(@set_carry::bool[]) AS set_carry, unnest(@carries::text[]) AS carry, unnest(@entries::text[]) AS entry) AS u
--- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
--- testing the state keeps the planner on primary-key lookups instead of scanning every
--- running job through the lease index.
-WHERE j.id = u.id AND j.lease_token = u.token
+FROM u
+-- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease).
+WHERE j.id = ANY(ARRAY(SELECT u.id FROM u)) AND j.id = u.id AND j.lease_token = u.token
 RETURNING j.id;
 
 -- name: ReleaseUnstarted :many
 -- Returns claimed jobs whose handler never started (shutdown) without recording a run. A
--- job that was asked to stop meanwhile (replaced, cancelled) ends cancelled instead.
+-- job that was asked to stop meanwhile (replaced, cancelled) ends cancelled instead. The
+-- rows are locked in ID order first, as ExtendLeases locks them (see there).
+WITH u AS (
+    SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token
+), locked AS (
+    SELECT j.id FROM venturi_job j
+    WHERE j.id = ANY(ARRAY(SELECT u.id FROM u))
+      -- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease).
+      AND (j.id, j.lease_token) IN (SELECT u.id, u.token FROM u)
+    ORDER BY j.id
+    FOR NO KEY UPDATE OF j
+)
 UPDATE venturi_job j SET
     state = (CASE WHEN j.stop_event IS NULL THEN 'available' ELSE 'cancelled' END)::venturi_job_state,
     finished_at = CASE WHEN j.stop_event IS NOT NULL THEN now() END,
@@ -223,11 +242,7 @@ UPDATE venturi_job j SET
     part = CASE WHEN j.part IS NULL AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)
                 THEN '' ELSE j.part END,
     runs = j.runs - 1, lease_token = NULL, lease_expires_at = NULL
-FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token) AS u
--- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
--- testing the state keeps the planner on primary-key lookups instead of scanning every
--- running job through the lease index.
-WHERE j.id = u.id AND j.lease_token = u.token
+WHERE j.id = ANY(ARRAY(SELECT locked.id FROM locked))
 RETURNING j.id;
 
 -- name: ExtendLeases :many
@@ -235,12 +250,27 @@ RETURNING j.id;
 -- them were asked to stop (stop_event: replaced, cancelled). It does not wait for a run's
 -- open StepTx: SaveStep holds only a key-share lock, which a no-key update does not
 -- conflict with.
+--
+-- The rows are locked in ID order before they are updated, whatever plan finds them. An
+-- UPDATE ... FROM unnest(ids) locks rows in its plan's order: with some 50 to 100 IDs the
+-- planner hashed the array and scanned the table (heap order), so the extension and a
+-- ReleaseUnstarted of the same worker, both given sorted IDs, deadlocked, and PostgreSQL
+-- broke it only after deadlock_timeout, the extension's whole budget with a short lease:
+-- every prefetched job's lease expired on a healthy worker (chaos/README.md, "Bugs
+-- found"). The rows are found by primary key (ANY of a subquery's array, not a join the
+-- planner may run as a table scan), and the LockRows above the sort takes them in order.
+WITH u AS (
+    SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token
+), locked AS (
+    SELECT j.id FROM venturi_job j
+    WHERE j.id = ANY(ARRAY(SELECT u.id FROM u))
+      -- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease).
+      AND (j.id, j.lease_token) IN (SELECT u.id, u.token FROM u)
+    ORDER BY j.id
+    FOR NO KEY UPDATE OF j
+)
 UPDATE venturi_job j SET lease_expires_at = now() + interval '1 microsecond' * @lease_us::bigint
-FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token) AS u
--- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
--- testing the state keeps the planner on primary-key lookups instead of scanning every
--- running job through the lease index.
-WHERE j.id = u.id AND j.lease_token = u.token
+WHERE j.id = ANY(ARRAY(SELECT locked.id FROM locked))
 RETURNING j.id, COALESCE(j.stop_event, '')::text AS stop_event;
 
 -- name: TryMaintenanceLock :one

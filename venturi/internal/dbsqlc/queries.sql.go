@@ -1373,9 +1373,18 @@ func (q *Queries) ExplainFacts(ctx context.Context, db DBTX, arg ExplainFactsPar
 }
 
 const extendLeases = `-- name: ExtendLeases :many
+WITH u AS (
+    SELECT unnest($2::uuid[]) AS id, unnest($3::bigint[]) AS token
+), locked AS (
+    SELECT j.id FROM venturi_job j
+    WHERE j.id = ANY(ARRAY(SELECT u.id FROM u))
+      -- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease).
+      AND (j.id, j.lease_token) IN (SELECT u.id, u.token FROM u)
+    ORDER BY j.id
+    FOR NO KEY UPDATE OF j
+)
 UPDATE venturi_job j SET lease_expires_at = now() + interval '1 microsecond' * $1::bigint
-FROM (SELECT unnest($2::uuid[]) AS id, unnest($3::bigint[]) AS token) AS u
-WHERE j.id = u.id AND j.lease_token = u.token
+WHERE j.id = ANY(ARRAY(SELECT locked.id FROM locked))
 RETURNING j.id, COALESCE(j.stop_event, '')::text AS stop_event
 `
 
@@ -1394,9 +1403,15 @@ type ExtendLeasesRow struct {
 // them were asked to stop (stop_event: replaced, cancelled). It does not wait for a run's
 // open StepTx: SaveStep holds only a key-share lock, which a no-key update does not
 // conflict with.
-// A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
-// testing the state keeps the planner on primary-key lookups instead of scanning every
-// running job through the lease index.
+//
+// The rows are locked in ID order before they are updated, whatever plan finds them. An
+// UPDATE ... FROM unnest(ids) locks rows in its plan's order: with some 50 to 100 IDs the
+// planner hashed the array and scanned the table (heap order), so the extension and a
+// ReleaseUnstarted of the same worker, both given sorted IDs, deadlocked, and PostgreSQL
+// broke it only after deadlock_timeout, the extension's whole budget with a short lease:
+// every prefetched job's lease expired on a healthy worker (chaos/README.md, "Bugs
+// found"). The rows are found by primary key (ANY of a subquery's array, not a join the
+// planner may run as a table scan), and the LockRows above the sort takes them in order.
 func (q *Queries) ExtendLeases(ctx context.Context, db DBTX, arg ExtendLeasesParams) ([]*ExtendLeasesRow, error) {
 	rows, err := db.Query(ctx, extendLeases, arg.LeaseUs, arg.Ids, arg.Tokens)
 	if err != nil {
@@ -1418,6 +1433,9 @@ func (q *Queries) ExtendLeases(ctx context.Context, db DBTX, arg ExtendLeasesPar
 }
 
 const finishRuns = `-- name: FinishRuns :many
+WITH u AS (
+    SELECT unnest($1::uuid[]) AS id, unnest($2::bigint[]) AS token, unnest($3::text[]) AS state, unnest($4::bigint[]) AS delay_us, unnest($5::bool[]) AS failed, unnest($6::bool[]) AS set_carry, unnest($7::text[]) AS carry, unnest($8::text[]) AS entry
+)
 UPDATE venturi_job j SET
     -- j is the row as locked: a stop request that committed while this statement ran is seen.
     state            = (CASE WHEN j.stop_event IS NOT NULL AND u.state IN ('available', 'scheduled', 'waiting')
@@ -1445,8 +1463,8 @@ UPDATE venturi_job j SET
         WHEN u.state IN ('available', 'scheduled', 'waiting') THEN jsonb_set(jsonb_set(u.entry::jsonb, '{0,event}', to_jsonb(j.stop_event)),
             '{0,note}', to_jsonb(j.stop_note || COALESCE(': ' || NULLIF(u.entry::jsonb->0->>'note', ''), '')))
         ELSE u.entry::jsonb END
-FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::bigint[]) AS token, unnest($3::text[]) AS state, unnest($4::bigint[]) AS delay_us, unnest($5::bool[]) AS failed, unnest($6::bool[]) AS set_carry, unnest($7::text[]) AS carry, unnest($8::text[]) AS entry) AS u
-WHERE j.id = u.id AND j.lease_token = u.token
+FROM u
+WHERE j.id = ANY(ARRAY(SELECT u.id FROM u)) AND j.id = u.id AND j.lease_token = u.token
 RETURNING j.id
 `
 
@@ -1469,9 +1487,14 @@ type FinishRunsParams struct {
 // A run that was asked to stop (stop_event: replaced or cancelled) and reports anything
 // short of completing ends its job cancelled, whether or not its worker heard of the
 // request: its entry's event becomes the request's and its note starts with the reason.
-// A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
-// testing the state keeps the planner on primary-key lookups instead of scanning every
-// running job through the lease index.
+//
+// The rows are found by a primary-key scan of the IDs (ANY of a subquery's array), which
+// visits them in ID order whatever the join with the results: a join alone was planned,
+// with some 50 to 100 runs on a small table, as a table scan that locked rows in heap order,
+// and could deadlock with the lease extension, which locks in ID order (see ExtendLeases).
+// Locking first in a CTE, as ExtendLeases does, would cost a run a third more buffers and
+// a WAL record on this hot path.
+// A matching token implies state = 'running' (CHECK venturi_job_running_has_lease).
 func (q *Queries) FinishRuns(ctx context.Context, db DBTX, arg FinishRunsParams) ([]pgtype.UUID, error) {
 	rows, err := db.Query(ctx, finishRuns,
 		arg.Ids,
@@ -3012,6 +3035,16 @@ func (q *Queries) ReadEvents(ctx context.Context, db DBTX, arg ReadEventsParams)
 }
 
 const releaseUnstarted = `-- name: ReleaseUnstarted :many
+WITH u AS (
+    SELECT unnest($1::uuid[]) AS id, unnest($2::bigint[]) AS token
+), locked AS (
+    SELECT j.id FROM venturi_job j
+    WHERE j.id = ANY(ARRAY(SELECT u.id FROM u))
+      -- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease).
+      AND (j.id, j.lease_token) IN (SELECT u.id, u.token FROM u)
+    ORDER BY j.id
+    FOR NO KEY UPDATE OF j
+)
 UPDATE venturi_job j SET
     state = (CASE WHEN j.stop_event IS NULL THEN 'available' ELSE 'cancelled' END)::venturi_job_state,
     finished_at = CASE WHEN j.stop_event IS NOT NULL THEN now() END,
@@ -3020,8 +3053,7 @@ UPDATE venturi_job j SET
     part = CASE WHEN j.part IS NULL AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)
                 THEN '' ELSE j.part END,
     runs = j.runs - 1, lease_token = NULL, lease_expires_at = NULL
-FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::bigint[]) AS token) AS u
-WHERE j.id = u.id AND j.lease_token = u.token
+WHERE j.id = ANY(ARRAY(SELECT locked.id FROM locked))
 RETURNING j.id
 `
 
@@ -3031,10 +3063,8 @@ type ReleaseUnstartedParams struct {
 }
 
 // Returns claimed jobs whose handler never started (shutdown) without recording a run. A
-// job that was asked to stop meanwhile (replaced, cancelled) ends cancelled instead.
-// A matching token implies state = 'running' (CHECK venturi_job_running_has_lease). Not
-// testing the state keeps the planner on primary-key lookups instead of scanning every
-// running job through the lease index.
+// job that was asked to stop meanwhile (replaced, cancelled) ends cancelled instead. The
+// rows are locked in ID order first, as ExtendLeases locks them (see there).
 func (q *Queries) ReleaseUnstarted(ctx context.Context, db DBTX, arg ReleaseUnstartedParams) ([]pgtype.UUID, error) {
 	rows, err := db.Query(ctx, releaseUnstarted, arg.Ids, arg.Tokens)
 	if err != nil {
