@@ -257,23 +257,8 @@ func TestHeldSnapshot(t *testing.T) {
 // what is still in flight.
 func TestDelayLink(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	server := make(chan net.Conn, 2)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			server <- c
-		}
-	}()
-
-	link, err := newDelayLink(ln.Addr().String(), 10*time.Millisecond)
+	target, server := testServer(t)
+	link, err := newDelayLink(target, 10*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +288,7 @@ func TestDelayLink(t *testing.T) {
 	link.close()
 
 	// Sever: the data is still in flight (an hour's latency) when the link closes.
-	far, err := newDelayLink(ln.Addr().String(), time.Hour)
+	far, err := newDelayLink(target, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,8 +70,21 @@ set_sync() {
   psql_at "$(pport)" "SELECT pg_reload_conf()" >/dev/null
 }
 
+# wait_state COLUMN VALUE waits up to 30s for the replica's row of pg_stat_replication to
+# show VALUE in COLUMN; got is the last value seen.
+wait_state() {
+  local i
+  got=
+  for i in $(seq 300); do
+    got=$(psql_at "$(pport)" "SELECT $1 FROM pg_stat_replication WHERE application_name = '$name'" || true)
+    [ "$got" = "$2" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 start() {
-  local mode=$1 i state=
+  local mode=$1
   case "$mode" in sync | async) ;; *) die "usage: pg-replica.sh start sync|async" ;; esac
   primary_up || die "the primary ($primary) is not running"
   if replica_up; then as_owner "$bindir/pg_ctl" -D "$replica" -m immediate -w stop >/dev/null; fi
@@ -95,20 +108,10 @@ primary_conninfo = 'host=127.0.0.1 port=${VENTURI_REPLICA_UPSTREAM_PORT:-$(pport
 CONF
   # pg.sh starts it like any of its clusters: a free port, venturi.port, server.log.
   VENTURI_PGDATA=$replica "$here/pg.sh" start >/dev/null
-  for i in $(seq 300); do
-    state=$(psql_at "$(pport)" "SELECT state FROM pg_stat_replication WHERE application_name = '$name'" || true)
-    [ "$state" = streaming ] && break
-    sleep 0.1
-  done
-  [ "$state" = streaming ] || die "the replica does not stream after 30s (state '${state}'); see $replica/server.log"
+  wait_state state streaming || die "the replica does not stream after 30s (state '${got}'); see $replica/server.log"
   if [ "$mode" = sync ]; then
     set_sync "$name"
-    for i in $(seq 300); do
-      state=$(psql_at "$(pport)" "SELECT sync_state FROM pg_stat_replication WHERE application_name = '$name'" || true)
-      [ "$state" = sync ] && break
-      sleep 0.1
-    done
-    [ "$state" = sync ] || die "the replica is not a synchronous standby after 30s (sync_state '${state}')"
+    wait_state sync_state sync || die "the replica is not a synchronous standby after 30s (sync_state '${got}')"
   fi
   log "replica on 127.0.0.1:$(rport) streams from 127.0.0.1:$(pport) ($mode)"
   rport
