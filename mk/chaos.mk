@@ -47,15 +47,15 @@ chaos/control: chaos/build ## Fault-free control run of the full profile: must s
 
 # Reliability II (chaos/README.md "Failover", "Full disk", "Long transaction"): modes of
 # their own, minutes each; not part of `make chaos` or `make test`.
-chaos/failover-sync: chaos/build ## Failover to a synchronous replica (primary killed, replica promoted): 0 lost, claiming resumes <= 10s (~4 min)
+chaos/failover-sync: chaos/build ## Failover to a synchronous replica (primary killed, replica promoted): 0 lost, claiming resumes <= 10s (~2.5 min)
 	@$(CHAOS_RUN) -failover sync $(CHAOS_FLAGS)
 
-chaos/failover-async: chaos/build ## Failover to an asynchronous replica CHAOS_REPLICA_DELAY (50ms) away: measures the acknowledged enqueues and completions lost (~4 min)
+chaos/failover-async: chaos/build ## Failover to an asynchronous replica CHAOS_REPLICA_DELAY (50ms) away: measures the acknowledged enqueues and completions lost (~2.5 min)
 	@$(CHAOS_RUN) -failover async -replica-delay $(CHAOS_REPLICA_DELAY) $(CHAOS_FLAGS)
 
-chaos/fulldisk: chaos/build ## The WAL's filesystem (a tmpfs) full for CHAOS_FULLDISK under load, then freed: nothing acknowledged lost (~4 min; root)
+chaos/fulldisk: chaos/build ## The WAL's filesystem (a tmpfs) full for CHAOS_FULLDISK under load, then freed: nothing acknowledged lost (~2.5 min; root)
 	@flock -w 900 $(CHAOS_PGDATA).lock env -u DATABASE_URL -u TEST_DATABASE_URL VENTURI_PGDATA=$(CHAOS_WALDISK_PGDATA) \
 		$(CURDIR)/scripts/pg-waldisk.sh with $(CHAOS_WALDISK_MB) -- $(CHAOS_BIN) -pgsh $(CURDIR)/scripts/pg.sh -fulldisk $(CHAOS_FULLDISK) $(CHAOS_FLAGS)
 
-chaos/longtx: chaos/build ## A snapshot held for CHAOS_LONGTX (5m) under steady load: claim latency and table growth (~10 min)
+chaos/longtx: chaos/build ## A snapshot held for CHAOS_LONGTX (5m) under steady load: claim latency and table growth (~8 min)
 	@$(CHAOS_RUN) -longtx $(CHAOS_LONGTX) -lease 5s $(CHAOS_FLAGS)
