@@ -22,6 +22,10 @@ import (
 type checkConfig struct {
 	lease   time.Duration
 	control bool
+	// The completion ledger (ledger.go), when the workers wrote one.
+	checkLedger bool
+	ledger      []ledgerEntry
+	ledgerTorn  int
 }
 
 type jobRow struct {
@@ -118,7 +122,10 @@ type report struct {
 	singleton       string                    // the singleton's summary (singletoncheck.go)
 	cron            string                    // the cron schedule's summary (croncheck.go)
 	events          string                    // the event stream's summary (eventcheck.go)
-	extra           string                    // the overload's figures (overload.go)
+	ledger          string                    // the completion ledger's summary (ledger.go)
+	zombieStarts    int                       // async failover: handler starts of runs whose claim the failover lost
+	lossy           *faultRow                 // the asynchronous failover, if any
+	extra           string                    // the figures of a mode (overload.go, failover.go, fulldisk.go, longtx.go)
 }
 
 type scenarioCount struct{ want, got int }
@@ -148,7 +155,7 @@ const (
 	invDupStarts = "duplicate starts only for runs cut by a recorded fault"
 	invControl   = "control run: 0 duplicate starts"
 	invKillRec   = "p99 isolated kill -> next start <= lease + 2s"
-	invPGRec     = "claiming resumes <= 10s after PostgreSQL is back"
+	invPGRec     = "claiming resumes <= 10s after PostgreSQL is back (restart, promotion, disk freed)"
 	invSlot      = "no slot ever runs more than its limit (journal times)"
 	invKindConc  = "kind concurrency never exceeded (journal times)"
 	invQueueConc = "queue concurrency never exceeded (journal times)"
@@ -295,6 +302,11 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 	if err != nil {
 		return nil, err
 	}
+	// An asynchronous failover loses the end of the old primary's history: a worker can
+	// hold a run whose claim the new primary never received, and its unfenced writes
+	// (start rows) land on the new primary.
+	lossy := lossyFailover(faults)
+	r.lossy = lossy
 
 	// ---- per job ---------------------------------------------------------------------
 	r.jobs = len(expects)
@@ -473,6 +485,10 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 		// Starts: each start belongs to a run that ended under its token, one per run.
 		perRun := map[int]int{}
 		for _, s := range starts[id] {
+			if zombieWrite(s.token, s.at, j.journal, lossy) {
+				r.zombieStarts++
+				continue
+			}
 			perRun[s.run]++
 			if perRun[s.run] == 2 {
 				r.fail(invDupStarts, "job %s run %d started twice", ulidStr(id), s.run)
@@ -579,7 +595,7 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 		for _, o := range faults {
 			ext := time.Duration(0)
 			switch {
-			case strings.HasPrefix(o.kind, "pg-restart"):
+			case backFromOutage(o.kind):
 				ext = 5 * time.Second
 			case o.kind == "terminate-burst":
 				ext = 3 * time.Second
@@ -629,7 +645,7 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 		}
 	}
 	for _, f := range faults {
-		if !strings.HasPrefix(f.kind, "pg-restart") {
+		if !backFromOutage(f.kind) {
 			continue
 		}
 		var first time.Time
@@ -647,8 +663,21 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 		}
 		d := first.Sub(f.until)
 		r.pgWorst = max(r.pgWorst, d)
-		r.pgRecovery = append(r.pgRecovery, fmt.Sprintf("%s at %s: down %v, first claim %v after it was back",
-			f.kind, f.at.Format("15:04:05"), f.until.Sub(f.at).Round(time.Millisecond), d.Round(time.Millisecond)))
+		var firstStart time.Time // the first handler that began after it (a start row)
+		for _, ss := range starts {
+			for _, s := range ss {
+				if s.at.After(f.until) && (firstStart.IsZero() || s.at.Before(firstStart)) {
+					firstStart = s.at
+				}
+			}
+		}
+		handler := ""
+		if !firstStart.IsZero() {
+			handler = fmt.Sprintf(", first handler start %v", firstStart.Sub(f.until).Round(time.Millisecond))
+		}
+		r.pgRecovery = append(r.pgRecovery, fmt.Sprintf("%s at %s: down %v, first claim %v%s after it was back%s",
+			f.kind, f.at.Format("15:04:05"), f.until.Sub(f.at).Round(time.Millisecond), d.Round(time.Millisecond), handler,
+			map[bool]string{true: " (promoted)", false: ""}[strings.HasPrefix(f.kind, "failover")]))
 		if d > 10*time.Second {
 			r.fail(invPGRec, "%s at %s: first claim %v after PostgreSQL was back", f.kind, f.at.Format("15:04:05"), d.Round(time.Millisecond))
 		}
@@ -662,7 +691,67 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 	if err := r.checkEvents(ctx, pool); err != nil {
 		return nil, err
 	}
+	if cfg.checkLedger {
+		st, violations := checkLedger(cfg.ledger, effects, lossy != nil)
+		st.torn = cfg.ledgerTorn
+		r.ledger = st.String()
+		r.require(invLedger, violations)
+		r.require(invLedgerOnce, violations)
+	}
 	return r, nil
+}
+
+// require adds an invariant and fails it once for each of the violations that name it
+// (each reads "<invariant>: <what>").
+func (r *report) require(name string, violations []string) {
+	r.invariants = append(r.invariants, invariant{name: name})
+	for _, v := range violations {
+		if rest, ok := strings.CutPrefix(v, name+": "); ok {
+			r.fail(name, "%s", rest)
+		}
+	}
+}
+
+// prefixed names the invariant that each of xs violates.
+func prefixed(name string, xs []string) []string {
+	out := make([]string, 0, len(xs))
+	for _, x := range xs {
+		out = append(out, name+": "+x)
+	}
+	return out
+}
+
+// backFromOutage says whether a fault takes the database away and gives it back: claiming
+// must resume within 10s of its end (a restart's return, a promotion, a freed disk).
+func backFromOutage(kind string) bool {
+	return strings.HasPrefix(kind, "pg-restart") || strings.HasPrefix(kind, "failover") || kind == "wal-full"
+}
+
+// lossyFailover is the asynchronous failover among the faults, if any.
+func lossyFailover(faults []faultRow) *faultRow {
+	for i := range faults {
+		if faults[i].kind == "failover-async" {
+			return &faults[i]
+		}
+	}
+	return nil
+}
+
+// zombieWrite says whether a row (a start row, a step's execution row) was written by a
+// run whose claim an asynchronous failover lost: the job's journal has no run under its
+// token (the new primary never heard of that claim), and it was written after the
+// primary died (before, its claim would have been in the same lost history, and the row
+// with it). Such a run's fenced writes all fail; its unfenced writes land.
+func zombieWrite(token int64, at time.Time, journal []venturi.JournalEntry, lossy *faultRow) bool {
+	if lossy == nil || at.Before(lossy.at) {
+		return false
+	}
+	for _, en := range journal {
+		if en.Token == token {
+			return false
+		}
+	}
+	return true
 }
 
 // attribute finds the recorded fault that explains a run's disturbed end: a kill or stop
@@ -674,7 +763,8 @@ func attribute(en venturi.JournalEntry, faults []faultRow, lease time.Duration) 
 	from, to := en.StartedAt.Add(-slack), en.At.Add(slack)
 	overlaps := func(a, b time.Time) bool { return !a.After(to) && !b.Before(from) }
 	best := -1
-	rank := map[string]int{"sigkill": 1, "sigstop": 2, "half-open": 2, "pg-restart-immediate": 3, "pg-restart-fast": 3, "pgbouncer-restart": 4, "terminate-burst": 4}
+	rank := map[string]int{"sigkill": 1, "sigstop": 2, "half-open": 2, "pg-restart-immediate": 3, "pg-restart-fast": 3,
+		"failover-sync": 3, "failover-async": 3, "wal-full": 3, "pgbouncer-restart": 4, "terminate-burst": 4}
 	for i, f := range faults {
 		ok := false
 		switch f.kind {
@@ -695,6 +785,10 @@ func attribute(en venturi.JournalEntry, faults []faultRow, lease time.Duration) 
 		case "pgbouncer-restart":
 			// Only the workers behind PgBouncer (the fault names each one's slot).
 			ok = f.worker == slotOf(en.Worker) && overlaps(f.at, f.until.Add(2*time.Second))
+		case "failover-sync", "failover-async", "wal-full":
+			// The database is gone from the kill (or the disk filling) until the
+			// promotion (or its return): as for a restart.
+			ok = overlaps(f.at, f.until.Add(2*time.Second))
 		}
 		if ok && (best < 0 || rank[f.kind] < rank[faults[best].kind]) {
 			best = i
@@ -769,6 +863,11 @@ func (r *report) print(w io.Writer, mode string, seed uint64, elapsed time.Durat
 	fmt.Fprintf(w, "\n%s\nventuri chaos summary: profile %s, seed %d, %v after workers started\n%s\n", line, mode, seed, elapsed.Round(time.Second), line)
 	fmt.Fprintf(w, "faults injected\n")
 	kinds := []string{"sigkill", "sigstop", "pg-restart-immediate", "pg-restart-fast", "terminate-burst", "listen-kill", "half-open", "pgbouncer-restart"}
+	for _, k := range []string{"failover-sync", "failover-async", "wal-full", "long-transaction"} {
+		if r.faults[k] > 0 { // the faults of their own modes
+			kinds = append(kinds, k)
+		}
+	}
 	total := 0
 	for _, k := range kinds {
 		fmt.Fprintf(w, "  %-24s %6d\n", k, r.faults[k])
@@ -796,6 +895,13 @@ func (r *report) print(w io.Writer, mode string, seed uint64, elapsed time.Durat
 	fmt.Fprintln(w, r.singleton)
 	fmt.Fprintln(w, r.cron)
 	fmt.Fprintln(w, r.events)
+	if r.ledger != "" {
+		fmt.Fprintln(w, r.ledger)
+	}
+	if r.zombieStarts+r.coord.zombieSteps > 0 {
+		fmt.Fprintf(w, "zombie runs: %d handler starts and %d step executions written on the new primary by runs whose claim the failover lost (their fenced writes all failed)\n",
+			r.zombieStarts, r.coord.zombieSteps)
+	}
 	r.printFlow(w)
 	r.printCoord(w)
 	fmt.Fprintf(w, "duplicate starts (handler started, run cut) / disturbed runs (incl. cut before start), by cause\n")

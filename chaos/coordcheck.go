@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -39,6 +40,7 @@ type stepRow struct {
 	step  string
 	run   int
 	token int64
+	at    time.Time
 }
 
 // signalRow is a venturi_signal row.
@@ -76,6 +78,7 @@ type coordStats struct {
 	consumedByEnd  int // signals consumed by the run that completed the job
 	consumedByCut  int // signals consumed by another run (it read them, then failed)
 	completedEmpty int // wait jobs that completed after reading no signal (their wait timed out)
+	zombieSteps    int // executions by runs whose claim an asynchronous failover lost
 }
 
 const (
@@ -105,14 +108,14 @@ func loadCoord(ctx context.Context, pool *pgxpool.Pool) (*coordEvidence, error) 
 		table string
 		into  map[[16]byte][]stepRow
 	}{{"chaos_step_exec", ev.execs}, {"chaos_step_effect", ev.effects}} {
-		rows, err := pool.Query(ctx, `SELECT job_id, step, run, token FROM `+t.table)
+		rows, err := pool.Query(ctx, `SELECT job_id, step, run, token, at FROM `+t.table)
 		if err != nil {
 			return nil, err
 		}
 		for rows.Next() {
 			var id pgtype.UUID
 			var s stepRow
-			if err := rows.Scan(&id, &s.step, &s.run, &s.token); err != nil {
+			if err := rows.Scan(&id, &s.step, &s.run, &s.token, &s.at); err != nil {
 				return nil, err
 			}
 			t.into[id.Bytes] = append(t.into[id.Bytes], s)
@@ -196,6 +199,10 @@ func (r *report) checkStepJob(id [16]byte, e expectRow, j *jobRow, ev *coordEvid
 	r.coord.cutAfterMemo += len(cut)
 	byRun := map[string]int{}
 	for _, x := range ev.execs[id] {
+		if zombieWrite(x.token, x.at, j.journal, r.lossy) {
+			r.coord.zombieSteps++ // a run whose claim an asynchronous failover lost (check.go)
+			continue
+		}
 		m, ok := memos[x.step]
 		switch {
 		case !ok:

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -39,6 +40,9 @@ type profile struct {
 	halfOpen   int           // half-open network cuts of one worker (netfaults.go)
 	pgbWorkers int           // workers (the last slots) behind PgBouncer; 0: none
 	pgbRestart int           // PgBouncer restarts
+	failovers  int           // primary killed, replica promoted (failover.go)
+	walFull    int           // the WAL's filesystem filled (fulldisk.go)
+	produce    float64       // the live producer's enqueues per second (producer.go); 0: none
 	deadline   time.Duration // global: setup, run, drain and check
 }
 
@@ -49,6 +53,13 @@ var (
 	shortProfile = profile{name: "short", jobs: 2000, arrival: 70 * time.Second, workMs: 250, workers: 3,
 		kills: 15, stops: 1, restarts: []string{"immediate"}, bursts: 1, listenKill: 1,
 		halfOpen: 1, pgbWorkers: 1, pgbRestart: 1, deadline: 130 * time.Second}
+	// The modes of failover.go, fulldisk.go and longtx.go: the scripted workload (every
+	// invariant), the live producer, one fault of their own; no PgBouncer.
+	failoverProfile = profile{name: "failover", jobs: 3000, arrival: 90 * time.Second, workMs: 200, workers: 3,
+		failovers: 1, produce: 20, deadline: 6 * time.Minute}
+	fullDiskProfile = profile{name: "fulldisk", jobs: 3000, arrival: 100 * time.Second, workMs: 200, workers: 3,
+		walFull: 1, produce: 20, deadline: 8 * time.Minute}
+	longTxProfile = profile{name: "longtx", workMs: 150, workers: 3, produce: 40}
 )
 
 type options struct {
@@ -62,13 +73,17 @@ type options struct {
 	dsn     string
 	// overload: producers at 3x the drain rate for this long instead of the scripted
 	// workload and faults (overload.go)
-	overload time.Duration
+	overload  time.Duration
+	failover  string        // sync or async: a replica promoted mid-run (failover.go)
+	replDelay time.Duration // one-way latency of the replication link (failover.go)
+	fullDisk  time.Duration // how long the WAL's filesystem stays full (fulldisk.go)
+	longTx    time.Duration // how long a snapshot is held (longtx.go)
 }
 
 // fault is one injected fault, recorded in memory while the database may be down and
 // written to chaos_fault before the check.
 type fault struct {
-	Kind   string // sigkill, sigstop, pg-restart-immediate, pg-restart-fast, terminate-burst, listen-kill, half-open, pgbouncer-restart
+	Kind   string // sigkill, sigstop, pg-restart-immediate, pg-restart-fast, terminate-burst, listen-kill, half-open, pgbouncer-restart, failover-sync, failover-async, wal-full, long-transaction
 	At     time.Time
 	Until  time.Time // end of a stop, a restart (PostgreSQL accepting again) or a burst
 	Worker int       // slot, or 0
@@ -88,6 +103,10 @@ func driverMain(args []string) (int, error) {
 	logdir := fs.String("logdir", "", "directory for worker logs (default: a temporary directory)")
 	overloadFor := fs.Duration("overload", 0, "overload run: producers at 3x the drain rate for this long, no faults (see README.md)")
 	pgb := fs.Int("pgbouncer", -1, "workers (the last slots) behind PgBouncer in transaction mode, poll-only (default: the profile's, 1)")
+	failover := fs.String("failover", "", "failover run: sync or async replication to a replica promoted mid-run (see README.md)")
+	replDelay := fs.Duration("replica-delay", 0, "failover run: one-way latency of the replication link (a replica in another zone)")
+	fullDisk := fs.Duration("fulldisk", 0, "full-disk run: the WAL's filesystem stays full this long (under scripts/pg-waldisk.sh; see README.md)")
+	longTx := fs.Duration("longtx", 0, "long-transaction run: a snapshot held this long under steady load (see README.md)")
 	checkOnly := fs.Bool("check", false, "only check the schema an earlier run left (no setup, no workers, no faults)")
 	if err := fs.Parse(args); err != nil {
 		return 2, err
@@ -101,6 +120,31 @@ func driverMain(args []string) (int, error) {
 		o.prof.name = "overload"
 		o.prof.pgbWorkers = 0
 		o.prof.deadline = 4*o.overload + 4*time.Minute // calibration, overload, drain of 2x, check
+	}
+	modes := 0
+	for _, on := range []bool{*overloadFor > 0, *failover != "", *fullDisk > 0, *longTx > 0} {
+		if on {
+			modes++
+		}
+	}
+	if modes > 1 || (modes == 1 && (*short || *control)) {
+		return 2, errors.New("-overload, -failover, -fulldisk and -longtx are modes of their own: one at a time, without -short or -control")
+	}
+	switch {
+	case *failover != "":
+		if *failover != "sync" && *failover != "async" {
+			return 2, fmt.Errorf("-failover %q: want sync or async", *failover)
+		}
+		o.failover, o.prof, o.replDelay = *failover, failoverProfile, *replDelay
+		o.prof.name += "-" + *failover
+	case *fullDisk > 0:
+		o.fullDisk, o.prof = *fullDisk, fullDiskProfile
+		o.prof.deadline += 2 * o.fullDisk
+	case *longTx > 0:
+		o.longTx, o.prof = *longTx, longTxProfile
+		o.prof.arrival = longTxBefore + o.longTx + longTxAfter
+		o.prof.jobs = int(20 * o.prof.arrival.Seconds()) // the short profile's arrival rate
+		o.prof.deadline = o.prof.arrival + 6*time.Minute
 	}
 	if *pgb >= 0 {
 		o.prof.pgbWorkers = min(*pgb, o.prof.workers)
@@ -153,6 +197,14 @@ func driverMain(args []string) (int, error) {
 		}
 		o.logdir = d
 	}
+	// The ledgers are this run's (a reused -logdir keeps the worker logs, appended).
+	if old, err := filepath.Glob(filepath.Join(o.logdir, "ledger-*.log")); err == nil {
+		for _, f := range old {
+			if err := os.Remove(f); err != nil {
+				return 1, err
+			}
+		}
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), o.prof.deadline)
 	defer cancel()
@@ -196,12 +248,18 @@ type driver struct {
 	pgbSh   string       // scripts/pgbouncer.sh when PgBouncer runs
 	pgbURL  string
 
+	repl *replication // -failover (failover.go)
+	disk *fullDisk    // -fulldisk (fulldisk.go)
+	prod *producer    // the live producer (producer.go)
+	ltx  *longTx      // -longtx (longtx.go)
+
 	mu      sync.Mutex
 	faults  []fault
 	procs   []*proc
 	exe     string
 	started time.Time // workers started
 	spawns  int
+	exits   []string // worker exits the driver did not cause
 }
 
 type proc struct {
@@ -209,7 +267,8 @@ type proc struct {
 	cmd     *exec.Cmd
 	pid     int
 	done    chan struct{}
-	stopped bool // SIGSTOPped right now
+	stopped bool        // SIGSTOPped right now
+	ending  atomic.Bool // the driver kills or stops it: its exit is expected
 }
 
 func (d *driver) logf(format string, a ...any) {
@@ -230,6 +289,24 @@ func withParams(dsn string, kv ...string) (string, error) {
 }
 
 func (d *driver) run(ctx context.Context) (int, error) {
+	if d.o.failover != "" {
+		defer d.stopReplica()
+		if err := d.startReplica(ctx); err != nil { // changes d.o.dsn to the multi-host URL
+			return 1, fmt.Errorf("replica: %w", err)
+		}
+	}
+	if d.o.fullDisk > 0 {
+		d.disk = &fullDisk{dir: os.Getenv("VENTURI_WALDISK"), hold: d.o.fullDisk}
+		if d.disk.dir == "" {
+			return 2, errors.New("-fulldisk needs the WAL on a filesystem of its own: run under scripts/pg-waldisk.sh (make chaos/fulldisk)")
+		}
+	}
+	if d.o.longTx > 0 {
+		d.ltx = newLongTx(d, d.o.longTx)
+	}
+	if d.o.prof.produce > 0 {
+		d.prod = newProducer(d, d.o.prof.produce, d.o.prof.workMs/4)
+	}
 	o := d.o
 	mode := o.prof.name
 	if o.control {
@@ -284,6 +361,12 @@ func (d *driver) run(ctx context.Context) (int, error) {
 	signallerDone := make(chan struct{})
 	go func() { defer close(signallerDone); d.signaller(sctx) }()
 	defer func() { stopSignaller(); <-signallerDone }()
+	if d.ltx != nil {
+		sctx, stopSampler := context.WithCancel(ctx)
+		samplerDone := make(chan struct{})
+		go func() { defer close(samplerDone); d.ltx.sample(sctx) }()
+		defer func() { stopSampler(); <-samplerDone }()
+	}
 	faultsDone := make(chan struct{})
 	fctx, stopFaults := context.WithCancel(ctx)
 	defer stopFaults()
@@ -291,7 +374,7 @@ func (d *driver) run(ctx context.Context) (int, error) {
 	case ov != nil:
 		go func() { defer close(faultsDone); ov.run(fctx) }()
 	case !o.control:
-		go func() { defer close(faultsDone); d.injectFaults(fctx) }()
+		go func() { defer close(faultsDone); d.runFaults(fctx) }()
 	default:
 		close(faultsDone)
 	}
@@ -314,17 +397,56 @@ func (d *driver) run(ctx context.Context) (int, error) {
 			return 1, fmt.Errorf("save the overload's expected jobs: %w", err)
 		}
 	}
+	lossy := o.failover == "async" // what an asynchronous failover loses is measured, not a violation
+	var produced producedResult
+	var producedViolations []string
+	if d.prod != nil {
+		if produced, producedViolations, err = d.prod.resolve(cctx, lossy); err != nil {
+			return 1, fmt.Errorf("the live producer's jobs: %w", err)
+		}
+	}
+	d.countLost()
 	stopEvents()
 	<-eventsDone
 	if err := drainEvents(cctx, evDSN); err != nil {
 		return 1, fmt.Errorf("drain the event stream: %w", err)
 	}
-	rep, err := check(cctx, d.pool, checkConfig{lease: o.lease, control: o.control || ov != nil})
+	ledger, torn, err := readLedgers(o.logdir)
+	if err != nil {
+		return 1, fmt.Errorf("read the completion ledger: %w", err)
+	}
+	rep, err := check(cctx, d.pool, checkConfig{lease: o.lease, control: o.control || ov != nil || d.ltx != nil,
+		ledger: ledger, ledgerTorn: torn, checkLedger: true})
 	if err != nil {
 		return 1, fmt.Errorf("check: %w", err)
 	}
 	if ov != nil {
 		ov.report(rep)
+	}
+	if d.prod != nil {
+		rep.extra += produced.String()
+		rep.require(invAckedEnq, producedViolations)
+		rep.require(invEnqErrors, producedViolations)
+	}
+	if d.repl != nil {
+		d.repl.report(rep)
+	}
+	if d.disk != nil {
+		d.disk.report(rep, o.logdir)
+	}
+	if d.ltx != nil {
+		if err := d.ltx.measureLatency(cctx); err != nil {
+			return 1, fmt.Errorf("long transaction: claim latency: %w", err)
+		}
+		d.ltx.report(rep)
+	}
+	d.mu.Lock()
+	exits := slices.Clone(d.exits)
+	d.mu.Unlock()
+	if d.repl != nil || d.disk != nil || d.ltx != nil {
+		rep.require(invAlive, prefixed(invAlive, exits))
+	} else if len(exits) > 0 {
+		rep.extra += fmt.Sprintf("worker exits the driver did not cause: %s\n", strings.Join(exits, "; "))
 	}
 	rep.print(os.Stdout, mode, o.seed, time.Since(d.started), d.spawns)
 	if len(rep.violations) > 0 {
@@ -427,6 +549,21 @@ func (d *driver) setup(ctx context.Context) error {
 	d.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return err
+	}
+	// A failover run killed before it cleaned up leaves the chaos cluster naming a
+	// synchronous standby that is gone: every commit would wait for it forever.
+	var standbys string
+	if err := d.pool.QueryRow(ctx, `SHOW synchronous_standby_names`).Scan(&standbys); err != nil {
+		return err
+	}
+	if standbys != "" && d.o.failover != "sync" && !d.o.control {
+		d.logf("clearing synchronous_standby_names = %q, left by an interrupted failover run", standbys)
+		if _, err := d.pool.Exec(ctx, `ALTER SYSTEM RESET synchronous_standby_names`); err != nil {
+			return err
+		}
+		if _, err := d.pool.Exec(ctx, `SELECT pg_reload_conf()`); err != nil {
+			return err
+		}
 	}
 	if _, err := d.pool.Exec(ctx, fmt.Sprintf("DROP SCHEMA IF EXISTS %[1]s CASCADE; CREATE SCHEMA %[1]s",
 		pgx.Identifier{d.o.schema}.Sanitize())); err != nil {
@@ -694,7 +831,7 @@ func (d *driver) spawn(slot int) error {
 	}
 	defer logf.Close()
 	cmd := exec.Command(d.exe, "worker", "-n", fmt.Sprint(slot), "-lease", d.o.lease.String(),
-		fmt.Sprintf("-poll-only=%v", d.behindPgBouncer(slot)))
+		fmt.Sprintf("-poll-only=%v", d.behindPgBouncer(slot)), "-ledger", ledgerPath(d.o.logdir, slot))
 	cmd.Env = append(os.Environ(), "CHAOS_DSN="+dsn)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Own process group (killed as a group); SIGKILL if the driver dies.
@@ -704,7 +841,15 @@ func (d *driver) spawn(slot int) error {
 	}
 	fmt.Fprintf(logf, "--- chaos: worker %d started, pid %d\n", slot, cmd.Process.Pid)
 	p := &proc{slot: slot, cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
+	go func() {
+		err := cmd.Wait()
+		if !p.ending.Load() {
+			d.mu.Lock()
+			d.exits = append(d.exits, fmt.Sprintf("worker %d (pid %d) exited at %s: %v", slot, p.pid, time.Now().Format("15:04:05.000"), err))
+			d.mu.Unlock()
+		}
+		close(p.done)
+	}()
 	d.mu.Lock()
 	for len(d.procs) < slot {
 		d.procs = append(d.procs, nil)
@@ -726,6 +871,7 @@ func (d *driver) fleetStop() {
 	d.mu.Unlock()
 	for _, p := range procs {
 		if p != nil {
+			p.ending.Store(true)
 			signalGroup(p, syscall.SIGCONT)
 			signalGroup(p, syscall.SIGTERM)
 		}
@@ -756,6 +902,7 @@ func (d *driver) fleetKillAll() {
 			continue
 		default:
 		}
+		p.ending.Store(true)
 		signalGroup(p, syscall.SIGKILL)
 		select {
 		case <-p.done:
@@ -780,6 +927,8 @@ func (pf plannedFault) quietAfter(lease time.Duration) time.Duration {
 		return lease*5/2 + time.Second + lease + 4*time.Second // the cut, a lease, recovery
 	case "pgbouncer-restart":
 		return 8 * time.Second
+	case "failover":
+		return failoverQuiet
 	}
 	return 15 * time.Second
 }
@@ -802,6 +951,12 @@ func (d *driver) plan() []plannedFault {
 		for range p.pgbRestart {
 			big = append(big, plannedFault{kind: "pgbouncer-restart"})
 		}
+	}
+	for range p.failovers {
+		big = append(big, plannedFault{kind: "failover"})
+	}
+	for range p.walFull {
+		big = append(big, plannedFault{kind: "wal-full"})
 	}
 	d.rng.Shuffle(len(big), func(i, j int) { big[i], big[j] = big[j], big[i] })
 	for i := range big {
@@ -879,8 +1034,41 @@ func (d *driver) injectFaults(ctx context.Context) {
 			d.halfOpen(ctx)
 		case "pgbouncer-restart":
 			d.pgbouncerRestart(ctx)
+		case "failover":
+			d.failover(ctx)
+		case "wal-full":
+			d.fullDiskFault(ctx)
 		}
 	}
+}
+
+// runFaults runs the fault schedule, and beside it the live producer (for the arrival
+// window), the long transaction and the replication-lag sampler, when the mode has them.
+func (d *driver) runFaults(ctx context.Context) {
+	var wg sync.WaitGroup
+	if d.prod != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pctx, cancel := context.WithDeadline(ctx, d.started.Add(d.o.prof.arrival))
+			defer cancel()
+			d.prod.run(pctx)
+		}()
+	}
+	if d.ltx != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); d.ltx.run(ctx) }()
+	}
+	if d.repl != nil {
+		d.repl.killed = make(chan struct{})
+		wg.Add(1)
+		go func() { defer wg.Done(); d.sampleLag(ctx, d.repl.killed) }()
+	}
+	d.injectFaults(ctx)
+	if d.repl != nil {
+		d.repl.markKilled()
+	}
+	wg.Wait()
 }
 
 // pickRunning chooses a worker that is not stopped.
@@ -905,6 +1093,7 @@ func (d *driver) kill(ctx context.Context) {
 		return
 	}
 	d.record(fault{Kind: "sigkill", At: time.Now(), Worker: p.slot, PID: p.pid})
+	p.ending.Store(true)
 	signalGroup(p, syscall.SIGKILL)
 	select {
 	case <-p.done:

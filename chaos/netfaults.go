@@ -38,6 +38,9 @@ func (d *driver) startNetwork(ctx context.Context) error {
 		d.pgbURL = strings.TrimSpace(string(out))
 		d.logf("PgBouncer (transaction pooling) in front of PostgreSQL for worker(s) %v", d.pgbSlots())
 	}
+	if o.failover != "" {
+		return nil // the workers connect through the multi-host URL, to whichever server is primary
+	}
 	for slot := 1; slot <= o.prof.workers; slot++ {
 		target, err := hostPort(o.dsn)
 		if d.behindPgBouncer(slot) {

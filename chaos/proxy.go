@@ -4,6 +4,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // blackhole is the TCP proxy between one worker slot and PostgreSQL (or PgBouncer) that
@@ -20,12 +21,14 @@ import (
 type blackhole struct {
 	ln     net.Listener
 	target string
+	delay  time.Duration // each chunk is forwarded this long after it was read (a distant link)
 
 	mu     sync.Mutex
 	cut    bool
 	healed chan struct{} // closed by heal; replaced by cutOff
 	conns  map[net.Conn]struct{}
 	closed bool
+	gone   chan struct{} // closed by close
 
 	held atomic.Int64 // transfers (data, new connections, closes) that waited for a heal
 }
@@ -36,10 +39,23 @@ func newBlackhole(target string) (*blackhole, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &blackhole{ln: ln, target: target, healed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	b := &blackhole{ln: ln, target: target, healed: make(chan struct{}), conns: map[net.Conn]struct{}{}, gone: make(chan struct{})}
 	close(b.healed)
 	go b.serve()
 	return b, nil
+}
+
+// newDelayLink is a proxy that forwards every chunk, both ways, delay after it was read, in
+// order: a link with a one-way latency of delay (a replica in another zone). A close is
+// forwarded after the data before it, as the network would deliver what was in flight.
+func newDelayLink(target string, delay time.Duration) (*blackhole, error) {
+	b, err := newBlackhole(target)
+	if err == nil {
+		b.mu.Lock()
+		b.delay = delay
+		b.mu.Unlock()
+	}
+	return b, err
 }
 
 func (b *blackhole) addr() string { return b.ln.Addr().String() }
@@ -66,6 +82,9 @@ func (b *blackhole) heal() {
 // close stops the proxy and closes every connection.
 func (b *blackhole) close() {
 	b.mu.Lock()
+	if !b.closed {
+		close(b.gone)
+	}
 	b.closed = true
 	conns := b.conns
 	b.conns = map[net.Conn]struct{}{}
@@ -128,6 +147,22 @@ func (b *blackhole) serve() {
 			}
 			var once sync.Once
 			done := func() { once.Do(func() { b.untrack(s); b.untrack(c) }) }
+			b.mu.Lock()
+			delay := b.delay
+			b.mu.Unlock()
+			if delay > 0 {
+				// Each direction ends on its own (a half close): what one end sent before
+				// it closed still reaches the other.
+				var ended atomic.Int32
+				both := func() {
+					if ended.Add(1) == 2 {
+						done()
+					}
+				}
+				go delayPipe(s, c, delay, b.gone, both)
+				go delayPipe(c, s, delay, b.gone, both)
+				return
+			}
 			go b.pipe(s, c, done)
 			go b.pipe(c, s, done)
 		}()
@@ -151,5 +186,49 @@ func (b *blackhole) pipe(dst, src net.Conn, done func()) {
 			b.wait()
 			return
 		}
+	}
+}
+
+// delayPipe copies src to dst, each chunk delay after it was read; the end of src reaches
+// dst (a half close) after the chunks before it. When dst stops taking data, the rest is
+// dropped until src ends. Once gone is closed, nothing more is delivered.
+func delayPipe(dst, src net.Conn, delay time.Duration, gone <-chan struct{}, done func()) {
+	type chunk struct {
+		at   time.Time
+		data []byte
+	}
+	q := make(chan chunk, 4096)
+	go func() {
+		defer close(q)
+		for {
+			buf := make([]byte, 32<<10)
+			n, err := src.Read(buf)
+			if n > 0 {
+				q <- chunk{time.Now().Add(delay), buf[:n]}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer done()
+	failed := false
+	for c := range q {
+		if d := time.Until(c.at); d > 0 && !failed {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-gone:
+				t.Stop()
+				failed = true
+			}
+		}
+		if !failed {
+			_, err := dst.Write(c.data)
+			failed = err != nil
+		}
+	}
+	if tc, ok := dst.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
 	}
 }

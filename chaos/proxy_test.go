@@ -19,23 +19,32 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// A cut holds data and the client's close; the heal delivers both, in order.
-func TestBlackholeHoldsDataAndCloses(t *testing.T) {
+// testServer listens on a free loopback port until the test ends and hands over each
+// connection it accepts.
+func testServer(t *testing.T) (addr string, accepted <-chan net.Conn) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	server := make(chan net.Conn, 2)
+	t.Cleanup(func() { ln.Close() })
+	conns := make(chan net.Conn, 8)
 	go func() {
-		for range 2 {
+		for {
 			c, err := ln.Accept()
-			if err == nil {
-				server <- c
+			if err != nil {
+				return
 			}
+			conns <- c
 		}
 	}()
-	b, err := newBlackhole(ln.Addr().String())
+	return ln.Addr().String(), conns
+}
+
+// A cut holds data and the client's close; the heal delivers both, in order.
+func TestBlackholeHoldsDataAndCloses(t *testing.T) {
+	target, server := testServer(t)
+	b, err := newBlackhole(target)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -187,6 +187,7 @@ type App struct {
 	Pool   *pgxpool.Pool
 	Worker int // slot number (application_name chaos-worker-<n>)
 	PID    int
+	Ledger *ledger // acknowledged commits, out of band (ledger.go); nil: none
 }
 
 const transientNote = "scripted transient failure"
@@ -239,6 +240,7 @@ func commitEffect[C any](ctx context.Context, a App, run *venturi.Run[C], o vent
 	if err := tx.Commit(ctx); err != nil {
 		return venturi.Outcome{}, fmt.Errorf("commit effect: %w", err)
 	}
+	a.Ledger.record(run.ID(), run.RunCount(), run.Token(), outcome)
 	return o, nil
 }
 
@@ -446,5 +448,6 @@ func (w Waiter) Handle(ctx context.Context, run *venturi.Run[struct{}], a App) (
 	if err := tx.Commit(ctx); err != nil {
 		return venturi.Outcome{}, fmt.Errorf("commit effect: %w", err)
 	}
+	a.Ledger.record(run.ID(), run.RunCount(), run.Token(), "completed")
 	return o, nil
 }

@@ -23,6 +23,7 @@ func workerMain(args []string) error {
 	lease := fs.Duration("lease", 2*time.Second, "venturi lease")
 	concurrency := fs.Int("concurrency", 8, "concurrent handlers")
 	pollOnly := fs.Bool("poll-only", false, "no LISTEN (behind PgBouncer in transaction mode)")
+	ledgerFile := fs.String("ledger", "", "append each acknowledged completion and pause to this file (ledger.go)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -70,7 +71,11 @@ func workerMain(args []string) error {
 	}
 	defer pool.Close()
 
-	app := App{Pool: pool, Worker: *slot, PID: os.Getpid()}
+	led, err := openLedger(*ledgerFile)
+	if err != nil {
+		return err
+	}
+	app := App{Pool: pool, Worker: *slot, PID: os.Getpid(), Ledger: led}
 	// The default queue, and limitedQueue with a few handlers: more across the workers
 	// than the queue's limit, so that the limit binds.
 	queues := []venturi.WorkerQueue{{Name: venturi.DefaultQueue}, {Name: limitedQueue, Concurrency: limitedQueueHandlers}}

@@ -10,13 +10,23 @@ CHAOS_FLAGS ?=
 # How long chaos/overload's producers run (the issue asks for 5 minutes; the drain of the
 # backlog takes twice as long again).
 CHAOS_OVERLOAD ?= 5m
+# chaos/fulldisk: how long the WAL's filesystem stays full, its size (MiB), and the
+# throwaway cluster whose WAL lives there (made and removed by scripts/pg-waldisk.sh).
+CHAOS_FULLDISK ?= 20s
+CHAOS_WALDISK_MB ?= 128
+CHAOS_WALDISK_PGDATA ?= $(CURDIR)/.pgdata-chaos-waldisk
+# chaos/failover-async: the one-way latency of the link the replica streams through (a
+# replica in another zone: on loopback an asynchronous replica is microseconds behind).
+CHAOS_REPLICA_DELAY ?= 50ms
+# chaos/longtx: how long the snapshot is held (the issue asks for 5 minutes).
+CHAOS_LONGTX ?= 5m
 CHAOS_BIN := $(CURDIR)/.bin/chaos
 # flock: two chaos runs at once (several make test in one checkout) would restart each
 # other's database and drop each other's schema; they take turns instead.
 CHAOS_PG = flock -w 900 $(CHAOS_PGDATA).lock env -u DATABASE_URL -u TEST_DATABASE_URL VENTURI_PGDATA=$(CHAOS_PGDATA) $(CURDIR)/scripts/pg.sh
 CHAOS_RUN = $(CHAOS_PG) with -- $(CHAOS_BIN) -pgsh $(CURDIR)/scripts/pg.sh
 
-.PHONY: chaos test/chaos chaos/control chaos/build chaos/overload
+.PHONY: chaos test/chaos chaos/control chaos/build chaos/overload chaos/failover-sync chaos/failover-async chaos/fulldisk chaos/longtx
 chaos/build:
 	@mkdir -p $(dir $(CHAOS_BIN))
 	cd chaos && go build -o $(CHAOS_BIN) .
@@ -34,3 +44,18 @@ chaos/overload: chaos/build ## Overload: producers at 3x the drain rate for CHAO
 
 chaos/control: chaos/build ## Fault-free control run of the full profile: must show 0 duplicate starts
 	@$(CHAOS_RUN) -control $(CHAOS_FLAGS)
+
+# Reliability II (chaos/README.md "Failover", "Full disk", "Long transaction"): modes of
+# their own, minutes each; not part of `make chaos` or `make test`.
+chaos/failover-sync: chaos/build ## Failover to a synchronous replica (primary killed, replica promoted): 0 lost, claiming resumes <= 10s (~2.5 min)
+	@$(CHAOS_RUN) -failover sync $(CHAOS_FLAGS)
+
+chaos/failover-async: chaos/build ## Failover to an asynchronous replica CHAOS_REPLICA_DELAY (50ms) away: measures the acknowledged enqueues and completions lost (~2.5 min)
+	@$(CHAOS_RUN) -failover async -replica-delay $(CHAOS_REPLICA_DELAY) $(CHAOS_FLAGS)
+
+chaos/fulldisk: chaos/build ## The WAL's filesystem (a tmpfs) full for CHAOS_FULLDISK under load, then freed: nothing acknowledged lost (~2.5 min; root)
+	@flock -w 900 $(CHAOS_PGDATA).lock env -u DATABASE_URL -u TEST_DATABASE_URL VENTURI_PGDATA=$(CHAOS_WALDISK_PGDATA) \
+		$(CURDIR)/scripts/pg-waldisk.sh with $(CHAOS_WALDISK_MB) -- $(CHAOS_BIN) -pgsh $(CURDIR)/scripts/pg.sh -fulldisk $(CHAOS_FULLDISK) $(CHAOS_FLAGS)
+
+chaos/longtx: chaos/build ## A snapshot held for CHAOS_LONGTX (5m) under steady load: claim latency and table growth (~8 min)
+	@$(CHAOS_RUN) -longtx $(CHAOS_LONGTX) -lease 5s $(CHAOS_FLAGS)

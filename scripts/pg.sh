@@ -20,6 +20,9 @@
 # trust authentication is upgraded in place the next time it is started or used: a password
 # is set and pg_hba.conf switched to scram-sha-256 (pg.sh says so on stderr).
 #
+# VENTURI_INITDB_ARGS adds options to initdb when the cluster is made (scripts/pg-waldisk.sh
+# puts the WAL on a small filesystem of its own with --waldir).
+#
 # Server binaries are looked up with pg_config, then /usr/lib/postgresql/*/bin, then PATH.
 # If none exist on a Debian machine and we are root, the `postgresql` package is installed.
 set -euo pipefail
@@ -164,7 +167,8 @@ start() {
     local pw tmp; pw=$(new_password); tmp=$(mktemp -d)
     (umask 077 && printf '%s\n' "$pw" >"$tmp/pw")
     [ "$(id -u)" = 0 ] && chown -R "$owner" "$tmp"
-    as_owner "$bindir/initdb" -D "$datadir" -U postgres --pwfile="$tmp/pw" -A scram-sha-256 -E UTF8 --locale=C >/dev/null \
+    # shellcheck disable=SC2086 # VENTURI_INITDB_ARGS: words, e.g. --waldir=DIR --wal-segsize=1
+    as_owner "$bindir/initdb" -D "$datadir" -U postgres --pwfile="$tmp/pw" -A scram-sha-256 -E UTF8 --locale=C ${VENTURI_INITDB_ARGS:-} >/dev/null \
       || { rm -rf "$tmp"; die "initdb failed"; }
     rm -rf "$tmp"
     save_password "$pw"
@@ -250,5 +254,5 @@ case "$cmd" in
     rc=0; "$@" || rc=$?
     [ "$started" = 1 ] && stop
     exit "$rc" ;;
-  *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
