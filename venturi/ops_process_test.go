@@ -17,13 +17,7 @@ import (
 // samplerProcess runs a worker of the ops tasks that samples the stats fast, until killed
 // (VENTURI_TEST_SAMPLER, see TestMain).
 func samplerProcess(schema string) int {
-	cfg, err := pgxpool.ParseConfig(os.Getenv("TEST_DATABASE_URL"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pool, err := childPool(schema)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -38,6 +38,16 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// childPool is a child process's pool on the test database's schema.
+func childPool(schema string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(os.Getenv("TEST_DATABASE_URL"))
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	return pgxpool.NewWithConfig(context.Background(), cfg)
+}
+
 // zombieTask blocks on its first run, ignoring cancellation, then completes; later runs
 // complete at once.
 type zombieTask struct {
@@ -56,13 +66,7 @@ func (z zombieTask) Handle(ctx context.Context, run *venturi.Run[struct{}], _ st
 }
 
 func workerProcess(schema string) int {
-	cfg, err := pgxpool.ParseConfig(os.Getenv("TEST_DATABASE_URL"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pool, err := childPool(schema)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
