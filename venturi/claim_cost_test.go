@@ -3,6 +3,7 @@ package venturi_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -130,11 +131,36 @@ const migration12Prev = 10
 // back with its row's metadata and due time.
 func TestMigration12ClaimsAdmitByTheRunningCount(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	pool := newEmptyDB(t)
 	migrateTo(t, pool, migration12Prev)
-	const keys, perKey, limit = 60, 4, 2
-	for k := range keys {
+	loadSlotClaim(t, pool)
+	migrateTo(t, pool, 12)
+	checkSlotClaim(t, pool)
+}
+
+// TestMigration14UpgradesAVersion12Schema: the upgrade to version 14 (functions only)
+// with running and available slot jobs in the table; the claim of many slots, whose
+// running jobs migration 14 looks up in a map instead of joining, admits per slot what
+// its limit leaves.
+func TestMigration14UpgradesAVersion12Schema(t *testing.T) {
+	t.Parallel()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 12)
+	loadSlotClaim(t, pool)
+	if applied, err := venturi.Migrate(context.Background(), pool); err != nil || !slices.Contains(applied, 14) {
+		t.Fatalf("Migrate = %v, %v; want version 14 applied", applied, err)
+	}
+	checkSlotClaim(t, pool)
+}
+
+// The slot claim scenario of the migration tests: slotKeys slots of limit slotLimit, a
+// third of them with one job running elsewhere, slotPerKey available jobs each.
+const slotKeys, slotPerKey, slotLimit = 60, 4, 2
+
+func loadSlotClaim(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	for k := range slotKeys {
 		key := fmt.Sprintf("k%02d", k)
 		if k%3 == 0 { // a third of the slots have one job running elsewhere
 			if _, err := pool.Exec(ctx, `
@@ -142,23 +168,28 @@ func TestMigration12ClaimsAdmitByTheRunningCount(t *testing.T) {
 				                         worker_id, attempted_at, part, slot_key, slot_limit, slot_policy)
 				VALUES ($1, 'slotted', 'default', 'running', '{}', now(), 1, nextval('venturi_lease_token_seq'),
 				        now() + interval '1 hour', 'elsewhere', now(), $2, $2, $3, 0)`,
-				ulid.Make().Bytes(), key, limit); err != nil {
+				ulid.Make().Bytes(), key, slotLimit); err != nil {
 				t.Fatal(err)
 			}
 		}
-		for range perKey {
+		for range slotPerKey {
 			if _, err := pool.Exec(ctx, `
 				INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, part, slot_key, slot_limit, slot_policy, meta)
 				VALUES ($1, 'slotted', 'default', 'available', '{}', now() - $4::int * interval '1 second', $2, $2, $3, 0,
 				        CASE WHEN $4::int % 2 = 0 THEN jsonb_build_object('key', $2::text) END)`,
-				ulid.Make().Bytes(), key, limit, k); err != nil {
+				ulid.Make().Bytes(), key, slotLimit, k); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if applied, err := venturi.Migrate(ctx, pool); err != nil || len(applied) == 0 || applied[0] != 12 {
-		t.Fatalf("Migrate = %v, %v; want version 12 first", applied, err)
-	}
+}
+
+// checkSlotClaim claims every slot job at once (in a transaction it rolls back) and
+// checks what each slot admitted, and that each job came back with its row's meta and
+// due time.
+func checkSlotClaim(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -188,13 +219,13 @@ func TestMigration12ClaimsAdmitByTheRunningCount(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	for k := range keys {
-		key, want := fmt.Sprintf("k%02d", k), limit
+	for k := range slotKeys {
+		key, want := fmt.Sprintf("k%02d", k), slotLimit
 		if k%3 == 0 {
-			want = limit - 1
+			want = slotLimit - 1
 		}
 		if got[key] != want {
-			t.Errorf("slot %s: claimed %d, want %d (limit %d, %d running)", key, got[key], want, limit, limit-want)
+			t.Errorf("slot %s: claimed %d, want %d (limit %d, %d running)", key, got[key], want, slotLimit, slotLimit-want)
 		}
 	}
 }

@@ -52,11 +52,13 @@ func OnQueue(name string) EnqueueOption {
 
 // Enqueue enqueues task in its own transaction.
 func (q *Queue) Enqueue(ctx context.Context, task Task, opts ...EnqueueOption) (Result, error) {
+	used := opts // with the metadata enqueue middleware added: what the job got
 	res, err := q.enqueueWith(ctx, task, opts, false, func(ctx context.Context, opts []EnqueueOption) (Result, error) {
+		used = opts
 		return q.enqueue(ctx, task, opts)
 	})
 	if err == nil {
-		q.published(task, res, opts)
+		q.published(task, res, used)
 	}
 	return res, err
 }
@@ -109,14 +111,15 @@ func (q *Queue) EnqueueTx(ctx context.Context, tx pgx.Tx, task Task, opts ...Enq
 // order. Tasks without a dedup key are inserted with a single statement.
 func (q *Queue) EnqueueMany(ctx context.Context, tasks []Task, opts ...EnqueueOption) ([]Result, error) {
 	var res []Result
+	used := make([][]EnqueueOption, len(tasks)) // each task's options as middleware left them
 	err := pgx.BeginTxFunc(ctx, q.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		var err error
-		res, err = q.enqueueMany(ctx, tx, tasks, opts, false)
+		res, err = q.enqueueMany(ctx, tx, tasks, opts, false, used)
 		return err
 	})
 	if err == nil {
 		for i, r := range res {
-			q.published(tasks[i], r, opts)
+			q.published(tasks[i], r, used[i])
 		}
 	}
 	return res, err
@@ -134,18 +137,20 @@ func (q *Queue) EnqueueManyTx(ctx context.Context, tx pgx.Tx, tasks []Task, opts
 		}
 	}
 	if !keyed {
-		return q.enqueueMany(ctx, tx, tasks, opts, true)
+		return q.enqueueMany(ctx, tx, tasks, opts, true, nil)
 	}
 	var res []Result
 	err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { // a savepoint
 		var err error
-		res, err = q.enqueueMany(ctx, sp, tasks, opts, true)
+		res, err = q.enqueueMany(ctx, sp, tasks, opts, true, nil)
 		return err
 	})
 	return res, err
 }
 
-func (q *Queue) enqueueMany(ctx context.Context, tx pgx.Tx, tasks []Task, opts []EnqueueOption, inTx bool) ([]Result, error) {
+// enqueueMany writes tasks in tx. When used is not nil, used[i] gets the options task i
+// was prepared with (the metadata its enqueue middleware added included).
+func (q *Queue) enqueueMany(ctx context.Context, tx pgx.Tx, tasks []Task, opts []EnqueueOption, inTx bool, used [][]EnqueueOption) ([]Result, error) {
 	res := make([]Result, len(tasks))
 	plain := dbsqlc.InsertJobsParams{}
 	var keyed []int
@@ -155,6 +160,9 @@ func (q *Queue) enqueueMany(ctx context.Context, tx pgx.Tx, tasks []Task, opts [
 		var p *plan
 		_, err := q.enqueueWith(ctx, t, opts, inTx, func(_ context.Context, opts []EnqueueOption) (Result, error) {
 			var err error
+			if used != nil {
+				used[i] = opts
+			}
 			if p, err = q.prepare(t, opts); err != nil {
 				return Result{}, err
 			}

@@ -402,6 +402,38 @@ func TestQueueSubscribeSeesItsEnqueues(t *testing.T) {
 	sub.Close() // idempotent
 }
 
+// TestQueueSubscribeSeesMiddlewareMeta: the enqueued events a Queue's subscribers get
+// carry the metadata the job got, enqueue middleware's keys included, for Enqueue and
+// EnqueueMany alike.
+func TestQueueSubscribeSeesMiddlewareMeta(t *testing.T) {
+	t.Parallel()
+	pool := newDB(t)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{Middleware: []venturi.EnqueueMiddleware{
+		func(ctx context.Context, info *venturi.EnqueueInfo, next func(context.Context) (venturi.Result, error)) (venturi.Result, error) {
+			info.Meta["tenant"] = "t1"
+			return next(ctx)
+		},
+	}})
+	sub := q.Subscribe(venturi.SubscribeConfig{})
+	defer sub.Close()
+	r := enqueue(t, q, plainEvt{}, venturi.WithMeta(venturi.Meta{"k": "v"}))
+	if e := recv(t, sub.Events(), "the enqueue's event"); e.JobID != r.ID || e.Meta["tenant"] != "t1" || e.Meta["k"] != "v" {
+		t.Fatalf("Enqueue's event %+v: want the middleware's tenant and the option's k", e)
+	}
+	rs, err := q.EnqueueMany(context.Background(), []venturi.Task{plainEvt{}, plainEvt{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if e := recv(t, sub.Events(), "an EnqueueMany event"); e.JobID != r.ID || e.Meta["tenant"] != "t1" {
+			t.Fatalf("EnqueueMany's event %+v: want the middleware's tenant", e)
+		}
+	}
+	if j := jobByID(t, q, rs[1].ID); j.Meta["tenant"] != "t1" {
+		t.Fatalf("stored meta %v", j.Meta)
+	}
+}
+
 // ---- middleware ------------------------------------------------------------------------
 
 type mwTask struct {

@@ -154,11 +154,16 @@ func (f *finisher) drain(batch []*finishReq) []*finishReq {
 	return batch
 }
 
-// flush writes one batch. A transient failure (IsTransient: the connection broke, the
-// server restarts) is retried with the same results until the runs' leases would have
-// expired; after that the rescuer owns them, and the fence rejects a late write anyway.
-// Only a refusal of the data itself splits the batch to find the row that poisons it,
-// which is then stored without its carry and attachment rather than lost.
+// flush writes one batch. A failure that is not a refusal of the data (the connection
+// broke, the server restarts) is retried with the same results until they are written or
+// the worker stops, however long the outage: each row is fenced by its run's token, so a
+// late write of a run whose job was rescued meanwhile is discarded, and one whose job was
+// not rescued is stored instead of being redone. (The finisher used to give up when the
+// worker's estimate of the lease ran out, so every run that finished during an outage
+// longer than the lease was rescued as abandoned, a failure, although the lease extender
+// renews the leases of the tracked runs when the database is back, before any rescuer may
+// take them.) Only a refusal of the data itself splits the batch to find the row that
+// poisons it, which is then stored without its carry and attachment rather than lost.
 func (f *finisher) flush(batch []*finishReq) {
 	slices.SortFunc(batch, func(a, b *finishReq) int { return a.job.id.Compare(b.job.id) }) // lock order
 	delay := 20 * time.Millisecond
@@ -192,7 +197,7 @@ func (f *finisher) flush(batch []*finishReq) {
 		}
 		live := batch[:0]
 		for _, r := range batch {
-			if f.dbCtx.Err() != nil || f.tracker.expired(r.job) {
+			if f.dbCtx.Err() != nil || !f.tracker.holds(r.job) {
 				f.log.Warn("venturi: gave up writing a run result; the job will be rescued when its lease expires",
 					"job", r.job.id, "kind", r.job.kind, "err", err)
 				f.tracker.remove(r.job)

@@ -208,8 +208,8 @@ func TestMigration13UpgradesAVersion12Schema(t *testing.T) {
 		FROM generate_series(1, 6) i`); err != nil {
 		t.Fatal(err)
 	}
-	if applied, err := venturi.Migrate(ctx, pool); err != nil || len(applied) != 1 || applied[0] != 13 {
-		t.Fatalf("Migrate = %v, %v; want version 13", applied, err)
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || len(applied) == 0 || applied[0] != 13 {
+		t.Fatalf("Migrate = %v, %v; want version 13 first", applied, err)
 	}
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	if s := readStats(t, q); !s.SampledAt.IsZero() {

@@ -160,12 +160,13 @@ func (t *runTracker) remove(j *claimed) {
 	}
 }
 
-// expired reports whether j's lease has (probably) run out, or j is no longer tracked.
-func (t *runTracker) expired(j *claimed) bool {
+// holds reports whether j is still tracked as the same claim: no rescue and new claim of
+// its job has replaced it here.
+func (t *runTracker) holds(j *claimed) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	a := t.active[j.id]
-	return a == nil || a.job != j || time.Now().After(a.deadline)
+	return a != nil && a.job == j
 }
 
 // leased returns every tracked job, in ID order (the lock order of the statements that

@@ -1,7 +1,8 @@
 // Package tcpproxy is a TCP proxy for tests that need a network fault between a client
 // and PostgreSQL: Cut makes it a blackhole (connections stay open, nothing is forwarded,
 // nothing is closed), as a partition or a silent packet drop looks to both ends; Heal
-// forwards again, including what was held.
+// forwards again, including what was held. Down closes every connection and refuses new
+// ones, as a server that restarts looks to its clients; Up accepts again.
 package tcpproxy
 
 import (
@@ -17,6 +18,7 @@ type Proxy struct {
 
 	mu     sync.Mutex
 	cut    bool
+	down   bool          // Down: connections are closed as they arrive
 	healed chan struct{} // closed by Heal; replaced by Cut
 	conns  []net.Conn
 	closed bool
@@ -60,6 +62,26 @@ func (p *Proxy) Heal() {
 	}
 }
 
+// Down closes every connection and refuses new ones (they are closed as soon as they are
+// accepted) until Up.
+func (p *Proxy) Down() {
+	p.mu.Lock()
+	p.down = true
+	conns := p.conns
+	p.conns = nil
+	p.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
+
+// Up ends Down: new connections are forwarded again.
+func (p *Proxy) Up() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
+}
+
 // Close stops the proxy and closes every connection.
 func (p *Proxy) Close() {
 	p.mu.Lock()
@@ -77,12 +99,18 @@ func (p *Proxy) Close() {
 func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.down {
 		_ = c.Close()
 		return false
 	}
 	p.conns = append(p.conns, c)
 	return true
+}
+
+func (p *Proxy) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
 }
 
 // wait blocks while the proxy is cut.
@@ -100,7 +128,10 @@ func (p *Proxy) serve() {
 			return
 		}
 		if !p.track(c) {
-			return
+			if p.isClosed() {
+				return
+			}
+			continue // down: refused
 		}
 		go func() {
 			p.wait() // a connection made while cut is held, like a SYN into a blackhole
