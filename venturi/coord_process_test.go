@@ -24,13 +24,7 @@ import (
 // clientProcess runs one queue operation on schema with the arguments in
 // VENTURI_TEST_ARGS (separated by U+001F) and prints its result on stdout.
 func clientProcess(op, schema string) int {
-	cfg, err := pgxpool.ParseConfig(os.Getenv("TEST_DATABASE_URL"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pool, err := childPool(schema)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -194,7 +194,9 @@ type QueueStats struct {
 	// it (0 when none is available).
 	OldestAvailable *time.Time
 	Lag             time.Duration
-	// Per second over the last sample interval: runs completed, failed (retried), dead.
+	// Per second over the last sample interval: jobs completed; failed runs that the job
+	// survived (retried: an error, a timeout, a panic, an abandoned lease); jobs dead (the
+	// failure that sent a job to dead counts here, not in FailedPerSec).
 	CompletedPerSec, FailedPerSec, DeadPerSec float64
 	Kinds                                     []KindStats
 }

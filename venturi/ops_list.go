@@ -193,7 +193,8 @@ var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 // snapshot: jobs inserted behind it appear on later pages, jobs inserted before it do not,
 // and no job that stays where it is appears twice or is skipped. Each statement is bounded
 // by [ListTimeout] ([ErrListTimeout]); a filter that an index serves (a state, a kind with
-// a state, IDs, a created-time range) reads about one page of rows per page.
+// a state, IDs, a created-time range) reads about one page of rows per page. A summary's
+// LastNote is cut at 1,024 characters ([Queue.Job] has the whole note).
 func (q *Queue) ListJobs(ctx context.Context, f JobFilter, cursor string, limit int) (JobPage, error) {
 	if err := f.validate(); err != nil {
 		return JobPage{}, err

@@ -48,13 +48,7 @@ func (procService) Handle(ctx context.Context, run *venturi.Run[serviceCarry], _
 
 // singletonProcess runs a worker of procService until SIGTERM (a graceful stop) or SIGKILL.
 func singletonProcess(schema string) int {
-	cfg, err := pgxpool.ParseConfig(os.Getenv("TEST_DATABASE_URL"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pool, err := childPool(schema)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

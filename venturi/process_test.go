@@ -20,7 +20,8 @@ import (
 
 // TestMain doubles the test binary as a worker process: with VENTURI_TEST_WORKER set it
 // runs a worker until killed, so tests can SIGKILL and SIGSTOP a real process. With
-// VENTURI_TEST_CLIENT set it runs one queue operation (coord_process_test.go) and exits.
+// VENTURI_TEST_CLIENT set it runs one queue operation (coord_process_test.go) and exits;
+// with VENTURI_TEST_SAMPLER, a stats-sampling worker (ops_process_test.go).
 func TestMain(m *testing.M) {
 	if schema := os.Getenv("VENTURI_TEST_WORKER"); schema != "" {
 		os.Exit(workerProcess(schema))
@@ -31,7 +32,20 @@ func TestMain(m *testing.M) {
 	if schema := os.Getenv("VENTURI_TEST_SINGLETON"); schema != "" {
 		os.Exit(singletonProcess(schema))
 	}
+	if schema := os.Getenv("VENTURI_TEST_SAMPLER"); schema != "" {
+		os.Exit(samplerProcess(schema))
+	}
 	os.Exit(m.Run())
+}
+
+// childPool is a child process's pool on the test database's schema.
+func childPool(schema string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(os.Getenv("TEST_DATABASE_URL"))
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	return pgxpool.NewWithConfig(context.Background(), cfg)
 }
 
 // zombieTask blocks on its first run, ignoring cancellation, then completes; later runs
@@ -52,13 +66,7 @@ func (z zombieTask) Handle(ctx context.Context, run *venturi.Run[struct{}], _ st
 }
 
 func workerProcess(schema string) int {
-	cfg, err := pgxpool.ParseConfig(os.Getenv("TEST_DATABASE_URL"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pool, err := childPool(schema)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
