@@ -1,0 +1,175 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/venturi-dev/venturi"
+)
+
+func migrateUp(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
+	c := connFlags(fs, true)
+	return func(ctx context.Context, args []string) error {
+		if err := noArgs(args); err != nil {
+			return err
+		}
+		if _, err := a.connect(ctx, c.schema); err != nil {
+			return err
+		}
+		applied, err := venturi.Migrate(ctx, a.pool)
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return writeJSON(a.stdout, struct {
+				Schema  string `json:"schema"`
+				Applied []int  `json:"applied"`
+			}{a.schemaName(), append([]int{}, applied...)})
+		}
+		if len(applied) == 0 {
+			fmt.Fprintf(a.stdout, "schema %s is up to date\n", a.schemaName())
+			return nil
+		}
+		fmt.Fprintf(a.stdout, "schema %s: applied %d migration(s): %s\n", a.schemaName(), len(applied), intList(applied))
+		return nil
+	}
+}
+
+// migrationStatus is one migration, as migrate status reports it.
+type migrationStatus struct {
+	Version   int        `json:"version"`
+	Name      string     `json:"name"`
+	Applied   bool       `json:"applied"`
+	AppliedAt *time.Time `json:"applied_at,omitempty"`
+	// Unknown: the schema has it, this binary does not (a newer venturi migrated it).
+	Unknown bool `json:"unknown,omitempty"`
+}
+
+func migrateStatus(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
+	c := connFlags(fs, true)
+	return func(ctx context.Context, args []string) error {
+		if err := noArgs(args); err != nil {
+			return err
+		}
+		if _, err := a.connect(ctx, c.schema); err != nil {
+			return err
+		}
+		list, err := a.migrations(ctx)
+		if err != nil {
+			return err
+		}
+		pending := 0
+		for _, m := range list {
+			if !m.Applied {
+				pending++
+			}
+		}
+		if c.json {
+			err = writeJSON(a.stdout, struct {
+				Schema     string            `json:"schema"`
+				Pending    int               `json:"pending"`
+				Migrations []migrationStatus `json:"migrations"`
+			}{a.schemaName(), pending, list})
+		} else {
+			t := newTable(a.stdout, "VERSION", "NAME", "STATUS", "APPLIED AT")
+			for _, m := range list {
+				status := "applied"
+				switch {
+				case m.Unknown:
+					status = "applied (unknown to this venturi)"
+				case !m.Applied:
+					status = "pending"
+				}
+				t.row(fmt.Sprint(m.Version), m.Name, status, timePtrText(m.AppliedAt))
+			}
+			if err = t.flush(); err == nil {
+				if pending == 0 {
+					fmt.Fprintf(a.stdout, "schema %s is up to date\n", a.schemaName())
+				} else {
+					fmt.Fprintf(a.stdout, "schema %s: %d migration(s) pending: run venturi migrate up\n", a.schemaName(), pending)
+				}
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if pending > 0 {
+			return exitCode(exitError)
+		}
+		return nil
+	}
+}
+
+// migrations lists venturi's migrations with what the schema's version table records,
+// and the versions it records that this binary does not know.
+func (a *app) migrations(ctx context.Context) ([]migrationStatus, error) {
+	all, err := venturi.Migrations()
+	if err != nil {
+		return nil, err
+	}
+	applied, err := a.appliedMigrations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]migrationStatus, 0, len(all))
+	for _, m := range all {
+		s := migrationStatus{Version: m.Version, Name: m.Name}
+		if r, ok := applied[m.Version]; ok {
+			s.Applied, s.AppliedAt = true, &r.at
+			delete(applied, m.Version)
+		}
+		out = append(out, s)
+	}
+	for v, r := range applied {
+		out = append(out, migrationStatus{Version: v, Name: r.name, Applied: true, AppliedAt: &r.at, Unknown: true})
+	}
+	slices.SortFunc(out, func(x, y migrationStatus) int { return cmp.Compare(x.Version, y.Version) })
+	return out, nil
+}
+
+type appliedMigration struct {
+	name string
+	at   time.Time
+}
+
+// appliedMigrations reads the version table venturi.Migrate writes (venturi_migration in
+// the pool's schema); none when it does not exist yet. Like venturi.MigrateFS's own
+// bookkeeping, this reads the migrations' table, not the queue's, so it is not in the
+// sqlc queries.
+func (a *app) appliedMigrations(ctx context.Context) (map[int]appliedMigration, error) {
+	var exists bool
+	if err := a.pool.QueryRow(ctx, `SELECT to_regclass('venturi_migration') IS NOT NULL`).Scan(&exists); err != nil {
+		return nil, err
+	}
+	out := map[int]appliedMigration{}
+	if !exists {
+		return out, nil
+	}
+	rows, err := a.pool.Query(ctx, `SELECT version, name, applied_at FROM venturi_migration`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v int
+		var m appliedMigration
+		if err := rows.Scan(&v, &m.name, &m.at); err != nil {
+			return nil, err
+		}
+		out[v] = m
+	}
+	return out, rows.Err()
+}
+
+func intList(vs []int) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = fmt.Sprint(v)
+	}
+	return strings.Join(s, ", ")
+}
