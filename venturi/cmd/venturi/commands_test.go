@@ -79,6 +79,7 @@ func TestPasswordNeverPrinted(t *testing.T) {
 		u.String(),
 		"postgres://someone:" + secret + "@127.0.0.1:notaport/db",
 		"postgres://someone:" + secret + "@127.0.0.1:1/db?sslmode=disable&connect_timeout=5",
+		"postgres://someone:%40" + secret + "@127.0.0.1:1/db?sslmode=disable&connect_timeout=5", // percent-encoded
 	} {
 		for _, args := range [][]string{{"queues", "list"}, {"migrate", "status"}, {"top", "--once"}} {
 			r := runBinary(t, dbURL, "", args...)

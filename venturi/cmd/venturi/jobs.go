@@ -21,14 +21,17 @@ import (
 // does not parse alone because the shell took the quotes off its value (note:"a b"
 // arrives as note:a b) is quoted again.
 func parseFilter(args []string) (venturi.JobFilter, error) {
+	if len(args) == 0 {
+		return venturi.JobFilter{}, nil
+	}
 	terms := make([]string, len(args))
 	for i, arg := range args {
 		terms[i] = arg
-		if _, err := venturi.ParseJobFilter(arg); err == nil {
+		if parses(arg) {
 			continue
 		}
 		key, value, ok := strings.Cut(arg, ":")
-		if !ok || key == "" || strings.HasPrefix(value, `"`) {
+		if !ok || key == "" || strings.HasPrefix(value, `"`) || !oneValue(value) {
 			continue
 		}
 		if quoted := key + ":" + strconv.Quote(value); parses(quoted) {
@@ -40,6 +43,18 @@ func parseFilter(args []string) (venturi.JobFilter, error) {
 		return f, usagef("%v (venturi help filter describes the grammar)", err)
 	}
 	return f, nil
+}
+
+// oneValue reports whether v looks like one value with spaces, not several terms: no word
+// after its first has a colon.
+func oneValue(v string) bool {
+	words := strings.Fields(v)
+	for _, w := range words[min(1, len(words)):] {
+		if strings.Contains(w, ":") {
+			return false
+		}
+	}
+	return true
 }
 
 func parses(filter string) bool {
@@ -434,7 +449,11 @@ func (a *app) bulkReport(asJSON bool, b bulkAction, res venturi.BulkResult, dry 
 		}{dry, res})
 	}
 	if dry {
-		fmt.Fprintf(a.stdout, "dry run: would %s %d job(s) (%d match, %d eligible)\n", b.name, res.Eligible, res.Matched, res.Eligible)
+		would := res.Eligible
+		if limit > 0 {
+			would = min(would, limit)
+		}
+		fmt.Fprintf(a.stdout, "dry run: would %s %d job(s) (%d match, %d eligible)\n", b.name, would, res.Matched, res.Eligible)
 	} else {
 		fmt.Fprintf(a.stdout, "%s %d job(s) (%d match, %d eligible; audit #%d)\n", b.done, res.Changed, res.Matched, res.Eligible, res.AuditID)
 	}

@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -51,9 +52,9 @@ type app struct {
 	getenv              func(string) string
 	stdinTTY, stdoutTTY bool
 
-	pool     *pgxpool.Pool
-	q        *venturi.Queue
-	password string // DATABASE_URL's password, redacted from every error printed
+	pool      *pgxpool.Pool
+	q         *venturi.Queue
+	passwords []string // DATABASE_URL's password, as written and decoded: redacted from every error printed
 }
 
 // command is a node of the command tree: a group (subs) or a leaf (setup).
@@ -158,10 +159,27 @@ func (a *app) errorf(format string, args ...any) {
 
 // redact removes DATABASE_URL's password from s.
 func (a *app) redact(s string) string {
-	if a.password == "" {
-		return s
+	for _, p := range a.passwords {
+		if p != "" {
+			s = strings.ReplaceAll(s, p, "xxxxx")
+		}
 	}
-	return strings.ReplaceAll(s, a.password, "xxxxx")
+	return s
+}
+
+// urlPasswords returns the password of a URL as written (percent-encoded) and decoded;
+// none for a key=value connection string (pgx redacts it from its own errors).
+func urlPasswords(raw string) []string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return nil
+	}
+	pw, ok := u.User.Password()
+	if !ok {
+		return nil
+	}
+	_, written, _ := strings.Cut(u.User.String(), ":")
+	return []string{written, pw}
 }
 
 // lookup walks args down the command tree. It returns the commands it walked, the
@@ -227,15 +245,16 @@ func (a *app) connect(ctx context.Context, schema string) (*venturi.Queue, error
 	if a.q != nil {
 		return a.q, nil
 	}
-	url := a.getenv("DATABASE_URL")
-	if url == "" {
+	dbURL := a.getenv("DATABASE_URL")
+	if dbURL == "" {
 		return nil, errors.New("DATABASE_URL is not set: export DATABASE_URL=postgres://user@host:5432/db?search_path=SCHEMA (the schema may also be given with --schema)")
 	}
-	cfg, err := pgxpool.ParseConfig(url)
+	a.passwords = urlPasswords(dbURL)
+	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
-	a.password = cfg.ConnConfig.Password
+	a.passwords = append(a.passwords, cfg.ConnConfig.Password)
 	if schema != "" {
 		cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	}
