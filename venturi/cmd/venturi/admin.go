@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"strconv"
 
 	"github.com/venturi-dev/venturi"
@@ -13,30 +14,19 @@ import (
 // ---- queues ------------------------------------------------------------------------------
 
 func queuesList(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
-	c := connFlags(fs, true)
-	return func(ctx context.Context, args []string) error {
-		if err := noArgs(args); err != nil {
-			return err
-		}
-		q, err := a.connect(ctx, c.schema)
-		if err != nil {
-			return err
-		}
+	type list struct {
+		Queues []venturi.QueueState `json:"queues"`
+	}
+	return readCommand(a, connFlags(fs, true), noArgs, func(ctx context.Context, q *venturi.Queue, _ []string) (list, error) {
 		qs, err := q.Queues(ctx)
-		if err != nil {
-			return err
-		}
-		if c.json {
-			return writeJSON(a.stdout, struct {
-				Queues []venturi.QueueState `json:"queues"`
-			}{append([]venturi.QueueState{}, qs...)})
-		}
-		t := newTable(a.stdout, "QUEUE", "STATE", "CONCURRENCY", "AVAILABLE", "RUNNING", "SCHEDULED")
-		for _, s := range qs {
+		return list{orEmpty(qs)}, err
+	}, func(w io.Writer, l list) error {
+		t := newTable(w, "QUEUE", "STATE", "CONCURRENCY", "AVAILABLE", "RUNNING", "SCHEDULED")
+		for _, s := range l.Queues {
 			t.row(s.Name, pausedText(s.Paused), limitText(s.Concurrency), fmt.Sprint(s.Available), fmt.Sprint(s.Running), fmt.Sprint(s.Scheduled))
 		}
 		return t.flush()
-	}
+	})
 }
 
 func pausedText(paused bool) string {
@@ -53,13 +43,13 @@ func limitText(n int) string {
 	return strconv.Itoa(n)
 }
 
-// queueAction is a command that changes one named queue: do gets the arguments (the
-// queue's name first) and returns what to print.
-func queueAction(a *app, fs *flag.FlagSet, nargs int, what string, do func(ctx context.Context, q *venturi.Queue, args []string) (string, error)) func(context.Context, []string) error {
+// actionCommand returns a command that checks its arguments (before it connects) and
+// changes something with them, as --actor: do acts and returns what to print.
+func actionCommand(a *app, fs *flag.FlagSet, check func(args []string) error, do func(ctx context.Context, q *venturi.Queue, args []string) (string, error)) func(context.Context, []string) error {
 	c := connFlags(fs, false)
 	actor := actorFlag(a, fs)
 	return func(ctx context.Context, args []string) error {
-		if err := nArgs(args, nargs, nargs, what); err != nil {
+		if err := check(args); err != nil {
 			return err
 		}
 		q, err := a.connect(ctx, c.schema)
@@ -75,25 +65,33 @@ func queueAction(a *app, fs *flag.FlagSet, nargs int, what string, do func(ctx c
 	}
 }
 
+func queueName(args []string) error { return nArgs(args, 1, 1, "the queue's name") }
+
 func queuePause(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
-	return queueAction(a, fs, 1, "the queue's name", func(ctx context.Context, q *venturi.Queue, args []string) (string, error) {
+	return actionCommand(a, fs, queueName, func(ctx context.Context, q *venturi.Queue, args []string) (string, error) {
 		name := args[0]
 		return fmt.Sprintf("queue %s paused: no job of it starts until venturi queues resume %s", name, name), q.PauseQueue(ctx, name)
 	})
 }
 
 func queueResume(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
-	return queueAction(a, fs, 1, "the queue's name", func(ctx context.Context, q *venturi.Queue, args []string) (string, error) {
+	return actionCommand(a, fs, queueName, func(ctx context.Context, q *venturi.Queue, args []string) (string, error) {
 		return fmt.Sprintf("queue %s resumed", args[0]), q.ResumeQueue(ctx, args[0])
 	})
 }
 
 func queueLimit(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
-	return queueAction(a, fs, 2, "the queue's name and its limit", func(ctx context.Context, q *venturi.Queue, args []string) (string, error) {
-		n, err := strconv.Atoi(args[1])
-		if err != nil || n < 0 {
-			return "", usagef("limit %q: want a number, 0 for no limit", args[1])
+	check := func(args []string) error {
+		if err := nArgs(args, 2, 2, "the queue's name and its limit"); err != nil {
+			return err
 		}
+		if n, err := strconv.Atoi(args[1]); err != nil || n < 0 {
+			return usagef("limit %q: want a number, 0 for no limit", args[1])
+		}
+		return nil
+	}
+	return actionCommand(a, fs, check, func(ctx context.Context, q *venturi.Queue, args []string) (string, error) {
+		n, _ := strconv.Atoi(args[1])
 		return fmt.Sprintf("queue %s: concurrency %s", args[0], limitText(n)), q.SetQueueConcurrency(ctx, args[0], n)
 	})
 }
@@ -101,26 +99,15 @@ func queueLimit(a *app, fs *flag.FlagSet) func(context.Context, []string) error 
 // ---- cron --------------------------------------------------------------------------------
 
 func cronList(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
-	c := connFlags(fs, true)
-	return func(ctx context.Context, args []string) error {
-		if err := noArgs(args); err != nil {
-			return err
-		}
-		q, err := a.connect(ctx, c.schema)
-		if err != nil {
-			return err
-		}
+	type list struct {
+		Schedules []venturi.ScheduleInfo `json:"schedules"`
+	}
+	return readCommand(a, connFlags(fs, true), noArgs, func(ctx context.Context, q *venturi.Queue, _ []string) (list, error) {
 		ss, err := q.Schedules(ctx)
-		if err != nil {
-			return err
-		}
-		if c.json {
-			return writeJSON(a.stdout, struct {
-				Schedules []venturi.ScheduleInfo `json:"schedules"`
-			}{append([]venturi.ScheduleInfo{}, ss...)})
-		}
-		t := newTable(a.stdout, "NAME", "CRON", "ZONE", "KIND", "QUEUE", "STATE", "NEXT FIRE", "LAST FIRE", "FIRES", "SKIPPED", "MISSED")
-		for _, s := range ss {
+		return list{orEmpty(ss)}, err
+	}, func(w io.Writer, l list) error {
+		t := newTable(w, "NAME", "CRON", "ZONE", "KIND", "QUEUE", "STATE", "NEXT FIRE", "LAST FIRE", "FIRES", "SKIPPED", "MISSED")
+		for _, s := range l.Schedules {
 			zone := s.TimeZone
 			if zone == "" {
 				zone = "UTC"
@@ -129,31 +116,19 @@ func cronList(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
 				fmt.Sprint(s.Fires), fmt.Sprint(s.Skipped), s.Missed.String())
 		}
 		return t.flush()
-	}
+	})
 }
 
-// scheduleAction is a command that changes one named schedule.
+// scheduleAction is a command that pauses or resumes the named schedule.
 func scheduleAction(a *app, fs *flag.FlagSet, done string, do func(q *venturi.Queue, ctx context.Context, name string) error) func(context.Context, []string) error {
-	c := connFlags(fs, false)
-	actor := actorFlag(a, fs)
-	return func(ctx context.Context, args []string) error {
-		if err := nArgs(args, 1, 1, "the schedule's name"); err != nil {
-			return err
-		}
-		q, err := a.connect(ctx, c.schema)
-		if err != nil {
-			return err
-		}
-		err = do(q, venturi.WithActor(ctx, *actor), args[0])
+	check := func(args []string) error { return nArgs(args, 1, 1, "the schedule's name") }
+	return actionCommand(a, fs, check, func(ctx context.Context, q *venturi.Queue, args []string) (string, error) {
+		err := do(q, ctx, args[0])
 		if errors.Is(err, venturi.ErrNoSchedule) {
-			return fmt.Errorf("no schedule named %q (venturi cron list shows them)", args[0])
+			return "", fmt.Errorf("no schedule named %q (venturi cron list shows them)", args[0])
 		}
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(a.stdout, "schedule %s %s\n", args[0], done)
-		return nil
-	}
+		return fmt.Sprintf("schedule %s %s", args[0], done), err
+	})
 }
 
 func cronPause(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
@@ -167,98 +142,65 @@ func cronResume(a *app, fs *flag.FlagSet) func(context.Context, []string) error 
 // ---- circuits ------------------------------------------------------------------------------
 
 func circuitsList(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
-	c := connFlags(fs, true)
-	return func(ctx context.Context, args []string) error {
-		if err := noArgs(args); err != nil {
-			return err
-		}
-		q, err := a.connect(ctx, c.schema)
-		if err != nil {
-			return err
-		}
+	type list struct {
+		Circuits []venturi.Circuit `json:"circuits"`
+	}
+	return readCommand(a, connFlags(fs, true), noArgs, func(ctx context.Context, q *venturi.Queue, _ []string) (list, error) {
 		cs, err := q.Circuits(ctx)
-		if err != nil {
-			return err
-		}
-		if c.json {
-			return writeJSON(a.stdout, struct {
-				Circuits []venturi.Circuit `json:"circuits"`
-			}{append([]venturi.Circuit{}, cs...)})
-		}
-		t := newTable(a.stdout, "KIND", "PARTITION", "STATE", "FAILURES", "OPEN UNTIL", "UPDATED")
-		for _, cb := range cs {
+		return list{orEmpty(cs)}, err
+	}, func(w io.Writer, l list) error {
+		t := newTable(w, "KIND", "PARTITION", "STATE", "FAILURES", "OPEN UNTIL", "UPDATED")
+		for _, cb := range l.Circuits {
 			t.row(cb.Kind, cb.Partition, string(cb.State), fmt.Sprintf("%d/%d", cb.Failures, cb.Threshold), timePtrText(cb.OpenUntil), timeText(cb.UpdatedAt))
 		}
 		return t.flush()
-	}
+	})
 }
 
 func circuitReset(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
-	c := connFlags(fs, false)
-	actor := actorFlag(a, fs)
-	return func(ctx context.Context, args []string) error {
-		if err := nArgs(args, 1, 2, "the circuit's kind"); err != nil {
-			return err
-		}
-		kind, part := args[0], ""
+	check := func(args []string) error { return nArgs(args, 1, 2, "the circuit's kind") }
+	return actionCommand(a, fs, check, func(ctx context.Context, q *venturi.Queue, args []string) (string, error) {
+		kind, part, name := args[0], "", args[0]
 		if len(args) == 2 {
 			part = args[1]
-		}
-		q, err := a.connect(ctx, c.schema)
-		if err != nil {
-			return err
-		}
-		if err := q.ResetCircuit(venturi.WithActor(ctx, *actor), kind, part); err != nil {
-			return err
-		}
-		name := kind
-		if part != "" {
 			name += "/" + part
 		}
-		fmt.Fprintf(a.stdout, "circuit %s closed\n", name)
-		return nil
-	}
+		return fmt.Sprintf("circuit %s closed", name), q.ResetCircuit(ctx, kind, part)
+	})
 }
 
 // ---- audit -----------------------------------------------------------------------------------
 
 func auditList(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
+	type list struct {
+		Entries []venturi.AuditEntry `json:"entries"`
+	}
 	c := connFlags(fs, true)
 	limit := fs.Int("limit", 50, fmt.Sprintf("the most entries to list (at most %d)", venturi.MaxListPage))
 	before := fs.Int64("before", 0, "list the entries with IDs below this one (default: from the newest)")
-	return func(ctx context.Context, args []string) error {
-		if err := noArgs(args); err != nil {
-			return err
-		}
+	check := func(args []string) error {
 		if *limit < 1 || *limit > venturi.MaxListPage {
 			return usagef("--limit %d: want 1 to %d", *limit, venturi.MaxListPage)
 		}
 		if *before < 0 {
 			return usagef("--before %d: want an audit entry's ID", *before)
 		}
-		q, err := a.connect(ctx, c.schema)
-		if err != nil {
-			return err
-		}
+		return noArgs(args)
+	}
+	return readCommand(a, c, check, func(ctx context.Context, q *venturi.Queue, _ []string) (list, error) {
 		es, err := q.AuditLog(ctx, *before, *limit)
-		if err != nil {
-			return err
-		}
-		if c.json {
-			return writeJSON(a.stdout, struct {
-				Entries []venturi.AuditEntry `json:"entries"`
-			}{append([]venturi.AuditEntry{}, es...)})
-		}
-		t := newTable(a.stdout, "ID", "AT", "ACTOR", "ACTION", "TARGET", "COUNT", "REASON")
-		for _, e := range es {
+		return list{orEmpty(es)}, err
+	}, func(w io.Writer, l list) error {
+		t := newTable(w, "ID", "AT", "ACTOR", "ACTION", "TARGET", "COUNT", "REASON")
+		for _, e := range l.Entries {
 			t.row(fmt.Sprint(e.ID), timeText(e.At), e.Actor, e.Action, clip(e.Target, 60), fmt.Sprint(e.Count), clip(e.Reason, 60))
 		}
 		if err := t.flush(); err != nil {
 			return err
 		}
-		if len(es) == *limit {
-			fmt.Fprintf(a.stderr, "more: venturi audit --before %d\n", es[len(es)-1].ID)
+		if len(l.Entries) == *limit {
+			fmt.Fprintf(a.stderr, "more: venturi audit --before %d\n", l.Entries[len(l.Entries)-1].ID)
 		}
 		return nil
-	}
+	})
 }

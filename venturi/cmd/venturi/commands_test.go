@@ -40,6 +40,11 @@ func TestUsage(t *testing.T) {
 		{[]string{"jobs", "cancel", "--filter", "state:dead", "01J00000000000000000000000"}, exitUsage, "not both"},
 		{[]string{"queues", "pause"}, exitUsage, "missing the queue's name"},
 		{[]string{"queues", "limit", "q", "1", "2"}, exitUsage, `unexpected argument "2"`},
+		{[]string{"queues", "limit", "q", "many"}, exitUsage, `limit "many": want a number`},
+		{[]string{"cron", "pause"}, exitUsage, "missing the schedule's name"},
+		{[]string{"circuits", "reset"}, exitUsage, "missing the circuit's kind"},
+		{[]string{"audit", "--limit", "501"}, exitUsage, "--limit 501: want 1 to 500"},
+		{[]string{"explain", "x"}, exitUsage, `job ID "x": not a ULID`},
 		{[]string{"top", "--interval", "1ms"}, exitUsage, "want at least 100ms"},
 		{[]string{"migrate", "status", "extra"}, exitUsage, `unexpected argument "extra"`},
 	} {

@@ -121,31 +121,32 @@ func jobID(s string) (ulid.ULID, error) {
 }
 
 func jobsShow(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
-	c := connFlags(fs, true)
-	return func(ctx context.Context, args []string) error {
-		if err := nArgs(args, 1, 1, "the job's ID"); err != nil {
-			return err
-		}
-		id, err := jobID(args[0])
-		if err != nil {
-			return err
-		}
-		q, err := a.connect(ctx, c.schema)
-		if err != nil {
-			return err
-		}
-		d, err := q.JobDetail(ctx, id)
-		if errors.Is(err, venturi.ErrNotFound) {
-			return fmt.Errorf("job %s: not found (unknown, or pruned after it finished)", id)
-		}
-		if err != nil {
-			return err
-		}
-		if c.json {
-			return writeJSON(a.stdout, d)
-		}
-		return printDetail(a.stdout, d)
+	return readCommand(a, connFlags(fs, true), oneJobID, func(ctx context.Context, q *venturi.Queue, args []string) (*venturi.JobDetail, error) {
+		return readJob(ctx, args[0], q.JobDetail)
+	}, printDetail)
+}
+
+// oneJobID checks that the arguments are one job ID.
+func oneJobID(args []string) error {
+	if err := nArgs(args, 1, 1, "the job's ID"); err != nil {
+		return err
 	}
+	_, err := jobID(args[0])
+	return err
+}
+
+// readJob reads the job named by the argument id with read.
+func readJob[T any](ctx context.Context, id string, read func(context.Context, ulid.ULID) (T, error)) (T, error) {
+	var zero T
+	u, err := jobID(id)
+	if err != nil {
+		return zero, err
+	}
+	v, err := read(ctx, u)
+	if errors.Is(err, venturi.ErrNotFound) {
+		return zero, fmt.Errorf("job %s: not found (unknown, or pruned after it finished)", u)
+	}
+	return v, err
 }
 
 // printDetail prints a job's detail as text.
@@ -274,32 +275,12 @@ func printExplanation(w io.Writer, e *venturi.JobExplanation) {
 }
 
 func explainCmd(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
-	c := connFlags(fs, true)
-	return func(ctx context.Context, args []string) error {
-		if err := nArgs(args, 1, 1, "the job's ID"); err != nil {
-			return err
-		}
-		id, err := jobID(args[0])
-		if err != nil {
-			return err
-		}
-		q, err := a.connect(ctx, c.schema)
-		if err != nil {
-			return err
-		}
-		e, err := q.ExplainJob(ctx, id)
-		if errors.Is(err, venturi.ErrNotFound) {
-			return fmt.Errorf("job %s: not found (unknown, or pruned after it finished)", id)
-		}
-		if err != nil {
-			return err
-		}
-		if c.json {
-			return writeJSON(a.stdout, e)
-		}
-		printExplanation(a.stdout, e)
+	return readCommand(a, connFlags(fs, true), oneJobID, func(ctx context.Context, q *venturi.Queue, args []string) (*venturi.JobExplanation, error) {
+		return readJob(ctx, args[0], q.ExplainJob)
+	}, func(w io.Writer, e *venturi.JobExplanation) error {
+		printExplanation(w, e)
 		return nil
-	}
+	})
 }
 
 // ---- bulk actions ----------------------------------------------------------------------

@@ -298,6 +298,39 @@ func connFlags(fs *flag.FlagSet, withJSON bool) *conn {
 	return c
 }
 
+// readCommand returns the body of a command that checks its arguments (before it
+// connects), reads a value with them and prints it: as JSON with --json, else as text.
+func readCommand[T any](a *app, c *conn, check func(args []string) error,
+	read func(ctx context.Context, q *venturi.Queue, args []string) (T, error),
+	text func(w io.Writer, v T) error,
+) func(context.Context, []string) error {
+	return func(ctx context.Context, args []string) error {
+		if err := check(args); err != nil {
+			return err
+		}
+		q, err := a.connect(ctx, c.schema)
+		if err != nil {
+			return err
+		}
+		v, err := read(ctx, q, args)
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return writeJSON(a.stdout, v)
+		}
+		return text(a.stdout, v)
+	}
+}
+
+// orEmpty returns s, or an empty slice for nil (which JSON writes as null).
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
 // actorFlag defines --actor, who the audit log says acted.
 func actorFlag(a *app, fs *flag.FlagSet) *string {
 	return fs.String("actor", defaultActor(a.getenv), "who acts, as the audit log records it")
@@ -319,13 +352,8 @@ func defaultActor(getenv func(string) string) string {
 	return user + "@" + host
 }
 
-// noArgs is the check of a command that takes no positional arguments.
-func noArgs(args []string) error {
-	if len(args) > 0 {
-		return usagef("unexpected argument %q", args[0])
-	}
-	return nil
-}
+// noArgs checks that there are no positional arguments.
+func noArgs(args []string) error { return nArgs(args, 0, 0, "") }
 
 // nArgs checks that there are between lo and hi positional arguments.
 func nArgs(args []string, lo, hi int, what string) error {

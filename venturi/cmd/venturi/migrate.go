@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -13,31 +14,21 @@ import (
 )
 
 func migrateUp(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
-	c := connFlags(fs, true)
-	return func(ctx context.Context, args []string) error {
-		if err := noArgs(args); err != nil {
-			return err
-		}
-		if _, err := a.connect(ctx, c.schema); err != nil {
-			return err
-		}
-		applied, err := venturi.Migrate(ctx, a.pool)
-		if err != nil {
-			return err
-		}
-		if c.json {
-			return writeJSON(a.stdout, struct {
-				Schema  string `json:"schema"`
-				Applied []int  `json:"applied"`
-			}{a.schemaName(), append([]int{}, applied...)})
-		}
-		if len(applied) == 0 {
-			fmt.Fprintf(a.stdout, "schema %s is up to date\n", a.schemaName())
-			return nil
-		}
-		fmt.Fprintf(a.stdout, "schema %s: applied %d migration(s): %s\n", a.schemaName(), len(applied), intList(applied))
-		return nil
+	type report struct {
+		Schema  string `json:"schema"`
+		Applied []int  `json:"applied"`
 	}
+	return readCommand(a, connFlags(fs, true), noArgs, func(ctx context.Context, _ *venturi.Queue, _ []string) (report, error) {
+		applied, err := venturi.Migrate(ctx, a.pool)
+		return report{a.schemaName(), orEmpty(applied)}, err
+	}, func(w io.Writer, r report) error {
+		if len(r.Applied) == 0 {
+			fmt.Fprintf(w, "schema %s is up to date\n", r.Schema)
+		} else {
+			fmt.Fprintf(w, "schema %s: applied %d migration(s): %s\n", r.Schema, len(r.Applied), intList(r.Applied))
+		}
+		return nil
+	})
 }
 
 // migrationStatus is one migration, as migrate status reports it.
@@ -51,55 +42,48 @@ type migrationStatus struct {
 }
 
 func migrateStatus(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
-	c := connFlags(fs, true)
-	return func(ctx context.Context, args []string) error {
-		if err := noArgs(args); err != nil {
-			return err
-		}
-		if _, err := a.connect(ctx, c.schema); err != nil {
-			return err
-		}
+	type report struct {
+		Schema     string            `json:"schema"`
+		Pending    int               `json:"pending"`
+		Migrations []migrationStatus `json:"migrations"`
+	}
+	pending := 0
+	show := readCommand(a, connFlags(fs, true), noArgs, func(ctx context.Context, _ *venturi.Queue, _ []string) (report, error) {
 		list, err := a.migrations(ctx)
-		if err != nil {
-			return err
-		}
-		pending := 0
 		for _, m := range list {
 			if !m.Applied {
 				pending++
 			}
 		}
-		if c.json {
-			err = writeJSON(a.stdout, struct {
-				Schema     string            `json:"schema"`
-				Pending    int               `json:"pending"`
-				Migrations []migrationStatus `json:"migrations"`
-			}{a.schemaName(), pending, list})
-		} else {
-			t := newTable(a.stdout, "VERSION", "NAME", "STATUS", "APPLIED AT")
-			for _, m := range list {
-				status := "applied"
-				switch {
-				case m.Unknown:
-					status = "applied (unknown to this venturi)"
-				case !m.Applied:
-					status = "pending"
-				}
-				t.row(fmt.Sprint(m.Version), m.Name, status, timePtrText(m.AppliedAt))
+		return report{a.schemaName(), pending, list}, err
+	}, func(w io.Writer, r report) error {
+		t := newTable(w, "VERSION", "NAME", "STATUS", "APPLIED AT")
+		for _, m := range r.Migrations {
+			status := "applied"
+			switch {
+			case m.Unknown:
+				status = "applied (unknown to this venturi)"
+			case !m.Applied:
+				status = "pending"
 			}
-			if err = t.flush(); err == nil {
-				if pending == 0 {
-					fmt.Fprintf(a.stdout, "schema %s is up to date\n", a.schemaName())
-				} else {
-					fmt.Fprintf(a.stdout, "schema %s: %d migration(s) pending: run venturi migrate up\n", a.schemaName(), pending)
-				}
-			}
+			t.row(fmt.Sprint(m.Version), m.Name, status, timePtrText(m.AppliedAt))
 		}
-		if err != nil {
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if r.Pending == 0 {
+			fmt.Fprintf(w, "schema %s is up to date\n", r.Schema)
+		} else {
+			fmt.Fprintf(w, "schema %s: %d migration(s) pending: run venturi migrate up\n", r.Schema, r.Pending)
+		}
+		return nil
+	})
+	return func(ctx context.Context, args []string) error {
+		if err := show(ctx, args); err != nil {
 			return err
 		}
 		if pending > 0 {
-			return exitCode(exitError)
+			return exitCode(exitError) // like river validate: a deploy step can check it
 		}
 		return nil
 	}

@@ -27,31 +27,19 @@ const noSample = "no stats sample yet: a running worker writes one every Config.
 func statsCmd(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
 	c := connFlags(fs, true)
 	kinds := fs.Bool("kinds", true, "print each queue's kinds under it")
-	return func(ctx context.Context, args []string) error {
-		if err := noArgs(args); err != nil {
-			return err
-		}
-		q, err := a.connect(ctx, c.schema)
-		if err != nil {
-			return err
-		}
-		s, err := q.Stats(ctx)
-		if err != nil {
-			return err
-		}
-		if c.json {
-			return writeJSON(a.stdout, s)
-		}
+	return readCommand(a, c, noArgs, func(ctx context.Context, q *venturi.Queue, _ []string) (venturi.Stats, error) {
+		return q.Stats(ctx)
+	}, func(w io.Writer, s venturi.Stats) error {
 		if s.SampledAt.IsZero() {
-			fmt.Fprintln(a.stdout, noSample)
+			fmt.Fprintln(w, noSample)
 			return nil
 		}
-		fmt.Fprintf(a.stdout, "sampled at %s\n", timeText(s.SampledAt))
+		fmt.Fprintf(w, "sampled at %s\n", timeText(s.SampledAt))
 		head := []string{"QUEUE", "KIND", "STATE"}
 		for _, st := range statsStates {
 			head = append(head, strings.ToUpper(string(st)))
 		}
-		t := newTable(a.stdout, append(head, "LAG", "DONE/S", "FAILED/S", "DEAD/S")...)
+		t := newTable(w, append(head, "LAG", "DONE/S", "FAILED/S", "DEAD/S")...)
 		for _, qs := range s.Queues {
 			cells := []string{qs.Queue, "*", pausedText(qs.Paused)}
 			cells = append(cells, countCells(qs.Counts)...)
@@ -65,7 +53,7 @@ func statsCmd(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
 			}
 		}
 		return t.flush()
-	}
+	})
 }
 
 // countCells writes counts by state in statsStates' order.
