@@ -15,7 +15,7 @@ import (
 
 func queuesList(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
 	type list struct {
-		Queues []venturi.QueueState `json:"queues"`
+		Queues []venturi.QueueState
 	}
 	return readCommand(a, connFlags(fs, true), noArgs, func(ctx context.Context, q *venturi.Queue, _ []string) (list, error) {
 		qs, err := q.Queues(ctx)
@@ -100,7 +100,7 @@ func queueLimit(a *app, fs *flag.FlagSet) func(context.Context, []string) error 
 
 func cronList(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
 	type list struct {
-		Schedules []venturi.ScheduleInfo `json:"schedules"`
+		Schedules []venturi.ScheduleInfo
 	}
 	return readCommand(a, connFlags(fs, true), noArgs, func(ctx context.Context, q *venturi.Queue, _ []string) (list, error) {
 		ss, err := q.Schedules(ctx)
@@ -143,7 +143,7 @@ func cronResume(a *app, fs *flag.FlagSet) func(context.Context, []string) error 
 
 func circuitsList(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
 	type list struct {
-		Circuits []venturi.Circuit `json:"circuits"`
+		Circuits []venturi.Circuit
 	}
 	return readCommand(a, connFlags(fs, true), noArgs, func(ctx context.Context, q *venturi.Queue, _ []string) (list, error) {
 		cs, err := q.Circuits(ctx)
@@ -173,7 +173,7 @@ func circuitReset(a *app, fs *flag.FlagSet) func(context.Context, []string) erro
 
 func auditList(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
 	type list struct {
-		Entries []venturi.AuditEntry `json:"entries"`
+		Entries []venturi.AuditEntry
 	}
 	c := connFlags(fs, true)
 	limit := fs.Int("limit", 50, fmt.Sprintf("the most entries to list (at most %d)", venturi.MaxListPage))

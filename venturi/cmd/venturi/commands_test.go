@@ -497,9 +497,17 @@ func TestStatsAndTop(t *testing.T) {
 
 	f := newFixture(t)
 	f.startWorker() // samples the stats table
-	eventually(t, "a stats sample", func() bool {
+	eventually(t, "a stats sample with the finished jobs", func() bool {
 		s, err := f.q.Stats(t.Context())
-		return err == nil && !s.SampledAt.IsZero()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, qs := range s.Queues {
+			if qs.Queue == venturi.DefaultQueue {
+				return qs.Counts[venturi.StateCompleted] == 3 && qs.Counts[venturi.StateDead] == 2
+			}
+		}
+		return false
 	})
 	r := f.ok("stats")
 	contains(t, r, "sampled at", "QUEUE", "AVAILABLE", "mail", "default", "cli_dead", "cli_ok")

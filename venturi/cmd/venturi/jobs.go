@@ -84,8 +84,8 @@ func jobsList(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
 		}
 		if c.json {
 			return writeJSON(a.stdout, struct {
-				Jobs []venturi.JobSummary `json:"jobs"`
-				Next string               `json:"next"`
+				Jobs []venturi.JobSummary
+				Next string
 			}{append([]venturi.JobSummary{}, page.Jobs...), page.Next})
 		}
 		t := newTable(a.stdout, "ID", "KIND", "QUEUE", "STATE", "PRI", "RUNS", "FAILS", "RUN AT", "CREATED", "LAST")
@@ -425,7 +425,7 @@ func (a *app) confirm(b bulkAction, filter string, res venturi.BulkResult) (bool
 func (a *app) bulkReport(asJSON bool, b bulkAction, res venturi.BulkResult, dry bool, limit int) error {
 	if asJSON {
 		return writeJSON(a.stdout, struct {
-			DryRun bool `json:"dry_run"`
+			DryRun bool
 			venturi.BulkResult
 		}{dry, res})
 	}

@@ -265,6 +265,7 @@ func workerConfig() venturi.Config {
 		Lease:               10 * time.Second,
 		PollInterval:        50 * time.Millisecond,
 		MaintenanceInterval: 100 * time.Millisecond,
+		StatsInterval:       100 * time.Millisecond,
 		ShutdownGrace:       5 * time.Second,
 		Logger:              slog.New(slog.DiscardHandler),
 	}

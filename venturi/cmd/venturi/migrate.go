@@ -15,8 +15,8 @@ import (
 
 func migrateUp(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
 	type report struct {
-		Schema  string `json:"schema"`
-		Applied []int  `json:"applied"`
+		Schema  string
+		Applied []int
 	}
 	return readCommand(a, connFlags(fs, true), noArgs, func(ctx context.Context, _ *venturi.Queue, _ []string) (report, error) {
 		applied, err := venturi.Migrate(ctx, a.pool)
@@ -33,19 +33,19 @@ func migrateUp(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
 
 // migrationStatus is one migration, as migrate status reports it.
 type migrationStatus struct {
-	Version   int        `json:"version"`
-	Name      string     `json:"name"`
-	Applied   bool       `json:"applied"`
-	AppliedAt *time.Time `json:"applied_at,omitempty"`
+	Version   int
+	Name      string
+	Applied   bool
+	AppliedAt *time.Time
 	// Unknown: the schema has it, this binary does not (a newer venturi migrated it).
-	Unknown bool `json:"unknown,omitempty"`
+	Unknown bool
 }
 
 func migrateStatus(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
 	type report struct {
-		Schema     string            `json:"schema"`
-		Pending    int               `json:"pending"`
-		Migrations []migrationStatus `json:"migrations"`
+		Schema     string
+		Pending    int
+		Migrations []migrationStatus
 	}
 	pending := 0
 	show := readCommand(a, connFlags(fs, true), noArgs, func(ctx context.Context, _ *venturi.Queue, _ []string) (report, error) {

@@ -99,17 +99,16 @@ func topCmd(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
 	}
 }
 
-// topLoop redraws v every interval until q (or Ctrl-C).
+// topLoop redraws v every interval until q (or Ctrl-C, which cancels ctx).
 func (a *app) topLoop(ctx context.Context, v *topView) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	if a.stdinTTY {
 		if restore := cbreak(); restore != nil {
 			defer restore()
 		}
 	}
+	quit := make(chan struct{})
 	// The reader ends with the process: a read of stdin cannot be interrupted.
-	go readQuit(a.stdin, cancel)
+	go readQuit(a.stdin, quit)
 	if a.stdoutTTY {
 		fmt.Fprint(a.stdout, "\x1b[?1049h\x1b[?25l") // alternate screen, cursor hidden
 		defer fmt.Fprint(a.stdout, "\x1b[?25h\x1b[?1049l")
@@ -120,7 +119,7 @@ func (a *app) topLoop(ctx context.Context, v *topView) error {
 		frame, err := v.frame(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil // q or Ctrl-C
+				return nil // Ctrl-C
 			}
 			frame = "error: " + a.redact(err.Error()) + "\n" // shown until the next frame
 		}
@@ -135,14 +134,16 @@ func (a *app) topLoop(ctx context.Context, v *topView) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-quit:
+			return nil
 		case <-tick.C:
 		}
 	}
 }
 
-// readQuit calls quit when r yields q, Q or Ctrl-C (in cbreak mode the terminal sends
+// readQuit closes quit when r yields q, Q or Ctrl-C (in cbreak mode the terminal sends
 // keys one by one; otherwise a line "q").
-func readQuit(r io.Reader, quit func()) {
+func readQuit(r io.Reader, quit chan<- struct{}) {
 	br := bufio.NewReader(r)
 	for {
 		b, err := br.ReadByte()
@@ -150,7 +151,7 @@ func readQuit(r io.Reader, quit func()) {
 			return // EOF (stdin closed or /dev/null): only Ctrl-C quits
 		}
 		if b == 'q' || b == 'Q' || b == 3 {
-			quit()
+			close(quit)
 			return
 		}
 	}
