@@ -169,7 +169,7 @@ func printDetail(w io.Writer, d *venturi.JobDetail) error {
 	if d.Singleton {
 		k.add("singleton", "yes")
 	}
-	k.add("runs", fmt.Sprintf("%d (%d failures)", d.RunCount, d.Failures))
+	k.add("runs", fmt.Sprintf("%d, failures %d", d.RunCount, d.Failures))
 	k.add("run at", timeText(d.RunAt))
 	k.add("created", timeText(d.CreatedAt))
 	k.add("attempted", timePtrText(d.AttemptedAt))
@@ -203,14 +203,8 @@ func printDetail(w io.Writer, d *venturi.JobDetail) error {
 			return err
 		}
 	}
-	merges := 0
-	for _, e := range d.Journal {
-		if e.Event == venturi.EventMerged {
-			merges++
-		}
-	}
-	if merges > 0 {
-		fmt.Fprintf(w, "\n%d enqueue(s) merged into it (recent journal)\n", merges)
+	if err := printOtherEntries(w, d.Journal); err != nil {
+		return err
 	}
 	if s := d.JournalDropped; s != nil {
 		fmt.Fprintf(w, "\n%d older journal entries dropped (%s to %s)\n", s.Entries, timeText(s.FirstAt), timeText(s.LastAt))
@@ -256,6 +250,30 @@ func printDetail(w io.Writer, d *venturi.JobDetail) error {
 	return nil
 }
 
+// printOtherEntries prints the entries of a recent journal that are not runs: merges,
+// operators' retries and cancels.
+func printOtherEntries(w io.Writer, journal []venturi.JournalEntry) error {
+	var t *table
+	for _, e := range journal {
+		if e.Run != 0 {
+			continue
+		}
+		if t == nil {
+			fmt.Fprintln(w, "\nother journal entries:")
+			t = newTable(w, "  SEQ", "AT", "EVENT", "NOTE")
+		}
+		note := e.Note
+		if e.Event == venturi.EventMerged {
+			note = strings.TrimSpace(fmt.Sprintf("%s %s", e.Merge, note))
+		}
+		t.row("  "+fmt.Sprint(e.Seq), timeText(e.At), string(e.Event), clip(note, 80))
+	}
+	if t == nil {
+		return nil
+	}
+	return t.flush()
+}
+
 // printExplanation prints what holds a job back and its retry schedule.
 func printExplanation(w io.Writer, e *venturi.JobExplanation) {
 	fmt.Fprintln(w, "explain:")
@@ -268,9 +286,9 @@ func printExplanation(w io.Writer, e *venturi.JobExplanation) {
 	if len(e.Retries) > 0 {
 		ds := make([]string, len(e.Retries))
 		for i, d := range e.Retries {
-			ds[i] = durText(d)
+			ds[i] = spanText(d)
 		}
-		fmt.Fprintf(w, "  retries: %s, then dead\n", strings.Join(ds, ", "))
+		fmt.Fprintf(w, "  retry delays: %s (%d more retries, then dead)\n", strings.Join(ds, ", "), len(ds))
 	}
 }
 

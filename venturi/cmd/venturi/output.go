@@ -77,19 +77,32 @@ func timePtrText(t *time.Time) string {
 	return timeText(*t)
 }
 
-// durText writes a duration rounded for reading: milliseconds under a minute, seconds
-// above; "" for 0.
+// durText writes a duration rounded for reading: microseconds under a second,
+// milliseconds under a minute, seconds above, without zero trailing units ("5m", not
+// "5m0s"); "" for 0.
 func durText(d time.Duration) string {
-	switch {
-	case d == 0:
+	if d == 0 {
 		return ""
+	}
+	return spanText(d)
+}
+
+// spanText is durText, with "0s" for 0.
+func spanText(d time.Duration) string {
+	switch {
 	case d < time.Second && d > -time.Second:
 		return d.Round(time.Microsecond).String()
 	case d < time.Minute && d > -time.Minute:
 		return d.Round(time.Millisecond).String()
-	default:
-		return d.Round(time.Second).String()
 	}
+	s := d.Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // rateText writes a per-second rate.

@@ -27,28 +27,33 @@ const noSample = "no stats sample yet: a running worker writes one every Config.
 func statsCmd(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
 	c := connFlags(fs, true)
 	kinds := fs.Bool("kinds", true, "print each queue's kinds under it")
+	var sampled string
 	return readCommand(a, c, noArgs, func(ctx context.Context, q *venturi.Queue, _ []string) (venturi.Stats, error) {
-		return q.Stats(ctx)
+		s, err := q.Stats(ctx)
+		if err == nil {
+			sampled, err = a.sampledText(ctx, s.SampledAt)
+		}
+		return s, err
 	}, func(w io.Writer, s venturi.Stats) error {
 		if s.SampledAt.IsZero() {
 			fmt.Fprintln(w, noSample)
 			return nil
 		}
-		fmt.Fprintf(w, "sampled at %s\n", timeText(s.SampledAt))
+		fmt.Fprintln(w, sampled)
 		head := []string{"QUEUE", "KIND", "STATE"}
 		for _, st := range statsStates {
 			head = append(head, strings.ToUpper(string(st)))
 		}
 		t := newTable(w, append(head, "LAG", "DONE/S", "FAILED/S", "DEAD/S")...)
 		for _, qs := range s.Queues {
-			cells := []string{qs.Queue, "*", pausedText(qs.Paused)}
+			cells := []string{qs.Queue, "(all)", pausedText(qs.Paused)}
 			cells = append(cells, countCells(qs.Counts)...)
 			t.row(append(cells, durText(qs.Lag), rateText(qs.CompletedPerSec), rateText(qs.FailedPerSec), rateText(qs.DeadPerSec))...)
 			if !*kinds {
 				continue
 			}
 			for _, ks := range qs.Kinds {
-				cells := append([]string{"", ks.Kind, ""}, countCells(ks.Counts)...)
+				cells := append([]string{qs.Queue, ks.Kind, ""}, countCells(ks.Counts)...)
 				t.row(append(cells, "", rateText(ks.CompletedPerSec), rateText(ks.FailedPerSec), rateText(ks.DeadPerSec))...)
 			}
 		}
@@ -63,6 +68,19 @@ func countCells(counts map[venturi.State]int64) []string {
 		out[i] = fmt.Sprint(counts[st])
 	}
 	return out
+}
+
+// sampledText says when a stats sample was taken and how long ago, by the database's
+// clock (a stale sample means no worker is sampling).
+func (a *app) sampledText(ctx context.Context, at time.Time) (string, error) {
+	if at.IsZero() {
+		return "", nil
+	}
+	var now time.Time
+	if err := a.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("sampled at %s (%s ago)", timeText(at), spanText(now.Sub(at))), nil
 }
 
 // ---- top ---------------------------------------------------------------------------------
@@ -86,7 +104,7 @@ func topCmd(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
 		if err != nil {
 			return err
 		}
-		v := &topView{q: q, schema: a.schemaName(), window: *window, interval: *interval}
+		v := &topView{q: q, sampled: a.sampledText, schema: a.schemaName(), window: *window, interval: *interval}
 		if *once {
 			frame, err := v.frame(ctx)
 			if err != nil {
@@ -181,6 +199,7 @@ func stty(args ...string) (string, error) {
 // topView is top's state between frames: the history of samples it has read.
 type topView struct {
 	q                *venturi.Queue
+	sampled          func(context.Context, time.Time) (string, error) // app.sampledText
 	schema           string
 	window, interval time.Duration
 	history          map[string][]venturi.StatsSample // by queue, oldest first
@@ -208,8 +227,12 @@ func (v *topView) frame(ctx context.Context) (string, error) {
 		running += float64(qs.Counts[venturi.StateRunning])
 		done, failed, dead = done+qs.CompletedPerSec, failed+qs.FailedPerSec, dead+qs.DeadPerSec
 	}
-	fmt.Fprintf(&b, "sampled at %s  queues %d  available %.0f  running %.0f  done/s %s  failed/s %s  dead/s %s\n\n",
-		timeText(s.SampledAt), len(s.Queues), depth, running, rateText(done), rateText(failed), rateText(dead))
+	sampled, err := v.sampled(ctx, s.SampledAt)
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(&b, "%s  queues %d  available %.0f  running %.0f  done/s %s  failed/s %s  dead/s %s\n\n",
+		sampled, len(s.Queues), depth, running, rateText(done), rateText(failed), rateText(dead))
 	t := newTable(&b, "QUEUE", "STATE", "AVAILABLE", "RUNNING", "SCHEDULED", "WAITING", "LAG", "DONE/S", "FAILED/S", "DEAD/S",
 		"DEPTH "+durText(v.window), "DONE/S "+durText(v.window))
 	for _, qs := range s.Queues {
