@@ -201,6 +201,22 @@ func TestJobsShowAndExplain(t *testing.T) {
 		t.Fatalf("jobs show --json: %+v", d)
 	}
 
+	// Steps, hooks, carry and signals: a job that waits for a signal, then gets it.
+	stop := f.startWorker()
+	waiting := f.enqueue(waitTask{})
+	f.waitState(waiting, venturi.StateWaiting)
+	stop()
+	if _, err := f.q.Signal(t.Context(), waiting, "confirm", map[string]bool{"ok": true}, "req-1"); err != nil {
+		t.Fatal(err)
+	}
+	r = f.ok("jobs", "show", waiting.String())
+	contains(t, r, "steps:", "fetch", `"page-1"`, "hooks:", "approve", "signals:", "confirm", "req-1", `{"ok":true}`, "pending",
+		`{"stage":"awaiting approval"}`, "waiting")
+	f.okJSON(&d, "jobs", "show", waiting.String())
+	if len(d.Steps) != 1 || len(d.Hooks) != 1 || len(d.Signals) != 1 || d.Signals[0].ConsumedAt != nil {
+		t.Fatalf("jobs show --json of the waiting job: %+v", d)
+	}
+
 	r = f.fails(exitError, "jobs", "show", "01J00000000000000000000000")
 	if !strings.Contains(r.stderr, "not found") {
 		t.Fatalf("jobs show of an unknown job: %s", r)

@@ -222,6 +222,27 @@ func (k deadTask) Handle(context.Context, *venturi.Run[struct{}], deps) (venturi
 	return venturi.Outcome{}, venturi.Permanentf("boom %d: connection refused", k.N)
 }
 
+// waitTask memoizes a step, creates a hook, keeps a carry and waits for the signal
+// confirm.
+type waitTask struct{}
+
+type waitCarry struct {
+	Stage string `json:"stage"`
+}
+
+func (waitTask) Kind() string { return "cli_wait" }
+
+func (waitTask) Handle(ctx context.Context, run *venturi.Run[waitCarry], _ deps) (venturi.Outcome, error) {
+	if _, err := venturi.Step(ctx, run, "fetch", func(context.Context) (string, error) { return "page-1", nil }); err != nil {
+		return venturi.Outcome{}, err
+	}
+	if _, err := run.CreateHook(ctx, "approve", time.Hour, false); err != nil {
+		return venturi.Outcome{}, err
+	}
+	run.SetCarry(waitCarry{Stage: "awaiting approval"})
+	return venturi.WaitForSignal(time.Hour, "confirm"), nil
+}
+
 // mailTask goes to the queue mail, which no worker of these tests serves.
 type mailTask struct {
 	To string `json:"to"`
@@ -240,6 +261,7 @@ func (e *env) startWorker() (stop func()) {
 	}
 	venturi.MustRegister[okTask](w)
 	venturi.MustRegister[deadTask](w)
+	venturi.MustRegister[waitTask](w)
 	if err := w.Start(context.Background()); err != nil {
 		e.t.Fatalf("start worker: %v", err)
 	}
