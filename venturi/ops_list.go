@@ -142,7 +142,7 @@ func listParams(f *JobFilter, summary bool) dbsqlc.ListJobsParams {
 	skew := delayOf(ListClockSkew)
 	p := dbsqlc.ListJobsParams{Kinds: f.Kinds, Queues: f.Queues, DedupKey: string(f.DedupKey),
 		SkewUs: skew, MinusSkewUs: -skew, WithinUs: delayOf(f.CreatedWithin), WithinSkewUs: delayOf(f.CreatedWithin) + skew,
-		Summary: summary}
+		Summary: summary, State: dbsqlc.VenturiJobStateAvailable} // State: a valid value where no branch reads it
 	for _, id := range f.IDs {
 		p.Ids = append(p.Ids, uuidOf(id))
 	}
@@ -261,7 +261,7 @@ func (q *Queue) listAfter(ctx context.Context, tx pgx.Tx, f *JobFilter, cur *lis
 	}
 	p.OrderBy = string(o)
 	if len(f.States) == 1 {
-		p.State = string(f.States[0])
+		p.State = dbsqlc.VenturiJobState(f.States[0])
 	}
 	if cur != nil {
 		p.HasCursor, p.CTs, p.CID = true, cur.TS, uuidOf(cur.ID)
