@@ -46,23 +46,13 @@ func limitText(n int) string {
 // actionCommand returns a command that checks its arguments (before it connects) and
 // changes something with them, as --actor: do acts and returns what to print.
 func actionCommand(a *app, fs *flag.FlagSet, check func(args []string) error, do func(ctx context.Context, q *venturi.Queue, args []string) (string, error)) func(context.Context, []string) error {
-	c := connFlags(fs, false)
 	actor := actorFlag(a, fs)
-	return func(ctx context.Context, args []string) error {
-		if err := check(args); err != nil {
-			return err
-		}
-		q, err := a.connect(ctx, c.schema)
-		if err != nil {
-			return err
-		}
-		msg, err := do(venturi.WithActor(ctx, *actor), q, args)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(a.stdout, msg)
-		return nil
-	}
+	return readCommand(a, connFlags(fs, false), check, func(ctx context.Context, q *venturi.Queue, args []string) (string, error) {
+		return do(venturi.WithActor(ctx, *actor), q, args)
+	}, func(w io.Writer, msg string) error {
+		_, err := fmt.Fprintln(w, msg)
+		return err
+	})
 }
 
 func queueName(args []string) error { return nArgs(args, 1, 1, "the queue's name") }
