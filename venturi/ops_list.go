@@ -294,6 +294,16 @@ func compareRows(o listOrder, a, b *listRow) int {
 		return idb.Compare(ida)
 	case orderID:
 		return idb.Compare(ida)
+	case orderGated, orderPlain: // claim order, partition by partition
+		if c := strings.Compare(a.Part.String, b.Part.String); o == orderGated && c != 0 {
+			return c
+		}
+		if a.Priority != b.Priority {
+			return int(b.Priority) - int(a.Priority)
+		}
+		if c := a.RunAt.Compare(b.RunAt); c != 0 {
+			return c
+		}
 	}
 	return ida.Compare(idb)
 }
@@ -344,6 +354,7 @@ func (q *Queue) listAvailable(ctx context.Context, tx pgx.Tx, f *JobFilter, p db
 			if err != nil {
 				return nil, err
 			}
+			slices.SortStableFunc(rows, func(a, b *listRow) int { return compareRows(s.order, a, b) })
 			out = append(out, rows...)
 			if len(out) >= n {
 				return out[:n], nil
