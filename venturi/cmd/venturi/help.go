@@ -39,7 +39,9 @@ func commands() []*command {
 		{name: "audit", summary: "list recorded operator actions, newest first", setup: auditList},
 		{name: "stats", summary: "job counts by state, lag and rates per queue and kind (from the stats table)", setup: statsCmd},
 		{name: "explain", args: "ID", summary: "say why a job is where it is and what happens next", setup: explainCmd},
-		{name: "top", summary: "a live view of depth, lag and throughput per queue", setup: topCmd},
+		{name: "top", summary: "a live view of depth, lag and throughput per queue", setup: topCmd, detail: `It reads the stats table (never the job table) every --interval, and only the samples
+it has not seen. On a terminal it redraws in place and q or Ctrl-C quits; piped, it
+prints frame after frame, and a line "q" on stdin quits.`},
 	}
 }
 
