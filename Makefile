@@ -49,6 +49,11 @@ build: ## Build every module on its own (a root `go build ./...` cannot: the roo
 	@for m in $(MODULES); do echo "go build ./... in $$m"; \
 	  (cd $$m && GOWORK=off go build -o /dev/null ./...) || exit 1; done
 
+.PHONY: build/cli
+build/cli: ## Build the venturi CLI (venturi/cmd/venturi) into .bin/venturi
+	@mkdir -p .bin
+	cd venturi && GOWORK=off go build -o $(CURDIR)/.bin/venturi ./cmd/venturi
+
 # ---- code generation -------------------------------------------------------------------
 
 $(SQLC):
