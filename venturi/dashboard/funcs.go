@@ -51,7 +51,7 @@ func funcs(prefix string) template.FuncMap {
 		"time":     fmtTime,
 		"timep":    func(t *time.Time) string { return fmtTimePtr(t) },
 		"dur":      fmtDuration,
-		"count":    fmtCount,
+		"count":    countAny,
 		"rate":     fmtRate,
 		"json":     fmtJSON,
 		"ulid":     func(id ulid.ULID) string { return id.String() },
@@ -105,12 +105,33 @@ func fmtDuration(d time.Duration) string {
 	case d < time.Minute:
 		return d.Round(100 * time.Millisecond).String()
 	case d < time.Hour:
-		return strings.TrimSuffix(d.Round(time.Second).String(), "0s")
+		return pair(d.Round(time.Second), time.Minute, "m", time.Second, "s")
 	case d < 48*time.Hour:
-		return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+		return pair(d.Round(time.Minute), time.Hour, "h", time.Minute, "m")
 	}
-	days := d / (24 * time.Hour)
-	return strconv.FormatInt(int64(days), 10) + "d" + strings.TrimSuffix((d-days*24*time.Hour).Round(time.Hour).String(), "0m0s")
+	return pair(d.Round(time.Hour), 24*time.Hour, "d", time.Hour, "h")
+}
+
+// pair writes d in two units: 5m10s, 5m (a zero second part is left out).
+func pair(d, big time.Duration, bigName string, small time.Duration, smallName string) string {
+	s := strconv.FormatInt(int64(d/big), 10) + bigName
+	if r := (d % big) / small; r != 0 {
+		s += strconv.FormatInt(int64(r), 10) + smallName
+	}
+	return s
+}
+
+// countAny is fmtCount for any integer the templates hold.
+func countAny(v any) string {
+	switch n := v.(type) {
+	case int:
+		return fmtCount(int64(n))
+	case int64:
+		return fmtCount(n)
+	case int32:
+		return fmtCount(int64(n))
+	}
+	return ""
 }
 
 // fmtCount writes n with thousands separators: 1,234,567.
