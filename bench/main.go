@@ -70,6 +70,8 @@ type options struct {
 
 	flowSlotLimit int             // scenario 11: the slots' limit
 	flowOthers    []int           // scenario 11: the numbers of other keys in the fairness runs
+	opsJobs       int             // scenario 14: jobs loaded
+	opsRequests   int             // scenario 14: requests per page
 	flowVariants  map[string]bool // scenario 11: the throughput variants to run (nil: all)
 }
 
@@ -108,7 +110,9 @@ func main() {
 	flag.StringVar(&o.url, "db", defaultURL(), "PostgreSQL URL of the bench database (default $BENCH_DATABASE_URL, else $DATABASE_URL)")
 	flag.BoolVar(&o.quick, "quick", false, "smaller sizes (development; about five minutes)")
 	flag.IntVar(&o.reps, "reps", 3, "repetitions of every scenario and library")
-	flag.StringVar(&only, "only", "", "comma-separated scenarios to run: enqueue,dedup,batch,e2e,pickup,backlog,sustained,history,kinds,flow,coord,events (default all)")
+	flag.StringVar(&only, "only", "", "comma-separated scenarios to run: enqueue,dedup,batch,e2e,pickup,backlog,sustained,history,kinds,flow,coord,events,ops (default all)")
+	flag.IntVar(&o.opsJobs, "ops-jobs", 0, "scenario 14: jobs loaded under the dashboard's pages (default 1,000,000; quick 100,000)")
+	flag.IntVar(&o.opsRequests, "ops-requests", 0, "scenario 14: requests per page (default 200; quick 30)")
 	flag.StringVar(&o.out, "out", "RESULTS.md", "file the markdown report is written to ('' for none)")
 	flag.StringVar(&o.profileDir, "profile", "", "directory for CPU profiles of the venturi worker processes (scenario 4)")
 	var libs string
@@ -178,6 +182,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: -flow-slot-limit, -flow-kind-limit and -flow-rate must be positive")
 		os.Exit(2)
 	}
+	if o.opsJobs <= 0 {
+		o.opsJobs = 1_000_000
+		if o.quick {
+			o.opsJobs = 100_000
+		}
+	}
+	if o.opsRequests <= 0 {
+		o.opsRequests = 200
+		if o.quick {
+			o.opsRequests = 30
+		}
+	}
 	if sustainDur > 0 {
 		o.sz.sustain.dur = sustainDur
 	}
@@ -246,6 +262,7 @@ func run(ctx context.Context, o options) error {
 		{"flow", b.scenarioFlow},
 		{"coord", b.scenarioCoord},
 		{"events", b.scenarioEvents},
+		{"ops", b.scenarioOps},
 	}
 	for _, s := range steps {
 		if !o.want(s.name) {
