@@ -239,8 +239,11 @@ func (h *handler) fillTabs(rq *request, d *jobsData, f venturi.JobFilter, path s
 		return err
 	}
 	d.SampledAt, d.Counted = st.SampledAt, !st.SampledAt.IsZero()
-	// The counts follow the filter's queues and kinds only: they are the stats table's.
+	// The counts are the stats table's, by queue and kind: they are shown when the filter
+	// names nothing else.
 	unfiltered := len(f.Queues) == 0 && len(f.Kinds) == 0
+	byStats := len(f.IDs) == 0 && f.DedupKey == "" && f.CreatedAfter.IsZero() && f.CreatedBefore.IsZero() &&
+		f.CreatedWithin == 0 && f.Note == "" && len(f.Payload) == 0 && len(f.Attachment) == 0
 	t := totals(st, f)
 	if d.Dead {
 		return nil
@@ -248,8 +251,8 @@ func (h *handler) fillTabs(rq *request, d *jobsData, f venturi.JobFilter, path s
 	d.Tabs = append(d.Tabs, tab{Label: "all", URL: h.url(path, "q", d.Query), Active: d.State == ""})
 	for _, s := range states {
 		tb := tab{Label: string(s), URL: h.url(path, "q", d.Query, "state", string(s)), Active: d.State == string(s),
-			Count: t[s], HasCount: d.Counted && (unfiltered || len(f.Queues) > 0 || len(f.Kinds) > 0)}
-		if unfiltered {
+			Count: t[s], HasCount: d.Counted && byStats}
+		if unfiltered && byStats {
 			tb.Live = "t:" + string(s)
 		}
 		d.Tabs = append(d.Tabs, tb)
