@@ -148,18 +148,10 @@ func main() {
 	if o.e2eJobs > 0 {
 		o.sz.e2eJobs = o.e2eJobs
 	}
-	if o.historyRuns <= 0 {
-		o.historyRuns = 100_000
-		if o.quick {
-			o.historyRuns = 5_000
-		}
-	}
-	if o.historyParallelRuns <= 0 {
-		o.historyParallelRuns = 10_000
-		if o.quick {
-			o.historyParallelRuns = 5_000
-		}
-	}
+	o.sized(&o.historyRuns, 100_000, 5_000)
+	o.sized(&o.historyParallelRuns, 10_000, 5_000)
+	o.sized(&o.opsJobs, 1_000_000, 100_000)
+	o.sized(&o.opsRequests, 200, 30)
 	if min(o.historyRuns, o.historyParallelRuns) < 1_000+2*historyWindow {
 		fmt.Fprintf(os.Stderr, "bench: -history-runs and -history-parallel-runs must be at least %d\n", 1_000+2*historyWindow)
 		os.Exit(2)
@@ -181,18 +173,6 @@ func main() {
 	if o.flowSlotLimit < 1 || flowKindConcurrency < 1 || flowRateN < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -flow-slot-limit, -flow-kind-limit and -flow-rate must be positive")
 		os.Exit(2)
-	}
-	if o.opsJobs <= 0 {
-		o.opsJobs = 1_000_000
-		if o.quick {
-			o.opsJobs = 100_000
-		}
-	}
-	if o.opsRequests <= 0 {
-		o.opsRequests = 200
-		if o.quick {
-			o.opsRequests = 30
-		}
 	}
 	if sustainDur > 0 {
 		o.sz.sustain.dur = sustainDur
@@ -222,6 +202,16 @@ func defaultURL() string {
 		return u
 	}
 	return os.Getenv("DATABASE_URL")
+}
+
+// sized gives a size flag left at 0 its default: full, or quick with -quick.
+func (o *options) sized(v *int, full, quick int) {
+	if *v <= 0 {
+		*v = full
+		if o.quick {
+			*v = quick
+		}
+	}
 }
 
 func (o *options) want(s string) bool { return o.only == nil || o.only[s] }

@@ -31,11 +31,17 @@ type bundle struct {
 
 func setup(t *testing.T, access func(*http.Request) dashboard.Access) *bundle {
 	t.Helper()
+	return serve(t, migrated(t), access)
+}
+
+// migrated is a pool on a fresh migrated schema.
+func migrated(t *testing.T) *pgxpool.Pool {
+	t.Helper()
 	pool := testdb.Pool(t, testdb.Schema(t), 5)
 	if _, err := venturi.Migrate(context.Background(), pool); err != nil {
 		t.Fatal(err)
 	}
-	return serve(t, pool, access)
+	return pool
 }
 
 func serve(t *testing.T, pool *pgxpool.Pool, access func(*http.Request) dashboard.Access) *bundle {
@@ -144,10 +150,7 @@ func TestReadOnlyByDefault(t *testing.T) {
 // valid token, and a granted one goes through and is audited under the actor.
 func TestDeniedActionRefused(t *testing.T) {
 	t.Parallel()
-	pool := testdb.Pool(t, testdb.Schema(t), 5)
-	if _, err := venturi.Migrate(context.Background(), pool); err != nil {
-		t.Fatal(err)
-	}
+	pool := migrated(t)
 	ro := serve(t, pool, grant("carol", dashboard.Retry))
 	status, _, body := ro.post(t, "/ops/queues/pause", url.Values{"queue": {"default"}, "csrf": {ro.token(t)}})
 	if status != http.StatusForbidden || !strings.Contains(body, "not allowed") || ro.paused(t, "default") {
@@ -164,10 +167,7 @@ func TestDeniedActionRefused(t *testing.T) {
 // site.
 func TestCSRF(t *testing.T) {
 	t.Parallel()
-	pool := testdb.Pool(t, testdb.Schema(t), 5)
-	if _, err := venturi.Migrate(context.Background(), pool); err != nil {
-		t.Fatal(err)
-	}
+	pool := migrated(t)
 	b := serve(t, pool, grant("erin", dashboard.PauseQueues))
 	tok := b.token(t)
 	other := serve(t, pool, grant("mallory", dashboard.PauseQueues))

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -495,11 +496,16 @@ func (h *handler) queueAction(rq *request) (string, error) {
 
 // cron reads the schedules table (one row per schedule).
 func (h *handler) cron(rq *request) (*view, error) {
-	l, err := h.q.Schedules(rq.ctx)
+	return listView(rq, h.q.Schedules, "cron", "Cron schedules")
+}
+
+// listView is a page of one list read whole (a small table).
+func listView[T any](rq *request, read func(context.Context) ([]T, error), tmpl, title string) (*view, error) {
+	l, err := read(rq.ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &view{tmpl: "cron", title: "Cron schedules", nav: "cron", data: l}, nil
+	return &view{tmpl: tmpl, title: title, nav: tmpl, data: l}, nil
 }
 
 // cronAction pauses or resumes a schedule.
@@ -534,11 +540,7 @@ func (h *handler) cronAction(rq *request) (string, error) {
 
 // breakers reads the circuit breakers (one row per breaker that has seen a claim).
 func (h *handler) breakers(rq *request) (*view, error) {
-	l, err := h.q.Circuits(rq.ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &view{tmpl: "breakers", title: "Circuit breakers", nav: "breakers", data: l}, nil
+	return listView(rq, h.q.Circuits, "breakers", "Circuit breakers")
 }
 
 // resetBreaker closes one breaker.
