@@ -164,6 +164,9 @@ func fmtRate(r float64) string {
 	return fmtCount(int64(math.Round(r)))
 }
 
+// fmtFloatCount writes a count held as a float.
+func fmtFloatCount(f float64) string { return fmtCount(int64(math.Round(f))) }
+
 // maxShownJSON bounds the JSON a page shows of one value (a payload is at most 1 MiB).
 const maxShownJSON = 64 << 10
 
@@ -204,6 +207,7 @@ func eventClass(v any) string {
 type sparkline struct {
 	Points    string
 	Max, Last float64
+	Label     string // the last value, formatted
 	Has       bool
 	W, H      int
 }
@@ -215,8 +219,8 @@ const (
 )
 
 // newSparkline draws at most sparkPoints points of the series (the maximum of each bucket
-// when there are more samples).
-func newSparkline(v []float64) sparkline {
+// when there are more samples); format writes the last value.
+func newSparkline(v []float64, format func(float64) string) sparkline {
 	s := sparkline{W: sparkW, H: sparkH}
 	if len(v) == 0 {
 		return s
@@ -233,6 +237,7 @@ func newSparkline(v []float64) sparkline {
 		s.Max = max(s.Max, x)
 	}
 	s.Last, s.Has = v[len(v)-1], true
+	s.Label = format(s.Last)
 	var pts strings.Builder
 	for i, x := range v {
 		px := 0.0

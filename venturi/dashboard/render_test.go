@@ -48,7 +48,7 @@ func TestTemplatesRender(t *testing.T) {
 		want []string
 	}{
 		{"overview", &overviewData{Stats: st, Totals: totals(st, venturi.JobFilter{}), States: states,
-			Queues: []queueRow{{QueueStats: qs, Depth: newSparkline([]float64{1, 5, 2}), Rate: newSparkline(nil)}},
+			Queues: []queueRow{{QueueStats: qs, Depth: newSparkline([]float64{1, 5, 2}, fmtFloatCount), Rate: newSparkline(nil, fmtRate)}},
 			Recent: []venturi.JobSummary{sum}}, []string{"1,234", "&lt;b&gt;boom&lt;/b&gt;", "<polyline", "k&lt;script&gt;"}},
 		{"overview", &overviewData{States: states}, []string{"No stats sample yet"}},
 		{"jobs", &jobsData{Query: "kind:k", Jobs: []venturi.JobSummary{sum}, Tabs: []tab{{Label: "dead", Count: 5, HasCount: true, Live: "t:dead"}},
@@ -64,7 +64,7 @@ func TestTemplatesRender(t *testing.T) {
 			[]string{"jobs.retry", "alice"}},
 		{"error", nil, []string{"Back to the overview"}},
 	} {
-		p := &page{Title: "T", Brand: "venturi", Prefix: "/ops", CSRF: "tok", Actor: "alice", Grants: all.Grants.String(),
+		p := &page{Title: "T", Brand: "venturi", Prefix: "/ops", CSRF: "tok", Actor: "alice", Grants: grantsText(all.Grants),
 			Live: true, Data: tt.data, access: all}
 		var b bytes.Buffer
 		if err := pages[tt.tmpl].ExecuteTemplate(&b, "layout", p); err != nil {

@@ -52,6 +52,17 @@ type page struct {
 	access  Access
 }
 
+// grantsText says in the header what the actor may do.
+func grantsText(a Action) string {
+	switch a {
+	case NoActions:
+		return "read-only"
+	case AllActions:
+		return "all actions"
+	}
+	return "may " + strings.ReplaceAll(strings.ReplaceAll(a.String(), "|", ", "), "_", " ")
+}
+
 // Can reports whether the request may take the named action (an [Action] name such as
 // "retry"); the templates show an action's forms only when it may.
 func (p *page) Can(name string) bool {
@@ -182,7 +193,7 @@ func (h *handler) render(rq *request, v *view, errMsg string) {
 	hd := rq.w.Header()
 	hd.Set("Cache-Control", "no-store")
 	p := &page{Title: v.title, Brand: h.cfg.Title, Nav: v.nav, Prefix: h.cfg.Prefix, Actor: rq.access.Actor,
-		Grants: rq.access.Grants.String(), Live: v.live, Refresh: h.cfg.Refresh.Milliseconds(),
+		Grants: grantsText(rq.access.Grants), Live: v.live, Refresh: h.cfg.Refresh.Milliseconds(),
 		Flash: flashOf(rq.r.URL.Query()), Error: errMsg, Data: v.data, access: rq.access}
 	if p.Actor == "" {
 		p.Actor = "unknown"

@@ -82,7 +82,7 @@ func (h *handler) overview(rq *request) (*view, error) {
 			depth[i] = float64(s.Available)
 			rate[i] = s.CompletedPerSec
 		}
-		d.Queues = append(d.Queues, queueRow{QueueStats: qs, Depth: newSparkline(depth), Rate: newSparkline(rate)})
+		d.Queues = append(d.Queues, queueRow{QueueStats: qs, Depth: newSparkline(depth, fmtFloatCount), Rate: newSparkline(rate, fmtRate)})
 	}
 	page, err := h.q.ListJobs(rq.ctx, venturi.JobFilter{States: []venturi.State{venturi.StateDead}}, "", 10)
 	if err != nil {
@@ -132,6 +132,9 @@ type jobsData struct {
 	SampledAt time.Time
 	Bulk      []bulkLink
 	Invalid   string
+	// DeadCount is the dead view's count from the stats sample (HasDeadCount: shown).
+	DeadCount    int64
+	HasDeadCount bool
 }
 
 type tab struct {
@@ -247,6 +250,7 @@ func (h *handler) fillTabs(rq *request, d *jobsData, f venturi.JobFilter, path s
 		f.CreatedWithin == 0 && f.Note == "" && len(f.Payload) == 0 && len(f.Attachment) == 0
 	t := totals(st, f)
 	if d.Dead {
+		d.DeadCount, d.HasDeadCount = t[venturi.StateDead], d.Counted && byStats
 		return nil
 	}
 	d.Tabs = append(d.Tabs, tab{Label: "all", URL: h.url(path, "q", d.Query), Active: d.State == ""})

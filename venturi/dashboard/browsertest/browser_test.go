@@ -3,6 +3,7 @@ package browsertest
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ type browser struct {
 
 	mu       sync.Mutex
 	problems []string // console errors, exceptions, CSP violations
+	expected []string // URLs whose failed load is the point (a 400 for a bad filter)
 }
 
 func newBrowser(t *testing.T) *browser {
@@ -58,7 +60,9 @@ func newBrowser(t *testing.T) *browser {
 			}
 			if m.Type == chromedp.ConsoleError || m.IsException() {
 				b.mu.Lock()
-				b.problems = append(b.problems, m.String())
+				if !slices.ContainsFunc(b.expected, func(u string) bool { return m.URL != "" && strings.Contains(m.URL, u) }) {
+					b.problems = append(b.problems, m.String()+" ("+m.URL+")")
+				}
 				b.mu.Unlock()
 			}
 		}
@@ -180,6 +184,13 @@ func (b *browser) screenshot(t *testing.T) []byte {
 	return png
 }
 
+// expectFailure says that a load of a URL containing u fails on purpose.
+func (b *browser) expectFailure(u string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.expected = append(b.expected, u)
+}
+
 // noProblems fails the test if a page reported an error (an exception, a console error, a
 // resource or script the Content-Security-Policy refused).
 func (b *browser) noProblems(t *testing.T) {
@@ -202,7 +213,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	ctx := context.Background()
 
 	// Jobs in every state the views show.
-	dead := s.enqueue(t, flaky{Order: 1001, Email: "ada@example.com"})
+	dead := s.enqueue(t, flaky{Order: 1001, Email: "ada@example.com"}, venturi.WithMeta(venturi.Meta{"request_id": "req-7f3a", "tenant": "acme"}))
 	s.awaitJob(t, dead, "the flaky job to die", func(j *venturi.Job) bool { return j.State == venturi.StateDead })
 	var deadMore []string
 	for i := range 3 {
@@ -249,6 +260,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 		shot(t, b, "jobs")
 		// A bad filter says what is wrong and lists nothing.
+		b.expectFailure("colour")
 		b.open(t, s.base+"/jobs?q=colour:blue")
 		b.waitText(t, ".error", "not valid", false)
 	})
@@ -259,12 +271,13 @@ func TestDashboardInBrowser(t *testing.T) {
 		b.waitText(t, "main h1", dead.String(), false)
 		b.waitText(t, "ol.timeline", "card gateway answered 502 for order 1001", false)
 		b.waitText(t, "#payload", "ada@example.com", false)
-		shot(t, b, "job")
+		b.waitText(t, "table.steps", "lookup-customer", false)
 		s.state.fixed.Store(true) // the "deploy" that fixes the handler
 		b.click(t, "#retry")
 		b.waitText(t, ".flash", "Retried 1 job", false)
 		b.waitText(t, "section.job dl.facts", "completed", true)
 		b.waitText(t, "ol.timeline", "charged order 1001", true)
+		shot(t, b, "job")
 	})
 
 	t.Run("bulk retry of the dead jobs", func(t *testing.T) {

@@ -57,14 +57,14 @@ type probe struct {
 
 func (probe) Kind() string { return "probe" }
 
-// fetch fails every run; its breaker opens after three failures in a row.
+// fetch fails every run; the breaker of its host opens after three failures in a row.
 type fetch struct {
 	Host string `json:"host"`
 }
 
 func (fetch) Kind() string { return "feed.fetch" }
 func (fetch) Limits() venturi.Limits {
-	return venturi.Limits{Breaker: venturi.Breaker{Failures: 3, Cooldown: time.Hour}}
+	return venturi.Limits{Breaker: venturi.Breaker{Failures: 3, Cooldown: time.Hour, PerPartition: true}}
 }
 func (f fetch) Partition() string { return f.Host }
 
@@ -108,7 +108,13 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	must(t, venturi.RegisterFunc(w, func(ctx context.Context, f flaky, run *venturi.Run[struct{}], st *state) (venturi.Outcome, error) {
-		_ = run.SetAttachment(map[string]any{"gateway": "sandbox", "status": 502})
+		cust, err := venturi.Step(ctx, run, "lookup-customer", func(context.Context) (map[string]string, error) {
+			return map[string]string{"customer": "cus_" + f.Email}, nil
+		})
+		if err != nil {
+			return venturi.Outcome{}, err
+		}
+		_ = run.SetAttachment(map[string]any{"gateway": "sandbox", "status": 502, "customer": cust["customer"]})
 		if !st.fixed.Load() {
 			return venturi.Outcome{}, venturi.Permanentf("card gateway answered 502 for order %d", f.Order)
 		}
