@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,8 +12,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi"
 	"github.com/venturi-dev/venturi/dashboard"
@@ -283,3 +286,114 @@ func TestInternalErrorsAreNotShown(t *testing.T) {
 type nop struct{}
 
 func (nop) Kind() string { return "nop" }
+
+// boom fails permanently: its jobs die on their first run.
+type boom struct {
+	N int `json:"n"`
+}
+
+func (boom) Kind() string { return "boom" }
+
+// TestPagesOnRealJobs: with jobs that a worker ran to dead and a stats sample, every page
+// renders what it reads; a bad filter or cursor is a 400 that says why; a job is retried,
+// a bulk delete runs after its dry run, and the audit page lists both.
+func TestPagesOnRealJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := migrated(t)
+	b := serve(t, pool, grant("gus", dashboard.AllActions))
+	w, err := venturi.NewWorker(pool, struct{}{}, venturi.Config{StatsInterval: 100 * time.Millisecond,
+		MaintenanceInterval: 20 * time.Millisecond, PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := venturi.RegisterFunc(w, func(_ context.Context, j boom, _ *venturi.Run[struct{}], _ struct{}) (venturi.Outcome, error) {
+		return venturi.Outcome{}, venturi.Permanentf("boom %d <b>", j.N)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+	var ids []string
+	for i := range 3 {
+		res, err := b.q.Enqueue(ctx, boom{N: i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.ID.String())
+	}
+	waitUntil(t, "the jobs to die and a sample to count them", func() bool {
+		st, err := b.q.Stats(ctx)
+		if err != nil || len(st.Queues) == 0 {
+			return false
+		}
+		return st.Queues[0].Counts[venturi.StateDead] == 3
+	})
+	for _, tt := range []struct{ path, want string }{
+		{"/ops/", "boom 2 &lt;b&gt;"},
+		{"/ops/jobs", ids[0]},
+		{"/ops/jobs?state=dead&limit=2", "Next page"},
+		{"/ops/dead?q=kind:boom", ids[1]},
+		{"/ops/jobs/" + ids[0], "boom 0 &lt;b&gt;"},
+		{"/ops/queues", "default"},
+		{"/ops/bulk/retry?q=state:dead", `<dd id="eligible">3</dd>`},
+		{"/ops/api/stats", `"t:dead":"3"`},
+	} {
+		status, body := b.get(t, tt.path)
+		if status != http.StatusOK || !strings.Contains(body, tt.want) {
+			t.Errorf("GET %s: %d, want 200 with %q in %.2000s", tt.path, status, tt.want, body)
+		}
+	}
+	for _, tt := range []struct{ path, want string }{
+		{"/ops/jobs?q=colour:blue", "colour"},
+		{"/ops/jobs?cursor=garbage", "cursor is not valid"},
+		{"/ops/bulk/retry?q=state:nope", "not valid"},
+	} {
+		status, body := b.get(t, tt.path)
+		if status != http.StatusBadRequest || !strings.Contains(body, tt.want) {
+			t.Errorf("GET %s: %d, want 400 saying %q", tt.path, status, tt.want)
+		}
+	}
+	tok := b.token(t)
+	status, loc, _ := b.post(t, "/ops/jobs/"+ids[0]+"/delete", url.Values{"csrf": {tok}})
+	if status != http.StatusSeeOther || loc != "/ops/jobs?done=deleted&n=1" {
+		t.Fatalf("delete one job: %d %q", status, loc)
+	}
+	if _, err := b.q.Job(ctx, mustULID(t, ids[0])); !errors.Is(err, venturi.ErrNotFound) {
+		t.Fatalf("the deleted job: %v", err)
+	}
+	status, loc, _ = b.post(t, "/ops/bulk/delete", url.Values{"csrf": {tok}, "q": {"kind:boom state:dead"}, "reason": {"cleanup"}})
+	if status != http.StatusSeeOther || !strings.Contains(loc, "done=deleted&n=2") {
+		t.Fatalf("bulk delete: %d %q", status, loc)
+	}
+	_, body := b.get(t, "/ops/audit")
+	for _, want := range []string{"jobs.delete", "gus", "cleanup", "kind:boom"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the audit page lacks %q", want)
+		}
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+func mustULID(t *testing.T, s string) ulid.ULID {
+	t.Helper()
+	id, err := ulid.ParseStrict(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}

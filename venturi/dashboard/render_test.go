@@ -126,3 +126,18 @@ func TestFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveValues: the stats endpoint's keys are the pages' data-live keys, one per value
+// (a state's count and a rate of the same name do not collide).
+func TestLiveValues(t *testing.T) {
+	t.Parallel()
+	st := venturi.Stats{SampledAt: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), Queues: []venturi.QueueStats{{
+		Queue: "q", Counts: map[venturi.State]int64{venturi.StateCompleted: 5, venturi.StateDead: 2}, CompletedPerSec: 0.5, Lag: time.Second}}}
+	v := liveOf(st).Values
+	for k, want := range map[string]string{"q:completed:q": "5", "q:completed/s:q": "0.50", "q:dead:q": "2", "q:dead/s:q": "0",
+		"q:lag:q": "1s", "t:completed": "5", "t:available": "0"} {
+		if v[k] != want {
+			t.Errorf("%s = %q, want %q", k, v[k], want)
+		}
+	}
+}

@@ -171,14 +171,46 @@ func (rq *request) need(a Action) error {
 // fail renders an error page. A userError shows its message; anything else is logged with
 // a reference, and the page shows only the reference.
 func (h *handler) fail(rq *request, err error) {
-	var ue *userError
-	if !errors.As(err, &ue) {
+	ue := userErrorOf(err)
+	if ue == nil {
 		ref := newRef()
 		h.log.ErrorContext(rq.r.Context(), "venturi dashboard: request failed", slog.String("ref", ref),
 			slog.String("method", rq.r.Method), slog.String("path", rq.r.URL.Path), slog.Any("error", err))
 		ue = &userError{http.StatusInternalServerError, "Something went wrong on the server. The error was logged with reference " + ref + "."}
 	}
 	h.render(rq, &view{tmpl: "error", title: http.StatusText(ue.status), status: ue.status}, ue.msg)
+}
+
+// userErrorOf is the page's message for an error about the request itself: its own
+// userErrors, and venturi's errors that say what is wrong with the input. Nil for any other
+// error (the page then shows only a reference).
+func userErrorOf(err error) *userError {
+	var ue *userError
+	switch {
+	case errors.As(err, &ue):
+		return ue
+	case errors.Is(err, venturi.ErrInvalidFilter):
+		return &userError{http.StatusBadRequest, "The filter is not valid: " + filterReason(err)}
+	case errors.Is(err, venturi.ErrInvalidListCursor):
+		return &userError{http.StatusBadRequest, "The page cursor is not valid: start again from the first page."}
+	case errors.Is(err, venturi.ErrListTimeout):
+		return &userError{http.StatusUnprocessableEntity, "The listing took longer than " + venturi.ListTimeout.String() +
+			" and was stopped: narrow the filter with a state, kind, queue, id or time range (they use indexes; a note or payload match alone reads every job)."}
+	case errors.Is(err, venturi.ErrNotFound), errors.Is(err, venturi.ErrNoSchedule), errors.Is(err, venturi.ErrNoCircuit):
+		return errNotFound
+	case errors.Is(err, venturi.ErrInvalidQueue):
+		return &userError{http.StatusBadRequest, "That is not a valid queue name."}
+	}
+	return nil
+}
+
+// filterReason is what a filter error says about the filter, without venturi's prefix.
+func filterReason(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, venturi.ErrInvalidFilter.Error()+": "); i >= 0 {
+		return msg[i+len(venturi.ErrInvalidFilter.Error())+2:]
+	}
+	return msg
 }
 
 func newRef() string {

@@ -186,7 +186,7 @@ func (h *handler) jobList(rq *request, dead bool) (*view, error) {
 	f, err := parseFilter(text)
 	if err != nil {
 		// The filter is the user's text: say what is wrong with it, list nothing.
-		d.Invalid, v.status = err.Error(), http.StatusBadRequest
+		d.Invalid, v.status = filterMessage(err), http.StatusBadRequest
 		h.fillTabs(rq, d, venturi.JobFilter{}, tmplPath)
 		return v, nil
 	}
@@ -265,6 +265,15 @@ func (h *handler) fillTabs(rq *request, d *jobsData, f venturi.JobFilter, path s
 	return nil
 }
 
+// filterMessage says what is wrong with a filter.
+func filterMessage(err error) string {
+	var ue *userError
+	if errors.As(err, &ue) {
+		return ue.msg
+	}
+	return filterReason(err)
+}
+
 // parseFilter bounds and parses a filter box's text.
 func parseFilter(text string) (venturi.JobFilter, error) {
 	if len(text) > MaxFilterBytes {
@@ -295,9 +304,6 @@ func (h *handler) job(rq *request) (*view, error) {
 		return nil, errNotFound
 	}
 	j, err := h.q.JobDetail(rq.ctx, id)
-	if errors.Is(err, venturi.ErrNotFound) {
-		return nil, errNotFound
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -402,7 +408,7 @@ func (h *handler) bulkConfirm(rq *request) (*view, error) {
 	text := rq.r.URL.Query().Get("q")
 	f, err := parseFilter(text)
 	if err != nil {
-		return nil, badRequest("The filter is not valid: " + err.Error())
+		return nil, badRequest("The filter is not valid: " + filterMessage(err))
 	}
 	res, err := act.run(h.q, rq, f, venturi.BulkOptions{DryRun: true})
 	if err != nil {
@@ -426,7 +432,7 @@ func (h *handler) bulkAction(rq *request) (string, error) {
 	text := rq.r.PostFormValue("q")
 	f, err := parseFilter(text)
 	if err != nil {
-		return "", badRequest("The filter is not valid: " + err.Error())
+		return "", badRequest("The filter is not valid: " + filterMessage(err))
 	}
 	reason, err := reasonOf(rq.r)
 	if err != nil {
@@ -487,9 +493,6 @@ func (h *handler) queueAction(rq *request) (string, error) {
 	default:
 		return "", errNotFound
 	}
-	if errors.Is(err, venturi.ErrInvalidQueue) {
-		return "", badRequest("That is not a valid queue name.")
-	}
 	if err != nil {
 		return "", err
 	}
@@ -531,9 +534,6 @@ func (h *handler) cronAction(rq *request) (string, error) {
 	default:
 		return "", errNotFound
 	}
-	if errors.Is(err, venturi.ErrNoSchedule) {
-		return "", errNotFound
-	}
 	if err != nil {
 		return "", err
 	}
@@ -557,9 +557,6 @@ func (h *handler) resetBreaker(rq *request) (string, error) {
 		return "", badRequest("Name a breaker by its kind and partition.")
 	}
 	if err := h.q.ResetCircuit(rq.ctx, kind, part); err != nil {
-		if errors.Is(err, venturi.ErrNotFound) {
-			return "", errNotFound
-		}
 		return "", err
 	}
 	return "/breakers?done=reset", nil
@@ -643,10 +640,10 @@ func liveOf(st venturi.Stats) liveStats {
 // queueValues are one queue's live values, under the keys queueKey gives.
 func queueValues(qs venturi.QueueStats) map[string]string {
 	v := map[string]string{
-		queueKey(qs.Queue, "lag"):       fmtDuration(qs.Lag),
-		queueKey(qs.Queue, "completed"): fmtRate(qs.CompletedPerSec),
-		queueKey(qs.Queue, "failed"):    fmtRate(qs.FailedPerSec),
-		queueKey(qs.Queue, "dead/s"):    fmtRate(qs.DeadPerSec),
+		queueKey(qs.Queue, "lag"):         fmtDuration(qs.Lag),
+		queueKey(qs.Queue, "completed/s"): fmtRate(qs.CompletedPerSec),
+		queueKey(qs.Queue, "failed/s"):    fmtRate(qs.FailedPerSec),
+		queueKey(qs.Queue, "dead/s"):      fmtRate(qs.DeadPerSec),
 	}
 	for _, s := range states {
 		v[queueKey(qs.Queue, string(s))] = fmtCount(qs.Counts[s])
