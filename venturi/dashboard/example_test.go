@@ -44,14 +44,14 @@ func Example() {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	get, _ := http.NewRequest(http.MethodGet, srv.URL+"/ops/cron", nil)
+	get, _ := http.NewRequest(http.MethodGet, srv.URL+"/ops/", nil)
 	get.SetBasicAuth("alice", "secret")
 	resp, err := http.DefaultClient.Do(get)
 	if err != nil {
 		log.Fatal(err)
 	}
 	resp.Body.Close()
-	fmt.Println("GET /ops/cron:", resp.StatusCode, strings.Contains(resp.Header.Get("Content-Security-Policy"), "script-src 'self'"))
+	fmt.Println("GET /ops/:", resp.StatusCode, strings.Contains(resp.Header.Get("Content-Security-Policy"), "script-src 'self'"))
 
 	post, _ := http.NewRequest(http.MethodPost, srv.URL+"/ops/queues/pause", strings.NewReader(url.Values{"queue": {"default"}}.Encode()))
 	post.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -70,7 +70,7 @@ func Example() {
 	resp.Body.Close()
 	fmt.Println("GET /ops/ without credentials:", resp.StatusCode)
 	// Output:
-	// GET /ops/cron: 200 true
+	// GET /ops/: 200 true
 	// POST /ops/queues/pause: 403
 	// GET /ops/ without credentials: 401
 }
