@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/venturi-dev/venturi"
 )
@@ -27,12 +28,13 @@ type request struct {
 // view is what a page handler renders: the template, its title and navigation entry, and
 // the page's own data.
 type view struct {
-	tmpl   string
-	title  string
-	nav    string
-	live   bool // the page polls the stats endpoint
-	status int  // 0 for 200
-	data   any
+	tmpl    string
+	title   string
+	nav     string
+	live    bool      // the page polls the stats endpoint
+	sampled time.Time // the stats sample the page shows; zero for none
+	status  int       // 0 for 200
+	data    any
 }
 
 // page is the data every template gets.
@@ -45,6 +47,7 @@ type page struct {
 	Actor   string
 	Grants  string
 	Live    bool
+	Sampled time.Time
 	Refresh int64 // milliseconds
 	Flash   string
 	Error   string
@@ -225,7 +228,7 @@ func (h *handler) render(rq *request, v *view, errMsg string) {
 	hd := rq.w.Header()
 	hd.Set("Cache-Control", "no-store")
 	p := &page{Title: v.title, Brand: h.cfg.Title, Nav: v.nav, Prefix: h.cfg.Prefix, Actor: rq.access.Actor,
-		Grants: grantsText(rq.access.Grants), Live: v.live, Refresh: h.cfg.Refresh.Milliseconds(),
+		Grants: grantsText(rq.access.Grants), Live: v.live, Sampled: v.sampled, Refresh: h.cfg.Refresh.Milliseconds(),
 		Flash: flashOf(rq.r.URL.Query()), Error: errMsg, Data: v.data, access: rq.access}
 	if p.Actor == "" {
 		p.Actor = "unknown"

@@ -89,7 +89,7 @@ func (h *handler) overview(rq *request) (*view, error) {
 		return nil, err
 	}
 	d.Recent = page.Jobs
-	return &view{tmpl: "overview", title: "Overview", nav: "overview", live: true, data: d}, nil
+	return &view{tmpl: "overview", title: "Overview", nav: "overview", live: true, sampled: st.SampledAt, data: d}, nil
 }
 
 // totals sums a stats sample's counts by state over the queues (and kinds) f names.
@@ -128,7 +128,8 @@ type jobsData struct {
 	FirstURL  string
 	Limit     int
 	Dead      bool
-	Counted   bool // the tabs' counts come from a stats sample
+	Counted   bool // there is a stats sample
+	TabCounts bool // the tabs show its counts
 	SampledAt time.Time
 	Bulk      []bulkLink
 	Invalid   string
@@ -212,6 +213,7 @@ func (h *handler) jobList(rq *request, dead bool) (*view, error) {
 	if err := h.fillTabs(rq, d, f, tmplPath); err != nil {
 		return nil, err
 	}
+	v.sampled = d.SampledAt
 	for _, b := range []struct {
 		a            Action
 		name, label  string
@@ -249,6 +251,7 @@ func (h *handler) fillTabs(rq *request, d *jobsData, f venturi.JobFilter, path s
 	byStats := len(f.IDs) == 0 && f.DedupKey == "" && f.CreatedAfter.IsZero() && f.CreatedBefore.IsZero() &&
 		f.CreatedWithin == 0 && f.Note == "" && len(f.Payload) == 0 && len(f.Attachment) == 0
 	t := totals(st, f)
+	d.TabCounts = d.Counted && byStats && !d.Dead
 	if d.Dead {
 		d.DeadCount, d.HasDeadCount = t[venturi.StateDead], d.Counted && byStats
 		return nil
@@ -460,7 +463,7 @@ func (h *handler) queues(rq *request) (*view, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &view{tmpl: "queues", title: "Queues", nav: "queues", live: true,
+	return &view{tmpl: "queues", title: "Queues", nav: "queues", live: true, sampled: st.SampledAt,
 		data: &queuesData{Stats: st, States: states, Max: MaxQueueConcurrency}}, nil
 }
 

@@ -240,6 +240,9 @@ func shot(t *testing.T, b *browser, name string) {
 	if *screenshots == "" {
 		return
 	}
+	if b.count(t, "[data-live-page]") > 0 { // a live page: shoot it once its script has polled
+		b.waitJS(t, "the page's script to poll the stats", `document.body.hasAttribute("data-polled")`)
+	}
 	png := b.screenshot(t)
 	if err := os.MkdirAll(*screenshots, 0o755); err != nil {
 		t.Fatal(err)

@@ -31,6 +31,7 @@
     state.className = cls || "";
   }
   function apply(data) {
+    body.setAttribute("data-polled", data.sampled_at || "none");
     var values = data.values || {};
     if (data.sampled_at) { values["sampled"] = data.sampled_at; }
     document.querySelectorAll("[data-live]").forEach(function (el) {
