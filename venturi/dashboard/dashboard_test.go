@@ -397,3 +397,41 @@ func mustULID(t *testing.T, s string) ulid.ULID {
 	}
 	return id
 }
+
+// TestPrefixes: a bad prefix or refresh is an error; the root prefix serves at /.
+func TestPrefixes(t *testing.T) {
+	t.Parallel()
+	q := venturi.NewQueue(migrated(t), venturi.QueueConfig{})
+	for _, cfg := range []dashboard.Config{{Prefix: "ops"}, {Prefix: "/ops/"}, {Prefix: "/o ps"}, {Prefix: "/{x}"},
+		{Refresh: time.Millisecond}, {CSRFKey: []byte("short")}, {TrustedOrigins: []string{"not a url"}}} {
+		if _, err := dashboard.New(q, cfg); err == nil {
+			t.Errorf("New(%+v): no error", cfg)
+		}
+	}
+	if _, err := dashboard.New(nil, dashboard.Config{}); err == nil {
+		t.Error("New(nil): no error")
+	}
+	h, err := dashboard.New(q, dashboard.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `href="/jobs"`) || !strings.Contains(string(body), `src="/assets/app.js"`) {
+		t.Fatalf("GET / at the root: %d %.500s", resp.StatusCode, body)
+	}
+	resp, err = http.Get(srv.URL + "/nowhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("GET /nowhere: %d", resp.StatusCode)
+	}
+}
