@@ -357,7 +357,14 @@ func TestPagesOnRealJobs(t *testing.T) {
 		}
 	}
 	tok := b.token(t)
-	status, loc, _ := b.post(t, "/ops/jobs/"+ids[0]+"/delete", url.Values{"csrf": {tok}})
+	status, loc, _ := b.post(t, "/ops/queues/concurrency", url.Values{"csrf": {tok}, "queue": {"default"}, "concurrency": {"3"}})
+	if status != http.StatusSeeOther || loc != "/ops/queues?done=limited" {
+		t.Fatalf("set a limit: %d %q", status, loc)
+	}
+	if l, err := b.q.Queues(ctx); err != nil || len(l) == 0 || l[0].Concurrency != 3 {
+		t.Fatalf("the queue's limit: %+v %v", l, err)
+	}
+	status, loc, _ = b.post(t, "/ops/jobs/"+ids[0]+"/delete", url.Values{"csrf": {tok}})
 	if status != http.StatusSeeOther || loc != "/ops/jobs?done=deleted&n=1" {
 		t.Fatalf("delete one job: %d %q", status, loc)
 	}
@@ -369,7 +376,7 @@ func TestPagesOnRealJobs(t *testing.T) {
 		t.Fatalf("bulk delete: %d %q", status, loc)
 	}
 	_, body := b.get(t, "/ops/audit")
-	for _, want := range []string{"jobs.delete", "gus", "cleanup", "kind:boom"} {
+	for _, want := range []string{"jobs.delete", "queue.concurrency", "gus", "cleanup", "kind:boom"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the audit page lacks %q", want)
 		}
