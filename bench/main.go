@@ -70,6 +70,8 @@ type options struct {
 
 	flowSlotLimit int             // scenario 11: the slots' limit
 	flowOthers    []int           // scenario 11: the numbers of other keys in the fairness runs
+	opsJobs       int             // scenario 14: jobs loaded
+	opsRequests   int             // scenario 14: requests per page
 	flowVariants  map[string]bool // scenario 11: the throughput variants to run (nil: all)
 }
 
@@ -108,7 +110,9 @@ func main() {
 	flag.StringVar(&o.url, "db", defaultURL(), "PostgreSQL URL of the bench database (default $BENCH_DATABASE_URL, else $DATABASE_URL)")
 	flag.BoolVar(&o.quick, "quick", false, "smaller sizes (development; about five minutes)")
 	flag.IntVar(&o.reps, "reps", 3, "repetitions of every scenario and library")
-	flag.StringVar(&only, "only", "", "comma-separated scenarios to run: enqueue,dedup,batch,e2e,pickup,backlog,sustained,history,kinds,flow,coord,events (default all)")
+	flag.StringVar(&only, "only", "", "comma-separated scenarios to run: enqueue,dedup,batch,e2e,pickup,backlog,sustained,history,kinds,flow,coord,events,ops (default all)")
+	flag.IntVar(&o.opsJobs, "ops-jobs", 0, "scenario 14: jobs loaded under the dashboard's pages (default 1,000,000; quick 100,000)")
+	flag.IntVar(&o.opsRequests, "ops-requests", 0, "scenario 14: requests per page (default 200; quick 30)")
 	flag.StringVar(&o.out, "out", "RESULTS.md", "file the markdown report is written to ('' for none)")
 	flag.StringVar(&o.profileDir, "profile", "", "directory for CPU profiles of the venturi worker processes (scenario 4)")
 	var libs string
@@ -144,18 +148,10 @@ func main() {
 	if o.e2eJobs > 0 {
 		o.sz.e2eJobs = o.e2eJobs
 	}
-	if o.historyRuns <= 0 {
-		o.historyRuns = 100_000
-		if o.quick {
-			o.historyRuns = 5_000
-		}
-	}
-	if o.historyParallelRuns <= 0 {
-		o.historyParallelRuns = 10_000
-		if o.quick {
-			o.historyParallelRuns = 5_000
-		}
-	}
+	o.sized(&o.historyRuns, 100_000, 5_000)
+	o.sized(&o.historyParallelRuns, 10_000, 5_000)
+	o.sized(&o.opsJobs, 1_000_000, 100_000)
+	o.sized(&o.opsRequests, 200, 30)
 	if min(o.historyRuns, o.historyParallelRuns) < 1_000+2*historyWindow {
 		fmt.Fprintf(os.Stderr, "bench: -history-runs and -history-parallel-runs must be at least %d\n", 1_000+2*historyWindow)
 		os.Exit(2)
@@ -208,6 +204,16 @@ func defaultURL() string {
 	return os.Getenv("DATABASE_URL")
 }
 
+// sized gives a size flag left at 0 its default: full, or quick with -quick.
+func (o *options) sized(v *int, full, quick int) {
+	if *v <= 0 {
+		*v = full
+		if o.quick {
+			*v = quick
+		}
+	}
+}
+
 func (o *options) want(s string) bool { return o.only == nil || o.only[s] }
 
 func logf(format string, args ...any) {
@@ -246,6 +252,7 @@ func run(ctx context.Context, o options) error {
 		{"flow", b.scenarioFlow},
 		{"coord", b.scenarioCoord},
 		{"events", b.scenarioEvents},
+		{"ops", b.scenarioOps},
 	}
 	for _, s := range steps {
 		if !o.want(s.name) {

@@ -43,6 +43,7 @@ type report struct {
 	flow    *flowReport                  // scenario 11
 	coord   *coordReport                 // scenario 12
 	events  *eventsReport                // scenario 13
+	ops     *opsReport                   // scenario 14
 }
 
 func (r *report) get(list *[]*row, scenario, metric string, higher bool) *row {
@@ -299,6 +300,9 @@ func (r *report) markdown(env *environment, o options) string {
 	}
 	if r.events != nil {
 		r.events.markdown(&b)
+	}
+	if r.ops != nil {
+		r.ops.markdown(&b)
 	}
 	if len(r.notes) > 0 {
 		fmt.Fprintf(&b, "\n## Notes\n\n")

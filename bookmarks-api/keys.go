@@ -17,9 +17,12 @@ import (
 
 const keysUsage = `usage: bookmarks-api keys COMMAND (DATABASE_URL names the app's database)
 
-  keys create --name NAME [--replace]   create a key and print it once on stdout
-                                        (--replace revokes the active key of that name: a rotation)
-  keys list                             list the keys: ID, name, created, revoked
+  keys create --name NAME [--replace] [--ops read|write]
+                                        create a key and print it once on stdout
+                                        (--replace revokes the active key of that name: a rotation;
+                                        --ops lets it open the dashboard at /ops: read sees it,
+                                        write may also act there)
+  keys list                             list the keys: ID, name, dashboard role, created, revoked
   keys revoke ID|KEY                    revoke a key, named by its ID (as listed) or given whole
 `
 
@@ -35,6 +38,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var (
 		name    string
 		replace bool
+		ops     string
 	)
 	fs := flag.NewFlagSet("keys "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -43,6 +47,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case "create":
 		fs.StringVar(&name, "name", "", "the key's name (who or what uses it)")
 		fs.BoolVar(&replace, "replace", false, "revoke the active key with the same name")
+		fs.StringVar(&ops, "ops", "", "the key's role on the operations dashboard at /ops: read or write (default: none)")
 	case "list", "revoke":
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, keysUsage)
@@ -60,9 +65,14 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case cmd != "revoke" && fs.NArg() != 0:
 		return fmt.Errorf("keys %s: unexpected argument %q", cmd, fs.Arg(0))
 	}
+	var role apikey.Ops
 	if cmd == "create" {
 		if _, msg := apikey.CheckName(name); msg != "" {
 			return errors.New("keys create: " + msg)
+		}
+		var err error
+		if role, err = apikey.ParseOps(ops); err != nil {
+			return fmt.Errorf("keys create: %w", err)
 		}
 	}
 	url := os.Getenv("DATABASE_URL")
@@ -78,7 +88,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	switch cmd {
 	case "create":
-		k, err := keys.Create(ctx, name, replace)
+		k, err := keys.CreateOps(ctx, name, replace, role)
 		if errors.Is(err, apikey.ErrNameTaken) {
 			return fmt.Errorf("keys create: an active key is already named %q (revoke it, or pass --replace to rotate it)", name)
 		}
@@ -90,19 +100,22 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fmt.Fprintf(stderr, "revoked key %s (replaced)\n", id)
 		}
 		fmt.Fprintf(stderr, "created key %s named %q; it is shown only this once: store it now\n", k.ID, k.Name)
+		if role != apikey.OpsNone {
+			fmt.Fprintf(stderr, "it opens the dashboard at /ops (%s): sign in with any user name and the key as the password\n", role)
+		}
 	case "list":
 		list, err := keys.List(ctx)
 		if err != nil {
 			return fmt.Errorf("keys list: %w", err)
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tCREATED\tREVOKED")
+		fmt.Fprintln(tw, "ID\tNAME\tOPS\tCREATED\tREVOKED")
 		for _, k := range list {
 			revoked := "-"
 			if k.RevokedAt != nil {
 				revoked = k.RevokedAt.UTC().Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.ID, k.Name, k.CreatedAt.UTC().Format(time.RFC3339), revoked)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Ops, k.CreatedAt.UTC().Format(time.RFC3339), revoked)
 		}
 		return tw.Flush()
 	case "revoke":

@@ -57,6 +57,16 @@ func TestKeysCommand(t *testing.T) {
 	if err != nil || !strings.HasPrefix(out, "ID") || strings.Count(out, "laptop") != 2 || strings.Contains(out, key) || strings.Contains(out, newKey) {
 		t.Fatalf("list: %q %v (two laptop keys, no key shown)", out, err)
 	}
+	out, msg, err = run("create", "--name", "oncall", "--ops", "write")
+	if err != nil || !strings.Contains(msg, "/ops") {
+		t.Fatalf("create --ops write: %q %q %v", out, msg, err)
+	}
+	if k, ok, err := apikey.NewStore(pool).Lookup(ctx, strings.TrimSpace(out)); !ok || err != nil || k.Ops != apikey.OpsWrite || k.Name != "oncall" {
+		t.Fatalf("the ops key: %+v %v %v", k, ok, err)
+	}
+	if out, _, err := run("list"); err != nil || !strings.Contains(out, "OPS") || !strings.Contains(out, "write") {
+		t.Fatalf("list shows no dashboard role: %q %v", out, err)
+	}
 	out, _, err = run("revoke", newKey)
 	if err != nil || !strings.Contains(out, "revoked key") {
 		t.Fatalf("revoke: %q %v", out, err)
@@ -68,7 +78,7 @@ func TestKeysCommand(t *testing.T) {
 	for _, args := range [][]string{
 		{}, {"rotate"}, {"create"}, {"create", "--name", ""}, {"create", "--name", "a", "extra"}, {"list", "x"},
 		{"revoke"}, {"revoke", "a", "b"}, {"revoke", "nonsense"}, {"revoke", apikey.Prefix + strings.Repeat("0", 26)},
-		{"create", "--bogus"},
+		{"create", "--bogus"}, {"create", "--name", "x", "--ops", "admin"},
 	} {
 		if _, _, err := run(args...); err == nil {
 			t.Errorf("keys %q: no error", args)

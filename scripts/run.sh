@@ -21,9 +21,10 @@ DATABASE_URL=$("$(dirname "$0")/app-db-url.sh") || exit 1
 export DATABASE_URL
 "$api_bin" migrate || exit 1
 # The API requires a key on every endpoint but the probes. This run's key is printed in the
-# banner; --replace revokes the previous run's, so they do not pile up.
+# banner; --replace revokes the previous run's, so they do not pile up. It also opens the
+# operations dashboard at /ops (--ops write: a development key).
 key_err=$(mktemp)
-dev_key=$("$api_bin" keys create --name make-run --replace 2>"$key_err") \
+dev_key=$("$api_bin" keys create --name make-run --replace --ops write 2>"$key_err") \
   || { cat "$key_err" >&2; rm -f "$key_err"; log "could not create the development API key"; exit 1; }
 rm -f "$key_err"
 
@@ -76,6 +77,7 @@ API key of this run (named make-run; the next make run replaces it; make keys AR
       $dev_key
 try:  curl -s -X POST http://$addr/bookmarks -H "Authorization: Bearer $dev_key" -H "Content-Type: application/json" -d '{"url":"https://example.com/","tags":["demo"]}'
 then: curl -s http://$addr/bookmarks/<id> -H "Authorization: Bearer $dev_key"
+dashboard: http://$addr/ops/   (sign in with any user name and the key as the password)
 
 BANNER
 # The worker logs a warning for these too; repeat it under the banner, where it is seen.

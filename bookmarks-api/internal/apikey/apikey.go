@@ -64,7 +64,46 @@ type Key struct {
 	Name      string
 	CreatedAt time.Time
 	RevokedAt *time.Time // nil while the key is active
+	// Ops is the key's role on the operations dashboard (/ops).
+	Ops Ops
 }
+
+// Ops is a key's role on the operations dashboard that the API mounts at /ops.
+type Ops string
+
+// Roles on the dashboard.
+const (
+	// OpsNone: the key cannot open the dashboard (the default).
+	OpsNone Ops = ""
+	// OpsRead: the key sees every page of the dashboard and changes nothing.
+	OpsRead Ops = "read"
+	// OpsWrite: the key may also act: retry, cancel and delete jobs, pause queues and set
+	// their limits, pause cron schedules, reset circuit breakers.
+	OpsWrite Ops = "write"
+)
+
+// ParseOps reads a role as `keys create --ops` takes it: read, write, or none (or empty).
+func ParseOps(s string) (Ops, error) {
+	switch s {
+	case "", "none":
+		return OpsNone, nil
+	case "read":
+		return OpsRead, nil
+	case "write":
+		return OpsWrite, nil
+	}
+	return OpsNone, fmt.Errorf("--ops %q: want read, write or none", s)
+}
+
+// String names the role: read, write, or - for none.
+func (o Ops) String() string {
+	if o == OpsNone {
+		return "-"
+	}
+	return string(o)
+}
+
+func (o Ops) text() pgtype.Text { return pgtype.Text{String: string(o), Valid: o != OpsNone} }
 
 // Generate returns a new key with its ID and the digest to store.
 func Generate() (id ulid.ULID, key string, digest [sha256.Size]byte) {
@@ -130,10 +169,18 @@ type Created struct {
 	Revoked []ulid.ULID
 }
 
-// Create stores a new key named name. Names are unique among active keys: with replace
-// false an active key with the same name is ErrNameTaken; with replace true that key is
-// revoked in the same transaction (a rotation).
+// Create stores a new key named name, without a dashboard role. Names are unique among
+// active keys: with replace false an active key with the same name is ErrNameTaken; with
+// replace true that key is revoked in the same transaction (a rotation).
 func (s *Store) Create(ctx context.Context, name string, replace bool) (Created, error) {
+	return s.CreateOps(ctx, name, replace, OpsNone)
+}
+
+// CreateOps is Create for a key with the role ops on the operations dashboard.
+func (s *Store) CreateOps(ctx context.Context, name string, replace bool, ops Ops) (Created, error) {
+	if _, err := ParseOps(string(ops)); err != nil {
+		return Created{}, err
+	}
 	name, msg := CheckName(name)
 	if msg != "" {
 		return Created{}, errors.New(msg)
@@ -150,7 +197,7 @@ func (s *Store) Create(ctx context.Context, name string, replace bool) (Created,
 				out.Revoked = append(out.Revoked, ulid.ULID(r.Bytes))
 			}
 		}
-		return s.q.InsertAPIKey(ctx, tx, store.InsertAPIKeyParams{ID: uuidOf(id), Name: name, KeyHash: digest[:]})
+		return s.q.InsertAPIKey(ctx, tx, store.InsertAPIKeyParams{ID: uuidOf(id), Name: name, KeyHash: digest[:], Ops: ops.text()})
 	})
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "api_key_active_name_idx" {
@@ -170,7 +217,7 @@ func (s *Store) List(ctx context.Context) ([]Key, error) {
 	}
 	out := make([]Key, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, Key{ID: ulid.ULID(r.ID.Bytes), Name: r.Name, CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt})
+		out = append(out, Key{ID: ulid.ULID(r.ID.Bytes), Name: r.Name, CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt, Ops: Ops(r.Ops.String)})
 	}
 	return out, nil
 }
@@ -200,22 +247,29 @@ func (s *Store) Revoke(ctx context.Context, idOrKey string) (Key, error) {
 // revoked or wrong key, without saying which; err is set only when the database could not
 // answer.
 func (s *Store) Authenticate(ctx context.Context, key string) (id ulid.ULID, ok bool, err error) {
-	id, ok = Parse(key)
+	k, ok, err := s.Lookup(ctx, key)
+	return k.ID, ok, err
+}
+
+// Lookup is Authenticate returning the key's name and dashboard role (not its creation
+// time) as well.
+func (s *Store) Lookup(ctx context.Context, key string) (Key, bool, error) {
+	id, ok := Parse(key)
 	if !ok {
-		return ulid.ULID{}, false, nil
+		return Key{}, false, nil
 	}
 	row, err := s.q.GetActiveAPIKey(ctx, s.pool, uuidOf(id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return ulid.ULID{}, false, nil
+		return Key{}, false, nil
 	}
 	if err != nil {
-		return ulid.ULID{}, false, err
+		return Key{}, false, err
 	}
 	digest := Digest(key)
 	if subtle.ConstantTimeCompare(row.KeyHash, digest[:]) != 1 {
-		return ulid.ULID{}, false, nil
+		return Key{}, false, nil
 	}
-	return id, true, nil
+	return Key{ID: id, Name: row.Name, Ops: Ops(row.Ops.String)}, true, nil
 }
 
 // shorten keeps an echoed argument short (it may be a mistyped key).

@@ -84,6 +84,7 @@ type API struct {
 
 // New returns the Echo instance serving the API. Every route but /healthz and /readyz
 // requires an API key (see requireKey): a route added here is authenticated by default.
+// The operations dashboard at /ops requires a key with a dashboard role (ops.go).
 func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	if cfg.TagIndexDelay <= 0 {
 		cfg.TagIndexDelay = 2 * time.Second
@@ -161,6 +162,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	e.GET("/tags", a.listTags)
 	e.GET("/events", a.listEvents)
 	e.POST("/tags/rebuild", a.rebuildTags, write, small, requireJSON)
+	a.mountOps(e, write)
 	return e
 }
 

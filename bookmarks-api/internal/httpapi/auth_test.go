@@ -54,6 +54,13 @@ func TestEveryRouteButTheProbesRequiresAKey(t *testing.T) {
 			}
 			continue
 		}
+		if opsRoutes[r.Path] { // the dashboard: a key with a dashboard role, over HTTP Basic (ops_test.go)
+			if rec.Code != 401 || !strings.HasPrefix(rec.Header().Get("WWW-Authenticate"), "Basic ") {
+				t.Fatalf("%s %s without a key = %d %q, want 401 with a Basic challenge", r.Method, r.Path, rec.Code, rec.Header().Get("WWW-Authenticate"))
+			}
+			checked++
+			continue
+		}
 		if publicRoutes[r.Path] {
 			if rec.Code != 200 {
 				t.Fatalf("%s %s without a key = %d, want 200 (a public probe)", r.Method, r.Path, rec.Code)

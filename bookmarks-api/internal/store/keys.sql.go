@@ -13,39 +13,51 @@ import (
 )
 
 const getActiveAPIKey = `-- name: GetActiveAPIKey :one
-SELECT id, name, key_hash FROM api_key WHERE id = $1 AND revoked_at IS NULL
+SELECT id, name, key_hash, ops FROM api_key WHERE id = $1 AND revoked_at IS NULL
 `
 
 type GetActiveAPIKeyRow struct {
 	ID      pgtype.UUID
 	Name    string
 	KeyHash []byte
+	Ops     pgtype.Text
 }
 
 func (q *Queries) GetActiveAPIKey(ctx context.Context, db DBTX, id pgtype.UUID) (*GetActiveAPIKeyRow, error) {
 	row := db.QueryRow(ctx, getActiveAPIKey, id)
 	var i GetActiveAPIKeyRow
-	err := row.Scan(&i.ID, &i.Name, &i.KeyHash)
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.KeyHash,
+		&i.Ops,
+	)
 	return &i, err
 }
 
 const insertAPIKey = `-- name: InsertAPIKey :exec
-INSERT INTO api_key (id, name, key_hash) VALUES ($1, $2, $3)
+INSERT INTO api_key (id, name, key_hash, ops) VALUES ($1, $2, $3, $4)
 `
 
 type InsertAPIKeyParams struct {
 	ID      pgtype.UUID
 	Name    string
 	KeyHash []byte
+	Ops     pgtype.Text
 }
 
 func (q *Queries) InsertAPIKey(ctx context.Context, db DBTX, arg InsertAPIKeyParams) error {
-	_, err := db.Exec(ctx, insertAPIKey, arg.ID, arg.Name, arg.KeyHash)
+	_, err := db.Exec(ctx, insertAPIKey,
+		arg.ID,
+		arg.Name,
+		arg.KeyHash,
+		arg.Ops,
+	)
 	return err
 }
 
 const listAPIKeys = `-- name: ListAPIKeys :many
-SELECT id, name, created_at, revoked_at FROM api_key ORDER BY id
+SELECT id, name, created_at, revoked_at, ops FROM api_key ORDER BY id
 `
 
 type ListAPIKeysRow struct {
@@ -53,6 +65,7 @@ type ListAPIKeysRow struct {
 	Name      string
 	CreatedAt time.Time
 	RevokedAt *time.Time
+	Ops       pgtype.Text
 }
 
 func (q *Queries) ListAPIKeys(ctx context.Context, db DBTX) ([]*ListAPIKeysRow, error) {
@@ -69,6 +82,7 @@ func (q *Queries) ListAPIKeys(ctx context.Context, db DBTX) ([]*ListAPIKeysRow, 
 			&i.Name,
 			&i.CreatedAt,
 			&i.RevokedAt,
+			&i.Ops,
 		); err != nil {
 			return nil, err
 		}

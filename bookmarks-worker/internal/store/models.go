@@ -16,6 +16,7 @@ type ApiKey struct {
 	KeyHash   []byte
 	CreatedAt time.Time
 	RevokedAt *time.Time
+	Ops       pgtype.Text
 }
 
 type Bookmark struct {

@@ -1,0 +1,193 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/venturi-dev/bookmarks/bookmarks-api/internal/apikey"
+	"github.com/venturi-dev/venturi"
+)
+
+// opsKey creates a key with a dashboard role.
+func (b *testBundle) opsKey(t testing.TB, name string, ops apikey.Ops) string {
+	t.Helper()
+	k, err := apikey.NewStore(b.pool).CreateOps(context.Background(), name, false, ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.Key
+}
+
+// opsSession is a browser on the dashboard: Basic credentials and its cookies.
+type opsSession struct {
+	b       *testBundle
+	key     string
+	cookies []*http.Cookie
+}
+
+func (s *opsSession) request(method, path string, form url.Values, hdr ...string) *httptest.ResponseRecorder {
+	var req *http.Request
+	if form != nil {
+		req = httptest.NewRequest(method, path, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	} else {
+		req = httptest.NewRequest(method, path, nil)
+	}
+	if s.key != "" {
+		req.SetBasicAuth("operator", s.key)
+	}
+	for _, c := range s.cookies {
+		req.AddCookie(c)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	rec := s.b.serve(req)
+	s.cookies = append(s.cookies, rec.Result().Cookies()...)
+	return rec
+}
+
+var opsTokenRE = regexp.MustCompile(`<meta name="csrf-token" content="([^"]+)">`)
+
+// token loads a page and returns its form token ("" when the page has none: read-only).
+func (s *opsSession) token(t *testing.T) string {
+	t.Helper()
+	rec := s.request(http.MethodGet, "/ops/cron", nil)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /ops/cron: %d %s", rec.Code, rec.Body.String())
+	}
+	if m := opsTokenRE.FindStringSubmatch(rec.Body.String()); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+func queuePaused(t *testing.T, b *testBundle, name string) bool {
+	t.Helper()
+	l, err := venturi.NewQueue(b.pool, venturi.QueueConfig{}).Queues(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range l {
+		if q.Name == name {
+			return q.Paused
+		}
+	}
+	return false
+}
+
+// TestOpsRequiresAnOpsKey: the dashboard answers 401 with a Basic challenge without
+// credentials, with a wrong key, with a revoked key and with a valid key that has no
+// dashboard role; a read key sees it.
+func TestOpsRequiresAnOpsKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	read := b.opsKey(t, "viewer", apikey.OpsRead)
+	for _, tt := range []struct {
+		name string
+		set  func(*http.Request)
+	}{
+		{"no credentials", func(*http.Request) {}},
+		{"a key without a dashboard role", func(r *http.Request) { r.SetBasicAuth("x", b.key) }},
+		{"a wrong key", func(r *http.Request) { r.SetBasicAuth("x", apikey.WrongSecret(read)) }},
+		{"not a key", func(r *http.Request) { r.SetBasicAuth("x", "hunter2") }},
+		{"an empty password", func(r *http.Request) { r.SetBasicAuth("viewer", "") }},
+	} {
+		for _, path := range []string{"/ops", "/ops/", "/ops/jobs", "/ops/assets/app.js"} {
+			req := httptest.NewRequest(http.MethodGet, path, nil)
+			tt.set(req)
+			rec := b.serve(req)
+			if rec.Code != http.StatusUnauthorized || !strings.HasPrefix(rec.Header().Get("WWW-Authenticate"), "Basic ") {
+				t.Errorf("%s, GET %s: %d %q; want 401 with a Basic challenge", tt.name, path, rec.Code, rec.Header().Get("WWW-Authenticate"))
+			}
+			requireNoLeak(t, rec.Body.String())
+		}
+		req := httptest.NewRequest(http.MethodPost, "/ops/queues/pause", strings.NewReader("queue=default"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		tt.set(req)
+		if rec := b.serve(req); rec.Code != http.StatusUnauthorized {
+			t.Errorf("%s, POST: %d; want 401", tt.name, rec.Code)
+		}
+	}
+	s := &opsSession{b: b, key: read}
+	if rec := s.request(http.MethodGet, "/ops/cron", nil); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "viewer · read-only") {
+		t.Fatalf("a read key: %d %.300s", rec.Code, rec.Body.String())
+	}
+	// The API's Bearer keys open the dashboard too (scripts), with the same role rule.
+	req := httptest.NewRequest(http.MethodGet, "/ops/cron", nil)
+	req.Header.Set("Authorization", "Bearer "+read)
+	if rec := b.serve(req); rec.Code != http.StatusOK {
+		t.Fatalf("Bearer read key: %d", rec.Code)
+	}
+	// A revoked key is refused at once.
+	if _, err := apikey.NewStore(b.pool).Revoke(context.Background(), read); err != nil {
+		t.Fatal(err)
+	}
+	if rec := s.request(http.MethodGet, "/ops/cron", nil); rec.Code != http.StatusUnauthorized {
+		t.Fatalf("a revoked key: %d", rec.Code)
+	}
+}
+
+// TestOpsReadKeyCannotAct: a read key gets pages without forms and a 403 for any action,
+// token or not.
+func TestOpsReadKeyCannotAct(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := &opsSession{b: b, key: b.opsKey(t, "viewer", apikey.OpsRead)}
+	if tok := s.token(t); tok != "" {
+		t.Fatal("a read key's page carries a form token")
+	}
+	// A token of a write session does not help either.
+	w := &opsSession{b: b, key: b.opsKey(t, "admin", apikey.OpsWrite)}
+	tok := w.token(t)
+	for _, form := range []url.Values{{"queue": {"default"}}, {"queue": {"default"}, "csrf": {tok}}} {
+		rec := s.request(http.MethodPost, "/ops/queues/pause", form)
+		if rec.Code != http.StatusForbidden {
+			t.Fatalf("a read key's POST: %d; want 403", rec.Code)
+		}
+	}
+	if queuePaused(t, b, "default") {
+		t.Fatal("a read key paused the queue")
+	}
+}
+
+// TestOpsWriteKeyActs: a write key pauses a queue with the form's token; the audit log
+// names the key; a POST without the token, or from another site, is refused.
+func TestOpsWriteKeyActs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := &opsSession{b: b, key: b.opsKey(t, "admin", apikey.OpsWrite)}
+	tok := s.token(t)
+	if tok == "" {
+		t.Fatal("a write key's page has no form token")
+	}
+	if rec := s.request(http.MethodPost, "/ops/queues/pause", url.Values{"queue": {"imports"}}); rec.Code != http.StatusForbidden {
+		t.Fatalf("a POST without the token: %d; want 403", rec.Code)
+	}
+	if rec := s.request(http.MethodPost, "/ops/queues/pause", url.Values{"queue": {"imports"}, "csrf": {tok}},
+		"Sec-Fetch-Site", "cross-site"); rec.Code != http.StatusForbidden {
+		t.Fatalf("a cross-site POST: %d; want 403", rec.Code)
+	}
+	if queuePaused(t, b, "imports") {
+		t.Fatal("a refused POST paused the queue")
+	}
+	rec := s.request(http.MethodPost, "/ops/queues/pause", url.Values{"queue": {"imports"}, "csrf": {tok}})
+	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/ops/queues?done=paused" {
+		t.Fatalf("a write key's POST: %d %q", rec.Code, rec.Header().Get("Location"))
+	}
+	if !queuePaused(t, b, "imports") {
+		t.Fatal("the queue is not paused")
+	}
+	entries, err := venturi.NewQueue(b.pool, venturi.QueueConfig{}).AuditLog(context.Background(), 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) == 0 || entries[0].Actor != "admin" || entries[0].Action != "queue.pause" || entries[0].Target != "imports" {
+		t.Fatalf("audit log: %+v; want queue.pause of imports by admin", entries)
+	}
+}

@@ -1,0 +1,11 @@
+-- bookmarks application schema, version 5: API keys get a role on the operations dashboard
+-- (bookmarks-api mounts venturi's dashboard at /ops).
+--
+-- ops is NULL for a key that cannot open the dashboard (every key created before this
+-- version, and every key created without `keys create --ops`), 'read' for a key that sees
+-- every page but changes nothing, and 'write' for a key that may also retry, cancel and
+-- delete jobs, pause queues, set their limits, pause cron schedules and reset circuit
+-- breakers. Each action is recorded in venturi's audit log under the key's name. Adding a
+-- nullable column without a default rewrites nothing, and older API processes, which do
+-- not name the column, keep working during a rolling deploy.
+ALTER TABLE api_key ADD COLUMN ops text CHECK (ops IN ('read', 'write'));

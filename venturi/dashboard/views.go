@@ -1,0 +1,659 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/venturi-dev/venturi"
+)
+
+// The pages. Each one says in its comment what it reads: none counts jobs.
+
+// states are the job list's tabs, in the order of a job's life.
+var states = []venturi.State{venturi.StateAvailable, venturi.StateScheduled, venturi.StateRunning, venturi.StateWaiting,
+	venturi.StateDead, venturi.StateCompleted, venturi.StateCancelled}
+
+// url returns the dashboard path with the query pairs (key, value, ...) whose value is set.
+func (h *handler) url(path string, kv ...string) string {
+	v := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			v.Set(kv[i], kv[i+1])
+		}
+	}
+	u := h.cfg.Prefix + path
+	if len(v) > 0 {
+		u += "?" + v.Encode()
+	}
+	return u
+}
+
+// ---- overview ------------------------------------------------------------------------
+
+type overviewData struct {
+	Stats   venturi.Stats
+	Totals  map[venturi.State]int64
+	Queues  []queueRow
+	Recent  []venturi.JobSummary
+	Window  string
+	States  []venturi.State
+	DeadURL string
+}
+
+type queueRow struct {
+	venturi.QueueStats
+	Depth, Rate sparkline
+}
+
+// overview reads the latest stats sample, the last hour of samples for the charts, and the
+// ten newest dead jobs (from the dead jobs' index).
+func (h *handler) overview(rq *request) (*view, error) {
+	st, err := h.q.Stats(rq.ctx)
+	if err != nil {
+		return nil, err
+	}
+	d := &overviewData{Stats: st, Totals: totals(st, venturi.JobFilter{}), States: states, Window: "last hour",
+		DeadURL: h.url("/dead")}
+	var hist []venturi.StatsSample
+	if !st.SampledAt.IsZero() {
+		if hist, err = h.q.StatsHistory(rq.ctx, st.SampledAt.Add(-time.Hour)); err != nil {
+			return nil, err
+		}
+	}
+	byQueue := map[string][]venturi.StatsSample{}
+	for _, s := range hist {
+		byQueue[s.Queue] = append(byQueue[s.Queue], s)
+	}
+	for _, qs := range st.Queues {
+		samples := byQueue[qs.Queue]
+		depth := make([]float64, len(samples))
+		rate := make([]float64, len(samples))
+		for i, s := range samples {
+			depth[i] = float64(s.Available)
+			rate[i] = s.CompletedPerSec
+		}
+		d.Queues = append(d.Queues, queueRow{QueueStats: qs, Depth: newSparkline(depth, fmtFloatCount), Rate: newSparkline(rate, fmtRate)})
+	}
+	page, err := h.q.ListJobs(rq.ctx, venturi.JobFilter{States: []venturi.State{venturi.StateDead}}, "", 10)
+	if err != nil {
+		return nil, err
+	}
+	d.Recent = page.Jobs
+	return &view{tmpl: "overview", title: "Overview", nav: "overview", live: true, sampled: st.SampledAt, data: d}, nil
+}
+
+// totals sums a stats sample's counts by state over the queues (and kinds) f names.
+func totals(st venturi.Stats, f venturi.JobFilter) map[venturi.State]int64 {
+	out := map[venturi.State]int64{}
+	for _, qs := range st.Queues {
+		if len(f.Queues) > 0 && !slices.Contains(f.Queues, qs.Queue) {
+			continue
+		}
+		if len(f.Kinds) == 0 {
+			for s, n := range qs.Counts {
+				out[s] += n
+			}
+			continue
+		}
+		for _, ks := range qs.Kinds {
+			if slices.Contains(f.Kinds, ks.Kind) {
+				for s, n := range ks.Counts {
+					out[s] += n
+				}
+			}
+		}
+	}
+	return out
+}
+
+// ---- job lists -------------------------------------------------------------------------
+
+type jobsData struct {
+	Query     string
+	State     string
+	Filter    string // the whole filter (box and tab) in the grammar, for the bulk actions
+	Tabs      []tab
+	Jobs      []venturi.JobSummary
+	NextURL   string
+	FirstURL  string
+	Limit     int
+	Dead      bool
+	Counted   bool // there is a stats sample
+	TabCounts bool // the tabs show its counts
+	SampledAt time.Time
+	Bulk      []bulkLink
+	Invalid   string
+	// DeadCount is the dead view's count from the stats sample (HasDeadCount: shown).
+	DeadCount    int64
+	HasDeadCount bool
+}
+
+type tab struct {
+	Label, URL string
+	Active     bool
+	Count      int64
+	HasCount   bool
+	Live       string // the stats endpoint's key for the count; empty when filtered
+}
+
+type bulkLink struct{ Label, URL, Class string }
+
+func (h *handler) jobs(rq *request) (*view, error) { return h.jobList(rq, false) }
+
+// dead is the job list of dead jobs, with bulk retry over the filter.
+func (h *handler) dead(rq *request) (*view, error) { return h.jobList(rq, true) }
+
+// jobList reads one page of ListJobs (from the index of the state tab, or newest first)
+// and the latest stats sample for the tabs' counts.
+func (h *handler) jobList(rq *request, dead bool) (*view, error) {
+	q := rq.r.URL.Query()
+	text, state, cursor := q.Get("q"), q.Get("state"), q.Get("cursor")
+	if dead {
+		state = string(venturi.StateDead)
+	}
+	limit := DefaultPageSize
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxPageSize {
+			return nil, badRequest("The page size must be a number from 1 to " + strconv.Itoa(MaxPageSize) + ".")
+		}
+		limit = n
+	}
+	nav, tmplPath := "jobs", "/jobs"
+	if dead {
+		nav, tmplPath = "dead", "/dead"
+	}
+	d := &jobsData{Query: text, State: state, Limit: limit, Dead: dead}
+	v := &view{tmpl: "jobs", title: "Jobs", nav: nav, live: true, data: d}
+	if dead {
+		v.title = "Dead jobs"
+	}
+	if state != "" && !slices.Contains(states, venturi.State(state)) {
+		return nil, badRequest("Unknown state tab.")
+	}
+	if len(cursor) > 1024 {
+		return nil, badRequest("The page cursor is too long.")
+	}
+	f, err := parseFilter(text)
+	if err != nil {
+		// The filter is the user's text: say what is wrong with it, list nothing.
+		d.Invalid, v.status = filterMessage(err), http.StatusBadRequest
+		h.fillTabs(rq, d, venturi.JobFilter{}, tmplPath)
+		return v, nil
+	}
+	if state != "" {
+		f.States = []venturi.State{venturi.State(state)}
+	}
+	d.Filter = f.String()
+	page, err := h.q.ListJobs(rq.ctx, f, cursor, limit)
+	if err != nil {
+		return nil, err
+	}
+	d.Jobs = page.Jobs
+	lim := ""
+	if limit != DefaultPageSize {
+		lim = strconv.Itoa(limit)
+	}
+	if page.Next != "" {
+		d.NextURL = h.url(tmplPath, "q", text, "state", tabParam(dead, state), "limit", lim, "cursor", page.Next)
+	}
+	if cursor != "" {
+		d.FirstURL = h.url(tmplPath, "q", text, "state", tabParam(dead, state), "limit", lim)
+	}
+	if err := h.fillTabs(rq, d, f, tmplPath); err != nil {
+		return nil, err
+	}
+	v.sampled = d.SampledAt
+	for _, b := range []struct {
+		a            Action
+		name, label  string
+		class        string
+		dead, always bool
+	}{
+		{Retry, "retry", "Retry all matching…", "primary", true, false},
+		{Cancel, "cancel", "Cancel all matching…", "", false, false},
+		{Delete, "delete", "Delete all matching…", "danger", true, false},
+	} {
+		if rq.access.Can(b.a) && (!dead || b.dead) {
+			d.Bulk = append(d.Bulk, bulkLink{Label: b.label, Class: b.class, URL: h.url("/bulk/"+b.name, "q", d.Filter)})
+		}
+	}
+	return v, nil
+}
+
+func tabParam(dead bool, state string) string {
+	if dead {
+		return ""
+	}
+	return state
+}
+
+// fillTabs sets the state tabs and their counts from the latest stats sample.
+func (h *handler) fillTabs(rq *request, d *jobsData, f venturi.JobFilter, path string) error {
+	st, err := h.q.Stats(rq.ctx)
+	if err != nil {
+		return err
+	}
+	d.SampledAt, d.Counted = st.SampledAt, !st.SampledAt.IsZero()
+	// The counts are the stats table's, by queue and kind: they are shown when the filter
+	// names nothing else.
+	unfiltered := len(f.Queues) == 0 && len(f.Kinds) == 0
+	byStats := len(f.IDs) == 0 && f.DedupKey == "" && f.CreatedAfter.IsZero() && f.CreatedBefore.IsZero() &&
+		f.CreatedWithin == 0 && f.Note == "" && len(f.Payload) == 0 && len(f.Attachment) == 0
+	t := totals(st, f)
+	d.TabCounts = d.Counted && byStats && !d.Dead
+	if d.Dead {
+		d.DeadCount, d.HasDeadCount = t[venturi.StateDead], d.Counted && byStats
+		return nil
+	}
+	d.Tabs = append(d.Tabs, tab{Label: "all", URL: h.url(path, "q", d.Query), Active: d.State == ""})
+	for _, s := range states {
+		tb := tab{Label: string(s), URL: h.url(path, "q", d.Query, "state", string(s)), Active: d.State == string(s),
+			Count: t[s], HasCount: d.Counted && byStats}
+		if unfiltered && byStats {
+			tb.Live = "t:" + string(s)
+		}
+		d.Tabs = append(d.Tabs, tb)
+	}
+	return nil
+}
+
+// filterMessage says what is wrong with a filter.
+func filterMessage(err error) string {
+	var ue *userError
+	if errors.As(err, &ue) {
+		return ue.msg
+	}
+	return filterReason(err)
+}
+
+// parseFilter bounds and parses a filter box's text.
+func parseFilter(text string) (venturi.JobFilter, error) {
+	if len(text) > MaxFilterBytes {
+		return venturi.JobFilter{}, badRequest("The filter is longer than " + strconv.Itoa(MaxFilterBytes) + " bytes.")
+	}
+	if !utf8.ValidString(text) {
+		return venturi.JobFilter{}, badRequest("The filter is not valid text.")
+	}
+	if text == "" {
+		return venturi.JobFilter{}, nil
+	}
+	return venturi.ParseJobFilter(text)
+}
+
+// ---- one job ---------------------------------------------------------------------------
+
+type jobData struct {
+	*venturi.JobDetail
+	Retry, Cancel, Delete bool // the actions that apply to its state and are granted
+	BackURL               string
+}
+
+// job reads JobDetail: the job's row, its moved journal (bounded), steps, signals, hooks
+// and explanation, each by the job's primary key.
+func (h *handler) job(rq *request) (*view, error) {
+	id, err := ulid.ParseStrict(rq.r.PathValue("id"))
+	if err != nil {
+		return nil, errNotFound
+	}
+	j, err := h.q.JobDetail(rq.ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	d := &jobData{JobDetail: j, BackURL: h.url("/jobs")}
+	switch j.State {
+	case venturi.StateDead, venturi.StateCancelled, venturi.StateCompleted, venturi.StateScheduled:
+		d.Retry = rq.access.Can(Retry)
+	}
+	switch j.State {
+	case venturi.StateAvailable, venturi.StateScheduled, venturi.StateWaiting, venturi.StateRunning:
+		d.Cancel = rq.access.Can(Cancel) && !j.StopRequested
+	}
+	d.Delete = j.State != venturi.StateRunning && rq.access.Can(Delete)
+	return &view{tmpl: "job", title: "Job " + j.ID.String(), nav: "jobs", data: d}, nil
+}
+
+// jobAction retries, cancels or deletes one job (a bulk action over its ID).
+func (h *handler) jobAction(rq *request) (string, error) {
+	id, err := ulid.ParseStrict(rq.r.PathValue("id"))
+	if err != nil {
+		return "", errNotFound
+	}
+	act, err := bulkOf(rq.r.PathValue("action"))
+	if err != nil {
+		return "", err
+	}
+	if err := rq.need(act.grant); err != nil {
+		return "", err
+	}
+	reason, err := reasonOf(rq.r)
+	if err != nil {
+		return "", err
+	}
+	res, err := act.run(h.q, rq, venturi.JobFilter{IDs: []ulid.ULID{id}}, venturi.BulkOptions{Limit: 1, Reason: reason})
+	if err != nil {
+		return "", err
+	}
+	n := strconv.Itoa(res.Changed)
+	if act.name == "delete" && res.Changed > 0 {
+		return "/jobs?done=deleted&n=" + n, nil
+	}
+	return "/jobs/" + id.String() + "?done=" + act.done + "&n=" + n, nil
+}
+
+// ---- bulk actions ------------------------------------------------------------------------
+
+type bulkAction struct {
+	name, done, verb string
+	grant            Action
+	run              func(q *venturi.Queue, rq *request, f venturi.JobFilter, o venturi.BulkOptions) (venturi.BulkResult, error)
+}
+
+var bulkActions = []bulkAction{
+	{"retry", "retried", "Retry", Retry, func(q *venturi.Queue, rq *request, f venturi.JobFilter, o venturi.BulkOptions) (venturi.BulkResult, error) {
+		return q.RetryJobs(rq.ctx, f, o)
+	}},
+	{"cancel", "cancelled", "Cancel", Cancel, func(q *venturi.Queue, rq *request, f venturi.JobFilter, o venturi.BulkOptions) (venturi.BulkResult, error) {
+		return q.CancelJobs(rq.ctx, f, o)
+	}},
+	{"delete", "deleted", "Delete", Delete, func(q *venturi.Queue, rq *request, f venturi.JobFilter, o venturi.BulkOptions) (venturi.BulkResult, error) {
+		return q.DeleteJobs(rq.ctx, f, o)
+	}},
+}
+
+func bulkOf(name string) (bulkAction, error) {
+	for _, a := range bulkActions {
+		if a.name == name {
+			return a, nil
+		}
+	}
+	return bulkAction{}, errNotFound
+}
+
+func reasonOf(r *http.Request) (string, error) {
+	reason := r.PostFormValue("reason")
+	if len(reason) > MaxReasonBytes || !utf8.ValidString(reason) {
+		return "", badRequest("The reason must be at most " + strconv.Itoa(MaxReasonBytes) + " bytes of text.")
+	}
+	return reason, nil
+}
+
+type bulkData struct {
+	Action, Verb string
+	Filter       string
+	Result       venturi.BulkResult
+	Max          int
+	ListURL      string
+	FormURL      string
+}
+
+// bulkConfirm is the first step of a bulk action: a dry run counts what it would change
+// (the filter's matching jobs, by the listing's indexes where it can), and the page asks
+// for a confirmation.
+func (h *handler) bulkConfirm(rq *request) (*view, error) {
+	act, err := bulkOf(rq.r.PathValue("action"))
+	if err != nil {
+		return nil, err
+	}
+	if err := rq.need(act.grant); err != nil {
+		return nil, err
+	}
+	text := rq.r.URL.Query().Get("q")
+	f, err := parseFilter(text)
+	if err != nil {
+		return nil, badRequest("The filter is not valid: " + filterMessage(err))
+	}
+	res, err := act.run(h.q, rq, f, venturi.BulkOptions{DryRun: true})
+	if err != nil {
+		return nil, err
+	}
+	d := &bulkData{Action: act.name, Verb: act.verb, Filter: f.String(), Result: res, Max: venturi.MaxBulkJobs,
+		ListURL: h.url("/jobs", "q", f.String()), FormURL: h.url("/bulk/" + act.name)}
+	return &view{tmpl: "bulk", title: act.verb + " jobs", nav: "jobs", data: d}, nil
+}
+
+// bulkAction runs a confirmed bulk action over the filter and redirects to the list of the
+// jobs it matched.
+func (h *handler) bulkAction(rq *request) (string, error) {
+	act, err := bulkOf(rq.r.PathValue("action"))
+	if err != nil {
+		return "", err
+	}
+	if err := rq.need(act.grant); err != nil {
+		return "", err
+	}
+	text := rq.r.PostFormValue("q")
+	f, err := parseFilter(text)
+	if err != nil {
+		return "", badRequest("The filter is not valid: " + filterMessage(err))
+	}
+	reason, err := reasonOf(rq.r)
+	if err != nil {
+		return "", err
+	}
+	res, err := act.run(h.q, rq, f, venturi.BulkOptions{Reason: reason})
+	if err != nil {
+		return "", err
+	}
+	v := url.Values{"q": {f.String()}, "done": {act.done}, "n": {strconv.Itoa(res.Changed)}}
+	return "/jobs?" + v.Encode(), nil
+}
+
+// ---- queues ------------------------------------------------------------------------------
+
+type queuesData struct {
+	Stats  venturi.Stats
+	States []venturi.State
+	Max    int
+}
+
+// queues reads the latest stats sample: each queue's settings, counts, lag and rates.
+func (h *handler) queues(rq *request) (*view, error) {
+	st, err := h.q.Stats(rq.ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &view{tmpl: "queues", title: "Queues", nav: "queues", live: true, sampled: st.SampledAt,
+		data: &queuesData{Stats: st, States: states, Max: MaxQueueConcurrency}}, nil
+}
+
+// queueAction pauses or resumes a queue, or sets its concurrency limit.
+func (h *handler) queueAction(rq *request) (string, error) {
+	name := rq.r.PostFormValue("queue")
+	if name == "" || len(name) > 128 || !utf8.ValidString(name) {
+		return "", badRequest("Name a queue of 1 to 128 bytes of text.")
+	}
+	var err error
+	done := ""
+	switch rq.r.PathValue("action") {
+	case "pause":
+		if err = rq.need(PauseQueues); err == nil {
+			err, done = h.q.PauseQueue(rq.ctx, name), "paused"
+		}
+	case "resume":
+		if err = rq.need(PauseQueues); err == nil {
+			err, done = h.q.ResumeQueue(rq.ctx, name), "resumed"
+		}
+	case "concurrency":
+		if err = rq.need(SetLimits); err != nil {
+			break
+		}
+		n, perr := strconv.Atoi(rq.r.PostFormValue("concurrency"))
+		if perr != nil || n < 0 || n > MaxQueueConcurrency {
+			return "", badRequest("The concurrency limit must be a number from 0 (no limit) to " + strconv.Itoa(MaxQueueConcurrency) + ".")
+		}
+		err, done = h.q.SetQueueConcurrency(rq.ctx, name, n), "limited"
+	default:
+		return "", errNotFound
+	}
+	if err != nil {
+		return "", err
+	}
+	return "/queues?done=" + done, nil
+}
+
+// ---- cron ----------------------------------------------------------------------------------
+
+// cron reads the schedules table (one row per schedule).
+func (h *handler) cron(rq *request) (*view, error) {
+	return listView(rq, h.q.Schedules, "cron", "Cron schedules")
+}
+
+// listView is a page of one list read whole (a small table).
+func listView[T any](rq *request, read func(context.Context) ([]T, error), tmpl, title string) (*view, error) {
+	l, err := read(rq.ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &view{tmpl: tmpl, title: title, nav: tmpl, data: l}, nil
+}
+
+// cronAction pauses or resumes a schedule.
+func (h *handler) cronAction(rq *request) (string, error) {
+	if err := rq.need(PauseCron); err != nil {
+		return "", err
+	}
+	name := rq.r.PostFormValue("schedule")
+	if name == "" || len(name) > venturi.MaxScheduleNameBytes {
+		return "", badRequest("Name a schedule.")
+	}
+	var err error
+	done := ""
+	switch rq.r.PathValue("action") {
+	case "pause":
+		err, done = h.q.PauseSchedule(rq.ctx, name), "cron-paused"
+	case "resume":
+		err, done = h.q.ResumeSchedule(rq.ctx, name), "cron-resumed"
+	default:
+		return "", errNotFound
+	}
+	if err != nil {
+		return "", err
+	}
+	return "/cron?done=" + done, nil
+}
+
+// ---- breakers --------------------------------------------------------------------------------
+
+// breakers reads the circuit breakers (one row per breaker that has seen a claim).
+func (h *handler) breakers(rq *request) (*view, error) {
+	return listView(rq, h.q.Circuits, "breakers", "Circuit breakers")
+}
+
+// resetBreaker closes one breaker.
+func (h *handler) resetBreaker(rq *request) (string, error) {
+	if err := rq.need(ResetCircuits); err != nil {
+		return "", err
+	}
+	kind, part := rq.r.PostFormValue("kind"), rq.r.PostFormValue("partition")
+	if kind == "" || len(kind) > 128 || len(part) > 1024 {
+		return "", badRequest("Name a breaker by its kind and partition.")
+	}
+	if err := h.q.ResetCircuit(rq.ctx, kind, part); err != nil {
+		return "", err
+	}
+	return "/breakers?done=reset", nil
+}
+
+// ---- audit log ---------------------------------------------------------------------------------
+
+type auditData struct {
+	Entries  []venturi.AuditEntry
+	OlderURL string
+}
+
+// audit reads one page of the audit log, newest first, by its primary key.
+func (h *handler) audit(rq *request) (*view, error) {
+	var before int64
+	if s := rq.r.URL.Query().Get("before"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return nil, badRequest("Bad page of the audit log.")
+		}
+		before = n
+	}
+	const per = 50
+	l, err := h.q.AuditLog(rq.ctx, before, per)
+	if err != nil {
+		return nil, err
+	}
+	d := &auditData{Entries: l}
+	if len(l) == per {
+		d.OlderURL = h.url("/audit", "before", strconv.FormatInt(l[len(l)-1].ID, 10))
+	}
+	return &view{tmpl: "audit", title: "Audit log", nav: "audit", data: d}, nil
+}
+
+// ---- live stats ------------------------------------------------------------------------------
+
+// liveStats is the stats endpoint's body: the values the pages show, each under the key of
+// the elements that show it (data-live), already formatted.
+type liveStats struct {
+	SampledAt string            `json:"sampled_at"`
+	Values    map[string]string `json:"values"`
+}
+
+// statsJSON serves the latest stats sample (one read of the stats table) for the pages'
+// live updates.
+func (h *handler) statsJSON(w http.ResponseWriter, r *http.Request) {
+	st, err := h.q.Stats(r.Context())
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Type", "application/json")
+	if err != nil {
+		ref := newRef()
+		h.log.ErrorContext(r.Context(), "venturi dashboard: stats", slog.String("ref", ref), slog.Any("error", err))
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = w.Write([]byte(`{"error":"the stats could not be read (reference ` + ref + `)"}`))
+		return
+	}
+	_ = json.NewEncoder(w).Encode(liveOf(st))
+}
+
+func liveOf(st venturi.Stats) liveStats {
+	out := liveStats{Values: map[string]string{}}
+	if !st.SampledAt.IsZero() {
+		out.SampledAt = fmtTime(st.SampledAt)
+	}
+	for s, n := range totals(st, venturi.JobFilter{}) {
+		out.Values["t:"+string(s)] = fmtCount(n)
+	}
+	for _, s := range states {
+		if _, ok := out.Values["t:"+string(s)]; !ok {
+			out.Values["t:"+string(s)] = "0"
+		}
+	}
+	for _, qs := range st.Queues {
+		for k, v := range queueValues(qs) {
+			out.Values[k] = v
+		}
+	}
+	return out
+}
+
+// queueValues are one queue's live values, under the keys queueKey gives.
+func queueValues(qs venturi.QueueStats) map[string]string {
+	v := map[string]string{
+		queueKey(qs.Queue, "lag"):         fmtDuration(qs.Lag),
+		queueKey(qs.Queue, "completed/s"): fmtRate(qs.CompletedPerSec),
+		queueKey(qs.Queue, "failed/s"):    fmtRate(qs.FailedPerSec),
+		queueKey(qs.Queue, "dead/s"):      fmtRate(qs.DeadPerSec),
+	}
+	for _, s := range states {
+		v[queueKey(qs.Queue, string(s))] = fmtCount(qs.Counts[s])
+	}
+	return v
+}
+
+// queueKey is the data-live key of a queue's value: q:<field>:<queue> (the queue last, as
+// it may hold any character).
+func queueKey(queue, field string) string { return "q:" + field + ":" + queue }
