@@ -11,8 +11,8 @@ import (
 	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/venturi-dev/venturi"
 	"github.com/venturi-dev/venturi/venturiotel"
@@ -75,7 +75,9 @@ func TestRunSpanLinksToTheEnqueueSpan(t *testing.T) {
 	if len(runs) != 2 {
 		t.Fatalf("%d run spans, want 2 (a failed run and a completed one): %v", len(runs), x.names())
 	}
-	slices.SortFunc(runs, func(a, b tracetest.SpanStub) int { return int(attr(a, "venturi.run").AsInt64() - attr(b, "venturi.run").AsInt64()) })
+	slices.SortFunc(runs, func(a, b tracetest.SpanStub) int {
+		return int(attr(a, "venturi.run").AsInt64() - attr(b, "venturi.run").AsInt64())
+	})
 	for i, run := range runs {
 		if run.SpanKind != trace.SpanKindConsumer {
 			t.Errorf("run %d: kind %v", i+1, run.SpanKind)
