@@ -42,7 +42,7 @@ migrate: build/app ## Migrate the app's database (venturi's tables and the app's
 
 # ---- build ----------------------------------------------------------------------------
 
-MODULES := venturi venturi/venturiotel shared/tasks sql bookmarks-api bookmarks-worker e2e chaos bench
+MODULES := venturi venturi/venturiotel shared/tasks shared/telemetry sql bookmarks-api bookmarks-worker e2e chaos bench
 
 .PHONY: build
 build: ## Build every module on its own (a root `go build ./...` cannot: the root is a go.work, not a module)
