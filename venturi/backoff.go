@@ -81,3 +81,27 @@ func mix64(z uint64) uint64 {
 	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
 	return z ^ (z >> 31)
 }
+
+// retryBackoff is the delay before the retry that follows failure number failures (1 for
+// the first) of job id: the worker's, and Explain's.
+func retryBackoff(b Backoff, f float64, id ulid.ULID, failures int) time.Duration {
+	return Jitter(b.Delay(failures), f, id, failures)
+}
+
+// maxExplainRetries bounds a retry schedule that no backstop ends.
+const maxExplainRetries = 100
+
+// retrySchedule is the delay after each failure from failure number from until the one
+// that reaches the backstop (which sends the job to dead, so it has no delay); with no
+// backstop (0 or less), maxExplainRetries delays.
+func retrySchedule(b Backoff, f float64, id ulid.ULID, from, backstop int) []time.Duration {
+	last := backstop - 1
+	if backstop <= 0 {
+		last = from + maxExplainRetries - 1
+	}
+	var out []time.Duration
+	for n := max(from, 1); n <= last; n++ {
+		out = append(out, retryBackoff(b, f, id, n))
+	}
+	return out
+}

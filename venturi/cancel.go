@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
@@ -85,14 +86,14 @@ func (q *Queue) cancelTx(ctx context.Context, tx pgx.Tx, id ulid.ULID, note stri
 	if err != nil {
 		return 0, err
 	}
-	row, err := q.q.CancelLocked(ctx, tx, dbsqlc.CancelLockedParams{ID: uuidOf(id), Note: note})
+	row, err := q.q.CancelLocked(ctx, tx, dbsqlc.CancelLockedParams{Ids: []pgtype.UUID{uuidOf(id)}, Note: note})
 	if err != nil {
 		return 0, err
 	}
 	switch {
-	case row.Ended:
+	case row.Ended > 0:
 		return CancelEnded, nil
-	case row.Asked:
+	case len(row.Asked) > 0:
 		return CancelRequested, q.notifyStop(ctx, tx, id)
 	case job.State == dbsqlc.VenturiJobStateRunning || job.State == dbsqlc.VenturiJobStateCancelled:
 		return CancelAlready, nil

@@ -25,6 +25,7 @@ const (
 	DefaultRetainCompleted     = 24 * time.Hour
 	DefaultRetainDead          = 7 * 24 * time.Hour
 	DefaultMaintenanceInterval = time.Second
+	DefaultStatsInterval       = 5 * time.Second
 	// DefaultPrefetch is the smallest default prefetch buffer; the default is
 	// max(Concurrency, DefaultPrefetch).
 	DefaultPrefetch = 1000
@@ -38,6 +39,8 @@ const (
 	MinPollInterval = time.Millisecond
 	// MinMaintenanceInterval is the shortest MaintenanceInterval.
 	MinMaintenanceInterval = 10 * time.Millisecond
+	// MinStatsInterval is the shortest StatsInterval.
+	MinStatsInterval = 100 * time.Millisecond
 	// MaxWorkerIDBytes is the longest worker ID.
 	MaxWorkerIDBytes = 128
 )
@@ -104,6 +107,13 @@ type Config struct {
 	// per schema does maintenance at a time. At least MinMaintenanceInterval. Default
 	// DefaultMaintenanceInterval.
 	MaintenanceInterval time.Duration
+	// StatsInterval is how often the maintaining worker samples the job table into the
+	// stats tables that [Queue.Stats] and [Queue.StatsHistory] read (one worker per schema
+	// samples, under the maintenance lock, so the interval is at least
+	// MaintenanceInterval). A sample that takes long stretches the interval to twenty
+	// times its cost, so sampling stays under about 5% of one database backend. At least
+	// MinStatsInterval. Default DefaultStatsInterval.
+	StatsInterval time.Duration
 	// Logger receives the worker's logs. Default slog.Default().
 	Logger *slog.Logger
 	// ID names the worker in leases and journals, at most MaxWorkerIDBytes of UTF-8.
@@ -171,6 +181,8 @@ func (c Config) validate() (Config, error) {
 	nonNegative("RetainDead", c.RetainDead)
 	nonNegative("MaintenanceInterval", c.MaintenanceInterval)
 	atLeast("MaintenanceInterval", c.MaintenanceInterval, MinMaintenanceInterval)
+	nonNegative("StatsInterval", c.StatsInterval)
+	atLeast("StatsInterval", c.StatsInterval, MinStatsInterval)
 	nonNegative("Backoff.Base", c.Backoff.Base)
 	nonNegative("Backoff.Cap", c.Backoff.Cap)
 	if c.Backoff.Base > 0 && c.Backoff.Cap > 0 && c.Backoff.Cap < c.Backoff.Base {
@@ -247,6 +259,7 @@ func (c Config) withDefaults() Config {
 	def(&c.RetainCompleted, DefaultRetainCompleted)
 	def(&c.RetainDead, DefaultRetainDead)
 	def(&c.MaintenanceInterval, DefaultMaintenanceInterval)
+	def(&c.StatsInterval, DefaultStatsInterval)
 	c.Backoff = c.Backoff.merged(DefaultBackoff)
 	if c.JitterFraction == 0 {
 		c.JitterFraction = DefaultJitterFraction

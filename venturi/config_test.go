@@ -34,6 +34,8 @@ func TestConfigInvalidFields(t *testing.T) {
 		{"RetainDead", venturi.Config{RetainDead: -time.Hour}},
 		{"MaintenanceInterval", venturi.Config{MaintenanceInterval: -time.Second}},
 		{"MaintenanceInterval", venturi.Config{MaintenanceInterval: time.Millisecond}},
+		{"StatsInterval", venturi.Config{StatsInterval: -time.Second}},
+		{"StatsInterval", venturi.Config{StatsInterval: venturi.MinStatsInterval - 1}},
 		{"Backoff.Base", venturi.Config{Backoff: venturi.Backoff{Base: -time.Second}}},
 		{"Backoff.Cap", venturi.Config{Backoff: venturi.Backoff{Cap: -time.Second}}},
 		{"Backoff.Cap", venturi.Config{Backoff: venturi.Backoff{Base: time.Minute, Cap: time.Second}}},
@@ -76,7 +78,8 @@ func TestConfigValidEdges(t *testing.T) {
 	for _, cfg := range []venturi.Config{
 		{},
 		{Prefetch: -1, JitterFraction: -1, MaxFailures: -1, JobTimeout: -1},
-		{Lease: venturi.MinLease, PollInterval: venturi.MinPollInterval, MaintenanceInterval: venturi.MinMaintenanceInterval},
+		{Lease: venturi.MinLease, PollInterval: venturi.MinPollInterval, MaintenanceInterval: venturi.MinMaintenanceInterval,
+			StatsInterval: venturi.MinStatsInterval},
 		{ClaimBatch: venturi.MaxClaimBatch, JitterFraction: 1, Backoff: venturi.Backoff{Base: time.Second, Cap: time.Second}},
 	} {
 		cfg.Logger = testLogger()

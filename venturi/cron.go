@@ -355,7 +355,14 @@ func (q *Queue) setSchedulePaused(ctx context.Context, name string, paused bool)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: %q", ErrNoSchedule, name)
 		}
-		if err != nil || row.Paused == paused {
+		if err != nil {
+			return err
+		}
+		action := AuditCronResume
+		if paused {
+			action = AuditCronPause
+		}
+		if _, err := q.audit(ctx, tx, action, name, 0, ""); err != nil || row.Paused == paused {
 			return err
 		}
 		next := row.NextFire
@@ -375,9 +382,18 @@ func (q *Queue) setSchedulePaused(ctx context.Context, name string, paused bool)
 }
 
 // RemoveSchedule deletes a schedule and its ledger; jobs it enqueued stay. It reports
-// whether the schedule existed. A worker firing it at that moment finishes first.
+// whether the schedule existed. A worker firing it at that moment finishes first. The
+// audit log records it (cron.remove) when the schedule existed, as it records
+// PauseSchedule and ResumeSchedule.
 func (q *Queue) RemoveSchedule(ctx context.Context, name string) (bool, error) {
-	n, err := q.q.CronDelete(ctx, q.pool, name)
+	var n int64
+	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) (err error) {
+		if n, err = q.q.CronDelete(ctx, tx, name); err != nil || n == 0 {
+			return err
+		}
+		_, err = q.audit(ctx, tx, AuditCronRemove, name, 0, "")
+		return err
+	})
 	return n > 0, err
 }
 

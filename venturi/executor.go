@@ -401,7 +401,7 @@ func (e *executor) outcomeReq(ctx context.Context, j *claimed, o Outcome, err er
 		default:
 			d, explicit := retryDelay(err)
 			if !explicit {
-				d = Jitter(backoff.Delay(failures), e.cfg.JitterFraction, j.id, failures)
+				d = retryBackoff(backoff, e.cfg.JitterFraction, j.id, failures)
 			}
 			entry.Event, entry.ResumeIn = EventFailed, d
 			req.state, req.delay = pendingState(d), d

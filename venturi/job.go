@@ -85,7 +85,12 @@ type Job struct {
 // Job reads one job with its journal. It returns [ErrNotFound] for an unknown ID,
 // including one whose job was pruned.
 func (q *Queue) Job(ctx context.Context, id ulid.ULID) (*Job, error) {
-	row, err := q.q.GetJob(ctx, q.pool, uuidOf(id))
+	return q.jobIn(ctx, q.pool, id)
+}
+
+// jobIn is Job on db (a pool or a transaction).
+func (q *Queue) jobIn(ctx context.Context, db dbsqlc.DBTX, id ulid.ULID) (*Job, error) {
+	row, err := q.q.GetJob(ctx, db, uuidOf(id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -96,7 +101,7 @@ func (q *Queue) Job(ctx context.Context, id ulid.ULID) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	if j.Circuit, err = q.circuitFor(ctx, q.pool, j.Kind, row.Part); err != nil {
+	if j.Circuit, err = q.circuitFor(ctx, db, j.Kind, row.Part); err != nil {
 		return nil, err
 	}
 	return j, nil

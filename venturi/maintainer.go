@@ -26,7 +26,8 @@ const (
 
 // maintainer does the schema's housekeeping on one worker at a time (whichever takes the
 // maintenance advisory lock in a tick): it rescues runs whose lease expired, promotes
-// scheduled jobs that came due, and prunes completed and dead jobs past their retention.
+// scheduled jobs that came due, prunes completed and dead jobs past their retention, and
+// samples the stats tables (ops_stats.go) every Config.StatsInterval.
 type maintainer struct {
 	cfg     Config
 	log     *slog.Logger
@@ -36,6 +37,7 @@ type maintainer struct {
 
 	behindSince time.Time // when a tick last ran out of budget with work left (zero: caught up)
 	lastWarn    time.Time
+	statsNext   time.Time // when a stats sample may be due next (ops_stats.go); a hint, the database decides
 }
 
 // maintenanceBudget is how long one tick may keep repeating full batches: the interval,
@@ -57,11 +59,16 @@ func (m *maintainer) run(ctx context.Context) {
 		case <-t.C:
 		}
 		rescue := healthySince.IsZero() || time.Since(healthySince) >= m.cfg.Lease
-		if _, err := m.tick(ctx, rescue); err != nil {
+		held, err := m.tick(ctx, rescue)
+		if err != nil {
 			if ctx.Err() == nil {
 				m.log.Warn("venturi: maintenance failed", "err", err, "transient", IsTransient(err))
 			}
 			healthySince = time.Now() // after an outage, give live workers a lease to extend
+			continue
+		}
+		if held { // the maintainer samples the stats, under the same lock, in its own transaction
+			m.sampleStatsIfDue(ctx)
 		}
 	}
 }
@@ -158,7 +165,7 @@ func (m *maintainer) round(ctx context.Context, work maintenanceWork) (held bool
 			if !p.do {
 				continue
 			}
-			n, err := m.q.PruneFinished(ctx, tx, dbsqlc.PruneFinishedParams{
+			n, err := m.q.PruneFinished(ctx, tx, dbsqlc.PruneFinishedParams{ // and forgets them in the stats
 				State: p.state, AgeUs: delayOf(p.age), Max: PruneBatch})
 			if err != nil {
 				return err

@@ -5,21 +5,17 @@ package venturi
 // (cmd/venturi) and the OpenTelemetry adapter (module venturiotel) are built on these
 // methods only.
 //
-// CONTRACT FILE: the types and signatures below are the interface the four issue-14
-// branches build against. The ops branch implements the bodies; the others may call
-// them and must not change them without telling the integrator. Every errOpsTODO goes
-// before this lands.
+// The methods live beside their topics: ops_filter.go (the filter grammar), ops_list.go
+// (ListJobs), ops_detail.go (JobDetail), ops_bulk.go (the bulk actions), ops_audit.go (the
+// audit log, ResetCircuit), ops_stats.go (the sampler, Stats, StatsHistory) and
+// ops_explain.go (Explain, ExplainJob).
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/oklog/ulid/v2"
 )
-
-var errOpsTODO = errors.New("venturi: not implemented yet (issue 14 contract)")
 
 // ---- filters -----------------------------------------------------------------------
 
@@ -57,19 +53,6 @@ type PathMatch struct {
 	Value string
 }
 
-// ParseJobFilter parses the filter grammar: terms separated by spaces, each key:value,
-// a value in double quotes when it holds spaces or quotes (Go string syntax). Keys: id,
-// state, kind, queue, key (dedup key), after and before (RFC 3339 times), within (a Go
-// duration: created less than that long ago), note, payload.PATH and attachment.PATH
-// (PATH: keys separated by dots). A repeated id, state, kind or queue key adds an
-// alternative; any other repeated key adds a condition. An unknown key, a bad value or
-// an empty term is an error that names it.
-func ParseJobFilter(s string) (JobFilter, error) { return JobFilter{}, errOpsTODO }
-
-// String writes f in the grammar of [ParseJobFilter], keys in a fixed order: parsing the
-// result gives f back.
-func (f JobFilter) String() string { return "" }
-
 // ---- listing -------------------------------------------------------------------------
 
 // JobSummary is one job in a list: the columns a list shows, without payload or journal.
@@ -104,15 +87,6 @@ type JobPage struct {
 
 // MaxListPage bounds one page of [Queue.ListJobs].
 const MaxListPage = 500
-
-// ListJobs returns the jobs that match f, one page at a time: limit (default 50, at most
-// MaxListPage) jobs after cursor (empty for the first page; JobPage.Next for the next).
-// A filter on one state lists in that state's own order, from its index (available: claim
-// order; scheduled and waiting: due time; running: lease expiry; completed, dead and
-// cancelled: newest finished first); any other filter lists newest created first.
-func (q *Queue) ListJobs(ctx context.Context, f JobFilter, cursor string, limit int) (JobPage, error) {
-	return JobPage{}, errOpsTODO
-}
 
 // ---- one job -------------------------------------------------------------------------
 
@@ -158,12 +132,6 @@ type HookRecord struct {
 	DisposedAt *time.Time
 }
 
-// JobDetail reads one job with its runs, memoized steps, signals and hooks, and an
-// explanation of what holds it back. [ErrNotFound] for an unknown or pruned job.
-func (q *Queue) JobDetail(ctx context.Context, id ulid.ULID) (*JobDetail, error) {
-	return nil, errOpsTODO
-}
-
 // ---- bulk actions -------------------------------------------------------------------
 
 // MaxBulkJobs is the most jobs one bulk action changes; BulkResult.More says that more
@@ -192,32 +160,7 @@ type BulkResult struct {
 	AuditID int64
 }
 
-// RetryJobs makes the matching dead, cancelled, completed and scheduled jobs available
-// now. A retried job's failure count restarts at 0 (the backstop gives it its attempts
-// again); its journal keeps its history and gains a "retried" entry with the actor and
-// reason. Running and waiting jobs are not eligible.
-func (q *Queue) RetryJobs(ctx context.Context, f JobFilter, o BulkOptions) (BulkResult, error) {
-	return BulkResult{}, errOpsTODO
-}
-
-// CancelJobs cancels the matching jobs as [Queue.Cancel] does (pending ones end
-// cancelled, running ones are asked to stop). Finished jobs are not eligible.
-func (q *Queue) CancelJobs(ctx context.Context, f JobFilter, o BulkOptions) (BulkResult, error) {
-	return BulkResult{}, errOpsTODO
-}
-
-// DeleteJobs deletes the matching jobs that are not running, with their journals, steps,
-// signals and hooks.
-func (q *Queue) DeleteJobs(ctx context.Context, f JobFilter, o BulkOptions) (BulkResult, error) {
-	return BulkResult{}, errOpsTODO
-}
-
 // ---- audit ---------------------------------------------------------------------------
-
-// WithActor names who acts in ctx: the audit log records it for every operator action
-// taken with ctx (bulk actions, queue and schedule settings, circuit resets). An action
-// without an actor is recorded as "unknown".
-func WithActor(ctx context.Context, actor string) context.Context { return ctx }
 
 // AuditEntry is one recorded operator action.
 type AuditEntry struct {
@@ -228,18 +171,6 @@ type AuditEntry struct {
 	Target string // the filter of a bulk action, or the queue, schedule or circuit acted on
 	Count  int    // jobs changed by a bulk action
 	Reason string
-}
-
-// AuditLog returns up to limit (default 50, at most MaxListPage) audit entries with IDs
-// below before (0: from the newest), newest first.
-func (q *Queue) AuditLog(ctx context.Context, before int64, limit int) ([]AuditEntry, error) {
-	return nil, errOpsTODO
-}
-
-// ResetCircuit closes a circuit breaker now (its failures forgotten), for an operator who
-// knows the dependency is back. Audited as circuit.reset.
-func (q *Queue) ResetCircuit(ctx context.Context, kind, partition string) error {
-	return errOpsTODO
 }
 
 // ---- stats ---------------------------------------------------------------------------
@@ -275,9 +206,6 @@ type KindStats struct {
 	CompletedPerSec, FailedPerSec, DeadPerSec float64
 }
 
-// Stats reads the latest stats sample.
-func (q *Queue) Stats(ctx context.Context) (Stats, error) { return Stats{}, errOpsTODO }
-
 // StatsSample is one queue's counts and rates at one sample time, for charts.
 type StatsSample struct {
 	At                                        time.Time
@@ -285,12 +213,6 @@ type StatsSample struct {
 	Available, Running, Scheduled, Waiting    int64
 	Lag                                       time.Duration
 	CompletedPerSec, FailedPerSec, DeadPerSec float64
-}
-
-// StatsHistory returns the samples since the given time (at most the last 24 hours), oldest
-// first.
-func (q *Queue) StatsHistory(ctx context.Context, since time.Time) ([]StatsSample, error) {
-	return nil, errOpsTODO
 }
 
 // ---- explain -------------------------------------------------------------------------
@@ -317,12 +239,6 @@ type Explanation struct {
 	Notes []string
 }
 
-// Explain shows what an enqueue of task with opts would do now, and changes nothing:
-// the enqueue runs in a transaction that is rolled back, without enqueue middleware.
-func (q *Queue) Explain(ctx context.Context, task Task, opts ...EnqueueOption) (*Explanation, error) {
-	return nil, errOpsTODO
-}
-
 // JobExplanation says why a job is where it is and what happens next.
 type JobExplanation struct {
 	// Reasons, in words: "due in 3m12s", "queue paused", "slot host:x full (2 of 2
@@ -332,9 +248,4 @@ type JobExplanation struct {
 	// Retries is the rest of its retry schedule: the delay after each further failure,
 	// with the job's jitter, until the backstop.
 	Retries []time.Duration
-}
-
-// ExplainJob says why job id is where it is and what happens next.
-func (q *Queue) ExplainJob(ctx context.Context, id ulid.ULID) (*JobExplanation, error) {
-	return nil, errOpsTODO
 }

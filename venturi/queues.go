@@ -29,15 +29,17 @@ type QueueState struct {
 // workers and of the database. Workers learn it by notification at once, or at their
 // next poll (Config.PollInterval) when notifications are off; jobs they hold in their
 // prefetch buffers go back to the queue. Enqueues into a paused queue still succeed.
+// The audit log records it (queue.pause, with ctx's actor: [WithActor]), as it records
+// ResumeQueue and SetQueueConcurrency.
 func (q *Queue) PauseQueue(ctx context.Context, name string) error {
-	return q.setQueue(ctx, name, func(tx pgx.Tx) error {
+	return q.setQueue(ctx, name, AuditQueuePause, "", func(tx pgx.Tx) error {
 		return q.q.SetQueuePaused(ctx, tx, dbsqlc.SetQueuePausedParams{Name: name, Paused: true})
 	})
 }
 
 // ResumeQueue resumes a paused queue; workers start its jobs again at once.
 func (q *Queue) ResumeQueue(ctx context.Context, name string) error {
-	return q.setQueue(ctx, name, func(tx pgx.Tx) error {
+	return q.setQueue(ctx, name, AuditQueueResume, "", func(tx pgx.Tx) error {
 		return q.q.SetQueuePaused(ctx, tx, dbsqlc.SetQueuePausedParams{Name: name, Paused: false})
 	})
 }
@@ -51,18 +53,22 @@ func (q *Queue) SetQueueConcurrency(ctx context.Context, name string, n int) err
 	if n < 0 || n > 1<<30 {
 		return fmt.Errorf("venturi: queue concurrency %d; want 0 (no limit) or more", n)
 	}
-	return q.setQueue(ctx, name, func(tx pgx.Tx) error {
+	return q.setQueue(ctx, name, AuditQueueConcurrency, fmt.Sprintf("concurrency %d", n), func(tx pgx.Tx) error {
 		return q.q.SetQueueConcurrency(ctx, tx, dbsqlc.SetQueueConcurrencyParams{Name: name, Concurrency: int32(n)})
 	})
 }
 
-// setQueue changes a queue's settings and notifies the workers, in one transaction.
-func (q *Queue) setQueue(ctx context.Context, name string, set func(pgx.Tx) error) error {
+// setQueue changes a queue's settings, records the action in the audit log and notifies
+// the workers, in one transaction.
+func (q *Queue) setQueue(ctx context.Context, name, action, reason string, set func(pgx.Tx) error) error {
 	if !validQueue(name) {
 		return fmt.Errorf("%w: %q", ErrInvalidQueue, name)
 	}
 	return pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
 		if err := set(tx); err != nil {
+			return err
+		}
+		if _, err := q.audit(ctx, tx, action, name, 0, reason); err != nil {
 			return err
 		}
 		if q.poll {

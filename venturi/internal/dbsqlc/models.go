@@ -59,6 +59,16 @@ func (ns NullVenturiJobState) Value() (driver.Value, error) {
 	return string(ns.VenturiJobState), nil
 }
 
+type VenturiAudit struct {
+	ID     int64
+	At     time.Time
+	Actor  string
+	Action string
+	Target string
+	Count  int64
+	Reason string
+}
+
 type VenturiCron struct {
 	Name           string
 	Spec           string
@@ -214,6 +224,49 @@ type VenturiSignal struct {
 	SentAt        time.Time
 	ConsumedToken pgtype.Int8
 	ConsumedAt    *time.Time
+}
+
+type VenturiStatsHistory struct {
+	At              time.Time
+	Queue           string
+	Available       int64
+	Running         int64
+	Scheduled       int64
+	Waiting         int64
+	OldestAvailable *time.Time
+	LagUs           int64
+	CompletedPerSec float64
+	FailedPerSec    float64
+	DeadPerSec      float64
+}
+
+type VenturiStatsKind struct {
+	Queue           string
+	Kind            string
+	Available       int64
+	Running         int64
+	Scheduled       int64
+	Waiting         int64
+	Completed       int64
+	Dead            int64
+	Cancelled       int64
+	PendingFailures int64
+	OldestAvailable *time.Time
+	CompletedPerSec float64
+	FailedPerSec    float64
+	DeadPerSec      float64
+}
+
+type VenturiStatsState struct {
+	ID             bool
+	SampledAt      *time.Time
+	IntervalUs     int64
+	SampleUs       int64
+	CountedThrough *time.Time
+	RecountedAt    *time.Time
+	RecountUs      int64
+	RecountEveryUs int64
+	Sampler        pgtype.Text
 }
 
 type VenturiStep struct {

@@ -281,16 +281,24 @@ FROM expired
 WHERE j.id = expired.id
 RETURNING j.id, j.kind, j.state, j.breaker;
 
--- name: PruneFinished :execrows
-DELETE FROM venturi_job
-WHERE id IN (
-    SELECT id FROM venturi_job
-    WHERE state = @state::venturi_job_state
-      AND finished_at < now() - interval '1 microsecond' * @age_us::bigint
-    ORDER BY finished_at
-    LIMIT @max::int
-    FOR UPDATE SKIP LOCKED
-);
+-- name: PruneFinished :one
+-- Deletes finished jobs past their retention, a batch at a time, and subtracts them from the
+-- stats' finished counts (venturi_stats_forget, migration 13). Returns how many it deleted.
+WITH gone AS (
+    DELETE FROM venturi_job
+    WHERE id IN (
+        SELECT id FROM venturi_job
+        WHERE state = @state::venturi_job_state
+          AND finished_at < now() - interval '1 microsecond' * @age_us::bigint
+        ORDER BY finished_at
+        LIMIT @max::int
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING queue, kind, state, finished_at
+)
+SELECT COALESCE(venturi_stats_forget(array_agg(g.queue), array_agg(g.kind), array_agg(g.state::text),
+                                     array_agg(g.finished_at)), 0)::bigint AS deleted
+FROM gone g;
 
 -- name: GetJob :one
 SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
@@ -498,22 +506,24 @@ JOIN venturi_gate g ON g.key = 'b' || chr(31) || k.kind || CASE WHEN k.brk_by_pa
 WHERE k.kind = @kind::text AND k.brk_failures > 0;
 
 -- name: CancelLocked :one
--- Cancels one job that the transaction has locked (LockJobForSignal), so that this
--- statement's snapshot sees it as locked: a pending or waiting job ends cancelled at once;
--- a running one is asked to stop (its run's end makes it cancelled, see FinishRuns); a
--- finished one is left as it is. Reports what it did.
+-- Cancels jobs that the transaction has locked (LockJobForSignal, LockJobs), so that this
+-- statement's snapshot sees them as locked: a pending or waiting job ends cancelled at
+-- once; a running one is asked to stop (its run's end makes it cancelled, see FinishRuns);
+-- a finished one is left as it is. Reports how many ended and which were asked to stop.
 WITH ended AS (
     UPDATE venturi_job x SET
         state = 'cancelled', finished_at = now(),
         journal = x.journal || jsonb_build_array(jsonb_build_object('event', 'cancelled', 'note', @note::text, 'at', now()))
-    WHERE x.id = @id AND x.state IN ('scheduled', 'available', 'waiting')
+    -- An array the planner cannot size: it then finds the rows by primary key.
+    WHERE x.id = ANY(ARRAY(SELECT unnest(@ids::uuid[]))) AND x.state IN ('scheduled', 'available', 'waiting')
     RETURNING x.id
 ), asked AS (
     UPDATE venturi_job x SET stop_requested_at = now(), stop_event = 'cancelled', stop_note = @note::text
-    WHERE x.id = @id AND x.state = 'running' AND x.stop_event IS NULL
+    WHERE x.id = ANY(ARRAY(SELECT unnest(@ids::uuid[]))) AND x.state = 'running' AND x.stop_event IS NULL
     RETURNING x.id
 )
-SELECT EXISTS (SELECT 1 FROM ended)::bool AS ended, EXISTS (SELECT 1 FROM asked)::bool AS asked;
+SELECT (SELECT count(*) FROM ended)::bigint AS ended,
+       COALESCE((SELECT array_agg(asked.id) FROM asked), '{}')::uuid[] AS asked;
 
 -- name: JobsByKey :many
 -- The jobs of a kind with a dedup key that have not ended, for CancelByKey: pending ones
@@ -830,3 +840,407 @@ WHERE (xid, seq) IN (
 
 -- name: JobMeta :one
 SELECT meta FROM venturi_job WHERE id = @id;
+
+-- ---- Operations: stats (migration 13) ----------------------------------------------------
+
+-- name: StatsBegin :one
+-- The sampler's state, locked for the sample's transaction (the maintenance lock is held),
+-- with the database time of the sample.
+SELECT s.sampled_at, s.interval_us, s.counted_through, s.recounted_at, s.recount_every_us,
+       now()::timestamptz AS now
+FROM venturi_stats_state s
+FOR UPDATE;
+
+-- name: SetLocalStatementTimeout :exec
+-- Bounds every later statement of the transaction.
+SELECT set_config('statement_timeout', @ms::text, true);
+
+-- name: StatsPending :many
+-- The unfinished jobs by queue, kind and state, each state read through its partial index
+-- (available: the two claim indexes; scheduled, running, waiting: their own), with the sum
+-- of their failures and the earliest due time (of an available line: the oldest job's).
+SELECT p.queue::text AS queue, p.kind::text AS kind, p.state::text AS state, count(*)::bigint AS jobs,
+       COALESCE(sum(p.failures), 0)::bigint AS failures, min(p.run_at)::timestamptz AS oldest
+FROM (
+    SELECT j.queue, j.kind, j.state, j.failures, j.run_at FROM venturi_job j WHERE j.state = 'available' AND j.part IS NULL
+    UNION ALL
+    SELECT j.queue, j.kind, j.state, j.failures, j.run_at FROM venturi_job j WHERE j.state = 'available' AND j.part IS NOT NULL
+    UNION ALL
+    SELECT j.queue, j.kind, j.state, j.failures, j.run_at FROM venturi_job j WHERE j.state = 'scheduled'
+    UNION ALL
+    SELECT j.queue, j.kind, j.state, j.failures, j.run_at FROM venturi_job j WHERE j.state = 'running'
+    UNION ALL
+    SELECT j.queue, j.kind, j.state, j.failures, j.run_at FROM venturi_job j WHERE j.state = 'waiting'
+) p
+GROUP BY p.queue, p.kind, p.state;
+
+-- name: StatsFinished :many
+-- The jobs that finished in (after, upto] by queue, kind, state and whether they finished
+-- after through (recent: inside the sample's commit margin, not counted yet), through the
+-- finished indexes, with the sum of their failures. after NULL: from the first.
+SELECT f.queue::text AS queue, f.kind::text AS kind, f.state::text AS state,
+       (f.finished_at > @through::timestamptz)::bool AS recent, count(*)::bigint AS jobs,
+       COALESCE(sum(f.failures), 0)::bigint AS failures
+FROM (
+    SELECT j.queue, j.kind, j.state, j.failures, j.finished_at FROM venturi_job j
+    WHERE j.state IN ('completed', 'dead') AND j.finished_at <= @upto::timestamptz
+      AND (sqlc.narg(after)::timestamptz IS NULL OR j.finished_at > sqlc.narg(after)::timestamptz)
+    UNION ALL
+    SELECT j.queue, j.kind, j.state, j.failures, j.finished_at FROM venturi_job j
+    WHERE j.state = 'cancelled' AND j.finished_at <= @upto::timestamptz
+      AND (sqlc.narg(after)::timestamptz IS NULL OR j.finished_at > sqlc.narg(after)::timestamptz)
+) f
+GROUP BY f.queue, f.kind, f.state, (f.finished_at > @through::timestamptz);
+
+-- name: StatsKinds :many
+-- The latest sample's rows, locked: removals (venturi_stats_forget) wait for the new sample.
+SELECT queue, kind, available, running, scheduled, waiting, completed, dead, cancelled, pending_failures
+FROM venturi_stats_kind
+ORDER BY queue, kind
+FOR UPDATE;
+
+-- name: StatsWriteKinds :exec
+-- Replaces the latest sample's rows with the given ones.
+WITH r AS (
+    SELECT unnest(@queues::text[]) AS queue, unnest(@kinds::text[]) AS kind,
+           unnest(@available::bigint[]) AS available, unnest(@running::bigint[]) AS running,
+           unnest(@scheduled::bigint[]) AS scheduled, unnest(@waiting::bigint[]) AS waiting,
+           unnest(@completed::bigint[]) AS completed, unnest(@dead::bigint[]) AS dead,
+           unnest(@cancelled::bigint[]) AS cancelled, unnest(@pending_failures::bigint[]) AS pending_failures,
+           unnest(@oldest_us::bigint[]) AS oldest_us,
+           unnest(@completed_per_sec::float8[]) AS completed_per_sec, unnest(@failed_per_sec::float8[]) AS failed_per_sec,
+           unnest(@dead_per_sec::float8[]) AS dead_per_sec
+), gone AS (
+    DELETE FROM venturi_stats_kind s
+    WHERE NOT EXISTS (SELECT 1 FROM r WHERE r.queue = s.queue AND r.kind = s.kind)
+)
+INSERT INTO venturi_stats_kind AS s (queue, kind, available, running, scheduled, waiting, completed, dead, cancelled,
+                                     pending_failures, oldest_available, completed_per_sec, failed_per_sec, dead_per_sec)
+SELECT r.queue, r.kind, r.available, r.running, r.scheduled, r.waiting, r.completed, r.dead, r.cancelled,
+       r.pending_failures, CASE WHEN r.oldest_us > 0 THEN timestamptz 'epoch' + r.oldest_us * interval '1 microsecond' END,
+       r.completed_per_sec, r.failed_per_sec, r.dead_per_sec
+FROM r
+ON CONFLICT (queue, kind) DO UPDATE SET
+    available = EXCLUDED.available, running = EXCLUDED.running, scheduled = EXCLUDED.scheduled,
+    waiting = EXCLUDED.waiting, completed = EXCLUDED.completed, dead = EXCLUDED.dead,
+    cancelled = EXCLUDED.cancelled, pending_failures = EXCLUDED.pending_failures,
+    oldest_available = EXCLUDED.oldest_available, completed_per_sec = EXCLUDED.completed_per_sec,
+    failed_per_sec = EXCLUDED.failed_per_sec, dead_per_sec = EXCLUDED.dead_per_sec;
+
+-- name: StatsWriteHistory :exec
+INSERT INTO venturi_stats_history (at, queue, available, running, scheduled, waiting, oldest_available, lag_us,
+                                   completed_per_sec, failed_per_sec, dead_per_sec)
+SELECT @at::timestamptz, u.queue, u.available, u.running, u.scheduled, u.waiting,
+       CASE WHEN u.oldest_us > 0 THEN timestamptz 'epoch' + u.oldest_us * interval '1 microsecond' END, u.lag_us,
+       u.completed_per_sec, u.failed_per_sec, u.dead_per_sec
+FROM (SELECT unnest(@queues::text[]) AS queue, unnest(@available::bigint[]) AS available,
+             unnest(@running::bigint[]) AS running, unnest(@scheduled::bigint[]) AS scheduled,
+             unnest(@waiting::bigint[]) AS waiting, unnest(@oldest_us::bigint[]) AS oldest_us,
+             unnest(@lag_us::bigint[]) AS lag_us, unnest(@completed_per_sec::float8[]) AS completed_per_sec,
+             unnest(@failed_per_sec::float8[]) AS failed_per_sec, unnest(@dead_per_sec::float8[]) AS dead_per_sec) u;
+
+-- name: StatsEnd :exec
+-- Records a sample (and a recount when recount_us >= 0).
+UPDATE venturi_stats_state SET
+    sampled_at = @sampled_at::timestamptz, interval_us = @interval_us::bigint, sample_us = @sample_us::bigint,
+    counted_through = @counted_through::timestamptz, sampler = @sampler::text,
+    recounted_at = CASE WHEN @recount_us::bigint >= 0 THEN @sampled_at::timestamptz ELSE recounted_at END,
+    recount_us = CASE WHEN @recount_us::bigint >= 0 THEN @recount_us::bigint ELSE recount_us END,
+    recount_every_us = CASE WHEN @recount_us::bigint >= 0 THEN @recount_every_us::bigint ELSE recount_every_us END;
+
+-- name: StatsPruneHistory :execrows
+-- Deletes samples older than 24 hours, a batch at a time (the primary key starts with at).
+DELETE FROM venturi_stats_history
+WHERE (at, queue) IN (SELECT h.at, h.queue FROM venturi_stats_history h
+                      WHERE h.at < now() - interval '24 hours'
+                      ORDER BY h.at
+                      LIMIT @max::int);
+
+-- name: StatsRead :many
+-- The latest sample: one row per queue and kind (kind NULL for a queue without kinds in
+-- it: one that only has settings), with the queue's settings and its line of the history.
+WITH st AS (
+    SELECT s.sampled_at FROM venturi_stats_state s
+), names AS (
+    SELECT k.queue FROM venturi_stats_kind k
+    UNION
+    SELECT q.name FROM venturi_queue q
+)
+SELECT n.queue::text AS queue, st.sampled_at, COALESCE(vq.paused, false)::bool AS paused,
+       COALESCE(vq.concurrency, 0)::int AS concurrency,
+       h.oldest_available, COALESCE(h.lag_us, 0)::bigint AS lag_us,
+       k.kind, COALESCE(k.available, 0)::bigint AS available, COALESCE(k.running, 0)::bigint AS running,
+       COALESCE(k.scheduled, 0)::bigint AS scheduled, COALESCE(k.waiting, 0)::bigint AS waiting,
+       COALESCE(k.completed, 0)::bigint AS completed, COALESCE(k.dead, 0)::bigint AS dead,
+       COALESCE(k.cancelled, 0)::bigint AS cancelled,
+       COALESCE(k.completed_per_sec, 0)::float8 AS completed_per_sec,
+       COALESCE(k.failed_per_sec, 0)::float8 AS failed_per_sec,
+       COALESCE(k.dead_per_sec, 0)::float8 AS dead_per_sec
+FROM names n
+CROSS JOIN st
+LEFT JOIN venturi_queue vq ON vq.name = n.queue
+LEFT JOIN venturi_stats_history h ON h.at = st.sampled_at AND h.queue = n.queue
+LEFT JOIN venturi_stats_kind k ON k.queue = n.queue
+ORDER BY n.queue, k.kind;
+
+-- name: StatsSampledAt :one
+SELECT sampled_at FROM venturi_stats_state;
+
+-- name: StatsHistory :many
+-- The newest max samples since the given time, at most the last 24 hours, newest first.
+SELECT at, queue, available, running, scheduled, waiting, lag_us, completed_per_sec, failed_per_sec, dead_per_sec
+FROM venturi_stats_history
+WHERE at >= GREATEST(@since::timestamptz, now() - interval '24 hours')
+ORDER BY at DESC, queue DESC
+LIMIT @max::int;
+
+-- ---- Operations: listing jobs (migration 13) ---------------------------------------------
+
+-- name: ListSettings :exec
+-- The listing's transaction: every statement bounded by statement_timeout, and planned for
+-- its own parameters (ListJobs folds the branches and filters it does not use away, which
+-- a generic plan cannot).
+SELECT set_config('statement_timeout', @timeout_ms::text, true),
+       set_config('plan_cache_mode', 'force_custom_plan', true);
+
+-- name: ListJobs :many
+-- One page of the jobs that match a filter, in one of the listing orders (order_by): each
+-- branch below walks one index in its order from the cursor, and the planner drops the
+-- branches and filters whose parameters rule them out (the transaction plans every
+-- execution for its parameters, see ListSettings). The filter (m) is written once and
+-- inlined into the branch that runs.
+--   id        every state: newest first by ID (the primary key); cursor c_id
+--   run_at    one state, scheduled or waiting: by due time, then ID; cursor (c_ts, c_id)
+--   lease     running: by lease expiry, then ID
+--   finished  one state, completed, dead or cancelled: newest finished first
+--   plain     available plain jobs of queue c_queue in claim order, from segment seg:
+--             0 from the start, 1 after (c_prio, c_ts, c_id) in the same priority, 2 below
+--             priority c_prio
+--   gated     available gated jobs of c_queue by partition, then in claim order: seg 0 from
+--             the start, 1 and 2 as plain within partition c_part, 3 after partition c_part
+-- The branch returns the page's IDs in its order; the caller sorts the rows again (the
+-- join that reads them may not keep it). summary false skips the journal (the bulk
+-- actions' walk reads only IDs and states).
+WITH m AS NOT MATERIALIZED (
+    SELECT j.id, j.queue, j.state, j.priority, j.part, j.run_at, j.finished_at, j.lease_expires_at
+    FROM venturi_job j
+    WHERE (cardinality(@ids::uuid[]) = 0 OR j.id = ANY(@ids::uuid[]))
+      AND (cardinality(@states::text[]) = 0 OR j.state = ANY((@states::text[])::venturi_job_state[]))
+      AND (cardinality(@kinds::text[]) = 0 OR j.kind = ANY(@kinds::text[]))
+      AND (cardinality(@queues::text[]) = 0 OR j.queue = ANY(@queues::text[]))
+      AND (@dedup_key::text = '' OR j.dedup_key = @dedup_key::text)
+      -- Creation time, with the ID bounded by the ULID's time give or take skew_us, so that
+      -- the primary key narrows the scan (created_at decides).
+      AND (NOT @has_after::bool OR (j.created_at >= @after::timestamptz
+           AND j.id >= venturi_ulid_floor(@after::timestamptz, @skew_us::bigint)))
+      AND (NOT @has_before::bool OR (j.created_at < @before::timestamptz
+           AND j.id < venturi_ulid_floor(@before::timestamptz, @minus_skew_us::bigint)))
+      AND (@within_us::bigint = 0 OR (j.created_at > now() - interval '1 microsecond' * @within_us::bigint
+           AND j.id >= venturi_ulid_floor(now(), @within_skew_us::bigint)))
+      AND (@note_pattern::text = '' OR EXISTS (
+           SELECT 1 FROM jsonb_array_elements(j.journal) AS e(x) WHERE e.x->>'note' ILIKE @note_pattern::text))
+      AND (cardinality(@payload_paths::text[]) = 0 OR NOT EXISTS (
+           SELECT 1 FROM (SELECT unnest(@payload_paths::text[]) AS p, unnest(@payload_values::text[]) AS v) pm
+           WHERE venturi_json_text(j.payload, string_to_array(pm.p, chr(31))) IS DISTINCT FROM pm.v))
+      AND (cardinality(@attachment_paths::text[]) = 0 OR NOT EXISTS (
+           SELECT 1 FROM (SELECT unnest(@attachment_paths::text[]) AS p, unnest(@attachment_values::text[]) AS v) am
+           WHERE NOT EXISTS (SELECT 1 FROM jsonb_array_elements(j.journal) AS e(x)
+                             WHERE venturi_json_text(e.x->'attachment', string_to_array(am.p, chr(31))) = am.v)))
+)
+SELECT j.id, j.kind, j.queue, j.state, j.priority, j.dedup_key, j.part, j.run_at, j.runs, j.failures,
+       j.created_at, j.attempted_at, j.finished_at, j.lease_expires_at, j.worker_id,
+       (j.stop_requested_at IS NOT NULL)::bool AS stop_requested,
+       (CASE WHEN @summary::bool THEN COALESCE(j.journal->-1->>'event', '') ELSE '' END)::text AS last_event,
+       (CASE WHEN @summary::bool THEN left(COALESCE(j.journal->-1->>'note', ''), 1024) ELSE '' END)::text AS last_note
+FROM (
+    (SELECT m.id FROM m
+     WHERE @order_by::text = 'id' AND (NOT @has_cursor::bool OR m.id < @c_id::uuid)
+     ORDER BY m.id DESC
+     LIMIT @max::int)
+    UNION ALL
+    (SELECT m.id FROM m
+     WHERE @order_by::text = 'run_at' AND m.state = (@state::text)::venturi_job_state
+       AND (NOT @has_cursor::bool OR (m.run_at, m.id) > (@c_ts::timestamptz, @c_id::uuid))
+     ORDER BY m.run_at, m.id
+     LIMIT @max::int)
+    UNION ALL
+    (SELECT m.id FROM m
+     WHERE @order_by::text = 'lease' AND m.state = 'running'
+       AND (NOT @has_cursor::bool OR (m.lease_expires_at, m.id) > (@c_ts::timestamptz, @c_id::uuid))
+     ORDER BY m.lease_expires_at, m.id
+     LIMIT @max::int)
+    UNION ALL
+    (SELECT m.id FROM m
+     WHERE @order_by::text = 'finished' AND m.state = (@state::text)::venturi_job_state
+       AND (NOT @has_cursor::bool OR (m.finished_at, m.id) < (@c_ts::timestamptz, @c_id::uuid))
+     ORDER BY m.finished_at DESC, m.id DESC
+     LIMIT @max::int)
+    UNION ALL
+    (SELECT m.id FROM m
+     WHERE @order_by::text = 'plain' AND m.state = 'available' AND m.part IS NULL AND m.queue = @c_queue::text
+       AND (@seg::int = 0
+            OR (@seg::int = 1 AND m.priority = @c_prio::smallint AND (m.run_at, m.id) > (@c_ts::timestamptz, @c_id::uuid))
+            OR (@seg::int = 2 AND m.priority < @c_prio::smallint))
+     ORDER BY m.priority DESC, m.run_at, m.id
+     LIMIT @max::int)
+    UNION ALL
+    (SELECT m.id FROM m
+     WHERE @order_by::text = 'gated' AND m.state = 'available' AND m.part IS NOT NULL AND m.queue = @c_queue::text
+       AND (@seg::int = 0
+            OR (@seg::int = 1 AND m.part = @c_part::text AND m.priority = @c_prio::smallint
+                AND (m.run_at, m.id) > (@c_ts::timestamptz, @c_id::uuid))
+            OR (@seg::int = 2 AND m.part = @c_part::text AND m.priority < @c_prio::smallint)
+            OR (@seg::int = 3 AND m.part > @c_part::text))
+     ORDER BY m.part, m.priority DESC, m.run_at, m.id
+     LIMIT @max::int)
+) p
+-- The page's rows by primary key, in the listing's snapshot.
+JOIN venturi_job j ON j.id = p.id;
+
+-- name: NextAvailableQueue :one
+-- The first queue after the given name that has available jobs (plain or gated), through
+-- the claim indexes; '' when none.
+SELECT COALESCE(LEAST(
+    (SELECT j.queue FROM venturi_job j WHERE j.state = 'available' AND j.part IS NULL AND j.queue > @after::text
+     ORDER BY j.queue LIMIT 1),
+    (SELECT j.queue FROM venturi_job j WHERE j.state = 'available' AND j.part IS NOT NULL AND j.queue > @after::text
+     ORDER BY j.queue LIMIT 1)), '')::text AS queue;
+
+-- ---- Operations: audit and bulk actions (migration 13) -----------------------------------
+
+-- name: AuditInsert :one
+INSERT INTO venturi_audit (actor, action, target, count, reason)
+VALUES (@actor::text, @action::text, @target::text, @count::bigint, @reason::text)
+RETURNING id;
+
+-- name: AuditAddCount :exec
+-- A bulk action's entry counts the jobs of each batch in the batch's transaction.
+UPDATE venturi_audit SET count = count + @n::bigint WHERE id = @id::bigint;
+
+-- name: AuditLog :many
+SELECT id, at, actor, action, target, count, reason
+FROM venturi_audit
+WHERE @before::bigint <= 0 OR id < @before::bigint
+ORDER BY id DESC
+LIMIT @max::int;
+
+-- name: LockJobs :many
+-- Locks the given jobs in ID order (the bulk cancel's first statement; CancelLocked follows).
+SELECT id, state FROM venturi_job
+WHERE id = ANY(ARRAY(SELECT unnest(@ids::uuid[])))
+ORDER BY id
+FOR UPDATE;
+
+-- name: NotifyMany :exec
+SELECT pg_notify(@channel::text, p.payload) FROM (SELECT unnest(@payloads::text[]) AS payload) p;
+
+-- name: RetryJobs :one
+-- Makes the given jobs available now, with their failures forgotten and a retried entry in
+-- their journals, unless they left the states a retry applies to (dead, cancelled,
+-- completed, scheduled) since they were listed: the row lock re-reads each one. A finished
+-- job of a supervised singleton is left alone (its workers ensure its live job). The
+-- finished ones are subtracted from the stats' finished counts in the same statement.
+-- Returns how many changed and their kinds (to notify the workers).
+WITH old AS (
+    SELECT j.id, j.state, j.finished_at FROM venturi_job j
+    WHERE j.id = ANY(ARRAY(SELECT unnest(@ids::uuid[])))
+      AND j.state IN ('dead', 'cancelled', 'completed', 'scheduled')
+      AND NOT (j.state <> 'scheduled' AND COALESCE(j.slot_key, '') LIKE 'venturi.singleton:%')
+    ORDER BY j.id
+    FOR UPDATE
+), upd AS (
+    UPDATE venturi_job j SET
+        state = 'available', run_at = now(), failures = 0, finished_at = NULL,
+        stop_requested_at = NULL, stop_event = NULL, stop_note = NULL, wait_signals = NULL,
+        part = CASE WHEN j.part IS NULL AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)
+                    THEN '' ELSE j.part END,
+        journal = j.journal || jsonb_build_array(jsonb_build_object('event', 'retried', 'note', @note::text, 'at', now()))
+    FROM old
+    WHERE j.id = old.id
+    RETURNING j.id, j.kind, j.queue, old.state AS old_state, old.finished_at AS old_finished
+)
+SELECT count(*)::bigint AS changed,
+       COALESCE(array_agg(DISTINCT u.kind), '{}')::text[] AS kinds,
+       COALESCE(venturi_stats_forget(array_agg(u.queue), array_agg(u.kind), array_agg(u.old_state::text),
+                                     array_agg(u.old_finished)), 0)::bigint AS forgotten
+FROM upd u;
+
+-- name: DeleteJobs :one
+-- Deletes the given jobs unless they are running (re-read under the row lock), with their
+-- journals, signals, hooks and steps (the delete triggers), and subtracts the finished ones
+-- from the stats' finished counts. Returns how many it deleted.
+WITH gone AS (
+    DELETE FROM venturi_job j
+    WHERE j.id = ANY(ARRAY(SELECT unnest(@ids::uuid[]))) AND j.state <> 'running'
+    RETURNING j.queue, j.kind, j.state, j.finished_at
+)
+SELECT COALESCE(venturi_stats_forget(array_agg(g.queue), array_agg(g.kind), array_agg(g.state::text),
+                                     array_agg(g.finished_at)), 0)::bigint AS deleted
+FROM gone g;
+
+-- name: ResetCircuit :one
+-- Closes a breaker (its failures forgotten); the key is the one the kind's jobs of the
+-- partition report to. Returns whether one was reset.
+UPDATE venturi_gate g SET fails = 0, open_until = NULL, probe_until = NULL, updated_at = now()
+FROM venturi_kind k
+WHERE k.kind = @kind::text AND k.brk_failures > 0
+  AND g.key = 'b' || chr(31) || k.kind || CASE WHEN k.brk_by_part THEN chr(31) || @part::text ELSE '' END
+RETURNING g.key;
+
+-- ---- Operations: one job, explain (migration 13) -----------------------------------------
+
+-- name: JobSignals :many
+SELECT seq, name, payload, delivery_id, sent_at, consumed_at
+FROM venturi_signal
+WHERE job_id = @id
+ORDER BY seq
+LIMIT @max::int;
+
+-- name: JobHooks :many
+-- A job's hooks, never their token hashes.
+SELECT name, reusable, created_at, expires_at, used_at, disposed_at
+FROM venturi_hook
+WHERE job_id = @id
+ORDER BY created_at, name
+LIMIT @max::int;
+
+-- name: ExplainFacts :one
+-- What holds a job of the kind in the queue (with the slot and partition) back now: the
+-- queue's settings and running jobs, the slot's running jobs, the kind's limits, running
+-- jobs and rate window, the job's backstop (max_failures of its last claim) and pending
+-- signals, and the database time.
+SELECT now()::timestamptz AS now,
+       COALESCE(vq.paused, false)::bool AS queue_paused, COALESCE(vq.concurrency, 0)::int AS queue_concurrency,
+       (CASE WHEN COALESCE(vq.concurrency, 0) > 0
+             THEN (SELECT count(*) FROM venturi_job r WHERE r.state = 'running' AND r.queue = @queue::text) ELSE 0 END)::bigint AS queue_running,
+       (CASE WHEN @slot_key::text <> ''
+             THEN (SELECT count(*) FROM venturi_job r WHERE r.state = 'running' AND r.slot_key = @slot_key::text) ELSE 0 END)::bigint AS slot_running,
+       COALESCE(k.concurrency, 0)::int AS kind_concurrency,
+       (CASE WHEN COALESCE(k.concurrency, 0) > 0
+             THEN (SELECT count(*) FROM venturi_job r WHERE r.state = 'running' AND r.part IS NOT NULL AND r.kind = @kind::text) ELSE 0 END)::bigint AS kind_running,
+       COALESCE(k.rate_n, 0)::int AS rate_n,
+       COALESCE((EXTRACT(EPOCH FROM k.rate_period) * 1000000)::bigint, 0)::bigint AS rate_period_us,
+       COALESCE(k.rate_by_part, false)::bool AS rate_by_part,
+       COALESCE((SELECT sum(w.c) FROM (SELECT unnest(rg.rate_at) AS at, unnest(rg.rate_n) AS c FROM venturi_gate rg
+                                        WHERE rg.key = 'r' || chr(31) || @kind::text
+                                              || CASE WHEN k.rate_by_part THEN chr(31) || @part::text ELSE '' END) w
+                 WHERE w.at > now() - k.rate_period), 0)::bigint AS rate_used,
+       -- When the oldest start of the window leaves it (-1: no start in it).
+       COALESCE((EXTRACT(EPOCH FROM (
+           SELECT min(w.at) + k.rate_period - now() FROM (SELECT unnest(rg.rate_at) AS at FROM venturi_gate rg
+                                                          WHERE rg.key = 'r' || chr(31) || @kind::text
+                                                                || CASE WHEN k.rate_by_part THEN chr(31) || @part::text ELSE '' END) w
+           WHERE w.at > now() - k.rate_period)) * 1000000)::bigint, -1)::bigint AS rate_frees_in_us,
+       COALESCE((SELECT j.max_failures FROM venturi_job j WHERE j.id = @id), 0)::int AS max_failures,
+       COALESCE((SELECT j.wait_signals FROM venturi_job j WHERE j.id = @id), '{}')::text[] AS wait_signals,
+       (SELECT count(*) FROM venturi_signal s WHERE s.job_id = @id AND s.consumed_token IS NULL)::bigint AS pending_signals
+FROM (SELECT 1) AS one
+LEFT JOIN venturi_queue vq ON vq.name = @queue::text
+LEFT JOIN venturi_kind k ON k.kind = @kind::text;
+
+-- name: PendingDedupJob :one
+-- The pending job an enqueue of the kind and key would meet (as DedupCandidate finds it).
+SELECT id FROM venturi_job
+WHERE kind = @kind AND dedup_key = @dedup_key::text AND state IN ('scheduled', 'available')
+ORDER BY id DESC
+LIMIT 1;

@@ -61,6 +61,91 @@ func (q *Queries) ArmWaits(ctx context.Context, db DBTX, arg ArmWaitsParams) ([]
 	return items, nil
 }
 
+const auditAddCount = `-- name: AuditAddCount :exec
+UPDATE venturi_audit SET count = count + $1::bigint WHERE id = $2::bigint
+`
+
+type AuditAddCountParams struct {
+	N  int64
+	ID int64
+}
+
+// A bulk action's entry counts the jobs of each batch in the batch's transaction.
+func (q *Queries) AuditAddCount(ctx context.Context, db DBTX, arg AuditAddCountParams) error {
+	_, err := db.Exec(ctx, auditAddCount, arg.N, arg.ID)
+	return err
+}
+
+const auditInsert = `-- name: AuditInsert :one
+
+INSERT INTO venturi_audit (actor, action, target, count, reason)
+VALUES ($1::text, $2::text, $3::text, $4::bigint, $5::text)
+RETURNING id
+`
+
+type AuditInsertParams struct {
+	Actor  string
+	Action string
+	Target string
+	Count  int64
+	Reason string
+}
+
+// ---- Operations: audit and bulk actions (migration 13) -----------------------------------
+func (q *Queries) AuditInsert(ctx context.Context, db DBTX, arg AuditInsertParams) (int64, error) {
+	row := db.QueryRow(ctx, auditInsert,
+		arg.Actor,
+		arg.Action,
+		arg.Target,
+		arg.Count,
+		arg.Reason,
+	)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
+const auditLog = `-- name: AuditLog :many
+SELECT id, at, actor, action, target, count, reason
+FROM venturi_audit
+WHERE $1::bigint <= 0 OR id < $1::bigint
+ORDER BY id DESC
+LIMIT $2::int
+`
+
+type AuditLogParams struct {
+	Before int64
+	Max    int32
+}
+
+func (q *Queries) AuditLog(ctx context.Context, db DBTX, arg AuditLogParams) ([]*VenturiAudit, error) {
+	rows, err := db.Query(ctx, auditLog, arg.Before, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*VenturiAudit
+	for rows.Next() {
+		var i VenturiAudit
+		if err := rows.Scan(
+			&i.ID,
+			&i.At,
+			&i.Actor,
+			&i.Action,
+			&i.Target,
+			&i.Count,
+			&i.Reason,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const awaitJob = `-- name: AwaitJob :one
 UPDATE venturi_job SET await_channel = $1::text
 WHERE id = $2 AND state IN ('scheduled', 'available', 'running', 'waiting')
@@ -134,32 +219,34 @@ WITH ended AS (
     UPDATE venturi_job x SET
         state = 'cancelled', finished_at = now(),
         journal = x.journal || jsonb_build_array(jsonb_build_object('event', 'cancelled', 'note', $1::text, 'at', now()))
-    WHERE x.id = $2 AND x.state IN ('scheduled', 'available', 'waiting')
+    -- An array the planner cannot size: it then finds the rows by primary key.
+    WHERE x.id = ANY(ARRAY(SELECT unnest($2::uuid[]))) AND x.state IN ('scheduled', 'available', 'waiting')
     RETURNING x.id
 ), asked AS (
     UPDATE venturi_job x SET stop_requested_at = now(), stop_event = 'cancelled', stop_note = $1::text
-    WHERE x.id = $2 AND x.state = 'running' AND x.stop_event IS NULL
+    WHERE x.id = ANY(ARRAY(SELECT unnest($2::uuid[]))) AND x.state = 'running' AND x.stop_event IS NULL
     RETURNING x.id
 )
-SELECT EXISTS (SELECT 1 FROM ended)::bool AS ended, EXISTS (SELECT 1 FROM asked)::bool AS asked
+SELECT (SELECT count(*) FROM ended)::bigint AS ended,
+       COALESCE((SELECT array_agg(asked.id) FROM asked), '{}')::uuid[] AS asked
 `
 
 type CancelLockedParams struct {
 	Note string
-	ID   pgtype.UUID
+	Ids  []pgtype.UUID
 }
 
 type CancelLockedRow struct {
-	Ended bool
-	Asked bool
+	Ended int64
+	Asked []pgtype.UUID
 }
 
-// Cancels one job that the transaction has locked (LockJobForSignal), so that this
-// statement's snapshot sees it as locked: a pending or waiting job ends cancelled at once;
-// a running one is asked to stop (its run's end makes it cancelled, see FinishRuns); a
-// finished one is left as it is. Reports what it did.
+// Cancels jobs that the transaction has locked (LockJobForSignal, LockJobs), so that this
+// statement's snapshot sees them as locked: a pending or waiting job ends cancelled at
+// once; a running one is asked to stop (its run's end makes it cancelled, see FinishRuns);
+// a finished one is left as it is. Reports how many ended and which were asked to stop.
 func (q *Queries) CancelLocked(ctx context.Context, db DBTX, arg CancelLockedParams) (*CancelLockedRow, error) {
-	row := db.QueryRow(ctx, cancelLocked, arg.Note, arg.ID)
+	row := db.QueryRow(ctx, cancelLocked, arg.Note, arg.Ids)
 	var i CancelLockedRow
 	err := row.Scan(&i.Ended, &i.Asked)
 	return &i, err
@@ -1067,6 +1154,27 @@ func (q *Queries) DedupLock(ctx context.Context, db DBTX, arg DedupLockParams) (
 	return isolation, err
 }
 
+const deleteJobs = `-- name: DeleteJobs :one
+WITH gone AS (
+    DELETE FROM venturi_job j
+    WHERE j.id = ANY(ARRAY(SELECT unnest($1::uuid[]))) AND j.state <> 'running'
+    RETURNING j.queue, j.kind, j.state, j.finished_at
+)
+SELECT COALESCE(venturi_stats_forget(array_agg(g.queue), array_agg(g.kind), array_agg(g.state::text),
+                                     array_agg(g.finished_at)), 0)::bigint AS deleted
+FROM gone g
+`
+
+// Deletes the given jobs unless they are running (re-read under the row lock), with their
+// journals, signals, hooks and steps (the delete triggers), and subtracts the finished ones
+// from the stats' finished counts. Returns how many it deleted.
+func (q *Queries) DeleteJobs(ctx context.Context, db DBTX, ids []pgtype.UUID) (int64, error) {
+	row := db.QueryRow(ctx, deleteJobs, ids)
+	var deleted int64
+	err := row.Scan(&deleted)
+	return deleted, err
+}
+
 const disposeHook = `-- name: DisposeHook :execrows
 UPDATE venturi_hook SET disposed_at = now()
 WHERE token_hash = $1 AND disposed_at IS NULL
@@ -1179,6 +1287,96 @@ func (q *Queries) EventsTail(ctx context.Context, db DBTX) (string, error) {
 	var xid string
 	err := row.Scan(&xid)
 	return xid, err
+}
+
+const explainFacts = `-- name: ExplainFacts :one
+SELECT now()::timestamptz AS now,
+       COALESCE(vq.paused, false)::bool AS queue_paused, COALESCE(vq.concurrency, 0)::int AS queue_concurrency,
+       (CASE WHEN COALESCE(vq.concurrency, 0) > 0
+             THEN (SELECT count(*) FROM venturi_job r WHERE r.state = 'running' AND r.queue = $1::text) ELSE 0 END)::bigint AS queue_running,
+       (CASE WHEN $2::text <> ''
+             THEN (SELECT count(*) FROM venturi_job r WHERE r.state = 'running' AND r.slot_key = $2::text) ELSE 0 END)::bigint AS slot_running,
+       COALESCE(k.concurrency, 0)::int AS kind_concurrency,
+       (CASE WHEN COALESCE(k.concurrency, 0) > 0
+             THEN (SELECT count(*) FROM venturi_job r WHERE r.state = 'running' AND r.part IS NOT NULL AND r.kind = $3::text) ELSE 0 END)::bigint AS kind_running,
+       COALESCE(k.rate_n, 0)::int AS rate_n,
+       COALESCE((EXTRACT(EPOCH FROM k.rate_period) * 1000000)::bigint, 0)::bigint AS rate_period_us,
+       COALESCE(k.rate_by_part, false)::bool AS rate_by_part,
+       COALESCE((SELECT sum(w.c) FROM (SELECT unnest(rg.rate_at) AS at, unnest(rg.rate_n) AS c FROM venturi_gate rg
+                                        WHERE rg.key = 'r' || chr(31) || $3::text
+                                              || CASE WHEN k.rate_by_part THEN chr(31) || $4::text ELSE '' END) w
+                 WHERE w.at > now() - k.rate_period), 0)::bigint AS rate_used,
+       -- When the oldest start of the window leaves it (-1: no start in it).
+       COALESCE((EXTRACT(EPOCH FROM (
+           SELECT min(w.at) + k.rate_period - now() FROM (SELECT unnest(rg.rate_at) AS at FROM venturi_gate rg
+                                                          WHERE rg.key = 'r' || chr(31) || $3::text
+                                                                || CASE WHEN k.rate_by_part THEN chr(31) || $4::text ELSE '' END) w
+           WHERE w.at > now() - k.rate_period)) * 1000000)::bigint, -1)::bigint AS rate_frees_in_us,
+       COALESCE((SELECT j.max_failures FROM venturi_job j WHERE j.id = $5), 0)::int AS max_failures,
+       COALESCE((SELECT j.wait_signals FROM venturi_job j WHERE j.id = $5), '{}')::text[] AS wait_signals,
+       (SELECT count(*) FROM venturi_signal s WHERE s.job_id = $5 AND s.consumed_token IS NULL)::bigint AS pending_signals
+FROM (SELECT 1) AS one
+LEFT JOIN venturi_queue vq ON vq.name = $1::text
+LEFT JOIN venturi_kind k ON k.kind = $3::text
+`
+
+type ExplainFactsParams struct {
+	Queue   string
+	SlotKey string
+	Kind    string
+	Part    string
+	ID      pgtype.UUID
+}
+
+type ExplainFactsRow struct {
+	Now              time.Time
+	QueuePaused      bool
+	QueueConcurrency int32
+	QueueRunning     int64
+	SlotRunning      int64
+	KindConcurrency  int32
+	KindRunning      int64
+	RateN            int32
+	RatePeriodUs     int64
+	RateByPart       bool
+	RateUsed         int64
+	RateFreesInUs    int64
+	MaxFailures      int32
+	WaitSignals      []string
+	PendingSignals   int64
+}
+
+// What holds a job of the kind in the queue (with the slot and partition) back now: the
+// queue's settings and running jobs, the slot's running jobs, the kind's limits, running
+// jobs and rate window, the job's backstop (max_failures of its last claim) and pending
+// signals, and the database time.
+func (q *Queries) ExplainFacts(ctx context.Context, db DBTX, arg ExplainFactsParams) (*ExplainFactsRow, error) {
+	row := db.QueryRow(ctx, explainFacts,
+		arg.Queue,
+		arg.SlotKey,
+		arg.Kind,
+		arg.Part,
+		arg.ID,
+	)
+	var i ExplainFactsRow
+	err := row.Scan(
+		&i.Now,
+		&i.QueuePaused,
+		&i.QueueConcurrency,
+		&i.QueueRunning,
+		&i.SlotRunning,
+		&i.KindConcurrency,
+		&i.KindRunning,
+		&i.RateN,
+		&i.RatePeriodUs,
+		&i.RateByPart,
+		&i.RateUsed,
+		&i.RateFreesInUs,
+		&i.MaxFailures,
+		&i.WaitSignals,
+		&i.PendingSignals,
+	)
+	return &i, err
 }
 
 const extendLeases = `-- name: ExtendLeases :many
@@ -1683,6 +1881,56 @@ func (q *Queries) JobByKey(ctx context.Context, db DBTX, arg JobByKeyParams) (pg
 	return id, err
 }
 
+const jobHooks = `-- name: JobHooks :many
+SELECT name, reusable, created_at, expires_at, used_at, disposed_at
+FROM venturi_hook
+WHERE job_id = $1
+ORDER BY created_at, name
+LIMIT $2::int
+`
+
+type JobHooksParams struct {
+	ID  pgtype.UUID
+	Max int32
+}
+
+type JobHooksRow struct {
+	Name       string
+	Reusable   bool
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
+	UsedAt     *time.Time
+	DisposedAt *time.Time
+}
+
+// A job's hooks, never their token hashes.
+func (q *Queries) JobHooks(ctx context.Context, db DBTX, arg JobHooksParams) ([]*JobHooksRow, error) {
+	rows, err := db.Query(ctx, jobHooks, arg.ID, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*JobHooksRow
+	for rows.Next() {
+		var i JobHooksRow
+		if err := rows.Scan(
+			&i.Name,
+			&i.Reusable,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+			&i.UsedAt,
+			&i.DisposedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobMeta = `-- name: JobMeta :one
 SELECT meta FROM venturi_job WHERE id = $1
 `
@@ -1692,6 +1940,57 @@ func (q *Queries) JobMeta(ctx context.Context, db DBTX, id pgtype.UUID) ([]byte,
 	var meta []byte
 	err := row.Scan(&meta)
 	return meta, err
+}
+
+const jobSignals = `-- name: JobSignals :many
+
+SELECT seq, name, payload, delivery_id, sent_at, consumed_at
+FROM venturi_signal
+WHERE job_id = $1
+ORDER BY seq
+LIMIT $2::int
+`
+
+type JobSignalsParams struct {
+	ID  pgtype.UUID
+	Max int32
+}
+
+type JobSignalsRow struct {
+	Seq        int64
+	Name       string
+	Payload    []byte
+	DeliveryID string
+	SentAt     time.Time
+	ConsumedAt *time.Time
+}
+
+// ---- Operations: one job, explain (migration 13) -----------------------------------------
+func (q *Queries) JobSignals(ctx context.Context, db DBTX, arg JobSignalsParams) ([]*JobSignalsRow, error) {
+	rows, err := db.Query(ctx, jobSignals, arg.ID, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*JobSignalsRow
+	for rows.Next() {
+		var i JobSignalsRow
+		if err := rows.Scan(
+			&i.Seq,
+			&i.Name,
+			&i.Payload,
+			&i.DeliveryID,
+			&i.SentAt,
+			&i.ConsumedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const jobSteps = `-- name: JobSteps :many
@@ -1961,6 +2260,225 @@ func (q *Queries) ListCircuits(ctx context.Context, db DBTX) ([]*ListCircuitsRow
 	return items, nil
 }
 
+const listJobs = `-- name: ListJobs :many
+WITH m AS NOT MATERIALIZED (
+    SELECT j.id, j.queue, j.state, j.priority, j.part, j.run_at, j.finished_at, j.lease_expires_at
+    FROM venturi_job j
+    WHERE (cardinality($12::uuid[]) = 0 OR j.id = ANY($12::uuid[]))
+      AND (cardinality($13::text[]) = 0 OR j.state = ANY(($13::text[])::venturi_job_state[]))
+      AND (cardinality($14::text[]) = 0 OR j.kind = ANY($14::text[]))
+      AND (cardinality($15::text[]) = 0 OR j.queue = ANY($15::text[]))
+      AND ($16::text = '' OR j.dedup_key = $16::text)
+      -- Creation time, with the ID bounded by the ULID's time give or take skew_us, so that
+      -- the primary key narrows the scan (created_at decides).
+      AND (NOT $17::bool OR (j.created_at >= $18::timestamptz
+           AND j.id >= venturi_ulid_floor($18::timestamptz, $19::bigint)))
+      AND (NOT $20::bool OR (j.created_at < $21::timestamptz
+           AND j.id < venturi_ulid_floor($21::timestamptz, $22::bigint)))
+      AND ($23::bigint = 0 OR (j.created_at > now() - interval '1 microsecond' * $23::bigint
+           AND j.id >= venturi_ulid_floor(now(), $24::bigint)))
+      AND ($25::text = '' OR EXISTS (
+           SELECT 1 FROM jsonb_array_elements(j.journal) AS e(x) WHERE e.x->>'note' ILIKE $25::text))
+      AND (cardinality($26::text[]) = 0 OR NOT EXISTS (
+           SELECT 1 FROM (SELECT unnest($26::text[]) AS p, unnest($27::text[]) AS v) pm
+           WHERE venturi_json_text(j.payload, string_to_array(pm.p, chr(31))) IS DISTINCT FROM pm.v))
+      AND (cardinality($28::text[]) = 0 OR NOT EXISTS (
+           SELECT 1 FROM (SELECT unnest($28::text[]) AS p, unnest($29::text[]) AS v) am
+           WHERE NOT EXISTS (SELECT 1 FROM jsonb_array_elements(j.journal) AS e(x)
+                             WHERE venturi_json_text(e.x->'attachment', string_to_array(am.p, chr(31))) = am.v)))
+)
+SELECT j.id, j.kind, j.queue, j.state, j.priority, j.dedup_key, j.part, j.run_at, j.runs, j.failures,
+       j.created_at, j.attempted_at, j.finished_at, j.lease_expires_at, j.worker_id,
+       (j.stop_requested_at IS NOT NULL)::bool AS stop_requested,
+       (CASE WHEN $1::bool THEN COALESCE(j.journal->-1->>'event', '') ELSE '' END)::text AS last_event,
+       (CASE WHEN $1::bool THEN left(COALESCE(j.journal->-1->>'note', ''), 1024) ELSE '' END)::text AS last_note
+FROM (
+    (SELECT m.id FROM m
+     WHERE $2::text = 'id' AND (NOT $3::bool OR m.id < $4::uuid)
+     ORDER BY m.id DESC
+     LIMIT $5::int)
+    UNION ALL
+    (SELECT m.id FROM m
+     WHERE $2::text = 'run_at' AND m.state = ($6::text)::venturi_job_state
+       AND (NOT $3::bool OR (m.run_at, m.id) > ($7::timestamptz, $4::uuid))
+     ORDER BY m.run_at, m.id
+     LIMIT $5::int)
+    UNION ALL
+    (SELECT m.id FROM m
+     WHERE $2::text = 'lease' AND m.state = 'running'
+       AND (NOT $3::bool OR (m.lease_expires_at, m.id) > ($7::timestamptz, $4::uuid))
+     ORDER BY m.lease_expires_at, m.id
+     LIMIT $5::int)
+    UNION ALL
+    (SELECT m.id FROM m
+     WHERE $2::text = 'finished' AND m.state = ($6::text)::venturi_job_state
+       AND (NOT $3::bool OR (m.finished_at, m.id) < ($7::timestamptz, $4::uuid))
+     ORDER BY m.finished_at DESC, m.id DESC
+     LIMIT $5::int)
+    UNION ALL
+    (SELECT m.id FROM m
+     WHERE $2::text = 'plain' AND m.state = 'available' AND m.part IS NULL AND m.queue = $8::text
+       AND ($9::int = 0
+            OR ($9::int = 1 AND m.priority = $10::smallint AND (m.run_at, m.id) > ($7::timestamptz, $4::uuid))
+            OR ($9::int = 2 AND m.priority < $10::smallint))
+     ORDER BY m.priority DESC, m.run_at, m.id
+     LIMIT $5::int)
+    UNION ALL
+    (SELECT m.id FROM m
+     WHERE $2::text = 'gated' AND m.state = 'available' AND m.part IS NOT NULL AND m.queue = $8::text
+       AND ($9::int = 0
+            OR ($9::int = 1 AND m.part = $11::text AND m.priority = $10::smallint
+                AND (m.run_at, m.id) > ($7::timestamptz, $4::uuid))
+            OR ($9::int = 2 AND m.part = $11::text AND m.priority < $10::smallint)
+            OR ($9::int = 3 AND m.part > $11::text))
+     ORDER BY m.part, m.priority DESC, m.run_at, m.id
+     LIMIT $5::int)
+) p
+JOIN venturi_job j ON j.id = p.id
+`
+
+type ListJobsParams struct {
+	Summary          bool
+	OrderBy          string
+	HasCursor        bool
+	CID              pgtype.UUID
+	Max              int32
+	State            string
+	CTs              time.Time
+	CQueue           string
+	Seg              int32
+	CPrio            int16
+	CPart            string
+	Ids              []pgtype.UUID
+	States           []string
+	Kinds            []string
+	Queues           []string
+	DedupKey         string
+	HasAfter         bool
+	After            time.Time
+	SkewUs           int64
+	HasBefore        bool
+	Before           time.Time
+	MinusSkewUs      int64
+	WithinUs         int64
+	WithinSkewUs     int64
+	NotePattern      string
+	PayloadPaths     []string
+	PayloadValues    []string
+	AttachmentPaths  []string
+	AttachmentValues []string
+}
+
+type ListJobsRow struct {
+	ID             pgtype.UUID
+	Kind           string
+	Queue          string
+	State          VenturiJobState
+	Priority       int16
+	DedupKey       pgtype.Text
+	Part           pgtype.Text
+	RunAt          time.Time
+	Runs           int32
+	Failures       int32
+	CreatedAt      time.Time
+	AttemptedAt    *time.Time
+	FinishedAt     *time.Time
+	LeaseExpiresAt *time.Time
+	WorkerID       pgtype.Text
+	StopRequested  bool
+	LastEvent      string
+	LastNote       string
+}
+
+// One page of the jobs that match a filter, in one of the listing orders (order_by): each
+// branch below walks one index in its order from the cursor, and the planner drops the
+// branches and filters whose parameters rule them out (the transaction plans every
+// execution for its parameters, see ListSettings). The filter (m) is written once and
+// inlined into the branch that runs.
+//
+//	id        every state: newest first by ID (the primary key); cursor c_id
+//	run_at    one state, scheduled or waiting: by due time, then ID; cursor (c_ts, c_id)
+//	lease     running: by lease expiry, then ID
+//	finished  one state, completed, dead or cancelled: newest finished first
+//	plain     available plain jobs of queue c_queue in claim order, from segment seg:
+//	          0 from the start, 1 after (c_prio, c_ts, c_id) in the same priority, 2 below
+//	          priority c_prio
+//	gated     available gated jobs of c_queue by partition, then in claim order: seg 0 from
+//	          the start, 1 and 2 as plain within partition c_part, 3 after partition c_part
+//
+// The branch returns the page's IDs in its order; the caller sorts the rows again (the
+// join that reads them may not keep it). summary false skips the journal (the bulk
+// actions' walk reads only IDs and states).
+// The page's rows by primary key, in the listing's snapshot.
+func (q *Queries) ListJobs(ctx context.Context, db DBTX, arg ListJobsParams) ([]*ListJobsRow, error) {
+	rows, err := db.Query(ctx, listJobs,
+		arg.Summary,
+		arg.OrderBy,
+		arg.HasCursor,
+		arg.CID,
+		arg.Max,
+		arg.State,
+		arg.CTs,
+		arg.CQueue,
+		arg.Seg,
+		arg.CPrio,
+		arg.CPart,
+		arg.Ids,
+		arg.States,
+		arg.Kinds,
+		arg.Queues,
+		arg.DedupKey,
+		arg.HasAfter,
+		arg.After,
+		arg.SkewUs,
+		arg.HasBefore,
+		arg.Before,
+		arg.MinusSkewUs,
+		arg.WithinUs,
+		arg.WithinSkewUs,
+		arg.NotePattern,
+		arg.PayloadPaths,
+		arg.PayloadValues,
+		arg.AttachmentPaths,
+		arg.AttachmentValues,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*ListJobsRow
+	for rows.Next() {
+		var i ListJobsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Kind,
+			&i.Queue,
+			&i.State,
+			&i.Priority,
+			&i.DedupKey,
+			&i.Part,
+			&i.RunAt,
+			&i.Runs,
+			&i.Failures,
+			&i.CreatedAt,
+			&i.AttemptedAt,
+			&i.FinishedAt,
+			&i.LeaseExpiresAt,
+			&i.WorkerID,
+			&i.StopRequested,
+			&i.LastEvent,
+			&i.LastNote,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listQueues = `-- name: ListQueues :many
 WITH names AS (
     SELECT name FROM venturi_queue
@@ -2013,6 +2531,21 @@ func (q *Queries) ListQueues(ctx context.Context, db DBTX) ([]*ListQueuesRow, er
 	return items, nil
 }
 
+const listSettings = `-- name: ListSettings :exec
+
+SELECT set_config('statement_timeout', $1::text, true),
+       set_config('plan_cache_mode', 'force_custom_plan', true)
+`
+
+// ---- Operations: listing jobs (migration 13) ---------------------------------------------
+// The listing's transaction: every statement bounded by statement_timeout, and planned for
+// its own parameters (ListJobs folds the branches and filters it does not use away, which
+// a generic plan cannot).
+func (q *Queries) ListSettings(ctx context.Context, db DBTX, timeoutMs string) error {
+	_, err := db.Exec(ctx, listSettings, timeoutMs)
+	return err
+}
+
 const lockJobForSignal = `-- name: LockJobForSignal :one
 SELECT state, kind FROM venturi_job WHERE id = $1 FOR UPDATE
 `
@@ -2029,6 +2562,39 @@ func (q *Queries) LockJobForSignal(ctx context.Context, db DBTX, id pgtype.UUID)
 	var i LockJobForSignalRow
 	err := row.Scan(&i.State, &i.Kind)
 	return &i, err
+}
+
+const lockJobs = `-- name: LockJobs :many
+SELECT id, state FROM venturi_job
+WHERE id = ANY(ARRAY(SELECT unnest($1::uuid[])))
+ORDER BY id
+FOR UPDATE
+`
+
+type LockJobsRow struct {
+	ID    pgtype.UUID
+	State VenturiJobState
+}
+
+// Locks the given jobs in ID order (the bulk cancel's first statement; CancelLocked follows).
+func (q *Queries) LockJobs(ctx context.Context, db DBTX, ids []pgtype.UUID) ([]*LockJobsRow, error) {
+	rows, err := db.Query(ctx, lockJobs, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*LockJobsRow
+	for rows.Next() {
+		var i LockJobsRow
+		if err := rows.Scan(&i.ID, &i.State); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const mergeInto = `-- name: MergeInto :one
@@ -2133,6 +2699,23 @@ func (q *Queries) MergeInto(ctx context.Context, db DBTX, arg MergeIntoParams) (
 	return &i, err
 }
 
+const nextAvailableQueue = `-- name: NextAvailableQueue :one
+SELECT COALESCE(LEAST(
+    (SELECT j.queue FROM venturi_job j WHERE j.state = 'available' AND j.part IS NULL AND j.queue > $1::text
+     ORDER BY j.queue LIMIT 1),
+    (SELECT j.queue FROM venturi_job j WHERE j.state = 'available' AND j.part IS NOT NULL AND j.queue > $1::text
+     ORDER BY j.queue LIMIT 1)), '')::text AS queue
+`
+
+// The first queue after the given name that has available jobs (plain or gated), through
+// the claim indexes; ” when none.
+func (q *Queries) NextAvailableQueue(ctx context.Context, db DBTX, after string) (string, error) {
+	row := db.QueryRow(ctx, nextAvailableQueue, after)
+	var queue string
+	err := row.Scan(&queue)
+	return queue, err
+}
+
 const nextDue = `-- name: NextDue :one
 SELECT COALESCE((EXTRACT(EPOCH FROM GREATEST(min(run_at) - now(), interval '0')) * 1000000)::bigint, -1)::bigint AS due_in_us,
        COALESCE((SELECT vq.paused FROM venturi_queue vq WHERE vq.name = $1::text), false)::bool AS paused
@@ -2182,6 +2765,40 @@ type NotifyParams struct {
 func (q *Queries) Notify(ctx context.Context, db DBTX, arg NotifyParams) error {
 	_, err := db.Exec(ctx, notify, arg.Channel, arg.Payload)
 	return err
+}
+
+const notifyMany = `-- name: NotifyMany :exec
+SELECT pg_notify($1::text, p.payload) FROM (SELECT unnest($2::text[]) AS payload) p
+`
+
+type NotifyManyParams struct {
+	Channel  string
+	Payloads []string
+}
+
+func (q *Queries) NotifyMany(ctx context.Context, db DBTX, arg NotifyManyParams) error {
+	_, err := db.Exec(ctx, notifyMany, arg.Channel, arg.Payloads)
+	return err
+}
+
+const pendingDedupJob = `-- name: PendingDedupJob :one
+SELECT id FROM venturi_job
+WHERE kind = $1 AND dedup_key = $2::text AND state IN ('scheduled', 'available')
+ORDER BY id DESC
+LIMIT 1
+`
+
+type PendingDedupJobParams struct {
+	Kind     string
+	DedupKey string
+}
+
+// The pending job an enqueue of the kind and key would meet (as DedupCandidate finds it).
+func (q *Queries) PendingDedupJob(ctx context.Context, db DBTX, arg PendingDedupJobParams) (pgtype.UUID, error) {
+	row := db.QueryRow(ctx, pendingDedupJob, arg.Kind, arg.DedupKey)
+	var id pgtype.UUID
+	err := row.Scan(&id)
+	return id, err
 }
 
 const pendingSignals = `-- name: PendingSignals :many
@@ -2286,16 +2903,22 @@ func (q *Queries) PruneEvents(ctx context.Context, db DBTX, arg PruneEventsParam
 	return result.RowsAffected(), nil
 }
 
-const pruneFinished = `-- name: PruneFinished :execrows
-DELETE FROM venturi_job
-WHERE id IN (
-    SELECT id FROM venturi_job
-    WHERE state = $1::venturi_job_state
-      AND finished_at < now() - interval '1 microsecond' * $2::bigint
-    ORDER BY finished_at
-    LIMIT $3::int
-    FOR UPDATE SKIP LOCKED
+const pruneFinished = `-- name: PruneFinished :one
+WITH gone AS (
+    DELETE FROM venturi_job
+    WHERE id IN (
+        SELECT id FROM venturi_job
+        WHERE state = $1::venturi_job_state
+          AND finished_at < now() - interval '1 microsecond' * $2::bigint
+        ORDER BY finished_at
+        LIMIT $3::int
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING queue, kind, state, finished_at
 )
+SELECT COALESCE(venturi_stats_forget(array_agg(g.queue), array_agg(g.kind), array_agg(g.state::text),
+                                     array_agg(g.finished_at)), 0)::bigint AS deleted
+FROM gone g
 `
 
 type PruneFinishedParams struct {
@@ -2304,12 +2927,13 @@ type PruneFinishedParams struct {
 	Max   int32
 }
 
+// Deletes finished jobs past their retention, a batch at a time, and subtracts them from the
+// stats' finished counts (venturi_stats_forget, migration 13). Returns how many it deleted.
 func (q *Queries) PruneFinished(ctx context.Context, db DBTX, arg PruneFinishedParams) (int64, error) {
-	result, err := db.Exec(ctx, pruneFinished, arg.State, arg.AgeUs, arg.Max)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	row := db.QueryRow(ctx, pruneFinished, arg.State, arg.AgeUs, arg.Max)
+	var deleted int64
+	err := row.Scan(&deleted)
+	return deleted, err
 }
 
 const readEvents = `-- name: ReadEvents :many
@@ -2506,6 +3130,78 @@ func (q *Queries) RescueExpired(ctx context.Context, db DBTX, arg RescueExpiredP
 	return items, nil
 }
 
+const resetCircuit = `-- name: ResetCircuit :one
+UPDATE venturi_gate g SET fails = 0, open_until = NULL, probe_until = NULL, updated_at = now()
+FROM venturi_kind k
+WHERE k.kind = $1::text AND k.brk_failures > 0
+  AND g.key = 'b' || chr(31) || k.kind || CASE WHEN k.brk_by_part THEN chr(31) || $2::text ELSE '' END
+RETURNING g.key
+`
+
+type ResetCircuitParams struct {
+	Kind string
+	Part string
+}
+
+// Closes a breaker (its failures forgotten); the key is the one the kind's jobs of the
+// partition report to. Returns whether one was reset.
+func (q *Queries) ResetCircuit(ctx context.Context, db DBTX, arg ResetCircuitParams) (string, error) {
+	row := db.QueryRow(ctx, resetCircuit, arg.Kind, arg.Part)
+	var key string
+	err := row.Scan(&key)
+	return key, err
+}
+
+const retryJobs = `-- name: RetryJobs :one
+WITH old AS (
+    SELECT j.id, j.state, j.finished_at FROM venturi_job j
+    WHERE j.id = ANY(ARRAY(SELECT unnest($1::uuid[])))
+      AND j.state IN ('dead', 'cancelled', 'completed', 'scheduled')
+      AND NOT (j.state <> 'scheduled' AND COALESCE(j.slot_key, '') LIKE 'venturi.singleton:%')
+    ORDER BY j.id
+    FOR UPDATE
+), upd AS (
+    UPDATE venturi_job j SET
+        state = 'available', run_at = now(), failures = 0, finished_at = NULL,
+        stop_requested_at = NULL, stop_event = NULL, stop_note = NULL, wait_signals = NULL,
+        part = CASE WHEN j.part IS NULL AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)
+                    THEN '' ELSE j.part END,
+        journal = j.journal || jsonb_build_array(jsonb_build_object('event', 'retried', 'note', $2::text, 'at', now()))
+    FROM old
+    WHERE j.id = old.id
+    RETURNING j.id, j.kind, j.queue, old.state AS old_state, old.finished_at AS old_finished
+)
+SELECT count(*)::bigint AS changed,
+       COALESCE(array_agg(DISTINCT u.kind), '{}')::text[] AS kinds,
+       COALESCE(venturi_stats_forget(array_agg(u.queue), array_agg(u.kind), array_agg(u.old_state::text),
+                                     array_agg(u.old_finished)), 0)::bigint AS forgotten
+FROM upd u
+`
+
+type RetryJobsParams struct {
+	Ids  []pgtype.UUID
+	Note string
+}
+
+type RetryJobsRow struct {
+	Changed   int64
+	Kinds     []string
+	Forgotten int64
+}
+
+// Makes the given jobs available now, with their failures forgotten and a retried entry in
+// their journals, unless they left the states a retry applies to (dead, cancelled,
+// completed, scheduled) since they were listed: the row lock re-reads each one. A finished
+// job of a supervised singleton is left alone (its workers ensure its live job). The
+// finished ones are subtracted from the stats' finished counts in the same statement.
+// Returns how many changed and their kinds (to notify the workers).
+func (q *Queries) RetryJobs(ctx context.Context, db DBTX, arg RetryJobsParams) (*RetryJobsRow, error) {
+	row := db.QueryRow(ctx, retryJobs, arg.Ids, arg.Note)
+	var i RetryJobsRow
+	err := row.Scan(&i.Changed, &i.Kinds, &i.Forgotten)
+	return &i, err
+}
+
 const saveCarry = `-- name: SaveCarry :execrows
 UPDATE venturi_job SET carry = NULLIF($1::text, '')::jsonb
 WHERE id = $2 AND lease_token = $3
@@ -2656,6 +3352,16 @@ func (q *Queries) SetKindLimits(ctx context.Context, db DBTX, arg SetKindLimitsP
 	return &i, err
 }
 
+const setLocalStatementTimeout = `-- name: SetLocalStatementTimeout :exec
+SELECT set_config('statement_timeout', $1::text, true)
+`
+
+// Bounds every later statement of the transaction.
+func (q *Queries) SetLocalStatementTimeout(ctx context.Context, db DBTX, ms string) error {
+	_, err := db.Exec(ctx, setLocalStatementTimeout, ms)
+	return err
+}
+
 const setQueueConcurrency = `-- name: SetQueueConcurrency :exec
 INSERT INTO venturi_queue (name, concurrency) VALUES ($1::text, $2::int)
 ON CONFLICT (name) DO UPDATE SET concurrency = EXCLUDED.concurrency, updated_at = now()
@@ -2741,6 +3447,524 @@ func (q *Queries) Singletons(ctx context.Context, db DBTX) ([]*SingletonsRow, er
 		return nil, err
 	}
 	return items, nil
+}
+
+const statsBegin = `-- name: StatsBegin :one
+
+SELECT s.sampled_at, s.interval_us, s.counted_through, s.recounted_at, s.recount_every_us,
+       now()::timestamptz AS now
+FROM venturi_stats_state s
+FOR UPDATE
+`
+
+type StatsBeginRow struct {
+	SampledAt      *time.Time
+	IntervalUs     int64
+	CountedThrough *time.Time
+	RecountedAt    *time.Time
+	RecountEveryUs int64
+	Now            time.Time
+}
+
+// ---- Operations: stats (migration 13) ----------------------------------------------------
+// The sampler's state, locked for the sample's transaction (the maintenance lock is held),
+// with the database time of the sample.
+func (q *Queries) StatsBegin(ctx context.Context, db DBTX) (*StatsBeginRow, error) {
+	row := db.QueryRow(ctx, statsBegin)
+	var i StatsBeginRow
+	err := row.Scan(
+		&i.SampledAt,
+		&i.IntervalUs,
+		&i.CountedThrough,
+		&i.RecountedAt,
+		&i.RecountEveryUs,
+		&i.Now,
+	)
+	return &i, err
+}
+
+const statsEnd = `-- name: StatsEnd :exec
+UPDATE venturi_stats_state SET
+    sampled_at = $1::timestamptz, interval_us = $2::bigint, sample_us = $3::bigint,
+    counted_through = $4::timestamptz, sampler = $5::text,
+    recounted_at = CASE WHEN $6::bigint >= 0 THEN $1::timestamptz ELSE recounted_at END,
+    recount_us = CASE WHEN $6::bigint >= 0 THEN $6::bigint ELSE recount_us END,
+    recount_every_us = CASE WHEN $6::bigint >= 0 THEN $7::bigint ELSE recount_every_us END
+`
+
+type StatsEndParams struct {
+	SampledAt      time.Time
+	IntervalUs     int64
+	SampleUs       int64
+	CountedThrough time.Time
+	Sampler        string
+	RecountUs      int64
+	RecountEveryUs int64
+}
+
+// Records a sample (and a recount when recount_us >= 0).
+func (q *Queries) StatsEnd(ctx context.Context, db DBTX, arg StatsEndParams) error {
+	_, err := db.Exec(ctx, statsEnd,
+		arg.SampledAt,
+		arg.IntervalUs,
+		arg.SampleUs,
+		arg.CountedThrough,
+		arg.Sampler,
+		arg.RecountUs,
+		arg.RecountEveryUs,
+	)
+	return err
+}
+
+const statsFinished = `-- name: StatsFinished :many
+SELECT f.queue::text AS queue, f.kind::text AS kind, f.state::text AS state,
+       (f.finished_at > $1::timestamptz)::bool AS recent, count(*)::bigint AS jobs,
+       COALESCE(sum(f.failures), 0)::bigint AS failures
+FROM (
+    SELECT j.queue, j.kind, j.state, j.failures, j.finished_at FROM venturi_job j
+    WHERE j.state IN ('completed', 'dead') AND j.finished_at <= $2::timestamptz
+      AND ($3::timestamptz IS NULL OR j.finished_at > $3::timestamptz)
+    UNION ALL
+    SELECT j.queue, j.kind, j.state, j.failures, j.finished_at FROM venturi_job j
+    WHERE j.state = 'cancelled' AND j.finished_at <= $2::timestamptz
+      AND ($3::timestamptz IS NULL OR j.finished_at > $3::timestamptz)
+) f
+GROUP BY f.queue, f.kind, f.state, (f.finished_at > $1::timestamptz)
+`
+
+type StatsFinishedParams struct {
+	Through time.Time
+	Upto    time.Time
+	After   *time.Time
+}
+
+type StatsFinishedRow struct {
+	Queue    string
+	Kind     string
+	State    string
+	Recent   bool
+	Jobs     int64
+	Failures int64
+}
+
+// The jobs that finished in (after, upto] by queue, kind, state and whether they finished
+// after through (recent: inside the sample's commit margin, not counted yet), through the
+// finished indexes, with the sum of their failures. after NULL: from the first.
+func (q *Queries) StatsFinished(ctx context.Context, db DBTX, arg StatsFinishedParams) ([]*StatsFinishedRow, error) {
+	rows, err := db.Query(ctx, statsFinished, arg.Through, arg.Upto, arg.After)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*StatsFinishedRow
+	for rows.Next() {
+		var i StatsFinishedRow
+		if err := rows.Scan(
+			&i.Queue,
+			&i.Kind,
+			&i.State,
+			&i.Recent,
+			&i.Jobs,
+			&i.Failures,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const statsHistory = `-- name: StatsHistory :many
+SELECT at, queue, available, running, scheduled, waiting, lag_us, completed_per_sec, failed_per_sec, dead_per_sec
+FROM venturi_stats_history
+WHERE at >= GREATEST($1::timestamptz, now() - interval '24 hours')
+ORDER BY at DESC, queue DESC
+LIMIT $2::int
+`
+
+type StatsHistoryParams struct {
+	Since time.Time
+	Max   int32
+}
+
+type StatsHistoryRow struct {
+	At              time.Time
+	Queue           string
+	Available       int64
+	Running         int64
+	Scheduled       int64
+	Waiting         int64
+	LagUs           int64
+	CompletedPerSec float64
+	FailedPerSec    float64
+	DeadPerSec      float64
+}
+
+// The newest max samples since the given time, at most the last 24 hours, newest first.
+func (q *Queries) StatsHistory(ctx context.Context, db DBTX, arg StatsHistoryParams) ([]*StatsHistoryRow, error) {
+	rows, err := db.Query(ctx, statsHistory, arg.Since, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*StatsHistoryRow
+	for rows.Next() {
+		var i StatsHistoryRow
+		if err := rows.Scan(
+			&i.At,
+			&i.Queue,
+			&i.Available,
+			&i.Running,
+			&i.Scheduled,
+			&i.Waiting,
+			&i.LagUs,
+			&i.CompletedPerSec,
+			&i.FailedPerSec,
+			&i.DeadPerSec,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const statsKinds = `-- name: StatsKinds :many
+SELECT queue, kind, available, running, scheduled, waiting, completed, dead, cancelled, pending_failures
+FROM venturi_stats_kind
+ORDER BY queue, kind
+FOR UPDATE
+`
+
+type StatsKindsRow struct {
+	Queue           string
+	Kind            string
+	Available       int64
+	Running         int64
+	Scheduled       int64
+	Waiting         int64
+	Completed       int64
+	Dead            int64
+	Cancelled       int64
+	PendingFailures int64
+}
+
+// The latest sample's rows, locked: removals (venturi_stats_forget) wait for the new sample.
+func (q *Queries) StatsKinds(ctx context.Context, db DBTX) ([]*StatsKindsRow, error) {
+	rows, err := db.Query(ctx, statsKinds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*StatsKindsRow
+	for rows.Next() {
+		var i StatsKindsRow
+		if err := rows.Scan(
+			&i.Queue,
+			&i.Kind,
+			&i.Available,
+			&i.Running,
+			&i.Scheduled,
+			&i.Waiting,
+			&i.Completed,
+			&i.Dead,
+			&i.Cancelled,
+			&i.PendingFailures,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const statsPending = `-- name: StatsPending :many
+SELECT p.queue::text AS queue, p.kind::text AS kind, p.state::text AS state, count(*)::bigint AS jobs,
+       COALESCE(sum(p.failures), 0)::bigint AS failures, min(p.run_at)::timestamptz AS oldest
+FROM (
+    SELECT j.queue, j.kind, j.state, j.failures, j.run_at FROM venturi_job j WHERE j.state = 'available' AND j.part IS NULL
+    UNION ALL
+    SELECT j.queue, j.kind, j.state, j.failures, j.run_at FROM venturi_job j WHERE j.state = 'available' AND j.part IS NOT NULL
+    UNION ALL
+    SELECT j.queue, j.kind, j.state, j.failures, j.run_at FROM venturi_job j WHERE j.state = 'scheduled'
+    UNION ALL
+    SELECT j.queue, j.kind, j.state, j.failures, j.run_at FROM venturi_job j WHERE j.state = 'running'
+    UNION ALL
+    SELECT j.queue, j.kind, j.state, j.failures, j.run_at FROM venturi_job j WHERE j.state = 'waiting'
+) p
+GROUP BY p.queue, p.kind, p.state
+`
+
+type StatsPendingRow struct {
+	Queue    string
+	Kind     string
+	State    string
+	Jobs     int64
+	Failures int64
+	Oldest   time.Time
+}
+
+// The unfinished jobs by queue, kind and state, each state read through its partial index
+// (available: the two claim indexes; scheduled, running, waiting: their own), with the sum
+// of their failures and the earliest due time (of an available line: the oldest job's).
+func (q *Queries) StatsPending(ctx context.Context, db DBTX) ([]*StatsPendingRow, error) {
+	rows, err := db.Query(ctx, statsPending)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*StatsPendingRow
+	for rows.Next() {
+		var i StatsPendingRow
+		if err := rows.Scan(
+			&i.Queue,
+			&i.Kind,
+			&i.State,
+			&i.Jobs,
+			&i.Failures,
+			&i.Oldest,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const statsPruneHistory = `-- name: StatsPruneHistory :execrows
+DELETE FROM venturi_stats_history
+WHERE (at, queue) IN (SELECT h.at, h.queue FROM venturi_stats_history h
+                      WHERE h.at < now() - interval '24 hours'
+                      ORDER BY h.at
+                      LIMIT $1::int)
+`
+
+// Deletes samples older than 24 hours, a batch at a time (the primary key starts with at).
+func (q *Queries) StatsPruneHistory(ctx context.Context, db DBTX, max int32) (int64, error) {
+	result, err := db.Exec(ctx, statsPruneHistory, max)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const statsRead = `-- name: StatsRead :many
+WITH st AS (
+    SELECT s.sampled_at FROM venturi_stats_state s
+), names AS (
+    SELECT k.queue FROM venturi_stats_kind k
+    UNION
+    SELECT q.name FROM venturi_queue q
+)
+SELECT n.queue::text AS queue, st.sampled_at, COALESCE(vq.paused, false)::bool AS paused,
+       COALESCE(vq.concurrency, 0)::int AS concurrency,
+       h.oldest_available, COALESCE(h.lag_us, 0)::bigint AS lag_us,
+       k.kind, COALESCE(k.available, 0)::bigint AS available, COALESCE(k.running, 0)::bigint AS running,
+       COALESCE(k.scheduled, 0)::bigint AS scheduled, COALESCE(k.waiting, 0)::bigint AS waiting,
+       COALESCE(k.completed, 0)::bigint AS completed, COALESCE(k.dead, 0)::bigint AS dead,
+       COALESCE(k.cancelled, 0)::bigint AS cancelled,
+       COALESCE(k.completed_per_sec, 0)::float8 AS completed_per_sec,
+       COALESCE(k.failed_per_sec, 0)::float8 AS failed_per_sec,
+       COALESCE(k.dead_per_sec, 0)::float8 AS dead_per_sec
+FROM names n
+CROSS JOIN st
+LEFT JOIN venturi_queue vq ON vq.name = n.queue
+LEFT JOIN venturi_stats_history h ON h.at = st.sampled_at AND h.queue = n.queue
+LEFT JOIN venturi_stats_kind k ON k.queue = n.queue
+ORDER BY n.queue, k.kind
+`
+
+type StatsReadRow struct {
+	Queue           string
+	SampledAt       *time.Time
+	Paused          bool
+	Concurrency     int32
+	OldestAvailable *time.Time
+	LagUs           int64
+	Kind            pgtype.Text
+	Available       int64
+	Running         int64
+	Scheduled       int64
+	Waiting         int64
+	Completed       int64
+	Dead            int64
+	Cancelled       int64
+	CompletedPerSec float64
+	FailedPerSec    float64
+	DeadPerSec      float64
+}
+
+// The latest sample: one row per queue and kind (kind NULL for a queue without kinds in
+// it: one that only has settings), with the queue's settings and its line of the history.
+func (q *Queries) StatsRead(ctx context.Context, db DBTX) ([]*StatsReadRow, error) {
+	rows, err := db.Query(ctx, statsRead)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*StatsReadRow
+	for rows.Next() {
+		var i StatsReadRow
+		if err := rows.Scan(
+			&i.Queue,
+			&i.SampledAt,
+			&i.Paused,
+			&i.Concurrency,
+			&i.OldestAvailable,
+			&i.LagUs,
+			&i.Kind,
+			&i.Available,
+			&i.Running,
+			&i.Scheduled,
+			&i.Waiting,
+			&i.Completed,
+			&i.Dead,
+			&i.Cancelled,
+			&i.CompletedPerSec,
+			&i.FailedPerSec,
+			&i.DeadPerSec,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const statsSampledAt = `-- name: StatsSampledAt :one
+SELECT sampled_at FROM venturi_stats_state
+`
+
+func (q *Queries) StatsSampledAt(ctx context.Context, db DBTX) (*time.Time, error) {
+	row := db.QueryRow(ctx, statsSampledAt)
+	var sampled_at *time.Time
+	err := row.Scan(&sampled_at)
+	return sampled_at, err
+}
+
+const statsWriteHistory = `-- name: StatsWriteHistory :exec
+INSERT INTO venturi_stats_history (at, queue, available, running, scheduled, waiting, oldest_available, lag_us,
+                                   completed_per_sec, failed_per_sec, dead_per_sec)
+SELECT $1::timestamptz, u.queue, u.available, u.running, u.scheduled, u.waiting,
+       CASE WHEN u.oldest_us > 0 THEN timestamptz 'epoch' + u.oldest_us * interval '1 microsecond' END, u.lag_us,
+       u.completed_per_sec, u.failed_per_sec, u.dead_per_sec
+FROM (SELECT unnest($2::text[]) AS queue, unnest($3::bigint[]) AS available,
+             unnest($4::bigint[]) AS running, unnest($5::bigint[]) AS scheduled,
+             unnest($6::bigint[]) AS waiting, unnest($7::bigint[]) AS oldest_us,
+             unnest($8::bigint[]) AS lag_us, unnest($9::float8[]) AS completed_per_sec,
+             unnest($10::float8[]) AS failed_per_sec, unnest($11::float8[]) AS dead_per_sec) u
+`
+
+type StatsWriteHistoryParams struct {
+	At              time.Time
+	Queues          []string
+	Available       []int64
+	Running         []int64
+	Scheduled       []int64
+	Waiting         []int64
+	OldestUs        []int64
+	LagUs           []int64
+	CompletedPerSec []float64
+	FailedPerSec    []float64
+	DeadPerSec      []float64
+}
+
+func (q *Queries) StatsWriteHistory(ctx context.Context, db DBTX, arg StatsWriteHistoryParams) error {
+	_, err := db.Exec(ctx, statsWriteHistory,
+		arg.At,
+		arg.Queues,
+		arg.Available,
+		arg.Running,
+		arg.Scheduled,
+		arg.Waiting,
+		arg.OldestUs,
+		arg.LagUs,
+		arg.CompletedPerSec,
+		arg.FailedPerSec,
+		arg.DeadPerSec,
+	)
+	return err
+}
+
+const statsWriteKinds = `-- name: StatsWriteKinds :exec
+WITH r AS (
+    SELECT unnest($1::text[]) AS queue, unnest($2::text[]) AS kind,
+           unnest($3::bigint[]) AS available, unnest($4::bigint[]) AS running,
+           unnest($5::bigint[]) AS scheduled, unnest($6::bigint[]) AS waiting,
+           unnest($7::bigint[]) AS completed, unnest($8::bigint[]) AS dead,
+           unnest($9::bigint[]) AS cancelled, unnest($10::bigint[]) AS pending_failures,
+           unnest($11::bigint[]) AS oldest_us,
+           unnest($12::float8[]) AS completed_per_sec, unnest($13::float8[]) AS failed_per_sec,
+           unnest($14::float8[]) AS dead_per_sec
+), gone AS (
+    DELETE FROM venturi_stats_kind s
+    WHERE NOT EXISTS (SELECT 1 FROM r WHERE r.queue = s.queue AND r.kind = s.kind)
+)
+INSERT INTO venturi_stats_kind AS s (queue, kind, available, running, scheduled, waiting, completed, dead, cancelled,
+                                     pending_failures, oldest_available, completed_per_sec, failed_per_sec, dead_per_sec)
+SELECT r.queue, r.kind, r.available, r.running, r.scheduled, r.waiting, r.completed, r.dead, r.cancelled,
+       r.pending_failures, CASE WHEN r.oldest_us > 0 THEN timestamptz 'epoch' + r.oldest_us * interval '1 microsecond' END,
+       r.completed_per_sec, r.failed_per_sec, r.dead_per_sec
+FROM r
+ON CONFLICT (queue, kind) DO UPDATE SET
+    available = EXCLUDED.available, running = EXCLUDED.running, scheduled = EXCLUDED.scheduled,
+    waiting = EXCLUDED.waiting, completed = EXCLUDED.completed, dead = EXCLUDED.dead,
+    cancelled = EXCLUDED.cancelled, pending_failures = EXCLUDED.pending_failures,
+    oldest_available = EXCLUDED.oldest_available, completed_per_sec = EXCLUDED.completed_per_sec,
+    failed_per_sec = EXCLUDED.failed_per_sec, dead_per_sec = EXCLUDED.dead_per_sec
+`
+
+type StatsWriteKindsParams struct {
+	Queues          []string
+	Kinds           []string
+	Available       []int64
+	Running         []int64
+	Scheduled       []int64
+	Waiting         []int64
+	Completed       []int64
+	Dead            []int64
+	Cancelled       []int64
+	PendingFailures []int64
+	OldestUs        []int64
+	CompletedPerSec []float64
+	FailedPerSec    []float64
+	DeadPerSec      []float64
+}
+
+// Replaces the latest sample's rows with the given ones.
+func (q *Queries) StatsWriteKinds(ctx context.Context, db DBTX, arg StatsWriteKindsParams) error {
+	_, err := db.Exec(ctx, statsWriteKinds,
+		arg.Queues,
+		arg.Kinds,
+		arg.Available,
+		arg.Running,
+		arg.Scheduled,
+		arg.Waiting,
+		arg.Completed,
+		arg.Dead,
+		arg.Cancelled,
+		arg.PendingFailures,
+		arg.OldestUs,
+		arg.CompletedPerSec,
+		arg.FailedPerSec,
+		arg.DeadPerSec,
+	)
+	return err
 }
 
 const stepResult = `-- name: StepResult :one

@@ -1,0 +1,217 @@
+package venturi
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/venturi-dev/venturi/internal/dbsqlc"
+)
+
+// EventRetried is the journal event of a job that an operator retried ([Queue.RetryJobs]):
+// its note names the actor and the reason. Not a run.
+const EventRetried Event = "retried"
+
+// bulkBatch is how many jobs a bulk action reads and changes per transaction: no
+// transaction holds more row locks than this.
+const bulkBatch = 1000
+
+// bulkAction is what a bulk action does to one batch of jobs.
+type bulkAction struct {
+	audit    string
+	eligible func(r *listRow) bool
+	// apply changes the eligible jobs of a batch in tx and returns how many changed.
+	apply func(ctx context.Context, q *Queue, tx pgx.Tx, ids []pgtype.UUID, note string) (int64, error)
+	// note is the journal note of a changed job.
+	note func(actor, reason string) string
+}
+
+// RetryJobs makes the matching dead, cancelled, completed and scheduled jobs available
+// now. A retried job's failure count restarts at 0 (the backstop gives it its attempts
+// again); its journal keeps its history and gains a "retried" entry with the actor and
+// reason. Running and waiting jobs are not eligible, nor the finished jobs of a supervised
+// singleton (its workers ensure its live job). The workers of the retried kinds are
+// notified: the jobs run at once.
+//
+// Like every bulk action, it walks the matching jobs in the filter's listing order
+// ([Queue.ListJobs]) a batch of 1,000 at a time, each batch changed in its own short
+// transaction, so no transaction holds more than 1,000 row locks. A job that changed state
+// between the walk and its batch's change is skipped (the change re-reads each row under
+// its lock), never corrupted. The audit entry (one per action, [WithActor]) is written
+// with the first batch and counts each batch's changes in the batch's transaction. The
+// walk stops at o.Limit eligible jobs (BulkResult.More tells that more remain); Matched
+// and Eligible count the jobs it walked.
+func (q *Queue) RetryJobs(ctx context.Context, f JobFilter, o BulkOptions) (BulkResult, error) {
+	return q.bulk(ctx, f, o, bulkAction{
+		audit: AuditJobsRetry,
+		eligible: func(r *listRow) bool {
+			switch State(r.State) {
+			case StateScheduled:
+				return true
+			case StateDead, StateCancelled, StateCompleted:
+				return !strings.HasPrefix(r.Part.String, SingletonSlotPrefix)
+			}
+			return false
+		},
+		note: func(actor, reason string) string { return joinNote("retried by "+actor, reason) },
+		apply: func(ctx context.Context, q *Queue, tx pgx.Tx, ids []pgtype.UUID, note string) (int64, error) {
+			row, err := q.q.RetryJobs(ctx, tx, dbsqlc.RetryJobsParams{Ids: ids, Note: note})
+			if err != nil || row.Changed == 0 || q.poll {
+				return row.Changed, err
+			}
+			// The jobs are available now: wake the workers of their kinds when tx commits.
+			return row.Changed, q.q.NotifyMany(ctx, tx, dbsqlc.NotifyManyParams{Channel: q.channel, Payloads: row.Kinds})
+		},
+	})
+}
+
+// CancelJobs cancels the matching jobs as [Queue.Cancel] does (pending ones end
+// cancelled, running ones are asked to stop). Finished jobs are not eligible. A running
+// job counts as changed when its run is asked to stop (not when it already was); its run
+// sees Run.Shutdown, and its late writes are fenced as for Queue.Cancel. See
+// [Queue.RetryJobs] for how a bulk action walks, batches and audits.
+func (q *Queue) CancelJobs(ctx context.Context, f JobFilter, o BulkOptions) (BulkResult, error) {
+	return q.bulk(ctx, f, o, bulkAction{
+		audit: AuditJobsCancel,
+		eligible: func(r *listRow) bool {
+			switch State(r.State) {
+			case StateScheduled, StateAvailable, StateWaiting, StateRunning:
+				return true
+			}
+			return false
+		},
+		note: func(actor, reason string) string { return cancelNote(joinNote("cancelled by "+actor, reason)) },
+		apply: func(ctx context.Context, q *Queue, tx pgx.Tx, ids []pgtype.UUID, note string) (int64, error) {
+			// The cancel path: lock the rows (in ID order), then cancel them in a statement
+			// whose snapshot sees them as locked.
+			if _, err := q.q.LockJobs(ctx, tx, ids); err != nil {
+				return 0, err
+			}
+			row, err := q.q.CancelLocked(ctx, tx, dbsqlc.CancelLockedParams{Ids: ids, Note: note})
+			if err != nil || len(row.Asked) == 0 || q.poll {
+				return row.Ended + int64(len(row.Asked)), err
+			}
+			stops := make([]string, len(row.Asked))
+			for i, id := range row.Asked {
+				stops[i] = stopPrefix + string(EventCancelled) + ":" + uuidText(ulidOf(id))
+			}
+			return row.Ended + int64(len(row.Asked)), q.q.NotifyMany(ctx, tx, dbsqlc.NotifyManyParams{Channel: q.channel, Payloads: stops})
+		},
+	})
+}
+
+// DeleteJobs deletes the matching jobs that are not running, with their journals, steps,
+// signals and hooks. See [Queue.RetryJobs] for how a bulk action walks, batches and
+// audits.
+func (q *Queue) DeleteJobs(ctx context.Context, f JobFilter, o BulkOptions) (BulkResult, error) {
+	return q.bulk(ctx, f, o, bulkAction{
+		audit:    AuditJobsDelete,
+		eligible: func(r *listRow) bool { return State(r.State) != StateRunning },
+		note:     func(string, string) string { return "" },
+		apply: func(ctx context.Context, q *Queue, tx pgx.Tx, ids []pgtype.UUID, _ string) (int64, error) {
+			return q.q.DeleteJobs(ctx, tx, ids)
+		},
+	})
+}
+
+// joinNote is "what: reason", or what alone.
+func joinNote(what, reason string) string {
+	if reason == "" {
+		return what
+	}
+	return what + ": " + reason
+}
+
+// bulk walks f's jobs in its listing order and applies a to the eligible ones, a batch per
+// transaction.
+func (q *Queue) bulk(ctx context.Context, f JobFilter, o BulkOptions, a bulkAction) (BulkResult, error) {
+	var res BulkResult
+	if err := f.validate(); err != nil {
+		return res, err
+	}
+	limit := o.Limit
+	if limit <= 0 || limit > MaxBulkJobs {
+		limit = MaxBulkJobs
+	}
+	reason := cutText(strings.TrimSpace(o.Reason), MaxReasonBytes)
+	note := cutText(a.note(actorOf(ctx), reason), MaxNoteBytes)
+	order, state := orderOf(&f), State("")
+	if len(f.States) == 1 {
+		state = f.States[0]
+	}
+	var cur *listCursor
+	for !res.More {
+		var rows []*listRow
+		err := q.listTx(ctx, func(tx pgx.Tx) (err error) {
+			rows, err = q.listAfter(ctx, tx, &f, cur, bulkBatch, false)
+			return err
+		})
+		if err != nil {
+			return res, err
+		}
+		if len(rows) == 0 {
+			break
+		}
+		cur = cursorAfter(order, state, rows[len(rows)-1])
+		var ids []pgtype.UUID
+		for _, r := range rows {
+			if a.eligible(r) {
+				if res.Eligible == limit {
+					res.More = true
+					break
+				}
+				res.Eligible++
+				ids = append(ids, r.ID)
+			}
+			res.Matched++
+		}
+		if o.DryRun || len(ids) == 0 {
+			continue
+		}
+		n, err := q.bulkBatch(ctx, a, ids, note, f.String(), reason, &res)
+		if err != nil {
+			return res, err
+		}
+		res.Changed += int(n)
+	}
+	if !o.DryRun && res.AuditID == 0 { // nothing was eligible: the action is still recorded
+		id, err := q.audit(ctx, q.pool, a.audit, f.String(), 0, reason)
+		if err != nil {
+			return res, err
+		}
+		res.AuditID = id
+	}
+	return res, nil
+}
+
+// bulkBatch applies a to one batch in its own transaction, with the action's audit entry
+// (created by the first batch, counted by each), retrying the batch when it deadlocked
+// with a worker's statement.
+func (q *Queue) bulkBatch(ctx context.Context, a bulkAction, ids []pgtype.UUID, note, target, reason string, res *BulkResult) (int64, error) {
+	var changed int64
+	for attempt := 1; ; attempt++ {
+		auditID := res.AuditID
+		err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) (err error) {
+			if changed, err = a.apply(ctx, q, tx, ids, note); err != nil {
+				return err
+			}
+			if auditID == 0 {
+				auditID, err = q.audit(ctx, tx, a.audit, target, changed, reason)
+				return err
+			}
+			return q.q.AuditAddCount(ctx, tx, dbsqlc.AuditAddCountParams{ID: auditID, N: changed})
+		})
+		var pgErr *pgconn.PgError
+		if err != nil && attempt < 3 && errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001") {
+			continue // a deadlock with a finishing or extending worker: the batch rolled back, run it again
+		}
+		if err == nil {
+			res.AuditID = auditID
+		}
+		return changed, err
+	}
+}
