@@ -126,7 +126,7 @@ func (x *telemetry) names() []string {
 func startWorker(t *testing.T, pool *pgxpool.Pool, tel *venturiotel.Instrumentation, seen *seenBaggage, maxFailures int) {
 	t.Helper()
 	w, err := venturi.NewWorker(pool, seen, venturi.Config{
-		Concurrency: 4, PollInterval: 20 * time.Millisecond, MaintenanceInterval: 100 * time.Millisecond,
+		Concurrency: 4, PollInterval: 20 * time.Millisecond, MaintenanceInterval: 100 * time.Millisecond, StatsInterval: 100 * time.Millisecond,
 		MaxFailures: maxFailures, Logger: testLogger(),
 		Middleware: []venturi.WorkMiddleware{tel.Work},
 	})
