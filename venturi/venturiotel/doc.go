@@ -9,7 +9,7 @@
 //	tel, err := venturiotel.New(venturiotel.Config{}) // the otel globals by default
 //	q := venturi.NewQueue(pool, venturi.QueueConfig{Middleware: []venturi.EnqueueMiddleware{tel.Enqueue}})
 //	w, err := venturi.NewWorker(pool, app, venturi.Config{Middleware: []venturi.WorkMiddleware{tel.Work}})
-//	reg, err := tel.ObserveStats(q) // depth, lag and paused gauges: in one process per database
+//	reg, err := tel.ObserveStats(q) // depth, lag and paused gauges: in the processes that export them (the API's)
 //
 // # Traces
 //

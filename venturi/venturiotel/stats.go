@@ -18,9 +18,10 @@ var states = []venturi.State{venturi.StateAvailable, venturi.StateScheduled, ven
 // ObserveStats registers the gauges of q's stats table (venturi_queue_depth,
 // venturi_queue_oldest_available_age_seconds, venturi_queue_paused and
 // venturi_stats_sampled_timestamp_seconds): one callback observes them all from one
-// [venturi.Queue.Stats] read, cached for [Config].StatsCacheTTL. Register once per
-// database (and schema), in one process: the gauges are the database's, not the
-// process's, and two processes exporting them count every job twice in a sum. Nothing is
+// [venturi.Queue.Stats] read, cached for [Config].StatsCacheTTL. The gauges describe
+// the database (and schema), not the process: register them in the processes that should
+// export them (the API's replicas, say; not every worker), and aggregate the replicas'
+// series with max, not sum, which would count every job once per replica. Nothing is
 // observed until a worker has sampled; a failed read is returned to the SDK (which hands
 // it to the otel error handler) and observes nothing. Unregister the returned
 // registration to stop.
