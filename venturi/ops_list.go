@@ -142,7 +142,7 @@ func listParams(f *JobFilter, summary bool) dbsqlc.ListJobsParams {
 	skew := delayOf(ListClockSkew)
 	p := dbsqlc.ListJobsParams{Kinds: f.Kinds, Queues: f.Queues, DedupKey: string(f.DedupKey),
 		SkewUs: skew, MinusSkewUs: -skew, WithinUs: delayOf(f.CreatedWithin), WithinSkewUs: delayOf(f.CreatedWithin) + skew,
-		Summary: summary}
+		Summary: summary, State: dbsqlc.VenturiJobStateAvailable} // State: a valid value where no branch reads it
 	for _, id := range f.IDs {
 		p.Ids = append(p.Ids, uuidOf(id))
 	}
@@ -261,7 +261,7 @@ func (q *Queue) listAfter(ctx context.Context, tx pgx.Tx, f *JobFilter, cur *lis
 	}
 	p.OrderBy = string(o)
 	if len(f.States) == 1 {
-		p.State = string(f.States[0])
+		p.State = dbsqlc.VenturiJobState(f.States[0])
 	}
 	if cur != nil {
 		p.HasCursor, p.CTs, p.CID = true, cur.TS, uuidOf(cur.ID)
@@ -294,6 +294,16 @@ func compareRows(o listOrder, a, b *listRow) int {
 		return idb.Compare(ida)
 	case orderID:
 		return idb.Compare(ida)
+	case orderGated, orderPlain: // claim order, partition by partition
+		if c := strings.Compare(a.Part.String, b.Part.String); o == orderGated && c != 0 {
+			return c
+		}
+		if a.Priority != b.Priority {
+			return int(b.Priority) - int(a.Priority)
+		}
+		if c := a.RunAt.Compare(b.RunAt); c != 0 {
+			return c
+		}
 	}
 	return ida.Compare(idb)
 }
@@ -344,6 +354,7 @@ func (q *Queue) listAvailable(ctx context.Context, tx pgx.Tx, f *JobFilter, p db
 			if err != nil {
 				return nil, err
 			}
+			slices.SortStableFunc(rows, func(a, b *listRow) int { return compareRows(s.order, a, b) })
 			out = append(out, rows...)
 			if len(out) >= n {
 				return out[:n], nil

@@ -187,17 +187,23 @@ func (m *maintainer) takeSample(ctx context.Context, tx pgx.Tx, st *dbsqlc.Stats
 		return nil, err
 	}
 	cost += time.Since(writeStart)
-	s := &sample{interval: max(m.cfg.StatsInterval, statsCostFactor*cost)}
+	s := &sample{interval: stretched(m.cfg.StatsInterval, cost)}
 	end := dbsqlc.StatsEndParams{SampledAt: st.Now, IntervalUs: delayOf(s.interval), SampleUs: delayOf(cost),
 		CountedThrough: through, Sampler: m.cfg.ID, RecountUs: -1}
 	if recountCost >= 0 {
 		end.RecountUs = delayOf(recountCost)
-		end.RecountEveryUs = delayOf(max(statsRecountEvery, statsCostFactor*recountCost))
+		end.RecountEveryUs = delayOf(stretched(statsRecountEvery, recountCost))
 	}
 	if err := m.q.StatsEnd(ctx, tx, end); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// stretched is the period after a task that cost cost, at least every: long enough that
+// the task takes at most 1/statsCostFactor of it.
+func stretched(every, cost time.Duration) time.Duration {
+	return max(every, statsCostFactor*cost)
 }
 
 // combineSample computes the new sample's lines from the previous sample's (old), the

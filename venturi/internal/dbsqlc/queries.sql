@@ -997,11 +997,16 @@ LIMIT @max::int;
 -- ---- Operations: listing jobs (migration 13) ---------------------------------------------
 
 -- name: ListSettings :exec
--- The listing's transaction: every statement bounded by statement_timeout, and planned for
--- its own parameters (ListJobs folds the branches and filters it does not use away, which
--- a generic plan cannot).
+-- The listing's transaction: every statement bounded by statement_timeout, planned for its
+-- own parameters (ListJobs folds the branches and filters it does not use away, which a
+-- generic plan cannot), without parallel workers (a page reads a page of rows; a worker's
+-- start costs more, and the branches that fold away would still start theirs) and without
+-- JIT (the branches' never-executed scans are priced high enough to compile the query:
+-- 50-150 ms for a page that reads a few buffers).
 SELECT set_config('statement_timeout', @timeout_ms::text, true),
-       set_config('plan_cache_mode', 'force_custom_plan', true);
+       set_config('plan_cache_mode', 'force_custom_plan', true),
+       set_config('max_parallel_workers_per_gather', '0', true),
+       set_config('jit', 'off', true);
 
 -- name: ListJobs :many
 -- One page of the jobs that match a filter, in one of the listing orders (order_by): each
@@ -1059,7 +1064,7 @@ FROM (
      LIMIT @max::int)
     UNION ALL
     (SELECT m.id FROM m
-     WHERE @order_by::text = 'run_at' AND m.state = (@state::text)::venturi_job_state
+     WHERE @order_by::text = 'run_at' AND m.state = @state::venturi_job_state
        AND (NOT @has_cursor::bool OR (m.run_at, m.id) > (@c_ts::timestamptz, @c_id::uuid))
      ORDER BY m.run_at, m.id
      LIMIT @max::int)
@@ -1071,7 +1076,7 @@ FROM (
      LIMIT @max::int)
     UNION ALL
     (SELECT m.id FROM m
-     WHERE @order_by::text = 'finished' AND m.state = (@state::text)::venturi_job_state
+     WHERE @order_by::text = 'finished' AND m.state = @state::venturi_job_state
        AND (NOT @has_cursor::bool OR (m.finished_at, m.id) < (@c_ts::timestamptz, @c_id::uuid))
      ORDER BY m.finished_at DESC, m.id DESC
      LIMIT @max::int)

@@ -2299,7 +2299,7 @@ FROM (
      LIMIT $5::int)
     UNION ALL
     (SELECT m.id FROM m
-     WHERE $2::text = 'run_at' AND m.state = ($6::text)::venturi_job_state
+     WHERE $2::text = 'run_at' AND m.state = $6::venturi_job_state
        AND (NOT $3::bool OR (m.run_at, m.id) > ($7::timestamptz, $4::uuid))
      ORDER BY m.run_at, m.id
      LIMIT $5::int)
@@ -2311,7 +2311,7 @@ FROM (
      LIMIT $5::int)
     UNION ALL
     (SELECT m.id FROM m
-     WHERE $2::text = 'finished' AND m.state = ($6::text)::venturi_job_state
+     WHERE $2::text = 'finished' AND m.state = $6::venturi_job_state
        AND (NOT $3::bool OR (m.finished_at, m.id) < ($7::timestamptz, $4::uuid))
      ORDER BY m.finished_at DESC, m.id DESC
      LIMIT $5::int)
@@ -2343,7 +2343,7 @@ type ListJobsParams struct {
 	HasCursor        bool
 	CID              pgtype.UUID
 	Max              int32
-	State            string
+	State            VenturiJobState
 	CTs              time.Time
 	CQueue           string
 	Seg              int32
@@ -2534,13 +2534,18 @@ func (q *Queries) ListQueues(ctx context.Context, db DBTX) ([]*ListQueuesRow, er
 const listSettings = `-- name: ListSettings :exec
 
 SELECT set_config('statement_timeout', $1::text, true),
-       set_config('plan_cache_mode', 'force_custom_plan', true)
+       set_config('plan_cache_mode', 'force_custom_plan', true),
+       set_config('max_parallel_workers_per_gather', '0', true),
+       set_config('jit', 'off', true)
 `
 
 // ---- Operations: listing jobs (migration 13) ---------------------------------------------
-// The listing's transaction: every statement bounded by statement_timeout, and planned for
-// its own parameters (ListJobs folds the branches and filters it does not use away, which
-// a generic plan cannot).
+// The listing's transaction: every statement bounded by statement_timeout, planned for its
+// own parameters (ListJobs folds the branches and filters it does not use away, which a
+// generic plan cannot), without parallel workers (a page reads a page of rows; a worker's
+// start costs more, and the branches that fold away would still start theirs) and without
+// JIT (the branches' never-executed scans are priced high enough to compile the query:
+// 50-150 ms for a page that reads a few buffers).
 func (q *Queries) ListSettings(ctx context.Context, db DBTX, timeoutMs string) error {
 	_, err := db.Exec(ctx, listSettings, timeoutMs)
 	return err
