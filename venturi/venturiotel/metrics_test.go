@@ -26,7 +26,7 @@ func find(rm metricdata.ResourceMetrics, name string) *metricdata.Metrics {
 // matches reports whether set has every attribute of want.
 func matches(set attribute.Set, want map[string]string) bool {
 	for k, v := range want {
-		if got, ok := set.Value(attribute.Key(k)); !ok || got.Emit() != v {
+		if got, ok := set.Value(attribute.Key(k)); !ok || got.String() != v {
 			return false
 		}
 	}
