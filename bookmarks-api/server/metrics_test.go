@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,48 +12,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/venturi-dev/bookmarks/bookmarks-api/internal/apikey"
+	"github.com/venturi-dev/bookmarks/shared/telemetry/telemetrytest"
 	"github.com/venturi-dev/bookmarks/sql/dbtest"
 	"github.com/venturi-dev/bookmarks/sql/migrations"
 	"github.com/venturi-dev/venturi"
 )
-
-// get returns the status and body of GET url.
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
-}
-
-// awaitScrape scrapes url until the body has every line of want, or fails after 30s.
-func awaitScrape(t *testing.T, url string, want ...string) string {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, body := get(t, url)
-		missing := ""
-		for _, w := range want {
-			if !strings.Contains(body, w) {
-				missing = w
-				break
-			}
-		}
-		if code == http.StatusOK && missing == "" {
-			return body
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the scrape (%d) has no %q after 30s:\n%s", code, missing, body)
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval of a condition with a deadline
-	}
-}
 
 // The API serves GET /metrics on a listener of its own, without a key: venturi's enqueue
 // counter after a bookmark's fetch was enqueued, the queue gauges of venturi's stats
@@ -120,14 +82,14 @@ func TestServeExposesMetrics(t *testing.T) {
 	}
 	defer w.Stop(ctx)
 
-	awaitScrape(t, metrics,
+	telemetrytest.AwaitScrape(t, metrics, 30*time.Second,
 		`venturi_jobs_enqueued_total{action="inserted",kind="fetch_bookmark",queue="default"} 1`,
 		`venturi_queue_depth{queue="default",state="available"} 1`,
 		`venturi_queue_paused{queue="default"} 0`,
 		`venturi_queue_oldest_available_age_seconds{queue="default"}`,
 		"venturi_stats_sampled_timestamp_seconds ",
 		"go_goroutines ", "process_resident_memory_bytes ", `target_info{service_name="bookmarks-api"`)
-	if code, _ := get(t, api+"/metrics"); code != http.StatusUnauthorized && code != http.StatusNotFound {
+	if code, _ := telemetrytest.Get(t, api+"/metrics"); code != http.StatusUnauthorized && code != http.StatusNotFound {
 		t.Errorf("the API's own listener answers GET /metrics with %d", code)
 	}
 }

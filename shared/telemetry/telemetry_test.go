@@ -2,7 +2,6 @@ package telemetry
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -11,21 +10,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-)
 
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
-}
+	"github.com/venturi-dev/bookmarks/shared/telemetry/telemetrytest"
+)
 
 // Without an OTLP endpoint nothing is exported and spans are no-ops; the metrics server
 // serves the Go and process metrics and the resource at /metrics, and nothing else.
@@ -50,7 +37,7 @@ func TestMetricsServerWithoutTracing(t *testing.T) {
 	}
 	m := tel.ServeMetrics(ln, slog.New(slog.DiscardHandler))
 	base := "http://" + m.Addr().String()
-	code, body := get(t, base+MetricsPath)
+	code, body := telemetrytest.Get(t, base+MetricsPath)
 	if code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d", code)
 	}
@@ -59,7 +46,7 @@ func TestMetricsServerWithoutTracing(t *testing.T) {
 			t.Errorf("/metrics has no %q", want)
 		}
 	}
-	if code, _ := get(t, base+"/"); code != http.StatusNotFound {
+	if code, _ := telemetrytest.Get(t, base+"/"); code != http.StatusNotFound {
 		t.Errorf("GET /: %d, want 404", code)
 	}
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
