@@ -14,7 +14,8 @@ import (
 // chooses explicitly with venturi.At, and durable cron's fire times (cron.go): calendar
 // times computed from the server's now(), read in the same transaction (CronLock, CronNow,
 // CronDue), a ledger page's cursor, and a test's injected time (CronDueParams.Now, nil
-// outside tests). A worker whose clock is an hour off therefore
+// outside tests); and the ops API's filter bounds, listing cursors and history start,
+// which select rows and decide nothing. A worker whose clock is an hour off therefore
 // cannot move a lease, a retry or a rescue. (A process's wall clock cannot be faked for
 // a Go binary here: Go reads it through the vDSO, and time namespaces do not offset it.)
 func TestWorkerSendsNoTimestamps(t *testing.T) {
@@ -27,7 +28,10 @@ func TestWorkerSendsNoTimestamps(t *testing.T) {
 		"MergeIntoParams.At", "InsertOrReplaceParams.At",
 		// durable cron: fire times from the database's now(), not the worker's clock
 		"CronAdvanceParams.NextFire", "CronAdvanceParams.LastFire", "CronDueParams.Now", "CronFireParams.FireAt",
-		"CronFiresParams.Before", "CronInsertParams.NextFire", "CronSetPausedParams.NextFire", "CronUpdateParams.NextFire"}
+		"CronFiresParams.Before", "CronInsertParams.NextFire", "CronSetPausedParams.NextFire", "CronUpdateParams.NextFire",
+		// the ops API: a filter's created-time bounds and a history's start, chosen by the
+		// caller, and a listing cursor's position (a time read from a listed job's row)
+		"ListJobsParams.After", "ListJobsParams.Before", "ListJobsParams.CTs", "StatsHistoryParams.Since"}
 	var found []string
 	ast.Inspect(f, func(n ast.Node) bool {
 		ts, ok := n.(*ast.TypeSpec)

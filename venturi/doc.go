@@ -74,6 +74,9 @@
 //	waiting    available  a signal it waits for, or the timeout            -
 //	pending    cancelled  Queue.Cancel (pending includes waiting)          cancelled
 //	running    cancelled  Queue.Cancel (run asked to stop), or Cancelled   cancelled
+//	finished   available  Queue.RetryJobs (dead, cancelled, completed)     retried
+//	scheduled  available  Queue.RetryJobs                                  retried
+//	any        (deleted)  Queue.DeleteJobs (every state but running)       -
 //	completed  (deleted)  older than Config.RetainCompleted                -
 //	cancelled  (deleted)  older than Config.RetainCompleted                -
 //	dead       (deleted)  older than Config.RetainDead                     -
@@ -175,6 +178,17 @@
 // [WorkMiddleware] wraps every handler call and [EnqueueMiddleware] every enqueue; the
 // first registered is the outermost. A job's [Meta] (set with [WithMeta] or by enqueue
 // middleware) rides to its runs, for trace context or a tenant.
+//
+// # Operations
+//
+// [Queue.ListJobs] pages through the jobs a [JobFilter] matches ([ParseJobFilter] reads the
+// grammar the CLI and the dashboard share) in each state's index order; [Queue.JobDetail]
+// reads one job with its runs, steps, signals and hooks; [Queue.RetryJobs],
+// [Queue.CancelJobs] and [Queue.DeleteJobs] act on everything a filter matches, in batches,
+// with dry runs; [Queue.Stats] and [Queue.StatsHistory] read the stats tables that the
+// maintaining worker samples (never counting jobs on request); [Queue.Explain] shows what
+// an enqueue would do now, and [Queue.ExplainJob] why a job is where it is; every operator
+// action is recorded in the audit log ([WithActor], [Queue.AuditLog]).
 //
 // # Shutdown
 //

@@ -29,11 +29,7 @@ const (
 // DetailMaxRecords of each; a hook's token is never read.
 func (q *Queue) JobDetail(ctx context.Context, id ulid.ULID) (*JobDetail, error) {
 	var d *JobDetail
-	err := pgx.BeginTxFunc(ctx, q.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
-		j, err := q.jobIn(ctx, tx, id)
-		if err != nil {
-			return err
-		}
+	err := q.readJob(ctx, id, func(tx pgx.Tx, j *Job) error {
 		d = &JobDetail{Job: *j}
 		entries, err := journalPage(ctx, tx, q.q, id, 0, DetailJournalEntries)
 		if err != nil {
@@ -95,4 +91,15 @@ func runsOf(entries []JournalEntry) []RunRecord {
 		runs = append(runs, r)
 	}
 	return runs
+}
+
+// readJob reads job id and runs fn on it in one read-only snapshot.
+func (q *Queue) readJob(ctx context.Context, id ulid.ULID, fn func(pgx.Tx, *Job) error) error {
+	return pgx.BeginTxFunc(ctx, q.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		j, err := q.jobIn(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		return fn(tx, j)
+	})
 }

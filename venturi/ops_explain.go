@@ -188,11 +188,7 @@ func flowNotes(j *Job, f *dbsqlc.ExplainFactsRow) []string {
 // finished job. [ErrNotFound] for an unknown or pruned job.
 func (q *Queue) ExplainJob(ctx context.Context, id ulid.ULID) (*JobExplanation, error) {
 	var ex *JobExplanation
-	err := pgx.BeginTxFunc(ctx, q.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
-		j, err := q.jobIn(ctx, tx, id)
-		if err != nil {
-			return err
-		}
+	err := q.readJob(ctx, id, func(tx pgx.Tx, j *Job) (err error) {
 		ex, err = q.explainJob(ctx, tx, j)
 		return err
 	})

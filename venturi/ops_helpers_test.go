@@ -2,7 +2,6 @@ package venturi_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -160,5 +159,3 @@ func mustFilter(t *testing.T, s string) venturi.JobFilter {
 	}
 	return f
 }
-
-var errBoom = errors.New("boom")

@@ -146,17 +146,17 @@ func (m *maintainer) takeSample(ctx context.Context, tx pgx.Tx, st *dbsqlc.Stats
 	if err != nil {
 		return nil, err
 	}
+	// The finished jobs are counted up to through (the statements compute it alike, from
+	// the same now()): the sample's time less the commit margin, never moving back.
 	through := st.Now.Add(-statsCommitMargin)
 	if st.CountedThrough != nil && through.Before(*st.CountedThrough) {
 		through = *st.CountedThrough // the clock went back: count nothing twice
 	}
-	// The jobs that finished since the previous sample: those up to through are counted
-	// now, the recent ones (inside the margin) count as unfinished for FailedPerSec.
-	after := st.CountedThrough
-	if after == nil {
-		after = &through // the first sample: only the recent ones
-	}
-	window, err := m.q.StatsFinished(ctx, tx, dbsqlc.StatsFinishedParams{After: after, Through: through, Upto: st.Now})
+	margin := delayOf(statsCommitMargin)
+	// The jobs that finished since the previous sample (on the first, only the recent
+	// ones): those up to through are counted now, the recent ones (inside the margin)
+	// count as unfinished for FailedPerSec.
+	window, err := m.q.StatsFinished(ctx, tx, dbsqlc.StatsFinishedParams{MarginUs: margin})
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ func (m *maintainer) takeSample(ctx context.Context, tx pgx.Tx, st *dbsqlc.Stats
 	var recount []*dbsqlc.StatsFinishedRow
 	if st.RecountedAt == nil || !st.Now.Before(st.RecountedAt.Add(time.Duration(st.RecountEveryUs)*time.Microsecond)) {
 		rs := time.Now()
-		if recount, err = m.q.StatsFinished(ctx, tx, dbsqlc.StatsFinishedParams{Through: through, Upto: through}); err != nil {
+		if recount, err = m.q.StatsFinished(ctx, tx, dbsqlc.StatsFinishedParams{MarginUs: margin, Recount: true}); err != nil {
 			return nil, err
 		}
 		recountCost = time.Since(rs)
@@ -188,8 +188,8 @@ func (m *maintainer) takeSample(ctx context.Context, tx pgx.Tx, st *dbsqlc.Stats
 	}
 	cost += time.Since(writeStart)
 	s := &sample{interval: stretched(m.cfg.StatsInterval, cost)}
-	end := dbsqlc.StatsEndParams{SampledAt: st.Now, IntervalUs: delayOf(s.interval), SampleUs: delayOf(cost),
-		CountedThrough: through, Sampler: m.cfg.ID, RecountUs: -1}
+	end := dbsqlc.StatsEndParams{IntervalUs: delayOf(s.interval), SampleUs: delayOf(cost), MarginUs: margin,
+		Sampler: m.cfg.ID, RecountUs: -1}
 	if recountCost >= 0 {
 		end.RecountUs = delayOf(recountCost)
 		end.RecountEveryUs = delayOf(stretched(statsRecountEvery, recountCost))
@@ -313,8 +313,7 @@ func (m *maintainer) writeSample(ctx context.Context, tx pgx.Tx, at time.Time, l
 		return compareStrings(a.kind, b.kind)
 	})
 	var kp dbsqlc.StatsWriteKindsParams
-	var hp dbsqlc.StatsWriteHistoryParams
-	hp.At = at
+	var hp dbsqlc.StatsWriteHistoryParams // at: the transaction's now(), as the statement writes it
 	for _, k := range keys {
 		l := lines[k]
 		kp.Queues = append(kp.Queues, k.queue)

@@ -109,9 +109,7 @@ func TestStatsForgetRetriedAndPrunedJobs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, q := newQueue(t)
-	cfg := statsConfig("w")
-	cfg.RetainCompleted = 4 * time.Second
-	startOpsWorker(t, pool, cfg)
+	startOpsWorker(t, pool, statsConfig("w"))
 	for i := range 6 {
 		enqueue(t, q, opsTask{N: i, Fail: 1, Dead: true}) // dead at its first run, completes at its second
 	}
@@ -128,6 +126,10 @@ func TestStatsForgetRetriedAndPrunedJobs(t *testing.T) {
 		c := queueStats(s, "default").Counts
 		return c[venturi.StateDead] == 4 && c[venturi.StateCompleted] == 2
 	})
+	// Their retention ends (RetainCompleted is a day): the maintainer prunes them.
+	if _, err := pool.Exec(ctx, `UPDATE venturi_job SET finished_at = now() - interval '25 hours' WHERE state = 'completed'`); err != nil {
+		t.Fatal(err)
+	}
 	waitStats(t, q, "the completed jobs pruned", func(s venturi.Stats) bool {
 		c := queueStats(s, "default").Counts
 		return c[venturi.StateDead] == 4 && c[venturi.StateCompleted] == 0

@@ -20,7 +20,8 @@ import (
 
 // TestMain doubles the test binary as a worker process: with VENTURI_TEST_WORKER set it
 // runs a worker until killed, so tests can SIGKILL and SIGSTOP a real process. With
-// VENTURI_TEST_CLIENT set it runs one queue operation (coord_process_test.go) and exits.
+// VENTURI_TEST_CLIENT set it runs one queue operation (coord_process_test.go) and exits;
+// with VENTURI_TEST_SAMPLER, a stats-sampling worker (ops_process_test.go).
 func TestMain(m *testing.M) {
 	if schema := os.Getenv("VENTURI_TEST_WORKER"); schema != "" {
 		os.Exit(workerProcess(schema))
@@ -30,6 +31,9 @@ func TestMain(m *testing.M) {
 	}
 	if schema := os.Getenv("VENTURI_TEST_SINGLETON"); schema != "" {
 		os.Exit(singletonProcess(schema))
+	}
+	if schema := os.Getenv("VENTURI_TEST_SAMPLER"); schema != "" {
+		os.Exit(samplerProcess(schema))
 	}
 	os.Exit(m.Run())
 }

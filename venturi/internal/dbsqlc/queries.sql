@@ -875,22 +875,34 @@ FROM (
 GROUP BY p.queue, p.kind, p.state;
 
 -- name: StatsFinished :many
--- The jobs that finished in (after, upto] by queue, kind, state and whether they finished
--- after through (recent: inside the sample's commit margin, not counted yet), through the
--- finished indexes, with the sum of their failures. after NULL: from the first.
+-- The jobs that finished since the sample's counted_through, by queue, kind, state and
+-- whether they finished inside the sample's commit margin (recent: after through, not
+-- counted yet), through the finished indexes, with the sum of their failures; with
+-- recount, every finished job up to through. through is the sample's time less margin_us,
+-- never before counted_through (all database times: this transaction's now()).
+WITH b AS (
+    SELECT GREATEST(COALESCE(s.counted_through, '-infinity'), now() - interval '1 microsecond' * @margin_us::bigint) AS through,
+           s.counted_through AS ct
+    FROM venturi_stats_state s
+), w AS (
+    SELECT b.through,
+           CASE WHEN @recount::bool THEN '-infinity' ELSE COALESCE(b.ct, b.through) END AS after,
+           CASE WHEN @recount::bool THEN b.through ELSE now() END AS upto
+    FROM b
+)
 SELECT f.queue::text AS queue, f.kind::text AS kind, f.state::text AS state,
-       (f.finished_at > @through::timestamptz)::bool AS recent, count(*)::bigint AS jobs,
+       (f.finished_at > (SELECT w.through FROM w))::bool AS recent, count(*)::bigint AS jobs,
        COALESCE(sum(f.failures), 0)::bigint AS failures
 FROM (
     SELECT j.queue, j.kind, j.state, j.failures, j.finished_at FROM venturi_job j
-    WHERE j.state IN ('completed', 'dead') AND j.finished_at <= @upto::timestamptz
-      AND (sqlc.narg(after)::timestamptz IS NULL OR j.finished_at > sqlc.narg(after)::timestamptz)
+    WHERE j.state IN ('completed', 'dead')
+      AND j.finished_at > (SELECT w.after FROM w) AND j.finished_at <= (SELECT w.upto FROM w)
     UNION ALL
     SELECT j.queue, j.kind, j.state, j.failures, j.finished_at FROM venturi_job j
-    WHERE j.state = 'cancelled' AND j.finished_at <= @upto::timestamptz
-      AND (sqlc.narg(after)::timestamptz IS NULL OR j.finished_at > sqlc.narg(after)::timestamptz)
+    WHERE j.state = 'cancelled'
+      AND j.finished_at > (SELECT w.after FROM w) AND j.finished_at <= (SELECT w.upto FROM w)
 ) f
-GROUP BY f.queue, f.kind, f.state, (f.finished_at > @through::timestamptz);
+GROUP BY f.queue, f.kind, f.state, (f.finished_at > (SELECT w.through FROM w));
 
 -- name: StatsKinds :many
 -- The latest sample's rows, locked: removals (venturi_stats_forget) wait for the new sample.
@@ -930,7 +942,7 @@ ON CONFLICT (queue, kind) DO UPDATE SET
 -- name: StatsWriteHistory :exec
 INSERT INTO venturi_stats_history (at, queue, available, running, scheduled, waiting, oldest_available, lag_us,
                                    completed_per_sec, failed_per_sec, dead_per_sec)
-SELECT @at::timestamptz, u.queue, u.available, u.running, u.scheduled, u.waiting,
+SELECT now(), u.queue, u.available, u.running, u.scheduled, u.waiting,
        CASE WHEN u.oldest_us > 0 THEN timestamptz 'epoch' + u.oldest_us * interval '1 microsecond' END, u.lag_us,
        u.completed_per_sec, u.failed_per_sec, u.dead_per_sec
 FROM (SELECT unnest(@queues::text[]) AS queue, unnest(@available::bigint[]) AS available,
@@ -940,11 +952,13 @@ FROM (SELECT unnest(@queues::text[]) AS queue, unnest(@available::bigint[]) AS a
              unnest(@failed_per_sec::float8[]) AS failed_per_sec, unnest(@dead_per_sec::float8[]) AS dead_per_sec) u;
 
 -- name: StatsEnd :exec
--- Records a sample (and a recount when recount_us >= 0).
+-- Records a sample taken at now() (and a recount when recount_us >= 0), with the finished
+-- jobs counted up to now() less margin_us (never moving back).
 UPDATE venturi_stats_state SET
-    sampled_at = @sampled_at::timestamptz, interval_us = @interval_us::bigint, sample_us = @sample_us::bigint,
-    counted_through = @counted_through::timestamptz, sampler = @sampler::text,
-    recounted_at = CASE WHEN @recount_us::bigint >= 0 THEN @sampled_at::timestamptz ELSE recounted_at END,
+    sampled_at = now(), interval_us = @interval_us::bigint, sample_us = @sample_us::bigint,
+    counted_through = GREATEST(COALESCE(counted_through, '-infinity'), now() - interval '1 microsecond' * @margin_us::bigint),
+    sampler = @sampler::text,
+    recounted_at = CASE WHEN @recount_us::bigint >= 0 THEN now() ELSE recounted_at END,
     recount_us = CASE WHEN @recount_us::bigint >= 0 THEN @recount_us::bigint ELSE recount_us END,
     recount_every_us = CASE WHEN @recount_us::bigint >= 0 THEN @recount_every_us::bigint ELSE recount_every_us END;
 

@@ -3490,30 +3490,30 @@ func (q *Queries) StatsBegin(ctx context.Context, db DBTX) (*StatsBeginRow, erro
 
 const statsEnd = `-- name: StatsEnd :exec
 UPDATE venturi_stats_state SET
-    sampled_at = $1::timestamptz, interval_us = $2::bigint, sample_us = $3::bigint,
-    counted_through = $4::timestamptz, sampler = $5::text,
-    recounted_at = CASE WHEN $6::bigint >= 0 THEN $1::timestamptz ELSE recounted_at END,
-    recount_us = CASE WHEN $6::bigint >= 0 THEN $6::bigint ELSE recount_us END,
-    recount_every_us = CASE WHEN $6::bigint >= 0 THEN $7::bigint ELSE recount_every_us END
+    sampled_at = now(), interval_us = $1::bigint, sample_us = $2::bigint,
+    counted_through = GREATEST(COALESCE(counted_through, '-infinity'), now() - interval '1 microsecond' * $3::bigint),
+    sampler = $4::text,
+    recounted_at = CASE WHEN $5::bigint >= 0 THEN now() ELSE recounted_at END,
+    recount_us = CASE WHEN $5::bigint >= 0 THEN $5::bigint ELSE recount_us END,
+    recount_every_us = CASE WHEN $5::bigint >= 0 THEN $6::bigint ELSE recount_every_us END
 `
 
 type StatsEndParams struct {
-	SampledAt      time.Time
 	IntervalUs     int64
 	SampleUs       int64
-	CountedThrough time.Time
+	MarginUs       int64
 	Sampler        string
 	RecountUs      int64
 	RecountEveryUs int64
 }
 
-// Records a sample (and a recount when recount_us >= 0).
+// Records a sample taken at now() (and a recount when recount_us >= 0), with the finished
+// jobs counted up to now() less margin_us (never moving back).
 func (q *Queries) StatsEnd(ctx context.Context, db DBTX, arg StatsEndParams) error {
 	_, err := db.Exec(ctx, statsEnd,
-		arg.SampledAt,
 		arg.IntervalUs,
 		arg.SampleUs,
-		arg.CountedThrough,
+		arg.MarginUs,
 		arg.Sampler,
 		arg.RecountUs,
 		arg.RecountEveryUs,
@@ -3522,25 +3522,34 @@ func (q *Queries) StatsEnd(ctx context.Context, db DBTX, arg StatsEndParams) err
 }
 
 const statsFinished = `-- name: StatsFinished :many
+WITH b AS (
+    SELECT GREATEST(COALESCE(s.counted_through, '-infinity'), now() - interval '1 microsecond' * $1::bigint) AS through,
+           s.counted_through AS ct
+    FROM venturi_stats_state s
+), w AS (
+    SELECT b.through,
+           CASE WHEN $2::bool THEN '-infinity' ELSE COALESCE(b.ct, b.through) END AS after,
+           CASE WHEN $2::bool THEN b.through ELSE now() END AS upto
+    FROM b
+)
 SELECT f.queue::text AS queue, f.kind::text AS kind, f.state::text AS state,
-       (f.finished_at > $1::timestamptz)::bool AS recent, count(*)::bigint AS jobs,
+       (f.finished_at > (SELECT w.through FROM w))::bool AS recent, count(*)::bigint AS jobs,
        COALESCE(sum(f.failures), 0)::bigint AS failures
 FROM (
     SELECT j.queue, j.kind, j.state, j.failures, j.finished_at FROM venturi_job j
-    WHERE j.state IN ('completed', 'dead') AND j.finished_at <= $2::timestamptz
-      AND ($3::timestamptz IS NULL OR j.finished_at > $3::timestamptz)
+    WHERE j.state IN ('completed', 'dead')
+      AND j.finished_at > (SELECT w.after FROM w) AND j.finished_at <= (SELECT w.upto FROM w)
     UNION ALL
     SELECT j.queue, j.kind, j.state, j.failures, j.finished_at FROM venturi_job j
-    WHERE j.state = 'cancelled' AND j.finished_at <= $2::timestamptz
-      AND ($3::timestamptz IS NULL OR j.finished_at > $3::timestamptz)
+    WHERE j.state = 'cancelled'
+      AND j.finished_at > (SELECT w.after FROM w) AND j.finished_at <= (SELECT w.upto FROM w)
 ) f
-GROUP BY f.queue, f.kind, f.state, (f.finished_at > $1::timestamptz)
+GROUP BY f.queue, f.kind, f.state, (f.finished_at > (SELECT w.through FROM w))
 `
 
 type StatsFinishedParams struct {
-	Through time.Time
-	Upto    time.Time
-	After   *time.Time
+	MarginUs int64
+	Recount  bool
 }
 
 type StatsFinishedRow struct {
@@ -3552,11 +3561,13 @@ type StatsFinishedRow struct {
 	Failures int64
 }
 
-// The jobs that finished in (after, upto] by queue, kind, state and whether they finished
-// after through (recent: inside the sample's commit margin, not counted yet), through the
-// finished indexes, with the sum of their failures. after NULL: from the first.
+// The jobs that finished since the sample's counted_through, by queue, kind, state and
+// whether they finished inside the sample's commit margin (recent: after through, not
+// counted yet), through the finished indexes, with the sum of their failures; with
+// recount, every finished job up to through. through is the sample's time less margin_us,
+// never before counted_through (all database times: this transaction's now()).
 func (q *Queries) StatsFinished(ctx context.Context, db DBTX, arg StatsFinishedParams) ([]*StatsFinishedRow, error) {
-	rows, err := db.Query(ctx, statsFinished, arg.Through, arg.Upto, arg.After)
+	rows, err := db.Query(ctx, statsFinished, arg.MarginUs, arg.Recount)
 	if err != nil {
 		return nil, err
 	}
@@ -3865,18 +3876,17 @@ func (q *Queries) StatsSampledAt(ctx context.Context, db DBTX) (*time.Time, erro
 const statsWriteHistory = `-- name: StatsWriteHistory :exec
 INSERT INTO venturi_stats_history (at, queue, available, running, scheduled, waiting, oldest_available, lag_us,
                                    completed_per_sec, failed_per_sec, dead_per_sec)
-SELECT $1::timestamptz, u.queue, u.available, u.running, u.scheduled, u.waiting,
+SELECT now(), u.queue, u.available, u.running, u.scheduled, u.waiting,
        CASE WHEN u.oldest_us > 0 THEN timestamptz 'epoch' + u.oldest_us * interval '1 microsecond' END, u.lag_us,
        u.completed_per_sec, u.failed_per_sec, u.dead_per_sec
-FROM (SELECT unnest($2::text[]) AS queue, unnest($3::bigint[]) AS available,
-             unnest($4::bigint[]) AS running, unnest($5::bigint[]) AS scheduled,
-             unnest($6::bigint[]) AS waiting, unnest($7::bigint[]) AS oldest_us,
-             unnest($8::bigint[]) AS lag_us, unnest($9::float8[]) AS completed_per_sec,
-             unnest($10::float8[]) AS failed_per_sec, unnest($11::float8[]) AS dead_per_sec) u
+FROM (SELECT unnest($1::text[]) AS queue, unnest($2::bigint[]) AS available,
+             unnest($3::bigint[]) AS running, unnest($4::bigint[]) AS scheduled,
+             unnest($5::bigint[]) AS waiting, unnest($6::bigint[]) AS oldest_us,
+             unnest($7::bigint[]) AS lag_us, unnest($8::float8[]) AS completed_per_sec,
+             unnest($9::float8[]) AS failed_per_sec, unnest($10::float8[]) AS dead_per_sec) u
 `
 
 type StatsWriteHistoryParams struct {
-	At              time.Time
 	Queues          []string
 	Available       []int64
 	Running         []int64
@@ -3891,7 +3901,6 @@ type StatsWriteHistoryParams struct {
 
 func (q *Queries) StatsWriteHistory(ctx context.Context, db DBTX, arg StatsWriteHistoryParams) error {
 	_, err := db.Exec(ctx, statsWriteHistory,
-		arg.At,
 		arg.Queues,
 		arg.Available,
 		arg.Running,
