@@ -42,7 +42,7 @@ migrate: build/app ## Migrate the app's database (venturi's tables and the app's
 
 # ---- build ----------------------------------------------------------------------------
 
-MODULES := venturi venturi/dashboard/browsertest shared/tasks sql bookmarks-api bookmarks-worker e2e chaos bench
+MODULES := venturi venturi/dashboard/browsertest venturi/venturiotel shared/tasks shared/telemetry sql bookmarks-api bookmarks-worker e2e chaos bench
 
 .PHONY: build
 build: ## Build every module on its own (a root `go build ./...` cannot: the root is a go.work, not a module)
@@ -103,12 +103,15 @@ audit: $(GOVULNCHECK) ## govulncheck every module and the pinned tools (GOWORK=o
 
 # ---- tests -------------------------------------------------------------------------------
 
-.PHONY: test test/venturi test/bench
-test: verify lint audit ## Run every check and test: pins, lint, audit, venturi, the dashboard in Chromium, the app, e2e, the short chaos run (starts PostgreSQL when DATABASE_URL is unset)
-	@$(PG) with -- $(MAKE) --no-print-directory test/venturi test/dashboard test/app test/bench test/e2e test/run test/copy test/rename test/chaos
+.PHONY: test test/venturi test/venturiotel test/bench
+test: verify lint audit ## Run every check and test: pins, lint, audit, venturi, venturiotel, the dashboard in Chromium, the app, e2e, the short chaos run (starts PostgreSQL when DATABASE_URL is unset)
+	@$(PG) with -- $(MAKE) --no-print-directory test/venturi test/venturiotel test/dashboard test/app test/bench test/e2e test/run test/copy test/rename test/chaos
 
 test/venturi: ## venturi's unit and integration tests, with the race detector
 	cd venturi && GOWORK=off go test -race $(GOTEST_FLAGS) ./...
+
+test/venturiotel: ## The OpenTelemetry adapter's tests (module venturi/venturiotel), with the race detector
+	cd venturi/venturiotel && GOWORK=off go test -race $(GOTEST_FLAGS) ./...
 
 test/bench: ## The benchmark harness's unit tests (no database; the benchmarks themselves are make bench)
 	cd bench && GOWORK=off go test $(GOTEST_FLAGS) .

@@ -12,7 +12,9 @@ WORKDIR /src
 # Module files first, so dependency downloads are cached (from GOPROXY, the only network
 # the build needs).
 COPY venturi/go.mod venturi/go.sum venturi/
+COPY venturi/venturiotel/go.mod venturi/venturiotel/go.sum venturi/venturiotel/
 COPY shared/tasks/go.mod shared/tasks/go.sum shared/tasks/
+COPY shared/telemetry/go.mod shared/telemetry/go.sum shared/telemetry/
 COPY sql/go.mod sql/go.sum sql/
 COPY bookmarks-api/go.mod bookmarks-api/go.sum bookmarks-api/
 RUN cd bookmarks-api && go mod download

@@ -28,6 +28,8 @@ var sys struct {
 	pages   *pageServer
 	pageURL string
 	logDir  string
+	// apiMetrics and workerMetrics are the processes' /metrics URLs (their own listeners).
+	apiMetrics, workerMetrics string
 }
 
 func TestMain(m *testing.M) {
@@ -75,8 +77,16 @@ func run(m *testing.M) (int, error) {
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	sys.apiURL = "http://" + addr
+	var metricsPorts [2]int
+	for i := range metricsPorts {
+		if metricsPorts[i], err = stack.FreePort(); err != nil {
+			return 0, err
+		}
+	}
+	apiMetrics, workerMetrics := "127.0.0.1:"+strconv.Itoa(metricsPorts[0]), "127.0.0.1:"+strconv.Itoa(metricsPorts[1])
+	sys.apiMetrics, sys.workerMetrics = "http://"+apiMetrics+"/metrics", "http://"+workerMetrics+"/metrics"
 	sys.api = &stack.Process{Name: "api", Bin: apiBin, Log: filepath.Join(dir, "api.log"), Env: []string{
-		"DATABASE_URL=" + db.URL, "BOOKMARKS_API_ADDR=" + addr,
+		"DATABASE_URL=" + db.URL, "BOOKMARKS_API_ADDR=" + addr, "BOOKMARKS_METRICS_ADDR=" + apiMetrics,
 		"BOOKMARKS_TAG_INDEX_DELAY=3s", "BOOKMARKS_REFETCH_DELAY=3s",
 		// Imports of more than confirmAbove items wait for a confirmation, for
 		// confirmTimeout (short, for TestUnconfirmedImportIsCancelled); the links it
@@ -87,7 +97,7 @@ func run(m *testing.M) (int, error) {
 		"BOOKMARKS_IMPORT_BURST=10",
 	}}
 	sys.worker = &stack.Process{Name: "worker", Bin: workerBin, Log: filepath.Join(dir, "worker.log"), Env: []string{
-		"DATABASE_URL=" + db.URL,
+		"DATABASE_URL=" + db.URL, "BOOKMARKS_WORKER_METRICS_ADDR=" + workerMetrics,
 		"BOOKMARKS_WORKER_LEASE=2s", "BOOKMARKS_WORKER_POLL=100ms", "BOOKMARKS_WORKER_BACKOFF_BASE=50ms",
 		"BOOKMARKS_WORKER_GRACE=5s", "BOOKMARKS_FETCH_TIMEOUT=20s",
 		// Two handlers for imports: TestImportCannotStarveInteractiveFetches fills them.

@@ -1,5 +1,5 @@
 # Bookmarks application targets. Included from the root Makefile, which defines SQLC and PG.
-APP_MODULES := shared/tasks sql bookmarks-api bookmarks-worker
+APP_MODULES := shared/tasks shared/telemetry sql bookmarks-api bookmarks-worker
 APP_BIN     := $(CURDIR)/.bin/app
 
 .PHONY: generate/app verify/app verify/docker-go test/app test/e2e test/run test/copy test/rename test/docker run keys build/app docker/build docker/up docker/down

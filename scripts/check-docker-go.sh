@@ -6,7 +6,7 @@
 # at a user's `docker build`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-modules=(venturi shared/tasks sql bookmarks-api bookmarks-worker)
+modules=(venturi venturi/venturiotel shared/tasks shared/telemetry sql bookmarks-api bookmarks-worker)
 fail() { echo "check-docker-go: $*" >&2; exit 1; }
 
 # version_ge A B: A >= B for Go versions (1.26, 1.26.0, 1.26.11, 1.27rc1).

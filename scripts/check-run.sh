@@ -11,7 +11,14 @@ cd "$(dirname "$0")/.."
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 fail() { printf 'check-run: FAIL: %s\n' "$*" >&2; [ -n "${log:-}" ] && tail -20 "$log" >&2; exit 1; }
 log=$(mktemp)
+# The processes' metrics endpoints on free ports too: their defaults (9464, 9465) may be
+# taken on a shared machine.
+BOOKMARKS_METRICS_ADDR=127.0.0.1:$(free_port) BOOKMARKS_WORKER_METRICS_ADDR=127.0.0.1:$(free_port)
+export BOOKMARKS_METRICS_ADDR BOOKMARKS_WORKER_METRICS_ADDR
 trap 'rm -f "$log"; [ -n "${holder:-}" ] && kill "$holder" 2>/dev/null; true' EXIT
+
+# The binaries first: the timed runs below measure make run, not a cold build.
+make --no-print-directory build/app >/dev/null
 
 # 1. Port taken.
 port=$(free_port)
@@ -44,6 +51,11 @@ try=$(sed -n 's/^try:  //p' "$log")
 created=$(eval "$try --max-time 5") || fail "the banner's curl failed: $try"
 case $created in *'"fetch_status":"pending"'*) ;; *) fail "the banner's curl did not create a bookmark: $created" ;; esac
 echo "check-run: the banner's key works and its curl, pasted, creates a bookmark"
+for m in "$BOOKMARKS_METRICS_ADDR" "$BOOKMARKS_WORKER_METRICS_ADDR"; do
+  grep -q "http://$m/metrics" "$log" || fail "the banner does not show the metrics endpoint $m"
+  curl -s --max-time 2 "http://$m/metrics" | grep -q '^go_goroutines ' || fail "no metrics at http://$m/metrics"
+done
+echo "check-run: the banner's metrics endpoints serve metrics"
 kill -TERM "$make_pid"
 for _ in $(seq 60); do
   curl -s --max-time 1 -o /dev/null "http://127.0.0.1:$port/readyz" || break

@@ -70,6 +70,8 @@ if [ -z "$ready" ]; then
   stop; exit 1
 fi
 
+# The processes' metrics endpoints: their defaults unless set (set and empty: none).
+api_metrics=${BOOKMARKS_METRICS_ADDR-127.0.0.1:9464} worker_metrics=${BOOKMARKS_WORKER_METRICS_ADDR-127.0.0.1:9465}
 cat <<BANNER
 
 bookmarks API ready: http://$addr   (Ctrl-C stops the api, the worker and PostgreSQL)
@@ -78,6 +80,7 @@ API key of this run (named make-run; the next make run replaces it; make keys AR
 try:  curl -s -X POST http://$addr/bookmarks -H "Authorization: Bearer $dev_key" -H "Content-Type: application/json" -d '{"url":"https://example.com/","tags":["demo"]}'
 then: curl -s http://$addr/bookmarks/<id> -H "Authorization: Bearer $dev_key"
 dashboard: http://$addr/ops/   (sign in with any user name and the key as the password)
+metrics (Prometheus, unauthenticated, loopback): ${api_metrics:+http://$api_metrics/metrics (api) }${worker_metrics:+http://$worker_metrics/metrics (worker)}
 
 BANNER
 # The worker logs a warning for these too; repeat it under the banner, where it is seen.

@@ -233,11 +233,15 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 	// build turns a result into the job's next state. The carry is stored only when the
 	// job goes back to pending (pause, retry, interruption): a completed or dead job has
 	// no next run. It reports a carry that cannot be stored.
-	build := func(o Outcome, err error, c *C, attachment json.RawMessage) (*finishReq, error) {
+	decide := func(o Outcome, err error, attachment json.RawMessage) *finishReq {
 		req := e.outcomeReq(ctx, j, o, err, attachment, backoff)
 		if sup != nil {
 			supervise(req, sup)
 		}
+		return req
+	}
+	build := func(o Outcome, err error, c *C, attachment json.RawMessage) (*finishReq, error) {
+		req := decide(o, err, attachment)
 		req.consumed = run.consumed
 		// A run asked to stop that paused keeps its checkpoint: its job ends cancelled, with
 		// the carry it reached.
@@ -277,7 +281,20 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 	if len(e.cfg.Middleware) == 0 {
 		o, err = safeHandle(ctx, handle, task, run, state)
 	} else {
-		info := &JobInfo{ID: j.id, Kind: j.kind, Queue: j.queue, Run: j.runs, Token: j.token, Worker: e.cfg.ID, Meta: j.metaMap}
+		info := &JobInfo{ID: j.id, Kind: j.kind, Queue: j.queue, Run: j.runs, Token: j.token, Worker: e.cfg.ID, Meta: j.metaMap,
+			Due: j.due, StartedAt: j.started}
+		info.end = func(o Outcome, err error) Event {
+			if err == nil && run.finalized { // CompleteTx wrote the result
+				if final != nil {
+					return final.entry.Event
+				}
+				return EventCompleted
+			}
+			if req := decide(o, err, nil); !req.lost {
+				return req.entry.Event
+			}
+			return ""
+		}
 		o, err = handleWith(ctx, e.cfg.Middleware, info, func(ctx context.Context) (Outcome, error) {
 			return safeHandle(ctx, handle, task, run, state)
 		})

@@ -245,7 +245,7 @@ func (f *fetcher) claim(n int) claimResult {
 			id: ulidOf(row.ID), kind: row.Kind, payload: row.Payload, carry: row.Carry,
 			runs: int(row.Runs), failures: int(row.Failures), token: row.LeaseToken,
 			journal: row.Journal, journalMoved: row.JournalMoved, sent: sent, started: row.AttemptedAt,
-			breaker: row.Breaker, gated: true, stop: newRunStop(), queue: f.cfg.Queue, meta: row.Meta,
+			breaker: row.Breaker, gated: true, stop: newRunStop(), queue: f.cfg.Queue, meta: row.Meta, due: row.RunAt,
 		}
 		if row.Meta == nil { // committed after the statement's snapshot: read it on its own
 			j.meta = []byte("?")
@@ -260,7 +260,7 @@ func (f *fetcher) claim(n int) claimResult {
 			id: ulidOf(row.ID), kind: row.Kind, payload: row.Payload, carry: row.Carry,
 			runs: int(row.Runs), failures: int(row.Failures), token: row.LeaseToken.Int64,
 			journal: row.Journal, journalMoved: row.JournalMoved, sent: sent, stop: newRunStop(),
-			queue: f.cfg.Queue, meta: row.Meta,
+			queue: f.cfg.Queue, meta: row.Meta, due: row.RunAt,
 		}
 		if row.AttemptedAt != nil {
 			j.started = *row.AttemptedAt

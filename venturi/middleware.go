@@ -8,6 +8,7 @@ import (
 	"maps"
 	"reflect"
 	"runtime/debug"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 )
@@ -92,6 +93,46 @@ type JobInfo struct {
 	Worker string
 	// Meta is the job's metadata (nil when it has none). Do not modify it.
 	Meta Meta
+	// Due is when the job was due to run (its run_at when it was claimed: the enqueue's
+	// time or its At/After, a retry's or a pause's end, a merge's moved due time), and
+	// StartedAt when this run was claimed (attempted_at). Both are database-clock times,
+	// so StartedAt minus Due is the time the job waited for a worker, whatever the
+	// worker's own clock says.
+	Due, StartedAt time.Time
+
+	// end decides the journal event of a result, as the worker does after the
+	// middleware returns (see EndEvent).
+	end func(Outcome, error) Event
+}
+
+// EndEvent reports how the worker records a run whose handler chain returns (o, err):
+// the journal event of the run's end, decided as the worker decides it:
+// [EventCompleted], [EventPaused], [EventWaiting], [EventCancelled], [EventReplaced]
+// (a newer job of its slot took over), [EventFailed] (retried), [EventDead] (a
+// permanent error or the backstop), [EventInterrupted] (shutdown cut the run), or ""
+// when the run lost its lease and nothing is recorded. It changes nothing. Work
+// middleware calls it with the result it returns, so that metrics and traces name the
+// outcome the journal will show; a middleware registered after it may still replace the
+// result, so register the one that calls it first ([Config].Middleware).
+func (j *JobInfo) EndEvent(o Outcome, err error) Event {
+	if j.end == nil { // a JobInfo not made by a worker
+		switch {
+		case IsPermanent(err):
+			return EventDead
+		case err != nil:
+			return EventFailed
+		}
+		switch o.kind {
+		case outcomePause:
+			return EventPaused
+		case outcomeCancel:
+			return EventCancelled
+		case outcomeWait:
+			return EventWaiting
+		}
+		return EventCompleted
+	}
+	return j.end(o, err)
 }
 
 // WorkMiddleware wraps every handler call of a worker: tracing, logging, timing, panic

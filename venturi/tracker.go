@@ -26,6 +26,7 @@ type claimed struct {
 	journal      []byte                // the journal's recent entries, as stored in the row
 	journalMoved int64                 // entries moved out of the row before them
 	started      time.Time             // attempted_at: the claim's database time
+	due          time.Time             // run_at when claimed: the job's due time (database clock)
 	sent         time.Time             // local clock when the claim was sent: the lease runs from here at the latest
 	received     time.Time             // local clock when the claim's rows arrived: the run's duration runs from here
 	breaker      string                // the breaker the run reports to ("": none)

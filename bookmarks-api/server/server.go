@@ -19,6 +19,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/venturi-dev/bookmarks/bookmarks-api/internal/httpapi"
+	"github.com/venturi-dev/bookmarks/shared/telemetry"
+	"github.com/venturi-dev/venturi"
 )
 
 // Config is the API's configuration.
@@ -51,7 +53,18 @@ type Config struct {
 	// (BOOKMARKS_API_PUBLIC_URL, such as https://bookmarks.example.com; default empty:
 	// links are paths).
 	PublicURL string
+	// MetricsAddr is the listen address of the Prometheus endpoint GET /metrics, a server
+	// of its own (BOOKMARKS_METRICS_ADDR, default DefaultMetricsAddr; set and empty
+	// disables it). It is unauthenticated: keep it on loopback or on a network that only
+	// the scraper reaches, never on a public address.
+	MetricsAddr string
 }
+
+// DefaultMetricsAddr is the default of Config.MetricsAddr: loopback only.
+const DefaultMetricsAddr = "127.0.0.1:9464"
+
+// ServiceName is the API's OpenTelemetry service.name.
+const ServiceName = "bookmarks-api"
 
 // FromEnv reads the configuration from the environment.
 func FromEnv() (Config, error) {
@@ -103,6 +116,9 @@ func FromEnv() (Config, error) {
 		c.PublicURL = u
 	}
 	var err error
+	if c.MetricsAddr, err = telemetry.MetricsAddr(os.LookupEnv, "BOOKMARKS_METRICS_ADDR", DefaultMetricsAddr); err != nil {
+		return c, err
+	}
 	if c.WriteLimit, err = rateLimitFromEnv("BOOKMARKS_WRITE", httpapi.DefaultWriteLimit); err != nil {
 		return c, err
 	}
@@ -167,16 +183,70 @@ func ParsePublicURL(s string) (string, error) {
 }
 
 // Run serves the API until ctx is cancelled, then shuts down gracefully: it stops
-// accepting connections and lets in-flight requests finish within ShutdownTimeout.
+// accepting connections and lets in-flight requests finish within ShutdownTimeout. It
+// listens on cfg.Addr, and on cfg.MetricsAddr unless that is empty.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	var metrics net.Listener
+	if cfg.MetricsAddr != "" {
+		if metrics, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("BOOKMARKS_METRICS_ADDR: %w", err)
+		}
+	}
+	return Serve(ctx, cfg, log, ln, metrics)
+}
+
+// Serve is Run on listeners the caller opened: ln for the API, metrics for GET /metrics
+// (nil: no metrics endpoint). It closes both. Traces are exported when
+// OTEL_EXPORTER_OTLP_ENDPOINT is set (package telemetry).
+func Serve(ctx context.Context, cfg Config, log *slog.Logger, ln, metrics net.Listener) (err error) {
+	closeAll := func() {
+		ln.Close()
+		if metrics != nil {
+			metrics.Close()
+		}
+	}
 	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
 	if err != nil {
+		closeAll()
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	defer pool.Close()
+	tel, err := telemetry.New(ctx, ServiceName, os.Getenv, log)
+	if err != nil {
+		closeAll()
+		return err
+	}
+	defer func() { // last: flush the spans of the requests that shutdown let finish
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err = errors.Join(err, tel.Shutdown(sctx))
+	}()
+	// The API's queue gauges come from venturi's stats table (one small read per scrape
+	// at most, cached for a second), never from counting jobs.
+	stats, err := tel.Venturi.ObserveStats(venturi.NewQueue(pool, venturi.QueueConfig{}))
+	if err != nil {
+		closeAll()
+		return err
+	}
+	defer stats.Unregister()
+	if metrics != nil {
+		ms := tel.ServeMetrics(metrics, log)
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err = errors.Join(err, ms.Shutdown(sctx))
+		}()
+	}
 	e := httpapi.New(pool, log, httpapi.Config{TagIndexDelay: cfg.TagIndexDelay, RefetchDelay: cfg.RefetchDelay,
 		WriteLimit: cfg.WriteLimit, ImportLimit: cfg.ImportLimit, ImportConfirmAbove: cfg.ImportConfirmAbove,
-		ImportConfirmTimeout: cfg.ImportConfirmTimeout, PublicURL: cfg.PublicURL})
+		ImportConfirmTimeout: cfg.ImportConfirmTimeout, PublicURL: cfg.PublicURL,
+		TracerProvider: tel.TracerProvider, Propagator: tel.Propagator,
+		QueueMiddleware: []venturi.EnqueueMiddleware{tel.Venturi.Enqueue}})
 	srv := &http.Server{
 		Handler:           e,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -186,11 +256,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return err
-	}
-	log.Info("bookmarks-api listening", "addr", ln.Addr().String())
+	log.Info("bookmarks-api listening", "addr", ln.Addr().String(), "tracing", tel.Tracing)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -1,6 +1,7 @@
 // Package worker assembles the bookmarks worker from fx modules: configuration, the pgx
-// pool, the App state with its fetcher, the handlers (through the "venturi.handlers" value
-// group) and the venturi worker, started on OnStart and stopped gracefully on OnStop.
+// pool, OpenTelemetry with its metrics endpoint, the App state with its fetcher, the
+// handlers (through the "venturi.handlers" value group) and the venturi worker, started on
+// OnStart and stopped gracefully on OnStop.
 package worker
 
 import (
@@ -16,6 +17,7 @@ import (
 
 	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/config"
 	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/handlers"
+	"github.com/venturi-dev/bookmarks/shared/telemetry"
 	"github.com/venturi-dev/venturi"
 )
 
@@ -23,8 +25,9 @@ import (
 var Module = fx.Module("worker",
 	config.Module,
 	fx.Invoke(WarnTestOnlySettings), // first: before anything else is logged
-	fx.Provide(NewPool, NewVenturiWorker),
+	fx.Provide(NewPool, NewTelemetry, NewMetricsEndpoint, NewVenturiWorker),
 	handlers.Module,
+	fx.Invoke(func(*MetricsEndpoint) {}),
 	fx.Invoke(func(*handlers.Worker) {}), // the worker is the point of the app
 )
 
@@ -107,6 +110,7 @@ type WorkerParams struct {
 	Pool          *pgxpool.Pool
 	App           *handlers.App
 	Log           *slog.Logger
+	Telemetry     *telemetry.Telemetry
 	Registrations []handlers.Registration `group:"venturi.handlers"`
 }
 
@@ -124,6 +128,8 @@ func NewVenturiWorker(p WorkerParams) (*handlers.Worker, error) {
 		PollInterval:  p.Config.PollInterval,
 		Backoff:       venturi.Backoff{Base: p.Config.BackoffBase},
 		Logger:        p.Log,
+		// A span per run, linked to the enqueue's; run counters and histograms.
+		Middleware: []venturi.WorkMiddleware{p.Telemetry.Venturi.Work},
 	})
 	if err != nil {
 		return nil, err

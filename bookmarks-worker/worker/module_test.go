@@ -17,6 +17,8 @@ import (
 
 	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/config"
 	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/handlers"
+	"github.com/venturi-dev/bookmarks/shared/tasks"
+	"github.com/venturi-dev/bookmarks/shared/telemetry/telemetrytest"
 	"github.com/venturi-dev/bookmarks/sql/dbtest"
 	"github.com/venturi-dev/bookmarks/sql/migrations"
 )
@@ -42,13 +44,54 @@ func TestModuleStartsAndStops(t *testing.T) {
 	pool.Close()
 
 	t.Setenv("DATABASE_URL", dsn)
+	t.Setenv("BOOKMARKS_WORKER_METRICS_ADDR", "") // disabled: nothing listens
 	var w *handlers.Worker
-	app := fxtest.New(t, Module, fx.Supply(slog.New(slog.NewTextHandler(io.Discard, nil))), fx.Populate(&w))
+	var m *MetricsEndpoint
+	app := fxtest.New(t, Module, fx.Supply(slog.New(slog.NewTextHandler(io.Discard, nil))), fx.Populate(&w, &m))
 	app.RequireStart()
 	if w == nil || w.ID() == "" {
 		t.Fatal("no worker")
 	}
+	if m.Addr() != nil {
+		t.Fatalf("metrics listening on %v although disabled", m.Addr())
+	}
 	app.RequireStop()
+}
+
+// TestModuleServesMetrics: the real graph serves GET /metrics on its own listener, with
+// the series of the runs it made (venturi's middleware is wired in) and the Go and process
+// metrics; the queue gauges are the API's, not the worker's.
+func TestModuleServesMetrics(t *testing.T) {
+	ctx := context.Background()
+	dsn := dbtest.SchemaURL(t, "bmmet")
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := migrations.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DATABASE_URL", dsn)
+	t.Setenv("BOOKMARKS_WORKER_METRICS_ADDR", "127.0.0.1:0")
+	t.Setenv("BOOKMARKS_WORKER_POLL", "50ms")
+	var m *MetricsEndpoint
+	var a *handlers.App
+	app := fxtest.New(t, Module, fx.Supply(slog.New(slog.NewTextHandler(io.Discard, nil))), fx.Populate(&m, &a))
+	app.RequireStart()
+	defer app.RequireStop()
+	if _, err := a.Queue.Enqueue(ctx, tasks.RebuildTagIndex{Requests: 1}); err != nil {
+		t.Fatal(err)
+	}
+	body := telemetrytest.AwaitScrape(t, "http://"+m.Addr().String()+"/metrics", 30*time.Second,
+		`venturi_jobs_enqueued_total{action="inserted",kind="rebuild_tag_index",queue="default"} 1`,
+		`venturi_jobs_finished_total{kind="rebuild_tag_index",outcome="completed",queue="default"} 1`,
+		`venturi_job_wait_seconds_count{kind="rebuild_tag_index",queue="default"} 1`,
+		`venturi_job_run_duration_seconds_count{kind="rebuild_tag_index",outcome="completed",queue="default"} 1`,
+		"go_goroutines ", "process_cpu_seconds_total ", `target_info{service_name="bookmarks-worker"`)
+	if strings.Contains(body, "venturi_queue_depth") {
+		t.Errorf("the worker exports the queue gauges (the API's)")
+	}
 }
 
 // TestStopTimeoutCoversTheShutdown: fx's stop timeout is longer than venturi's whole

@@ -18,6 +18,9 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/oklog/ulid/v2"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/venturi-dev/bookmarks/bookmarks-api/internal/apikey"
 	"github.com/venturi-dev/bookmarks/bookmarks-api/internal/store"
@@ -70,6 +73,14 @@ type Config struct {
 	// without a trailing slash, for the links the API returns. Empty: links are paths
 	// (/imports/...), relative to the address the client called.
 	PublicURL string
+	// TracerProvider and Propagator trace every request: a server span per request (see
+	// traceRequests), the parent of the spans of the jobs it enqueues. Default: no
+	// tracing (a no-op provider) and W3C trace context.
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
+	// QueueMiddleware is the enqueue middleware of the API's venturi queue (the
+	// OpenTelemetry adapter's, venturiotel). Default: none.
+	QueueMiddleware []venturi.EnqueueMiddleware
 }
 
 // API holds the handlers' dependencies.
@@ -111,8 +122,14 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 		cfg.MaxInFlight = DefaultMaxInFlight
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
-	a := &API{pool: pool, queue: venturi.NewQueue(pool, venturi.QueueConfig{}), q: store.New(), keys: apikey.NewStore(pool),
-		log: log, cfg: cfg}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = noop.NewTracerProvider()
+	}
+	if cfg.Propagator == nil {
+		cfg.Propagator = propagation.TraceContext{}
+	}
+	a := &API{pool: pool, queue: venturi.NewQueue(pool, venturi.QueueConfig{Middleware: cfg.QueueMiddleware}), q: store.New(),
+		keys: apikey.NewStore(pool), log: log, cfg: cfg}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(log)
@@ -120,6 +137,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	e.Use(
 		sanitizeRequestID, // before RequestID, which echoes what it leaves
 		middleware.RequestID(),
+		traceRequests(cfg.TracerProvider, cfg.Propagator), // outside the logger, which logs the trace ID
 		middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
 			LogStatus: true, LogURIPath: true, LogMethod: true, LogLatency: true, LogRequestID: true, LogError: true,
 			HandleError: true,
@@ -132,6 +150,9 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 					slog.Float64("latency_ms", float64(v.Latency.Microseconds())/1000), slog.String("request_id", v.RequestID)}
 				if id, ok := keyID(c); ok { // the key's ID, never the key
 					attrs = append(attrs, slog.String("key_id", id.String()))
+				}
+				if sc := trace.SpanContextFromContext(c.Request().Context()); sc.IsValid() {
+					attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
 				}
 				log.LogAttrs(c.Request().Context(), slog.LevelInfo, "request", attrs...)
 				return nil

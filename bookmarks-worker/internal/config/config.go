@@ -13,6 +13,7 @@ import (
 
 	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/fetch"
 	"github.com/venturi-dev/bookmarks/shared/tasks"
+	"github.com/venturi-dev/bookmarks/shared/telemetry"
 	"github.com/venturi-dev/venturi"
 )
 
@@ -61,6 +62,11 @@ type Config struct {
 	RefetchStaleAfter time.Duration
 	RefetchBatch      int
 	RefetchMaxBatches int
+	// MetricsAddr is the listen address of the Prometheus endpoint GET /metrics, a server
+	// of its own (BOOKMARKS_WORKER_METRICS_ADDR, default DefaultMetricsAddr; set and empty
+	// disables it). It is unauthenticated: keep it on loopback or on a network that only
+	// the scraper reaches, never on a public address.
+	MetricsAddr string
 	// Fetch configures the fetcher:
 	//   BOOKMARKS_FETCH_TIMEOUT (15s), BOOKMARKS_FETCH_MAX_BYTES (5 MiB),
 	//   BOOKMARKS_FETCH_PORTS (comma-separated, default 80,443),
@@ -89,13 +95,23 @@ func (c Config) TestOnlySettings() []string {
 	return s
 }
 
-// FromEnv reads the configuration from the process environment.
-func FromEnv() (Config, error) { return Parse(os.Getenv) }
+// DefaultMetricsAddr is the default of Config.MetricsAddr: loopback only, next to the
+// API's 9464.
+const DefaultMetricsAddr = "127.0.0.1:9465"
 
-// Parse reads the configuration through getenv.
-func Parse(getenv func(string) string) (Config, error) {
+// FromEnv reads the configuration from the process environment.
+func FromEnv() (Config, error) { return Parse(os.LookupEnv) }
+
+// Parse reads the configuration through lookup (os.LookupEnv): a variable set to the
+// empty string counts as unset, except BOOKMARKS_WORKER_METRICS_ADDR, which it disables.
+func Parse(lookup func(string) (string, bool)) (Config, error) {
+	getenv := func(key string) string { v, _ := lookup(key); return v }
 	c := Config{DatabaseURL: getenv("DATABASE_URL")}
 	var errs []error
+	var err error
+	if c.MetricsAddr, err = telemetry.MetricsAddr(lookup, "BOOKMARKS_WORKER_METRICS_ADDR", DefaultMetricsAddr); err != nil {
+		errs = append(errs, err)
+	}
 	num := func(key string, def int) int {
 		v := getenv(key)
 		if v == "" {

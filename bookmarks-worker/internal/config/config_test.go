@@ -8,7 +8,9 @@ import (
 	"time"
 )
 
-func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
 
 func TestParseDefaults(t *testing.T) {
 	t.Parallel()
@@ -100,5 +102,22 @@ func TestParseRefetch(t *testing.T) {
 		if _, err := Parse(env(map[string]string{"DATABASE_URL": "postgres://x", k: v})); err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%q: %v", k, v, err)
 		}
+	}
+}
+
+// BOOKMARKS_WORKER_METRICS_ADDR: unset is loopback, empty disables, a bad address is refused.
+func TestParseMetricsAddr(t *testing.T) {
+	t.Parallel()
+	c, err := Parse(env(map[string]string{"DATABASE_URL": "postgres://x"}))
+	if err != nil || c.MetricsAddr != DefaultMetricsAddr {
+		t.Fatalf("default: %q, %v", c.MetricsAddr, err)
+	}
+	c, err = Parse(env(map[string]string{"DATABASE_URL": "postgres://x", "BOOKMARKS_WORKER_METRICS_ADDR": ""}))
+	if err != nil || c.MetricsAddr != "" {
+		t.Fatalf("empty: %q, %v", c.MetricsAddr, err)
+	}
+	_, err = Parse(env(map[string]string{"DATABASE_URL": "postgres://x", "BOOKMARKS_WORKER_METRICS_ADDR": "metrics"}))
+	if err == nil || !strings.Contains(err.Error(), "BOOKMARKS_WORKER_METRICS_ADDR") {
+		t.Fatalf("bad address: %v", err)
 	}
 }

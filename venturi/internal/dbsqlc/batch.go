@@ -56,7 +56,7 @@ func QueueClaim(b *pgx.Batch, arg ClaimParams, add func(*ClaimRow)) {
 		for rows.Next() {
 			var i ClaimRow
 			if err := rows.Scan(&i.ID, &i.Kind, &i.Payload, &i.Carry, &i.Runs, &i.Failures,
-				&i.LeaseToken, &i.Journal, &i.JournalMoved, &i.AttemptedAt, &i.Meta); err != nil {
+				&i.LeaseToken, &i.Journal, &i.JournalMoved, &i.AttemptedAt, &i.Meta, &i.RunAt); err != nil {
 				return err
 			}
 			add(&i)
@@ -71,7 +71,7 @@ func QueueClaimGated(b *pgx.Batch, arg ClaimGatedParams, add func(*ClaimGatedRow
 		for rows.Next() {
 			var i ClaimGatedRow
 			if err := rows.Scan(&i.ID, &i.Kind, &i.Payload, &i.Carry, &i.Runs, &i.Failures,
-				&i.LeaseToken, &i.Journal, &i.JournalMoved, &i.AttemptedAt, &i.Breaker, &i.WakeInUs, &i.Meta); err != nil {
+				&i.LeaseToken, &i.Journal, &i.JournalMoved, &i.AttemptedAt, &i.Breaker, &i.WakeInUs, &i.Meta, &i.RunAt); err != nil {
 				return err
 			}
 			add(&i)

@@ -165,7 +165,7 @@ WITH picked AS (
 -- An UPDATE returns its rows in whatever order its join produced them: order them again,
 -- so that the worker starts them most urgent first.
 SELECT c.id, c.kind, c.payload, c.carry, c.runs, c.failures, c.lease_token, c.journal,
-       c.journal_moved, c.attempted_at, c.meta
+       c.journal_moved, c.attempted_at, c.meta, c.run_at
 FROM claimed c
 ORDER BY c.priority DESC, c.run_at, c.id;
 
@@ -452,7 +452,10 @@ SELECT id::uuid AS id, kind::text AS kind, payload::jsonb AS payload, carry::jso
        COALESCE(wake_in_us, -1)::bigint AS wake_in_us,
        -- The job's metadata, from the row the claim updated: JSON null when it has none
        -- (SQL NULL only in a row that is not a job).
-       g.meta::jsonb AS meta
+       g.meta::jsonb AS meta,
+       -- The job's due time, for work middleware (JobInfo.Due); NULL only in a row that
+       -- is not a job.
+       COALESCE(g.run_at, g.attempted_at)::timestamptz AS run_at
 FROM venturi_claim_gated(@queue::text, @kinds::text[], @max::int, @lease_us::bigint, @worker_id::text,
                          @max_failures::int, @channel::text) g
 -- Called only when the queue has a gated job available or a concurrency limit: a one-time

@@ -314,7 +314,7 @@ WITH picked AS (
               j.journal_moved, j.attempted_at, j.priority, j.run_at, j.meta
 )
 SELECT c.id, c.kind, c.payload, c.carry, c.runs, c.failures, c.lease_token, c.journal,
-       c.journal_moved, c.attempted_at, c.meta
+       c.journal_moved, c.attempted_at, c.meta, c.run_at
 FROM claimed c
 ORDER BY c.priority DESC, c.run_at, c.id
 `
@@ -340,6 +340,7 @@ type ClaimRow struct {
 	JournalMoved int64
 	AttemptedAt  *time.Time
 	Meta         []byte
+	RunAt        time.Time
 }
 
 // Claims up to max due plain jobs (see ClaimGated for the others) of the given kinds from one queue, most urgent first, then by
@@ -376,6 +377,7 @@ func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]*Claim
 			&i.JournalMoved,
 			&i.AttemptedAt,
 			&i.Meta,
+			&i.RunAt,
 		); err != nil {
 			return nil, err
 		}
@@ -395,7 +397,10 @@ SELECT id::uuid AS id, kind::text AS kind, payload::jsonb AS payload, carry::jso
        COALESCE(wake_in_us, -1)::bigint AS wake_in_us,
        -- The job's metadata, from the row the claim updated: JSON null when it has none
        -- (SQL NULL only in a row that is not a job).
-       g.meta::jsonb AS meta
+       g.meta::jsonb AS meta,
+       -- The job's due time, for work middleware (JobInfo.Due); NULL only in a row that
+       -- is not a job.
+       COALESCE(g.run_at, g.attempted_at)::timestamptz AS run_at
 FROM venturi_claim_gated($1::text, $2::text[], $3::int, $4::bigint, $5::text,
                          $6::int, $7::text) g
 WHERE (SELECT x.part FROM venturi_job x
@@ -428,6 +433,7 @@ type ClaimGatedRow struct {
 	Breaker      string
 	WakeInUs     int64
 	Meta         []byte
+	RunAt        time.Time
 }
 
 // Claims up to max gated jobs (slots, partitions, kinds with limits; every job of a queue
@@ -469,6 +475,7 @@ func (q *Queries) ClaimGated(ctx context.Context, db DBTX, arg ClaimGatedParams)
 			&i.Breaker,
 			&i.WakeInUs,
 			&i.Meta,
+			&i.RunAt,
 		); err != nil {
 			return nil, err
 		}
