@@ -154,7 +154,9 @@ func testLogger() *slog.Logger {
 // awaitState polls the job until it is in state, or fails after within.
 func awaitState(q *venturi.Queue, id ulid.ULID, state venturi.State) (*venturi.Job, error) {
 	deadline := time.Now().Add(within)
-	for {
+	tick := time.NewTicker(5 * time.Millisecond) // the polling interval
+	defer tick.Stop()
+	for ; ; <-tick.C {
 		j, err := q.Job(context.Background(), id)
 		if err != nil {
 			return nil, err
@@ -165,7 +167,6 @@ func awaitState(q *venturi.Queue, id ulid.ULID, state venturi.State) (*venturi.J
 		if time.Now().After(deadline) {
 			return j, fmt.Errorf("job %s is %s after %v, want %s", id, j.State, within, state)
 		}
-		time.Sleep(5 * time.Millisecond) // polling interval of a condition with a deadline
 	}
 }
 
@@ -214,7 +215,9 @@ func (s *seenBaggage) get() []string {
 func awaitSample(t *testing.T, q *venturi.Queue, cond func(venturi.Stats) bool) venturi.Stats {
 	t.Helper()
 	deadline := time.Now().Add(within)
-	for {
+	tick := time.NewTicker(10 * time.Millisecond) // the polling interval
+	defer tick.Stop()
+	for ; ; <-tick.C {
 		s, err := q.Stats(context.Background())
 		if err != nil {
 			t.Fatalf("stats: %v", err)
@@ -225,6 +228,5 @@ func awaitSample(t *testing.T, q *venturi.Queue, cond func(venturi.Stats) bool) 
 		if time.Now().After(deadline) {
 			t.Fatalf("no stats sample as wanted after %v; the last: %+v", within, s)
 		}
-		time.Sleep(10 * time.Millisecond) // polling interval of a condition with a deadline
 	}
 }
