@@ -26,12 +26,15 @@ CHAOS_BIN := $(CURDIR)/.bin/chaos
 CHAOS_PG = flock -w 900 $(CHAOS_PGDATA).lock env -u DATABASE_URL -u TEST_DATABASE_URL VENTURI_PGDATA=$(CHAOS_PGDATA) $(CURDIR)/scripts/pg.sh
 CHAOS_RUN = $(CHAOS_PG) with -- $(CHAOS_BIN) -pgsh $(CURDIR)/scripts/pg.sh
 
-.PHONY: chaos test/chaos chaos/control chaos/build chaos/overload chaos/failover-sync chaos/failover-async chaos/fulldisk chaos/longtx
+.PHONY: chaos chaos/full test/chaos chaos/control chaos/build chaos/overload chaos/failover-sync chaos/failover-async chaos/fulldisk chaos/longtx
 chaos/build:
 	@mkdir -p $(dir $(CHAOS_BIN))
 	cd chaos && go build -o $(CHAOS_BIN) .
 
-chaos: chaos/build ## Full chaos run: 13,000 jobs, 3 workers x 8, ~100 kills, 3 PG restarts, 2 half-open cuts, 2 PgBouncer restarts (~6 min)
+chaos: ## The whole fault suite, one mode after another: chaos/full, both failovers, the full WAL disk, the long transaction (~22 min)
+	@$(MAKE) --no-print-directory chaos/full chaos/failover-sync chaos/failover-async chaos/fulldisk chaos/longtx
+
+chaos/full: chaos/build ## Full profile: 13,000 jobs, 3 workers x 8, ~100 kills, 3 PG restarts, 2 half-open cuts, 2 PgBouncer restarts (~6 min)
 	@$(CHAOS_RUN) $(CHAOS_FLAGS)
 
 test/chaos: chaos/build ## Checker and lease-loop tests, a short chaos run (under two minutes), a short fault-free control
@@ -46,7 +49,7 @@ chaos/control: chaos/build ## Fault-free control run of the full profile: must s
 	@$(CHAOS_RUN) -control $(CHAOS_FLAGS)
 
 # Reliability II (chaos/README.md "Failover", "Full disk", "Long transaction"): modes of
-# their own, minutes each; not part of `make chaos` or `make test`.
+# their own, minutes each; `make chaos` runs them after the full profile, `make test` does not.
 chaos/failover-sync: chaos/build ## Failover to a synchronous replica (primary killed, replica promoted): 0 lost, claiming resumes <= 10s (~2.5 min)
 	@$(CHAOS_RUN) -failover sync $(CHAOS_FLAGS)
 
