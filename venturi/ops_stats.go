@@ -80,7 +80,10 @@ type statsLine struct {
 }
 
 func (l *statsLine) empty() bool {
-	return l.counts == statsCounts{} && l.cps == 0 && l.fps == 0 && l.dps == 0
+	// pendingFailures too: the jobs of a line that all finished inside the commit margin
+	// leave it no counts, and their failures must reach the next sample as the previous
+	// ones, or it counts them again (FailedPerSec twice).
+	return l.counts == statsCounts{} && l.cps == 0 && l.fps == 0 && l.dps == 0 && l.pendingFailures == 0
 }
 
 // sampleStatsIfDue samples the stats when this worker's hint says one may be due; the
@@ -101,12 +104,15 @@ func (m *maintainer) sampleStatsIfDue(ctx context.Context) {
 }
 
 // sampleStats takes one sample under the maintenance lock if one is due, in one
-// transaction. It returns how long until the next may be due.
+// REPEATABLE READ transaction. It returns how long until the next may be due.
 func (m *maintainer) sampleStats(ctx context.Context) (wait time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*statsStatementTimeout)
 	defer cancel()
 	wait = m.cfg.StatsInterval
-	err = pgx.BeginFunc(ctx, m.db, func(tx pgx.Tx) error {
+	// One snapshot for the whole sample: the pending and the finished counts are separate
+	// statements, and under READ COMMITTED a job that finished between them was counted
+	// in both (its failures twice in FailedPerSec), or in neither.
+	err = pgx.BeginTxFunc(ctx, m.db, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
 		locked, err := m.q.TryMaintenanceLock(ctx, tx)
 		if err != nil || !locked {
 			return err // another worker maintains, and samples
