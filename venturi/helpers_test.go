@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi"
+	"github.com/venturi-dev/venturi/internal/tcpproxy"
 	"github.com/venturi-dev/venturi/internal/testdb"
 )
 
@@ -309,4 +311,24 @@ func carryIsZero(c json.RawMessage) bool {
 func newEmptyDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	return testdb.Pool(t, testdb.Schema(t), 20)
+}
+
+// proxiedPool opens a pool on direct's schema that reaches PostgreSQL through a test proxy
+// (internal/tcpproxy), for tests of network faults and outages; both close when the test
+// ends.
+func proxiedPool(t *testing.T, direct *pgxpool.Pool) (*pgxpool.Pool, *tcpproxy.Proxy) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(testdb.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := tcpproxy.Start(t, cfg.ConnConfig.Host+":"+strconv.Itoa(int(cfg.ConnConfig.Port)))
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(proxy.Addr().Port)
+	cfg.ConnConfig.RuntimeParams["search_path"] = direct.Config().ConnConfig.RuntimeParams["search_path"]
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, proxy
 }

@@ -3,16 +3,11 @@ package venturi_test
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/venturi-dev/venturi"
-	"github.com/venturi-dev/venturi/internal/tcpproxy"
-	"github.com/venturi-dev/venturi/internal/testdb"
 )
 
 // gatedDone is a handler that completes when the test closes its channel.
@@ -57,18 +52,7 @@ func TestResultOfARunThatEndedInAnOutageLongerThanTheLeaseIsWritten(t *testing.T
 	direct := newDB(t)
 	q := venturi.NewQueue(direct, venturi.QueueConfig{})
 
-	cfg, err := pgxpool.ParseConfig(testdb.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := tcpproxy.Start(t, cfg.ConnConfig.Host+":"+strconv.Itoa(int(cfg.ConnConfig.Port)))
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(proxy.Addr().Port)
-	cfg.ConnConfig.RuntimeParams["search_path"] = direct.Config().ConnConfig.RuntimeParams["search_path"]
-	viaProxy, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(viaProxy.Close)
+	viaProxy, proxy := proxiedPool(t, direct)
 
 	st := gatedDoneState{started: make(chan struct{}, 1), release: make(chan struct{})}
 	warnings := make(chan string, 1024)

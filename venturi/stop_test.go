@@ -3,15 +3,10 @@ package venturi_test
 import (
 	"context"
 	"errors"
-	"strconv"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/venturi-dev/venturi"
-	"github.com/venturi-dev/venturi/internal/tcpproxy"
-	"github.com/venturi-dev/venturi/internal/testdb"
 )
 
 // cutTask runs until shutdown, checkpoints with a pause, and completes on its next run.
@@ -41,18 +36,7 @@ func TestStopKeepsDeadlineWhilePostgresUnreachable(t *testing.T) {
 	direct := newDB(t)
 	q := venturi.NewQueue(direct, venturi.QueueConfig{})
 
-	cfg, err := pgxpool.ParseConfig(testdb.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := tcpproxy.Start(t, cfg.ConnConfig.Host+":"+strconv.Itoa(int(cfg.ConnConfig.Port)))
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(proxy.Addr().Port)
-	cfg.ConnConfig.RuntimeParams["search_path"] = direct.Config().ConnConfig.RuntimeParams["search_path"]
-	viaProxy, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(viaProxy.Close)
+	viaProxy, proxy := proxiedPool(t, direct)
 
 	started := make(chan struct{}, 1)
 	wcfg := fastConfig()
