@@ -53,7 +53,15 @@ case $created in *'"fetch_status":"pending"'*) ;; *) fail "the banner's curl did
 echo "check-run: the banner's key works and its curl, pasted, creates a bookmark"
 for m in "$BOOKMARKS_METRICS_ADDR" "$BOOKMARKS_WORKER_METRICS_ADDR"; do
   grep -q "http://$m/metrics" "$log" || fail "the banner does not show the metrics endpoint $m"
-  curl -s --max-time 2 "http://$m/metrics" | grep -q '^go_goroutines ' || fail "no metrics at http://$m/metrics"
+  # The whole response first, then the match: `curl | grep -q` fails under pipefail when
+  # grep quits at its match before curl has written a response larger than the pipe.
+  scraped=
+  for _ in $(seq 10); do
+    scraped=$(curl -s --max-time 5 "http://$m/metrics" || true)
+    case $scraped in *$'\n'go_goroutines\ *) break ;; esac
+    sleep 1
+  done
+  case $scraped in *$'\n'go_goroutines\ *) ;; *) fail "no metrics at http://$m/metrics" ;; esac
 done
 echo "check-run: the banner's metrics endpoints serve metrics"
 kill -TERM "$make_pid"
