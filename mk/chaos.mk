@@ -53,7 +53,7 @@ chaos/overload: chaos/build ## Overload: producers at 3x the drain rate for CHAO
 # The API half of the overload (chaos/README.md "Overload"): the real bookmarks-api and
 # bookmarks-worker binaries, driven over HTTP by e2e/overload, on the chaos cluster (the
 # flock makes it take turns with the other chaos runs; it restarts nothing).
-chaos/overload-api: ## Overload through the bookmarks API: real api and worker, creates at 3x the drain rate for CHAOS_OVERLOAD_API (5m), a burst past its 256 places, then the drain (~17 min)
+chaos/overload-api: ## Overload through the bookmarks API: real api and worker, creates at 3x the drain rate for CHAOS_OVERLOAD_API (5m), the drain, then a burst past its 256 places (~19 min)
 	@mkdir -p $(dir $(OVERLOAD_API_BIN))
 	cd e2e && GOWORK=off go build -o $(OVERLOAD_API_BIN) ./overload
 	@$(CHAOS_PG) with -- $(OVERLOAD_API_BIN) -root $(CURDIR) -d $(CHAOS_OVERLOAD_API) $(CHAOS_OVERLOAD_API_FLAGS)
