@@ -10,6 +10,11 @@ CHAOS_FLAGS ?=
 # How long chaos/overload's producers run (the issue asks for 5 minutes; the drain of the
 # backlog takes twice as long again).
 CHAOS_OVERLOAD ?= 5m
+# chaos/overload-api: how long producers overload the bookmarks API (the issue asks for 5
+# minutes), and the driver's flags (e2e/overload: -factor, -hosts, -page-delay, -burst, ...).
+CHAOS_OVERLOAD_API ?= 5m
+CHAOS_OVERLOAD_API_FLAGS ?=
+OVERLOAD_API_BIN := $(CURDIR)/.bin/overload-api
 # chaos/fulldisk: how long the WAL's filesystem stays full, its size (MiB), and the
 # throwaway cluster whose WAL lives there (made and removed by scripts/pg-waldisk.sh).
 CHAOS_FULLDISK ?= 20s
@@ -26,7 +31,7 @@ CHAOS_BIN := $(CURDIR)/.bin/chaos
 CHAOS_PG = flock -w 900 $(CHAOS_PGDATA).lock env -u DATABASE_URL -u TEST_DATABASE_URL VENTURI_PGDATA=$(CHAOS_PGDATA) $(CURDIR)/scripts/pg.sh
 CHAOS_RUN = $(CHAOS_PG) with -- $(CHAOS_BIN) -pgsh $(CURDIR)/scripts/pg.sh
 
-.PHONY: chaos chaos/full test/chaos chaos/control chaos/build chaos/overload chaos/failover-sync chaos/failover-async chaos/fulldisk chaos/longtx
+.PHONY: chaos chaos/full test/chaos chaos/control chaos/build chaos/overload chaos/overload-api chaos/failover-sync chaos/failover-async chaos/fulldisk chaos/longtx
 chaos/build:
 	@mkdir -p $(dir $(CHAOS_BIN))
 	cd chaos && go build -o $(CHAOS_BIN) .
@@ -44,6 +49,14 @@ test/chaos: chaos/build ## Checker and lease-loop tests, a short chaos run (unde
 
 chaos/overload: chaos/build ## Overload: producers at 3x the drain rate for CHAOS_OVERLOAD (5m), then the drain (~17 min)
 	@$(CHAOS_RUN) -overload $(CHAOS_OVERLOAD) -lease 5s $(CHAOS_FLAGS)
+
+# The API half of the overload (chaos/README.md "Overload"): the real bookmarks-api and
+# bookmarks-worker binaries, driven over HTTP by e2e/overload, on the chaos cluster (the
+# flock makes it take turns with the other chaos runs; it restarts nothing).
+chaos/overload-api: ## Overload through the bookmarks API: real api and worker, creates at 3x the drain rate for CHAOS_OVERLOAD_API (5m), the drain, then a burst past its 256 places (~19 min)
+	@mkdir -p $(dir $(OVERLOAD_API_BIN))
+	cd e2e && GOWORK=off go build -o $(OVERLOAD_API_BIN) ./overload
+	@$(CHAOS_PG) with -- $(OVERLOAD_API_BIN) -root $(CURDIR) -d $(CHAOS_OVERLOAD_API) $(CHAOS_OVERLOAD_API_FLAGS)
 
 chaos/control: chaos/build ## Fault-free control run of the full profile: must show 0 duplicate starts
 	@$(CHAOS_RUN) -control $(CHAOS_FLAGS)

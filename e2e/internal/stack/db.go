@@ -1,7 +1,7 @@
-// Package stack runs the bookmarks system for the e2e suite: a PostgreSQL (testcontainers
-// when a Docker engine answers, otherwise the project's scripts/pg.sh server named by
-// TEST_DATABASE_URL), the real bookmarks-api and bookmarks-worker binaries as processes, and
-// a local page server.
+// Package stack runs the bookmarks system for the e2e suite and the API overload driver
+// (e2e/overload): a PostgreSQL (testcontainers when a Docker engine answers, otherwise the
+// project's scripts/pg.sh server named by TEST_DATABASE_URL; OpenDatabaseAt for a given
+// URL), and the real bookmarks-api and bookmarks-worker binaries as processes.
 package stack
 
 import (
@@ -76,10 +76,29 @@ func OpenDatabase(ctx context.Context) (*Database, error) {
 		}
 		db.Source = "TEST_DATABASE_URL"
 	}
+	if err := db.openSchema(ctx, base); err != nil {
+		return nil, err
+	}
+	return db, nil
+}
+
+// OpenDatabaseAt migrates a fresh schema in the PostgreSQL at base (a scripts/pg.sh URL),
+// without looking for Docker: for drivers that run against a cluster they were given.
+func OpenDatabaseAt(ctx context.Context, base string) (*Database, error) {
+	db := &Database{Source: "DATABASE_URL"}
+	if err := db.openSchema(ctx, base); err != nil {
+		return nil, err
+	}
+	return db, nil
+}
+
+// openSchema creates a private schema in the database at base, points db.URL and db.Pool
+// at it and migrates it. On error it closes db.
+func (db *Database) openSchema(ctx context.Context, base string) error {
 	admin, err := pgxpool.New(ctx, base)
 	if err != nil {
 		db.Close()
-		return nil, err
+		return err
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -87,7 +106,7 @@ func OpenDatabase(ctx context.Context) (*Database, error) {
 	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		admin.Close()
 		db.Close()
-		return nil, err
+		return err
 	}
 	db.cleanup = append(db.cleanup, func() {
 		_, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
@@ -96,7 +115,7 @@ func OpenDatabase(ctx context.Context) (*Database, error) {
 	u, err := url.Parse(base)
 	if err != nil {
 		db.Close()
-		return nil, err
+		return err
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
@@ -104,14 +123,14 @@ func OpenDatabase(ctx context.Context) (*Database, error) {
 	db.URL = u.String()
 	if db.Pool, err = pgxpool.New(ctx, db.URL); err != nil {
 		db.Close()
-		return nil, err
+		return err
 	}
 	db.cleanup = append(db.cleanup, db.Pool.Close)
 	if _, err := migrations.Migrate(ctx, db.Pool); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("migrate: %w", err)
+		return fmt.Errorf("migrate: %w", err)
 	}
-	return db, nil
+	return nil
 }
 
 // Close drops the schema and stops what OpenDatabase started.

@@ -60,6 +60,16 @@ func (p *Process) Start() error {
 	return nil
 }
 
+// PID is the running incarnation's process ID, or 0 when it is not running.
+func (p *Process) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Command runs the binary once with args and the process's environment (a subcommand such
 // as `bookmarks-api keys create`), and returns its stdout; stderr is in the error.
 func (p *Process) Command(ctx context.Context, args ...string) (string, error) {
