@@ -170,6 +170,10 @@ func (b *bencher) scenarioOps(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	payload, err := q.ListJobs(ctx, venturi.JobFilter{Payload: []venturi.PathMatch{{Path: []string{"user"}, Value: "42"}}}, "", dashboard.DefaultPageSize)
+	if err != nil {
+		return err
+	}
 	h, err := dashboard.New(q, dashboard.Config{Prefix: "/ops", Logger: slog.New(slog.DiscardHandler),
 		Access: func(*http.Request) dashboard.Access {
 			return dashboard.Access{Actor: "bench", Grants: dashboard.AllActions}
@@ -191,6 +195,9 @@ func (b *bencher) scenarioOps(ctx context.Context) error {
 		{name: "jobs tab completed", path: "/ops/jobs?state=completed", reads: "ListJobs (newest finished), Stats"},
 		{name: "jobs filter kind + queue", path: "/ops/jobs?q=kind:bench.mail+queue:imports", reads: "ListJobs, Stats"},
 		{name: "jobs filter payload path", path: "/ops/jobs?q=payload.user:42", reads: "ListJobs, Stats"},
+		{name: "jobs filter payload path, page 2", path: "/ops/jobs?q=payload.user:42&cursor=" + payload.Next, reads: "ListJobs (search window), Stats"},
+		{name: "jobs filter note alone", path: "/ops/jobs?q=note:timeout", reads: "ListJobs (search window), Stats"},
+		{name: "jobs filter key alone (no match)", path: "/ops/jobs?q=key:nothing", reads: "ListJobs (search window), Stats"},
 		{name: "jobs filter created within", path: "/ops/jobs?q=within:10m", reads: "ListJobs, Stats"},
 		{name: "dead jobs", path: "/ops/dead", reads: "ListJobs(state:dead), Stats"},
 		{name: "dead jobs, note filter", path: "/ops/dead?q=note:timeout", reads: "ListJobs(state:dead note:), Stats"},

@@ -83,6 +83,11 @@ type JobPage struct {
 	Jobs []JobSummary
 	// Next is the cursor of the next page; empty on the last page.
 	Next string
+	// Partial reports that the page ended at its search window ([ListSearchWindow]) before
+	// it was full: the filter has a predicate no index serves (note, payload, attachment),
+	// and Next searches on after the jobs read so far. Jobs may hold fewer than the page's
+	// limit, or none.
+	Partial bool
 }
 
 // MaxListPage bounds one page of [Queue.ListJobs].
@@ -141,10 +146,17 @@ const MaxBulkJobs = 100_000
 // BulkOptions qualify a bulk action.
 type BulkOptions struct {
 	// DryRun counts what the action would change and changes nothing (and writes no
-	// audit entry).
+	// audit entry). It counts in one statement instead of walking: Matched is every
+	// matching job, up to CountMax (CountStopped and More when it stopped there),
+	// Eligible those the action applies to, up to Limit (More when more are).
 	DryRun bool
 	// Limit is the most jobs to change; 0 or more than MaxBulkJobs means MaxBulkJobs.
 	Limit int
+	// CountMax bounds a dry run's count: it stops at this many matching jobs
+	// (BulkResult.CountStopped), so that its time stays bounded (a count reads each
+	// match's row: about 7 µs each). 0, or more than twice MaxBulkJobs, means twice
+	// MaxBulkJobs. The dashboard counts at most 5,000.
+	CountMax int
 	// Reason is written in each changed job's journal and in the audit entry.
 	Reason string
 }
@@ -158,6 +170,9 @@ type BulkResult struct {
 	More bool
 	// AuditID is the audit entry's ID; 0 on a dry run.
 	AuditID int64
+	// CountStopped reports that a dry run's count stopped at BulkOptions.CountMax: at
+	// least Matched jobs match (and More is set).
+	CountStopped bool
 }
 
 // ---- audit ---------------------------------------------------------------------------

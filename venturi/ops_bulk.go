@@ -143,20 +143,35 @@ func (q *Queue) bulk(ctx context.Context, f JobFilter, o BulkOptions, a bulkActi
 	if len(f.States) == 1 {
 		state = f.States[0]
 	}
+	if o.DryRun {
+		countMax := bulkCountMax
+		if o.CountMax > 0 {
+			countMax = min(o.CountMax, bulkCountMax)
+		}
+		return q.bulkCount(ctx, &f, limit, countMax, a)
+	}
 	var cur *listCursor
 	for !res.More {
 		var rows []*listRow
+		var edge *listRow
 		err := q.listTx(ctx, func(tx pgx.Tx) (err error) {
-			rows, err = q.listAfter(ctx, tx, &f, cur, bulkBatch, false)
+			rows, edge, err = q.listAfter(ctx, tx, &f, cur, bulkBatch, false)
 			return err
 		})
 		if err != nil {
 			return res, err
 		}
-		if len(rows) == 0 {
+		switch {
+		case edge != nil: // a search window without a full batch: walk on after it
+			cur = cursorAfter(order, state, edge)
+		case len(rows) == 0:
+			cur = nil
+		default:
+			cur = cursorAfter(order, state, rows[len(rows)-1])
+		}
+		if cur == nil {
 			break
 		}
-		cur = cursorAfter(order, state, rows[len(rows)-1])
 		var ids []pgtype.UUID
 		for _, r := range rows {
 			if a.eligible(r) {
@@ -169,7 +184,7 @@ func (q *Queue) bulk(ctx context.Context, f JobFilter, o BulkOptions, a bulkActi
 			}
 			res.Matched++
 		}
-		if o.DryRun || len(ids) == 0 {
+		if len(ids) == 0 {
 			continue
 		}
 		n, err := q.bulkBatch(ctx, a, ids, note, f.String(), reason, &res)
@@ -184,6 +199,56 @@ func (q *Queue) bulk(ctx context.Context, f JobFilter, o BulkOptions, a bulkActi
 			return res, err
 		}
 		res.AuditID = id
+	}
+	return res, nil
+}
+
+// bulkCountMax is how many matching jobs a dry run counts at most by default: twice the
+// most a bulk action changes, so that an action over mostly ineligible jobs still counts
+// its eligible ones.
+const bulkCountMax = 2 * MaxBulkJobs
+
+// bulkCount is a's dry run over f: one statement that counts the matching jobs by state
+// (CountMatchingJobs), bounded by ListTimeout, instead of the action's walk. Matched is
+// every matching job (at most countMax: CountStopped and More when the count stopped
+// there), Eligible those of them a applies to, at most limit (More when more are).
+func (q *Queue) bulkCount(ctx context.Context, f *JobFilter, limit, countMax int, a bulkAction) (BulkResult, error) {
+	var res BulkResult
+	lp := listParams(f, false)
+	var one dbsqlc.NullVenturiJobState
+	if len(f.States) == 1 {
+		one = dbsqlc.NullVenturiJobState{VenturiJobState: dbsqlc.VenturiJobState(f.States[0]), Valid: true}
+	}
+	var counts []*dbsqlc.CountMatchingJobsRow
+	err := q.listTx(ctx, func(tx pgx.Tx) (err error) {
+		counts, err = q.q.CountMatchingJobs(ctx, tx, dbsqlc.CountMatchingJobsParams{
+			SingletonPrefix: SingletonSlotPrefix, Max: int32(countMax), OneState: one,
+			Ids: lp.Ids, States: lp.States, Kinds: lp.Kinds, Queues: lp.Queues, DedupKey: lp.DedupKey, KeySearch: lp.KeySearch,
+			HasAfter: lp.HasAfter, After: lp.After, SkewUs: lp.SkewUs, HasBefore: lp.HasBefore, Before: lp.Before,
+			MinusSkewUs: lp.MinusSkewUs, WithinUs: lp.WithinUs, WithinSkewUs: lp.WithinSkewUs, NotePattern: lp.NotePattern,
+			PayloadPaths: lp.PayloadPaths, PayloadValues: lp.PayloadValues,
+			AttachmentPaths: lp.AttachmentPaths, AttachmentValues: lp.AttachmentValues})
+		return err
+	})
+	if err != nil {
+		return res, err
+	}
+	for _, c := range counts {
+		// The eligibility test reads a row's state and partition: a row of the group.
+		r := &listRow{State: dbsqlc.VenturiJobState(c.State)}
+		if c.Singleton {
+			r.Part = pgtype.Text{String: SingletonSlotPrefix, Valid: true}
+		}
+		res.Matched += int(c.N)
+		if a.eligible(r) {
+			res.Eligible += int(c.N)
+		}
+	}
+	if res.Matched >= countMax {
+		res.CountStopped, res.More = true, true
+	}
+	if res.Eligible > limit {
+		res.More, res.Eligible = true, limit
 	}
 	return res, nil
 }

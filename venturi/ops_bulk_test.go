@@ -76,6 +76,10 @@ func TestBulkDryRunAndLimit(t *testing.T) {
 	if err != nil || dry.Eligible != 2 || !dry.More || dry.Changed != 0 {
 		t.Fatalf("dry run with a limit: %+v, %v", dry, err)
 	}
+	dry, err = q.RetryJobs(ctx, f, venturi.BulkOptions{DryRun: true, CountMax: 4})
+	if err != nil || dry.Matched != 4 || !dry.CountStopped || !dry.More || dry.Eligible > 4 {
+		t.Fatalf("dry run with a count bound: %+v, %v", dry, err)
+	}
 	if n := countJobs(t, pool, "state = 'dead'"); n != 5 || len(auditEntries(t, q)) != 0 {
 		t.Fatalf("a dry run changed something: %d dead, audit %v", n, auditEntries(t, q))
 	}

@@ -141,8 +141,8 @@ func listAll(t *testing.T, q *venturi.Queue, f venturi.JobFilter, limit int) []v
 		if page.Next == "" {
 			return all
 		}
-		if len(page.Jobs) != limit {
-			t.Fatalf("a page of %d jobs (limit %d) with a next cursor", len(page.Jobs), limit)
+		if len(page.Jobs) != limit && !page.Partial {
+			t.Fatalf("a page of %d jobs (limit %d) with a next cursor, not partial", len(page.Jobs), limit)
 		}
 		cursor = page.Next
 	}

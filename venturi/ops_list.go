@@ -20,22 +20,33 @@ import (
 
 // Bounds of a listing.
 const (
-	// ListTimeout bounds each statement of [Queue.ListJobs] (and of a bulk action's walk),
-	// so that a filter no index serves (a note or payload match alone, over a large
-	// table) fails with [ErrListTimeout] instead of running on.
+	// ListTimeout bounds each statement of [Queue.ListJobs] (and of a bulk action's walk
+	// and dry run), so that a statement that reads more than it should (a dry run's count
+	// of a note or payload match over a large table, a plan gone wrong) fails with
+	// [ErrListTimeout] instead of running on. A listing's page reads at most
+	// [ListSearchWindow] jobs for such a match and does not come near it.
 	ListTimeout = 5 * time.Second
 	// ListClockSkew is how far a job's ID (a ULID: its producer's clock) may be from its
 	// created_at (the database's) for a created-time filter to find it: such a filter also
 	// bounds the ID by the time give or take ListClockSkew, so that the primary key
 	// narrows the scan.
 	ListClockSkew = 5 * time.Minute
+	// ListSearchWindow is how many jobs one page of [Queue.ListJobs] reads at most to find
+	// the matches of a predicate that no index serves (a note, payload or attachment
+	// match): a page whose window ends before it is full ends there, JobPage.Partial set,
+	// and its Next cursor resumes the search after the window. So every page costs about
+	// the same whatever the table's size and however rare the matches: 4-6 ms per
+	// thousand jobs read for a note or payload match on the 2-core development machine
+	// (bench/RESULTS.md, scenario 14). A bulk action's walk reads windows of this size
+	// too, so its statements stay short.
+	ListSearchWindow = 5_000
 	// defaultListPage is ListJobs' page without a limit.
 	defaultListPage = 50
 )
 
 // ErrListTimeout is returned by [Queue.ListJobs] and the bulk actions when a statement
 // ran past [ListTimeout].
-var ErrListTimeout = fmt.Errorf("venturi: the job listing ran past its %v statement timeout: narrow the filter with a state, kind, queue, id or time range (they use indexes; a note or payload match alone reads every job)", ListTimeout)
+var ErrListTimeout = fmt.Errorf("venturi: the job listing ran past its %v statement timeout: narrow the filter with a state, kind, queue, id or time range (they use indexes; a count of a note or payload match reads every job)", ListTimeout)
 
 // ErrInvalidListCursor is returned for a cursor that ListJobs did not write, or wrote for
 // a filter of another order.
@@ -140,9 +151,15 @@ func cursorAfter(o listOrder, state State, r *listRow) *listCursor {
 // listParams is the filter part of a ListJobs statement.
 func listParams(f *JobFilter, summary bool) dbsqlc.ListJobsParams {
 	skew := delayOf(ListClockSkew)
-	p := dbsqlc.ListJobsParams{Kinds: f.Kinds, Queues: f.Queues, DedupKey: string(f.DedupKey),
+	p := dbsqlc.ListJobsParams{Kinds: f.Kinds, Queues: f.Queues,
 		SkewUs: skew, MinusSkewUs: -skew, WithinUs: delayOf(f.CreatedWithin), WithinSkewUs: delayOf(f.CreatedWithin) + skew,
 		Summary: summary, State: dbsqlc.VenturiJobStateAvailable} // State: a valid value where no branch reads it
+	// A dedup key with kinds may use the dedup index (kind, key); alone it is searched.
+	if len(f.Kinds) > 0 {
+		p.DedupKey = string(f.DedupKey)
+	} else {
+		p.KeySearch = string(f.DedupKey)
+	}
 	for _, id := range f.IDs {
 		p.Ids = append(p.Ids, uuidOf(id))
 	}
@@ -195,6 +212,12 @@ var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 // by [ListTimeout] ([ErrListTimeout]); a filter that an index serves (a state, a kind with
 // a state, IDs, a created-time range) reads about one page of rows per page. A summary's
 // LastNote is cut at 1,024 characters ([Queue.Job] has the whole note).
+//
+// A note, payload or attachment match, and a dedup key without a kind, are not served by
+// an index: a page reads at most
+// [ListSearchWindow] jobs of the listing's order (after the indexed predicates) to find
+// its matches, and ends early when the window does (JobPage.Partial; JobPage.Next
+// searches on). A page may then hold fewer than limit jobs, or none, with more to come.
 func (q *Queue) ListJobs(ctx context.Context, f JobFilter, cursor string, limit int) (JobPage, error) {
 	if err := f.validate(); err != nil {
 		return JobPage{}, err
@@ -208,21 +231,25 @@ func (q *Queue) ListJobs(ctx context.Context, f JobFilter, cursor string, limit 
 		return JobPage{}, err
 	}
 	var rows []*listRow
+	var edge *listRow
 	err = q.listTx(ctx, func(tx pgx.Tx) error {
-		rows, err = q.listAfter(ctx, tx, &f, cur, limit+1, true)
+		rows, edge, err = q.listAfter(ctx, tx, &f, cur, limit+1, true)
 		return err
 	})
 	if err != nil {
 		return JobPage{}, err
 	}
 	var page JobPage
-	if len(rows) > limit {
+	st := State("")
+	if len(f.States) == 1 {
+		st = f.States[0]
+	}
+	switch {
+	case len(rows) > limit:
 		rows = rows[:limit]
-		st := State("")
-		if len(f.States) == 1 {
-			st = f.States[0]
-		}
 		page.Next = cursorAfter(orderOf(&f), st, rows[limit-1]).encode()
+	case edge != nil: // the search window ended first: the next page searches on after it
+		page.Next, page.Partial = cursorAfter(orderOf(&f), st, edge).encode(), true
 	}
 	page.Jobs = make([]JobSummary, len(rows))
 	for i, r := range rows {
@@ -252,10 +279,12 @@ func listError(err error) error {
 	return err
 }
 
-// listAfter reads up to n jobs of f after cur in f's order.
-func (q *Queue) listAfter(ctx context.Context, tx pgx.Tx, f *JobFilter, cur *listCursor, n int, summary bool) ([]*listRow, error) {
+// listAfter reads up to n jobs of f after cur in f's order. When f searches (see
+// searchWindow) and the search window ended before n matches, edge is the window's last
+// job (not a match): the position the walk resumes after.
+func (q *Queue) listAfter(ctx context.Context, tx pgx.Tx, f *JobFilter, cur *listCursor, n int, summary bool) (rows []*listRow, edge *listRow, err error) {
 	p := listParams(f, summary)
-	p.Max = int32(n)
+	p.Max, p.Scan = int32(n), int32(searchWindow(f, n))
 	o := orderOf(f)
 	if o == orderAvailable {
 		return q.listAvailable(ctx, tx, f, p, cur, n)
@@ -267,12 +296,32 @@ func (q *Queue) listAfter(ctx context.Context, tx pgx.Tx, f *JobFilter, cur *lis
 	if cur != nil {
 		p.HasCursor, p.CTs, p.CID = true, cur.TS, uuidOf(cur.ID)
 	}
-	rows, err := q.q.ListJobs(ctx, tx, p)
+	rows, err = q.q.ListJobs(ctx, tx, p)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	// The statement returns its branch's order; keep it whatever the plan.
+	rows, edge = splitEdge(o, rows)
+	return rows, edge, nil
+}
+
+// searchWindow is how many jobs a statement of f's listing reads for n matches: n, or
+// ListSearchWindow when f has a predicate that no index serves (a note, payload or
+// attachment match, a dedup key without a kind).
+func searchWindow(f *JobFilter, n int) int {
+	if f.Note == "" && len(f.Payload) == 0 && len(f.Attachment) == 0 && (f.DedupKey == "" || len(f.Kinds) > 0) {
+		return n
+	}
+	return max(n, ListSearchWindow)
+}
+
+// splitEdge sorts one statement's rows in order o (the statement returns its branch's
+// order; keep it whatever the plan) and takes out the search window's last job, which is
+// not a match and comes after every match.
+func splitEdge(o listOrder, rows []*listRow) ([]*listRow, *listRow) {
 	slices.SortStableFunc(rows, func(a, b *listRow) int { return compareRows(o, a, b) })
+	if n := len(rows); n > 0 && !rows[n-1].Hit {
+		return rows[:n-1], rows[n-1]
+	}
 	return rows, nil
 }
 
@@ -325,7 +374,8 @@ type availableStep struct {
 // listAvailable reads up to n available jobs after cur: queue by queue, and within a
 // queue the plain jobs in claim order, then the gated ones partition by partition. Each
 // step reads one range of a claim index (see ListJobs in queries.sql); a page takes a few.
-func (q *Queue) listAvailable(ctx context.Context, tx pgx.Tx, f *JobFilter, p dbsqlc.ListJobsParams, cur *listCursor, n int) ([]*listRow, error) {
+// A step whose search window ends first ends the page (edge).
+func (q *Queue) listAvailable(ctx context.Context, tx pgx.Tx, f *JobFilter, p dbsqlc.ListJobsParams, cur *listCursor, n int) ([]*listRow, *listRow, error) {
 	var out []*listRow
 	var queue string
 	var steps []availableStep
@@ -344,30 +394,34 @@ func (q *Queue) listAvailable(ctx context.Context, tx pgx.Tx, f *JobFilter, p db
 	if cur == nil {
 		var err error
 		if queue, err = q.nextAvailableQueue(ctx, tx, f, ""); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	for queue != "" && len(out) < n {
 		p.CQueue = queue
 		for _, s := range steps {
 			p.OrderBy, p.Seg, p.Max = string(s.order), s.seg, int32(n-len(out))
+			p.Scan = int32(searchWindow(f, int(p.Max)))
 			rows, err := q.q.ListJobs(ctx, tx, p)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			slices.SortStableFunc(rows, func(a, b *listRow) int { return compareRows(s.order, a, b) })
+			rows, edge := splitEdge(s.order, rows)
 			out = append(out, rows...)
 			if len(out) >= n {
-				return out[:n], nil
+				return out[:n], nil, nil
+			}
+			if edge != nil {
+				return out, edge, nil
 			}
 		}
 		next, err := q.nextAvailableQueue(ctx, tx, f, queue)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		queue, steps = next, []availableStep{{orderPlain, 0}, {orderGated, 0}}
 	}
-	return out, nil
+	return out, nil, nil
 }
 
 // nextAvailableQueue is the first queue after the named one that may hold f's available

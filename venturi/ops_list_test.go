@@ -283,3 +283,170 @@ func TestListJobsRefusesBadInput(t *testing.T) {
 		t.Fatalf("%+v, %v", page, err)
 	}
 }
+
+// seedMany inserts n jobs of one state and kind "ops" in one statement, IDs in order (the
+// last the newest), all due at one time (a batch) and, when finished, finished in ID
+// order; job i (from 0) has the payload {"n": i} and, if match(i), the journal note
+// "needle" (others "hay").
+func seedMany(t *testing.T, pool *pgxpool.Pool, n int, state string, queue string, match func(i int) bool) []ulid.ULID {
+	t.Helper()
+	var needles []int32
+	for i := range n {
+		if match(i) {
+			needles = append(needles, int32(i))
+		}
+	}
+	ids := make([]ulid.ULID, n)
+	base := ulid.Timestamp(time.Now())
+	raw := make([][]byte, n)
+	for i := range ids {
+		ids[i] = ulid.MustNew(base, ulid.DefaultEntropy())
+		if i > 0 && ids[i].Compare(ids[i-1]) <= 0 { // the same millisecond: keep the order
+			ids[i] = ulid.MustNew(base+uint64(i), ulid.DefaultEntropy())
+		}
+		raw[i] = ids[i][:]
+	}
+	if _, err := pool.Exec(context.Background(), `
+		INSERT INTO venturi_job (id, kind, queue, state, payload, journal, run_at, created_at, finished_at, runs, attempted_at)
+		SELECT x.id, 'ops', $2, $3::text::venturi_job_state, jsonb_build_object('n', x.i - 1),
+		       CASE WHEN $3 IN ('completed', 'dead') THEN jsonb_build_array(jsonb_build_object('event', $3, 'run', 1,
+		            'note', CASE WHEN x.i - 1 = ANY($4::int[]) THEN 'needle' ELSE 'hay' END)) ELSE '[]'::jsonb END,
+		       date_trunc('second', now()) + interval '1 hour' * (CASE WHEN $3 = 'scheduled' THEN 1 ELSE 0 END),
+		       now(), CASE WHEN $3 IN ('completed', 'dead') THEN now() - interval '1 millisecond' * ($5::int - x.i) END,
+		       CASE WHEN $3 IN ('completed', 'dead') THEN 1 ELSE 0 END, CASE WHEN $3 IN ('completed', 'dead') THEN now() END
+		FROM unnest($1::uuid[]) WITH ORDINALITY AS x(id, i)`, raw, queue, state, needles, n); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// TestListJobsSearchesInWindows: a note or payload match (no index serves it) over more
+// jobs than one search window: a page reads at most ListSearchWindow jobs and ends early
+// when its window does (Partial, with a cursor after the window), and walking the pages
+// finds every match once and in order, in the finished, the available and the newest
+// first orders; a bulk action walks the same windows; its dry run counts the matches.
+func TestListJobsSearchesInWindows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, q := newQueue(t)
+	n := 2*venturi.ListSearchWindow + 500
+	sparse := func(i int) bool { return i%7000 == 3 } // 4 matches, windows apart
+	completed := seedMany(t, pool, n, "completed", venturi.DefaultQueue, sparse)
+	available := seedMany(t, pool, n, "available", "media", func(int) bool { return false })
+	var wantCompleted, wantAvailable []ulid.ULID
+	for i := range n {
+		if sparse(i) {
+			wantCompleted = append(wantCompleted, completed[i])
+		}
+		if i%5000 == 1 {
+			wantAvailable = append(wantAvailable, available[i])
+		}
+	}
+	slices.Reverse(wantCompleted)                        // newest finished first
+	walk := func(s string, want []ulid.ULID, jobs int) { // jobs: how many the indexed predicates leave
+		t.Helper()
+		f := mustFilter(t, s)
+		var got []ulid.ULID
+		pages, partial := 0, 0
+		cursor := ""
+		for {
+			page, err := q.ListJobs(ctx, f, cursor, 3)
+			if err != nil {
+				t.Fatalf("%s: %v", s, err)
+			}
+			pages++
+			if page.Partial {
+				partial++
+			}
+			got = append(got, summaryIDs(page.Jobs)...)
+			if page.Next == "" {
+				break
+			}
+			cursor = page.Next
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: listed %d jobs %v, want %d %v", s, len(got), got, len(want), want)
+		}
+		// Each window ends a page (partial) unless the page filled first: the walk reads
+		// about one window per page, and at most one page per window more than it needs.
+		windows := jobs/venturi.ListSearchWindow + 1
+		if partial == 0 || pages > windows+len(want)/3+1 {
+			t.Fatalf("%s: %d pages, %d partial, for %d jobs in windows of %d", s, pages, partial, jobs, venturi.ListSearchWindow)
+		}
+	}
+	walk("state:completed note:needle", wantCompleted, n)
+	// The available order: payload matches within one queue's plain jobs, oldest due first.
+	if _, err := pool.Exec(ctx, `UPDATE venturi_job SET payload = payload || '{"m": "x"}' WHERE queue = 'media' AND (payload->>'n')::int % 5000 = 1`); err != nil {
+		t.Fatal(err)
+	}
+	walk("state:available queue:media payload.m:x", wantAvailable, n)
+	// Newest first over every state (the available jobs are newer, and none matches).
+	all := slices.SortedFunc(slices.Values(wantCompleted), func(a, b ulid.ULID) int { return b.Compare(a) })
+	walk("note:needle", all, 2*n)
+	walk("key:nothing", nil, 2*n) // a dedup key without a kind: searched too
+
+	f := mustFilter(t, "note:needle")
+	dry, err := q.DeleteJobs(ctx, f, venturi.BulkOptions{DryRun: true})
+	if err != nil || dry != (venturi.BulkResult{Matched: len(wantCompleted), Eligible: len(wantCompleted)}) {
+		t.Fatalf("dry run: %+v, %v", dry, err)
+	}
+	res, err := q.DeleteJobs(ctx, f, venturi.BulkOptions{})
+	if err != nil || res.Changed != len(wantCompleted) || res.Matched != len(wantCompleted) {
+		t.Fatalf("delete: %+v, %v", res, err)
+	}
+	if left := countJobs(t, pool, "journal @> '[{\"note\": \"needle\"}]'"); left != 0 {
+		t.Fatalf("%d matching jobs left after the bulk delete", left)
+	}
+}
+
+// TestMigration15UpgradesAVersion14Schema: the upgrade to version 15 with scheduled and
+// waiting jobs in the table, many of them due at one time: the new indexes hold (run_at,
+// id) and the old ones are gone; the listing walks the jobs that share a due time in ID
+// order, each once; a worker still promotes and runs the scheduled jobs that are due.
+func TestMigration15UpgradesAVersion14Schema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 14)
+	batch := seedMany(t, pool, 40, "scheduled", venturi.DefaultQueue, func(int) bool { return false })
+	waiting := seedMany(t, pool, 15, "waiting", venturi.DefaultQueue, func(int) bool { return false })
+	due := seed(t, pool, seedJob{state: "scheduled", runAt: -time.Second}, seedJob{state: "scheduled", runAt: -time.Second})
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || !slices.Contains(applied, 15) {
+		t.Fatalf("Migrate = %v, %v; want version 15 applied", applied, err)
+	}
+	rows, err := pool.Query(ctx, `SELECT indexname, indexdef FROM pg_indexes
+		WHERE tablename = 'venturi_job' AND schemaname = current_schema() AND indexname ~ '^venturi_job_(scheduled|waiting)'
+		ORDER BY indexname`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var defs []string
+	for rows.Next() {
+		var name, def string
+		if err := rows.Scan(&name, &def); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(def, "(run_at, id)") {
+			t.Errorf("%s: %s, want (run_at, id)", name, def)
+		}
+		defs = append(defs, name)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(defs, []string{"venturi_job_scheduled_due_idx", "venturi_job_waiting_due_idx"}) {
+		t.Fatalf("indexes %v, want only the two of version 15", defs)
+	}
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	if got := summaryIDs(listAll(t, q, mustFilter(t, "state:waiting"), 4)); !slices.Equal(got, waiting) {
+		t.Fatalf("waiting jobs listed %v, want %v", got, waiting)
+	}
+	want := append(slices.Clone(due), batch...) // the due ones first, then the batch by ID
+	if got := summaryIDs(listAll(t, q, mustFilter(t, "state:scheduled"), 7)); !slices.Equal(got, want) {
+		t.Fatalf("scheduled jobs listed %v, want %v", got, want)
+	}
+	startOpsWorker(t, pool, fastConfig())
+	eventually(t, 10*time.Second, "the due scheduled jobs run", func() bool {
+		return countJobs(t, pool, "id = ANY($1) AND state = 'completed'", [][]byte{due[0][:], due[1][:]}) == 2
+	})
+}

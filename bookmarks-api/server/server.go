@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/net/netutil"
 
 	"github.com/venturi-dev/bookmarks/bookmarks-api/internal/httpapi"
 	"github.com/venturi-dev/bookmarks/shared/telemetry"
@@ -58,7 +59,16 @@ type Config struct {
 	// disables it). It is unauthenticated: keep it on loopback or on a network that only
 	// the scraper reaches, never on a public address.
 	MetricsAddr string
+	// MaxConns bounds the API's open connections (BOOKMARKS_API_MAX_CONNS, default
+	// DefaultMaxConns): past it, new connections wait in the kernel's accept queue until
+	// one closes. The shed limit (256 requests in flight, answered 503) bounds the work;
+	// this bounds the memory of connections (about 45 KiB each), which a burst of clients
+	// or a slow-loris would otherwise grow without end (chaos/README.md, "Overload").
+	MaxConns int
 }
+
+// DefaultMaxConns is the default of Config.MaxConns.
+const DefaultMaxConns = 2048
 
 // DefaultMetricsAddr is the default of Config.MetricsAddr: loopback only.
 const DefaultMetricsAddr = "127.0.0.1:9464"
@@ -68,7 +78,8 @@ const ServiceName = "bookmarks-api"
 
 // FromEnv reads the configuration from the environment.
 func FromEnv() (Config, error) {
-	c := Config{DatabaseURL: os.Getenv("DATABASE_URL"), Addr: os.Getenv("BOOKMARKS_API_ADDR"), ShutdownTimeout: 15 * time.Second}
+	c := Config{DatabaseURL: os.Getenv("DATABASE_URL"), Addr: os.Getenv("BOOKMARKS_API_ADDR"), ShutdownTimeout: 15 * time.Second,
+		MaxConns: DefaultMaxConns}
 	if c.DatabaseURL == "" {
 		return c, errors.New("DATABASE_URL is not set")
 	}
@@ -107,6 +118,13 @@ func FromEnv() (Config, error) {
 			return c, fmt.Errorf("BOOKMARKS_IMPORT_CONFIRM_TIMEOUT: want a duration of at least 1s such as 24h, got %q", v)
 		}
 		c.ImportConfirmTimeout = d
+	}
+	if v := os.Getenv("BOOKMARKS_API_MAX_CONNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1_000_000 {
+			return c, fmt.Errorf("BOOKMARKS_API_MAX_CONNS: want a number of connections from 1 to 1000000 such as 2048, got %q", v)
+		}
+		c.MaxConns = n
 	}
 	if v := os.Getenv("BOOKMARKS_API_PUBLIC_URL"); v != "" {
 		u, err := ParsePublicURL(v)
@@ -258,7 +276,11 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ln, metrics net.Li
 	}
 	log.Info("bookmarks-api listening", "addr", ln.Addr().String(), "tracing", tel.Tracing)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	maxConns := cfg.MaxConns
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	go func() { errc <- srv.Serve(netutil.LimitListener(ln, maxConns)) }()
 	select {
 	case err := <-errc:
 		return err

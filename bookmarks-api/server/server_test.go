@@ -78,3 +78,22 @@ func TestImportConfirmationFromEnv(t *testing.T) {
 		}
 	}
 }
+
+func TestMaxConnsFromEnv(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://x")
+	if c, err := FromEnv(); err != nil || c.MaxConns != DefaultMaxConns {
+		t.Fatalf("default: %d, %v", c.MaxConns, err)
+	}
+	t.Setenv("BOOKMARKS_API_MAX_CONNS", "300")
+	if c, err := FromEnv(); err != nil || c.MaxConns != 300 {
+		t.Fatalf("set: %d, %v", c.MaxConns, err)
+	}
+	for _, v := range []string{"0", "-1", "lots", "2000000"} {
+		t.Run(v, func(t *testing.T) {
+			t.Setenv("BOOKMARKS_API_MAX_CONNS", v)
+			if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), "BOOKMARKS_API_MAX_CONNS") {
+				t.Fatalf("%s: %v, want an error naming the variable", v, err)
+			}
+		})
+	}
+}

@@ -198,7 +198,7 @@ func userErrorOf(err error) *userError {
 		return &userError{http.StatusBadRequest, "The page cursor is not valid: start again from the first page."}
 	case errors.Is(err, venturi.ErrListTimeout):
 		return &userError{http.StatusUnprocessableEntity, "The listing took longer than " + venturi.ListTimeout.String() +
-			" and was stopped: narrow the filter with a state, kind, queue, id or time range (they use indexes; a note or payload match alone reads every job)."}
+			" and was stopped: narrow the filter with a state, kind, queue, id or time range (they use indexes; a count of a note or payload match reads every job)."}
 	case errors.Is(err, venturi.ErrNotFound), errors.Is(err, venturi.ErrNoSchedule), errors.Is(err, venturi.ErrNoCircuit):
 		return errNotFound
 	case errors.Is(err, venturi.ErrInvalidQueue):

@@ -126,6 +126,8 @@ type jobsData struct {
 	Jobs      []venturi.JobSummary
 	NextURL   string
 	FirstURL  string
+	Partial   bool // the page ended at its search window (venturi.ListSearchWindow)
+	Window    int  // the window's size
 	Limit     int
 	Dead      bool
 	Counted   bool // there is a stats sample
@@ -199,7 +201,7 @@ func (h *handler) jobList(rq *request, dead bool) (*view, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.Jobs = page.Jobs
+	d.Jobs, d.Partial, d.Window = page.Jobs, page.Partial, venturi.ListSearchWindow
 	lim := ""
 	if limit != DefaultPageSize {
 		lim = strconv.Itoa(limit)
@@ -397,6 +399,10 @@ type bulkData struct {
 	FormURL      string
 }
 
+// dryRunCountMax is how many matching jobs a bulk action's dry run counts at most, so
+// that the confirmation page stays fast (about 7 µs a job).
+const dryRunCountMax = 5_000
+
 // bulkConfirm is the first step of a bulk action: a dry run counts what it would change
 // (the filter's matching jobs, by the listing's indexes where it can), and the page asks
 // for a confirmation.
@@ -413,7 +419,7 @@ func (h *handler) bulkConfirm(rq *request) (*view, error) {
 	if err != nil {
 		return nil, badRequest("The filter is not valid: " + filterMessage(err))
 	}
-	res, err := act.run(h.q, rq, f, venturi.BulkOptions{DryRun: true})
+	res, err := act.run(h.q, rq, f, venturi.BulkOptions{DryRun: true, CountMax: dryRunCountMax})
 	if err != nil {
 		return nil, err
 	}

@@ -84,9 +84,10 @@ func jobsList(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
 		}
 		if c.json {
 			return writeJSON(a.stdout, struct {
-				Jobs []venturi.JobSummary
-				Next string
-			}{append([]venturi.JobSummary{}, page.Jobs...), page.Next})
+				Jobs    []venturi.JobSummary
+				Next    string
+				Partial bool `json:",omitempty"`
+			}{append([]venturi.JobSummary{}, page.Jobs...), page.Next, page.Partial})
 		}
 		t := newTable(a.stdout, "ID", "KIND", "QUEUE", "STATE", "PRI", "RUNS", "FAILS", "RUN AT", "CREATED", "LAST")
 		for _, j := range page.Jobs {
@@ -103,6 +104,9 @@ func jobsList(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
 		}
 		if err := t.flush(); err != nil {
 			return err
+		}
+		if page.Partial {
+			fmt.Fprintf(a.stderr, "searched %d more jobs (no index serves a note, payload or attachment match) and stopped there\n", venturi.ListSearchWindow)
 		}
 		if page.Next != "" {
 			fmt.Fprintf(a.stderr, "more: venturi jobs list --cursor %s ...\n", page.Next)

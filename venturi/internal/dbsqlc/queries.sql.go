@@ -539,6 +539,121 @@ func (q *Queries) CountJobs(ctx context.Context, db DBTX) ([]*CountJobsRow, erro
 	return items, nil
 }
 
+const countMatchingJobs = `-- name: CountMatchingJobs :many
+SELECT c.state::text AS state, c.singleton::bool AS singleton, count(*)::bigint AS n
+FROM (
+    SELECT j.state, starts_with(COALESCE(j.part, ''), $1::text) AS singleton
+    FROM venturi_job j
+    -- The one state of a filter on one, as its type: the state's partial index applies.
+    WHERE ($2::venturi_job_state IS NULL OR j.state = $2::venturi_job_state)
+      AND (cardinality($3::uuid[]) = 0 OR j.id = ANY($3::uuid[]))
+      AND (cardinality($4::text[]) = 0 OR j.state = ANY(($4::text[])::venturi_job_state[]))
+      AND (cardinality($5::text[]) = 0 OR j.kind = ANY($5::text[]))
+      AND (cardinality($6::text[]) = 0 OR j.queue = ANY($6::text[]))
+      AND ($7::text = '' OR j.dedup_key = $7::text)
+      -- Creation time, with the ID bounded by the ULID's time give or take skew_us, so that
+      -- the primary key narrows the scan (created_at decides).
+      AND (NOT $8::bool OR (j.created_at >= $9::timestamptz
+           AND j.id >= venturi_ulid_floor($9::timestamptz, $10::bigint)))
+      AND (NOT $11::bool OR (j.created_at < $12::timestamptz
+           AND j.id < venturi_ulid_floor($12::timestamptz, $13::bigint)))
+      AND ($14::bigint = 0 OR (j.created_at > now() - interval '1 microsecond' * $14::bigint
+           AND j.id >= venturi_ulid_floor(now(), $15::bigint)))
+      AND
+           (($16::text = '' OR j.dedup_key IS NOT DISTINCT FROM $16::text)
+            AND ($17::text = '' OR EXISTS (
+                SELECT 1 FROM jsonb_array_elements(j.journal) AS e(x) WHERE e.x->>'note' ILIKE $17::text))
+            AND (cardinality($18::text[]) = 0 OR NOT EXISTS (
+                SELECT 1 FROM (SELECT unnest($18::text[]) AS p, unnest($19::text[]) AS v) pm
+                WHERE venturi_json_text(j.payload, string_to_array(pm.p, chr(31))) IS DISTINCT FROM pm.v))
+            AND (cardinality($20::text[]) = 0 OR NOT EXISTS (
+                SELECT 1 FROM (SELECT unnest($20::text[]) AS p, unnest($21::text[]) AS v) am
+                WHERE NOT EXISTS (SELECT 1 FROM jsonb_array_elements(j.journal) AS e(x)
+                                  WHERE venturi_json_text(e.x->'attachment', string_to_array(am.p, chr(31))) = am.v)))
+           )
+    LIMIT $22::int
+) c
+GROUP BY c.state, c.singleton
+`
+
+type CountMatchingJobsParams struct {
+	SingletonPrefix  string
+	OneState         NullVenturiJobState
+	Ids              []pgtype.UUID
+	States           []string
+	Kinds            []string
+	Queues           []string
+	DedupKey         string
+	HasAfter         bool
+	After            time.Time
+	SkewUs           int64
+	HasBefore        bool
+	Before           time.Time
+	MinusSkewUs      int64
+	WithinUs         int64
+	WithinSkewUs     int64
+	KeySearch        string
+	NotePattern      string
+	PayloadPaths     []string
+	PayloadValues    []string
+	AttachmentPaths  []string
+	AttachmentValues []string
+	Max              int32
+}
+
+type CountMatchingJobsRow struct {
+	State     string
+	Singleton bool
+	N         int64
+}
+
+// How many jobs match a filter, by state and whether they are a supervised singleton's (a
+// part that starts with singleton_prefix), counting at most max: a bulk action's dry run
+// in one statement. The filter is ListJobs' m, its hit column a predicate here
+// (TestCountMatchingJobsFilterIsListJobsFilter keeps the two alike).
+func (q *Queries) CountMatchingJobs(ctx context.Context, db DBTX, arg CountMatchingJobsParams) ([]*CountMatchingJobsRow, error) {
+	rows, err := db.Query(ctx, countMatchingJobs,
+		arg.SingletonPrefix,
+		arg.OneState,
+		arg.Ids,
+		arg.States,
+		arg.Kinds,
+		arg.Queues,
+		arg.DedupKey,
+		arg.HasAfter,
+		arg.After,
+		arg.SkewUs,
+		arg.HasBefore,
+		arg.Before,
+		arg.MinusSkewUs,
+		arg.WithinUs,
+		arg.WithinSkewUs,
+		arg.KeySearch,
+		arg.NotePattern,
+		arg.PayloadPaths,
+		arg.PayloadValues,
+		arg.AttachmentPaths,
+		arg.AttachmentValues,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*CountMatchingJobsRow
+	for rows.Next() {
+		var i CountMatchingJobsRow
+		if err := rows.Scan(&i.State, &i.Singleton, &i.N); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const createHook = `-- name: CreateHook :exec
 INSERT INTO venturi_hook (token_hash, job_id, name, reusable, expires_at)
 VALUES ($1, $2, $3::text, $4::bool, now() + interval '1 microsecond' * $5::bigint)
@@ -2285,77 +2400,114 @@ func (q *Queries) ListCircuits(ctx context.Context, db DBTX) ([]*ListCircuitsRow
 
 const listJobs = `-- name: ListJobs :many
 WITH m AS NOT MATERIALIZED (
-    SELECT j.id, j.queue, j.state, j.priority, j.part, j.run_at, j.finished_at, j.lease_expires_at
+    SELECT j.id, j.queue, j.state, j.priority, j.part, j.run_at, j.finished_at, j.lease_expires_at,
+           (($13::text = '' OR j.dedup_key IS NOT DISTINCT FROM $13::text)
+            AND ($14::text = '' OR EXISTS (
+                SELECT 1 FROM jsonb_array_elements(j.journal) AS e(x) WHERE e.x->>'note' ILIKE $14::text))
+            AND (cardinality($15::text[]) = 0 OR NOT EXISTS (
+                SELECT 1 FROM (SELECT unnest($15::text[]) AS p, unnest($16::text[]) AS v) pm
+                WHERE venturi_json_text(j.payload, string_to_array(pm.p, chr(31))) IS DISTINCT FROM pm.v))
+            AND (cardinality($17::text[]) = 0 OR NOT EXISTS (
+                SELECT 1 FROM (SELECT unnest($17::text[]) AS p, unnest($18::text[]) AS v) am
+                WHERE NOT EXISTS (SELECT 1 FROM jsonb_array_elements(j.journal) AS e(x)
+                                  WHERE venturi_json_text(e.x->'attachment', string_to_array(am.p, chr(31))) = am.v)))
+           ) AS hit
     FROM venturi_job j
-    WHERE (cardinality($12::uuid[]) = 0 OR j.id = ANY($12::uuid[]))
-      AND (cardinality($13::text[]) = 0 OR j.state = ANY(($13::text[])::venturi_job_state[]))
-      AND (cardinality($14::text[]) = 0 OR j.kind = ANY($14::text[]))
-      AND (cardinality($15::text[]) = 0 OR j.queue = ANY($15::text[]))
-      AND ($16::text = '' OR j.dedup_key = $16::text)
+    WHERE (cardinality($19::uuid[]) = 0 OR j.id = ANY($19::uuid[]))
+      AND (cardinality($20::text[]) = 0 OR j.state = ANY(($20::text[])::venturi_job_state[]))
+      AND (cardinality($21::text[]) = 0 OR j.kind = ANY($21::text[]))
+      AND (cardinality($22::text[]) = 0 OR j.queue = ANY($22::text[]))
+      AND ($23::text = '' OR j.dedup_key = $23::text)
       -- Creation time, with the ID bounded by the ULID's time give or take skew_us, so that
       -- the primary key narrows the scan (created_at decides).
-      AND (NOT $17::bool OR (j.created_at >= $18::timestamptz
-           AND j.id >= venturi_ulid_floor($18::timestamptz, $19::bigint)))
-      AND (NOT $20::bool OR (j.created_at < $21::timestamptz
-           AND j.id < venturi_ulid_floor($21::timestamptz, $22::bigint)))
-      AND ($23::bigint = 0 OR (j.created_at > now() - interval '1 microsecond' * $23::bigint
-           AND j.id >= venturi_ulid_floor(now(), $24::bigint)))
-      AND ($25::text = '' OR EXISTS (
-           SELECT 1 FROM jsonb_array_elements(j.journal) AS e(x) WHERE e.x->>'note' ILIKE $25::text))
-      AND (cardinality($26::text[]) = 0 OR NOT EXISTS (
-           SELECT 1 FROM (SELECT unnest($26::text[]) AS p, unnest($27::text[]) AS v) pm
-           WHERE venturi_json_text(j.payload, string_to_array(pm.p, chr(31))) IS DISTINCT FROM pm.v))
-      AND (cardinality($28::text[]) = 0 OR NOT EXISTS (
-           SELECT 1 FROM (SELECT unnest($28::text[]) AS p, unnest($29::text[]) AS v) am
-           WHERE NOT EXISTS (SELECT 1 FROM jsonb_array_elements(j.journal) AS e(x)
-                             WHERE venturi_json_text(e.x->'attachment', string_to_array(am.p, chr(31))) = am.v)))
+      AND (NOT $24::bool OR (j.created_at >= $25::timestamptz
+           AND j.id >= venturi_ulid_floor($25::timestamptz, $26::bigint)))
+      AND (NOT $27::bool OR (j.created_at < $28::timestamptz
+           AND j.id < venturi_ulid_floor($28::timestamptz, $29::bigint)))
+      AND ($30::bigint = 0 OR (j.created_at > now() - interval '1 microsecond' * $30::bigint
+           AND j.id >= venturi_ulid_floor(now(), $31::bigint)))
 )
 SELECT j.id, j.kind, j.queue, j.state, j.priority, j.dedup_key, j.part, j.run_at, j.runs, j.failures,
        j.created_at, j.attempted_at, j.finished_at, j.lease_expires_at, j.worker_id,
        (j.stop_requested_at IS NOT NULL)::bool AS stop_requested,
        (CASE WHEN $1::bool THEN COALESCE(j.journal->-1->>'event', '') ELSE '' END)::text AS last_event,
-       (CASE WHEN $1::bool THEN left(COALESCE(j.journal->-1->>'note', ''), 1024) ELSE '' END)::text AS last_note
+       (CASE WHEN $1::bool THEN left(COALESCE(j.journal->-1->>'note', ''), 1024) ELSE '' END)::text AS last_note,
+       p.hit::bool AS hit
 FROM (
-    (SELECT m.id FROM m
-     WHERE $2::text = 'id' AND (NOT $3::bool OR m.id < $4::uuid)
-     ORDER BY m.id DESC
-     LIMIT $5::int)
+    -- Each branch: its window (x) of at most scan jobs, with the hits so far (hits) and the
+    -- position (rn) of each; the hits up to max, or the window's last job when it ends
+    -- short of max hits. The outer LIMIT stops the walk at the max-th hit. x's LIMIT keeps
+    -- it a subquery, so that hit is computed once per job.
+    (SELECT w.id, w.hit FROM (
+        SELECT x.id, x.hit, count(*) FILTER (WHERE x.hit) OVER o AS hits, row_number() OVER o AS rn
+        FROM (SELECT m.id, m.hit FROM m
+              WHERE $2::text = 'id' AND (NOT $3::bool OR m.id < $4::uuid)
+              ORDER BY m.id DESC
+              LIMIT $5::int) x
+        WINDOW o AS (ORDER BY x.id DESC ROWS UNBOUNDED PRECEDING)) w
+     WHERE (w.hit AND w.hits <= $6::int) OR (w.rn = $5::int AND w.hits < $6::int)
+     LIMIT $6::int)
     UNION ALL
-    (SELECT m.id FROM m
-     WHERE $2::text = 'run_at' AND m.state = $6::venturi_job_state
-       AND (NOT $3::bool OR (m.run_at, m.id) > ($7::timestamptz, $4::uuid))
-     ORDER BY m.run_at, m.id
-     LIMIT $5::int)
+    (SELECT w.id, w.hit FROM (
+        SELECT x.id, x.hit, count(*) FILTER (WHERE x.hit) OVER o AS hits, row_number() OVER o AS rn
+        FROM (SELECT m.id, m.run_at, m.hit FROM m
+              WHERE $2::text = 'run_at' AND m.state = $7::venturi_job_state
+                AND (NOT $3::bool OR (m.run_at, m.id) > ($8::timestamptz, $4::uuid))
+              ORDER BY m.run_at, m.id
+              LIMIT $5::int) x
+        WINDOW o AS (ORDER BY x.run_at, x.id ROWS UNBOUNDED PRECEDING)) w
+     WHERE (w.hit AND w.hits <= $6::int) OR (w.rn = $5::int AND w.hits < $6::int)
+     LIMIT $6::int)
     UNION ALL
-    (SELECT m.id FROM m
-     WHERE $2::text = 'lease' AND m.state = 'running'
-       AND (NOT $3::bool OR (m.lease_expires_at, m.id) > ($7::timestamptz, $4::uuid))
-     ORDER BY m.lease_expires_at, m.id
-     LIMIT $5::int)
+    (SELECT w.id, w.hit FROM (
+        SELECT x.id, x.hit, count(*) FILTER (WHERE x.hit) OVER o AS hits, row_number() OVER o AS rn
+        FROM (SELECT m.id, m.lease_expires_at, m.hit FROM m
+              WHERE $2::text = 'lease' AND m.state = 'running'
+                AND (NOT $3::bool OR (m.lease_expires_at, m.id) > ($8::timestamptz, $4::uuid))
+              ORDER BY m.lease_expires_at, m.id
+              LIMIT $5::int) x
+        WINDOW o AS (ORDER BY x.lease_expires_at, x.id ROWS UNBOUNDED PRECEDING)) w
+     WHERE (w.hit AND w.hits <= $6::int) OR (w.rn = $5::int AND w.hits < $6::int)
+     LIMIT $6::int)
     UNION ALL
-    (SELECT m.id FROM m
-     WHERE $2::text = 'finished' AND m.state = $6::venturi_job_state
-       AND (NOT $3::bool OR (m.finished_at, m.id) < ($7::timestamptz, $4::uuid))
-     ORDER BY m.finished_at DESC, m.id DESC
-     LIMIT $5::int)
+    (SELECT w.id, w.hit FROM (
+        SELECT x.id, x.hit, count(*) FILTER (WHERE x.hit) OVER o AS hits, row_number() OVER o AS rn
+        FROM (SELECT m.id, m.finished_at, m.hit FROM m
+              WHERE $2::text = 'finished' AND m.state = $7::venturi_job_state
+                AND (NOT $3::bool OR (m.finished_at, m.id) < ($8::timestamptz, $4::uuid))
+              ORDER BY m.finished_at DESC, m.id DESC
+              LIMIT $5::int) x
+        WINDOW o AS (ORDER BY x.finished_at DESC, x.id DESC ROWS UNBOUNDED PRECEDING)) w
+     WHERE (w.hit AND w.hits <= $6::int) OR (w.rn = $5::int AND w.hits < $6::int)
+     LIMIT $6::int)
     UNION ALL
-    (SELECT m.id FROM m
-     WHERE $2::text = 'plain' AND m.state = 'available' AND m.part IS NULL AND m.queue = $8::text
-       AND ($9::int = 0
-            OR ($9::int = 1 AND m.priority = $10::smallint AND (m.run_at, m.id) > ($7::timestamptz, $4::uuid))
-            OR ($9::int = 2 AND m.priority < $10::smallint))
-     ORDER BY m.priority DESC, m.run_at, m.id
-     LIMIT $5::int)
+    (SELECT w.id, w.hit FROM (
+        SELECT x.id, x.hit, count(*) FILTER (WHERE x.hit) OVER o AS hits, row_number() OVER o AS rn
+        FROM (SELECT m.id, m.priority, m.run_at, m.hit FROM m
+              WHERE $2::text = 'plain' AND m.state = 'available' AND m.part IS NULL AND m.queue = $9::text
+                AND ($10::int = 0
+                     OR ($10::int = 1 AND m.priority = $11::smallint AND (m.run_at, m.id) > ($8::timestamptz, $4::uuid))
+                     OR ($10::int = 2 AND m.priority < $11::smallint))
+              ORDER BY m.priority DESC, m.run_at, m.id
+              LIMIT $5::int) x
+        WINDOW o AS (ORDER BY x.priority DESC, x.run_at, x.id ROWS UNBOUNDED PRECEDING)) w
+     WHERE (w.hit AND w.hits <= $6::int) OR (w.rn = $5::int AND w.hits < $6::int)
+     LIMIT $6::int)
     UNION ALL
-    (SELECT m.id FROM m
-     WHERE $2::text = 'gated' AND m.state = 'available' AND m.part IS NOT NULL AND m.queue = $8::text
-       AND ($9::int = 0
-            OR ($9::int = 1 AND m.part = $11::text AND m.priority = $10::smallint
-                AND (m.run_at, m.id) > ($7::timestamptz, $4::uuid))
-            OR ($9::int = 2 AND m.part = $11::text AND m.priority < $10::smallint)
-            OR ($9::int = 3 AND m.part > $11::text))
-     ORDER BY m.part, m.priority DESC, m.run_at, m.id
-     LIMIT $5::int)
+    (SELECT w.id, w.hit FROM (
+        SELECT x.id, x.hit, count(*) FILTER (WHERE x.hit) OVER o AS hits, row_number() OVER o AS rn
+        FROM (SELECT m.id, m.part, m.priority, m.run_at, m.hit FROM m
+              WHERE $2::text = 'gated' AND m.state = 'available' AND m.part IS NOT NULL AND m.queue = $9::text
+                AND ($10::int = 0
+                     OR ($10::int = 1 AND m.part = $12::text AND m.priority = $11::smallint
+                         AND (m.run_at, m.id) > ($8::timestamptz, $4::uuid))
+                     OR ($10::int = 2 AND m.part = $12::text AND m.priority < $11::smallint)
+                     OR ($10::int = 3 AND m.part > $12::text))
+              ORDER BY m.part, m.priority DESC, m.run_at, m.id
+              LIMIT $5::int) x
+        WINDOW o AS (ORDER BY x.part, x.priority DESC, x.run_at, x.id ROWS UNBOUNDED PRECEDING)) w
+     WHERE (w.hit AND w.hits <= $6::int) OR (w.rn = $5::int AND w.hits < $6::int)
+     LIMIT $6::int)
 ) p
 JOIN venturi_job j ON j.id = p.id
 `
@@ -2365,6 +2517,7 @@ type ListJobsParams struct {
 	OrderBy          string
 	HasCursor        bool
 	CID              pgtype.UUID
+	Scan             int32
 	Max              int32
 	State            VenturiJobState
 	CTs              time.Time
@@ -2372,6 +2525,12 @@ type ListJobsParams struct {
 	Seg              int32
 	CPrio            int16
 	CPart            string
+	KeySearch        string
+	NotePattern      string
+	PayloadPaths     []string
+	PayloadValues    []string
+	AttachmentPaths  []string
+	AttachmentValues []string
 	Ids              []pgtype.UUID
 	States           []string
 	Kinds            []string
@@ -2385,11 +2544,6 @@ type ListJobsParams struct {
 	MinusSkewUs      int64
 	WithinUs         int64
 	WithinSkewUs     int64
-	NotePattern      string
-	PayloadPaths     []string
-	PayloadValues    []string
-	AttachmentPaths  []string
-	AttachmentValues []string
 }
 
 type ListJobsRow struct {
@@ -2411,6 +2565,7 @@ type ListJobsRow struct {
 	StopRequested  bool
 	LastEvent      string
 	LastNote       string
+	Hit            bool
 }
 
 // One page of the jobs that match a filter, in one of the listing orders (order_by): each
@@ -2429,9 +2584,15 @@ type ListJobsRow struct {
 //	gated     available gated jobs of c_queue by partition, then in claim order: seg 0 from
 //	          the start, 1 and 2 as plain within partition c_part, 3 after partition c_part
 //
-// The branch returns the page's IDs in its order; the caller sorts the rows again (the
-// join that reads them may not keep it). summary false skips the journal (the bulk
-// actions' walk reads only IDs and states).
+// The predicates no index serves (a note, payload or attachment match, a dedup key without
+// a kind: key_search; with kinds, dedup_key may use the dedup index) are not in m's
+// WHERE but its hit column: a branch reads at most scan jobs of its range (its search
+// window) and returns the first max that hit, or, when the window ends first, the hits
+// and the window's last job with hit false (where the next page resumes). Without such a
+// predicate hit is true and scan is max: the branch reads max jobs. The branch returns
+// the page's IDs in its order; the caller sorts the rows again (the join that reads them
+// may not keep it). summary false skips the journal (the bulk actions' walk reads only
+// IDs and states).
 // The page's rows by primary key, in the listing's snapshot.
 func (q *Queries) ListJobs(ctx context.Context, db DBTX, arg ListJobsParams) ([]*ListJobsRow, error) {
 	rows, err := db.Query(ctx, listJobs,
@@ -2439,6 +2600,7 @@ func (q *Queries) ListJobs(ctx context.Context, db DBTX, arg ListJobsParams) ([]
 		arg.OrderBy,
 		arg.HasCursor,
 		arg.CID,
+		arg.Scan,
 		arg.Max,
 		arg.State,
 		arg.CTs,
@@ -2446,6 +2608,12 @@ func (q *Queries) ListJobs(ctx context.Context, db DBTX, arg ListJobsParams) ([]
 		arg.Seg,
 		arg.CPrio,
 		arg.CPart,
+		arg.KeySearch,
+		arg.NotePattern,
+		arg.PayloadPaths,
+		arg.PayloadValues,
+		arg.AttachmentPaths,
+		arg.AttachmentValues,
 		arg.Ids,
 		arg.States,
 		arg.Kinds,
@@ -2459,11 +2627,6 @@ func (q *Queries) ListJobs(ctx context.Context, db DBTX, arg ListJobsParams) ([]
 		arg.MinusSkewUs,
 		arg.WithinUs,
 		arg.WithinSkewUs,
-		arg.NotePattern,
-		arg.PayloadPaths,
-		arg.PayloadValues,
-		arg.AttachmentPaths,
-		arg.AttachmentValues,
 	)
 	if err != nil {
 		return nil, err
@@ -2491,6 +2654,7 @@ func (q *Queries) ListJobs(ctx context.Context, db DBTX, arg ListJobsParams) ([]
 			&i.StopRequested,
 			&i.LastEvent,
 			&i.LastNote,
+			&i.Hit,
 		); err != nil {
 			return nil, err
 		}
