@@ -83,3 +83,27 @@ func printJournal(j *venturi.Job) {
 		fmt.Printf("  run %d %s: %s\n", e.Run, e.Event, e.Note)
 	}
 }
+
+// A deploy step or a readiness check asks whether the schema has every migration this
+// venturi knows, without migrating or locking anything.
+func ExampleMigrationStatus() {
+	ctx := context.Background()
+	pool, cleanup := exampleDB() // a fresh schema, migrated
+	defer cleanup()
+
+	states, err := venturi.MigrationStatus(ctx, pool)
+	if err != nil {
+		log.Fatal(err)
+	}
+	pending := 0
+	for _, m := range states {
+		if !m.Applied {
+			pending++
+		}
+	}
+	fmt.Println("first:", states[0].Name, states[0].Applied)
+	fmt.Println("pending:", pending)
+	// Output:
+	// first: 001_venturi_init true
+	// pending: 0
+}

@@ -1,13 +1,16 @@
 package venturi
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -85,6 +88,76 @@ func MigrateFS(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS, table string
 		}
 	}
 	return applied, nil
+}
+
+// MigrationState is one migration and whether a schema has it, as [MigrationStatus]
+// reports it.
+type MigrationState struct {
+	Version int
+	Name    string
+	// Applied reports that the schema's version table records the migration, applied at
+	// AppliedAt (the database's clock).
+	Applied   bool
+	AppliedAt *time.Time
+	// Unknown reports a version the table records that these migrations do not have: a
+	// newer venturi migrated the schema.
+	Unknown bool
+}
+
+// MigrationStatus lists venturi's migrations in order with what the pool's schema records
+// of each, and then the versions it records that this venturi does not know. It changes
+// nothing and takes no lock: a readiness check or a deploy step can call it (the CLI's
+// migrate status does). A schema never migrated has every migration pending.
+func MigrationStatus(ctx context.Context, pool *pgxpool.Pool) ([]MigrationState, error) {
+	return MigrationStatusFS(ctx, pool, MigrationsFS(), "venturi_migration")
+}
+
+// MigrationStatusFS is [MigrationStatus] for the migrations in fsys recorded in table, as
+// [MigrateFS] applies them.
+func MigrationStatusFS(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS, table string) ([]MigrationState, error) {
+	all, err := ReadMigrations(fsys)
+	if err != nil {
+		return nil, err
+	}
+	applied := map[int]MigrationState{}
+	var exists bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, pgx.Identifier{table}.Sanitize()).Scan(&exists); err != nil {
+		return nil, err
+	}
+	if exists {
+		rows, err := pool.Query(ctx, `SELECT version, name, applied_at FROM `+pgx.Identifier{table}.Sanitize())
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var m MigrationState
+			var at time.Time
+			if err := rows.Scan(&m.Version, &m.Name, &at); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			m.Applied, m.AppliedAt = true, &at
+			applied[m.Version] = m
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]MigrationState, 0, len(all)+len(applied))
+	for _, m := range all {
+		s := MigrationState{Version: m.Version, Name: m.Name}
+		if r, ok := applied[m.Version]; ok {
+			s.Applied, s.AppliedAt = true, r.AppliedAt
+			delete(applied, m.Version)
+		}
+		out = append(out, s)
+	}
+	for _, r := range applied {
+		r.Unknown = true
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(x, y MigrationState) int { return cmp.Compare(x.Version, y.Version) })
+	return out, nil
 }
 
 // migrateOne applies one migration unless table records it. This is bookkeeping, not

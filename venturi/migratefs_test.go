@@ -2,7 +2,9 @@ package venturi_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -38,5 +40,65 @@ func TestMigrateFSAppliesAServiceSchema(t *testing.T) {
 	bad := fstest.MapFS{"x_init.up.sql": {Data: []byte(`CREATE TABLE nope (id int)`)}}
 	if _, err := venturi.MigrateFS(ctx, pool, bad, "bad_migration"); err == nil {
 		t.Fatal("a migration without a version number was accepted")
+	}
+}
+
+// TestMigrationStatusFS: before any migration every one is pending; after the first, it
+// is applied (with its time) and the second pending; a version the table records that the
+// migrations do not have is listed as unknown, in order.
+func TestMigrationStatusFS(t *testing.T) {
+	t.Parallel()
+	pool := newDB(t)
+	ctx := context.Background()
+	one := fstest.MapFS{"001_init.up.sql": {Data: []byte(`CREATE TABLE st_thing (id int PRIMARY KEY)`)}}
+	two := fstest.MapFS{"001_init.up.sql": one["001_init.up.sql"],
+		"002_more.up.sql": {Data: []byte(`ALTER TABLE st_thing ADD COLUMN note text`)}}
+	summary := func(fsys fstest.MapFS) string {
+		t.Helper()
+		st, err := venturi.MigrationStatusFS(ctx, pool, fsys, "st_migration")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var parts []string
+		for _, m := range st {
+			s := fmt.Sprintf("%d %s", m.Version, m.Name)
+			switch {
+			case m.Unknown:
+				s += " unknown"
+			case m.Applied:
+				s += " applied"
+			default:
+				s += " pending"
+			}
+			if m.Applied != (m.AppliedAt != nil) {
+				t.Errorf("%d: Applied %v with AppliedAt %v", m.Version, m.Applied, m.AppliedAt)
+			}
+			parts = append(parts, s)
+		}
+		return strings.Join(parts, ", ")
+	}
+	if got := summary(two); got != "1 001_init pending, 2 002_more pending" {
+		t.Fatalf("before: %s", got)
+	}
+	if _, err := venturi.MigrateFS(ctx, pool, one, "st_migration"); err != nil {
+		t.Fatal(err)
+	}
+	if got := summary(two); got != "1 001_init applied, 2 002_more pending" {
+		t.Fatalf("after the first: %s", got)
+	}
+	if _, err := venturi.MigrateFS(ctx, pool, two, "st_migration"); err != nil {
+		t.Fatal(err)
+	}
+	if got := summary(one); got != "1 001_init applied, 2 002_more unknown" {
+		t.Fatalf("an older binary's view: %s", got)
+	}
+	// venturi's own: everything applied in a migrated schema.
+	st, err := venturi.MigrationStatus(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, _ := venturi.Migrations()
+	if len(st) != len(all) || !st[len(st)-1].Applied {
+		t.Fatalf("MigrationStatus of a migrated schema: %+v", st)
 	}
 }

@@ -109,7 +109,7 @@ func TestMigrate(t *testing.T) {
 	var st struct {
 		Schema     string
 		Pending    int
-		Migrations []migrationStatus
+		Migrations []venturi.MigrationState
 	}
 	if r := e.run("migrate", "status", "--json"); r.code != exitError {
 		t.Fatalf("migrate status --json: want exit 1: %s", r)

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
-	"time"
 
 	"github.com/venturi-dev/venturi"
 )
@@ -31,21 +28,11 @@ func migrateUp(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
 	})
 }
 
-// migrationStatus is one migration, as migrate status reports it.
-type migrationStatus struct {
-	Version   int
-	Name      string
-	Applied   bool
-	AppliedAt *time.Time
-	// Unknown: the schema has it, this binary does not (a newer venturi migrated it).
-	Unknown bool
-}
-
 func migrateStatus(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
 	type report struct {
 		Schema     string
 		Pending    int
-		Migrations []migrationStatus
+		Migrations []venturi.MigrationState
 	}
 	pending := 0
 	show := readCommand(a, connFlags(fs, true), noArgs, func(ctx context.Context, _ *venturi.Queue, _ []string) (report, error) {
@@ -91,63 +78,8 @@ func migrateStatus(a *app, fs *flag.FlagSet) func(context.Context, []string) err
 
 // migrations lists venturi's migrations with what the schema's version table records,
 // and the versions it records that this binary does not know.
-func (a *app) migrations(ctx context.Context) ([]migrationStatus, error) {
-	all, err := venturi.Migrations()
-	if err != nil {
-		return nil, err
-	}
-	applied, err := a.appliedMigrations(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]migrationStatus, 0, len(all))
-	for _, m := range all {
-		s := migrationStatus{Version: m.Version, Name: m.Name}
-		if r, ok := applied[m.Version]; ok {
-			s.Applied, s.AppliedAt = true, &r.at
-			delete(applied, m.Version)
-		}
-		out = append(out, s)
-	}
-	for v, r := range applied {
-		out = append(out, migrationStatus{Version: v, Name: r.name, Applied: true, AppliedAt: &r.at, Unknown: true})
-	}
-	slices.SortFunc(out, func(x, y migrationStatus) int { return cmp.Compare(x.Version, y.Version) })
-	return out, nil
-}
-
-type appliedMigration struct {
-	name string
-	at   time.Time
-}
-
-// appliedMigrations reads the version table venturi.Migrate writes (venturi_migration in
-// the pool's schema); none when it does not exist yet. Like venturi.MigrateFS's own
-// bookkeeping, this reads the migrations' table, not the queue's, so it is not in the
-// sqlc queries.
-func (a *app) appliedMigrations(ctx context.Context) (map[int]appliedMigration, error) {
-	var exists bool
-	if err := a.pool.QueryRow(ctx, `SELECT to_regclass('venturi_migration') IS NOT NULL`).Scan(&exists); err != nil {
-		return nil, err
-	}
-	out := map[int]appliedMigration{}
-	if !exists {
-		return out, nil
-	}
-	rows, err := a.pool.Query(ctx, `SELECT version, name, applied_at FROM venturi_migration`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var v int
-		var m appliedMigration
-		if err := rows.Scan(&v, &m.name, &m.at); err != nil {
-			return nil, err
-		}
-		out[v] = m
-	}
-	return out, rows.Err()
+func (a *app) migrations(ctx context.Context) ([]venturi.MigrationState, error) {
+	return venturi.MigrationStatus(ctx, a.pool)
 }
 
 func intList(vs []int) string {
