@@ -14,7 +14,8 @@ import (
 // chooses explicitly with venturi.At, and durable cron's fire times (cron.go): calendar
 // times computed from the server's now(), read in the same transaction (CronLock, CronNow,
 // CronDue), a ledger page's cursor, and a test's injected time (CronDueParams.Now, nil
-// outside tests); and the ops API's filter bounds, listing cursors and history start,
+// outside tests); and the ops API's filter bounds (of a listing and of a dry run's count),
+// listing cursors and history start,
 // which select rows and decide nothing. A worker whose clock is an hour off therefore
 // cannot move a lease, a retry or a rescue. (A process's wall clock cannot be faked for
 // a Go binary here: Go reads it through the vDSO, and time namespaces do not offset it.)
@@ -31,7 +32,9 @@ func TestWorkerSendsNoTimestamps(t *testing.T) {
 		"CronFiresParams.Before", "CronInsertParams.NextFire", "CronSetPausedParams.NextFire", "CronUpdateParams.NextFire",
 		// the ops API: a filter's created-time bounds and a history's start, chosen by the
 		// caller, and a listing cursor's position (a time read from a listed job's row)
-		"ListJobsParams.After", "ListJobsParams.Before", "ListJobsParams.CTs", "StatsHistoryParams.Since"}
+		"ListJobsParams.After", "ListJobsParams.Before", "ListJobsParams.CTs", "StatsHistoryParams.Since",
+		// a bulk dry run's count: the same filter bounds
+		"CountMatchingJobsParams.After", "CountMatchingJobsParams.Before"}
 	var found []string
 	ast.Inspect(f, func(n ast.Node) bool {
 		ts, ok := n.(*ast.TypeSpec)
