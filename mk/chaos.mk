@@ -36,8 +36,10 @@ chaos/build:
 	@mkdir -p $(dir $(CHAOS_BIN))
 	cd chaos && go build -o $(CHAOS_BIN) .
 
-chaos: ## The whole fault suite, one mode after another: chaos/full, both failovers, the full WAL disk, the long transaction (~22 min)
-	@$(MAKE) --no-print-directory chaos/full chaos/failover-sync chaos/failover-async chaos/fulldisk chaos/longtx
+# -k: a mode that fails does not stop the others (each prints its own report); make still
+# exits non-zero.
+chaos: ## The whole fault suite, one mode after another: chaos/full, both failovers, the full WAL disk, the long transaction, both overloads (~60 min)
+	@$(MAKE) --no-print-directory -k chaos/full chaos/failover-sync chaos/failover-async chaos/fulldisk chaos/longtx chaos/overload chaos/overload-api
 
 chaos/full: chaos/build ## Full profile: 13,000 jobs, 3 workers x 8, ~100 kills, 3 PG restarts, 2 half-open cuts, 2 PgBouncer restarts (~6 min)
 	@$(CHAOS_RUN) $(CHAOS_FLAGS)
