@@ -182,13 +182,16 @@
 // # Operations
 //
 // [Queue.ListJobs] pages through the jobs a [JobFilter] matches ([ParseJobFilter] reads the
-// grammar the CLI and the dashboard share) in each state's index order; [Queue.JobDetail]
+// grammar the CLI and the dashboard share) in each state's index order, searching a term
+// no index serves a window of [ListSearchWindow] jobs per page (JobPage.Partial), so that
+// every page costs about the same at any table size; [Queue.JobDetail]
 // reads one job with its runs, steps, signals and hooks; [Queue.RetryJobs],
 // [Queue.CancelJobs] and [Queue.DeleteJobs] act on everything a filter matches, in batches,
 // with dry runs; [Queue.Stats] and [Queue.StatsHistory] read the stats tables that the
 // maintaining worker samples (never counting jobs on request); [Queue.Explain] shows what
 // an enqueue would do now, and [Queue.ExplainJob] why a job is where it is; every operator
-// action is recorded in the audit log ([WithActor], [Queue.AuditLog]).
+// action is recorded in the audit log ([WithActor], [Queue.AuditLog]). [MigrationStatus]
+// says which migrations a schema has, without migrating.
 //
 // # Shutdown
 //
