@@ -149,6 +149,7 @@ func (e *executor) runHandler(s start) {
 		}
 		return
 	}
+	e.hub.endPending(s.job.id) // its end comes from the finisher: hold a next start until then
 	e.finish(req)
 }
 
@@ -213,7 +214,7 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 		j.metaMap = decodeMeta(j.meta)
 	}
 	if e.hub.active() {
-		e.hub.publish(JobEvent{Event: EventStarted, JobID: j.id, Kind: j.kind, Queue: j.queue, Run: j.runs,
+		e.hub.publishStart(JobEvent{Event: EventStarted, JobID: j.id, Kind: j.kind, Queue: j.queue, Run: j.runs,
 			State: StateRunning, Worker: e.cfg.ID, At: time.Now(), StartedAt: j.started, Meta: j.metaMap})
 	}
 	run := &Run[C]{

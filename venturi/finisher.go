@@ -74,6 +74,7 @@ func (f *finisher) submit(r *finishReq) {
 	case <-f.closing:
 		// Shutdown already released this run; its result is discarded by the fence.
 		f.tracker.remove(r.job)
+		f.hub.publishEnd(r.job.id, nil)
 	}
 }
 
@@ -201,6 +202,7 @@ func (f *finisher) flush(batch []*finishReq) {
 				f.log.Warn("venturi: gave up writing a run result; the job will be rescued when its lease expires",
 					"job", r.job.id, "kind", r.job.kind, "err", err)
 				f.tracker.remove(r.job)
+				f.hub.publishEnd(r.job.id, nil)
 				continue
 			}
 			live = append(live, r)
@@ -230,13 +232,15 @@ func (f *finisher) written(batch []*finishReq, ids []pgtype.UUID) {
 		if !ok[r.job.id] {
 			f.log.Warn("venturi: run result discarded: the run no longer holds its job (lease lost)",
 				"job", r.job.id, "kind", r.job.kind, "token", r.job.token)
-			if f.hub.active() {
+			if f.hub.tracksEnds() {
 				lost := *r
 				lost.entry.Event, lost.state = EventLeaseLost, dbsqlc.VenturiJobStateRunning
-				f.hub.publish(endEvent(&lost, f.worker))
+				ev := endEvent(&lost, f.worker)
+				f.hub.publishEnd(r.job.id, &ev)
 			}
-		} else if f.hub.active() {
-			f.hub.publish(endEvent(r, f.worker))
+		} else if f.hub.tracksEnds() {
+			ev := endEvent(r, f.worker)
+			f.hub.publishEnd(r.job.id, &ev)
 		}
 		f.tracker.remove(r.job)
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/oklog/ulid/v2"
 )
 
 // SubscribeConfig configures a [Subscription].
@@ -54,11 +56,23 @@ func (s *Subscription) wants(e Event) bool {
 }
 
 // eventHub fans events out to subscriptions. With none, publishing costs an atomic load.
+//
+// A run's end is published by the finisher once its result is durable; by then the job
+// may be due again (a retry without delay) and claimed by this worker's next fetch, whose
+// started event could overtake the end. So the executor marks each run it hands to the
+// finisher (endPending), and a started event of a job with an end still to come is held
+// until that end is published (or given up): a subscriber sees each job's events in order.
 type eventHub struct {
 	log  *slog.Logger
 	n    atomic.Int32
 	mu   sync.Mutex
 	subs []*Subscription
+	// ends counts, per job, the runs handed to the finisher whose end is not published
+	// yet; held, the started events waiting for them. Both guarded by mu; pendingEnds is
+	// their total, read without the lock.
+	ends        map[ulid.ULID]int
+	held        map[ulid.ULID][]JobEvent
+	pendingEnds atomic.Int32
 }
 
 func (h *eventHub) subscribe(cfg SubscribeConfig) *Subscription {
@@ -97,6 +111,79 @@ func (h *eventHub) publish(e JobEvent) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.deliver(e)
+}
+
+// endPending records that a run of job id was handed to the finisher: its end is to come.
+func (h *eventHub) endPending(id ulid.ULID) {
+	if !h.active() {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ends == nil {
+		h.ends = map[ulid.ULID]int{}
+	}
+	h.ends[id]++
+	h.pendingEnds.Add(1)
+}
+
+// tracksEnds reports whether a run's end must go through publishEnd: someone subscribes,
+// or ends are pending (a subscriber left since).
+func (h *eventHub) tracksEnds() bool {
+	return h.active() || (h != nil && h.pendingEnds.Load() > 0)
+}
+
+// publishStart publishes a started event, or holds it while an end of the same job is
+// still to come.
+func (h *eventHub) publishStart(e JobEvent) {
+	if !h.active() {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ends[e.JobID] > 0 {
+		if h.held == nil {
+			h.held = map[ulid.ULID][]JobEvent{}
+		}
+		h.held[e.JobID] = append(h.held[e.JobID], e)
+		return
+	}
+	h.deliver(e)
+}
+
+// publishEnd publishes the end of a run of job id that the finisher settled (e nil: its
+// result was given up, nothing to publish), then the started events it held back.
+func (h *eventHub) publishEnd(id ulid.ULID, e *JobEvent) {
+	if !h.tracksEnds() {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e != nil && len(h.subs) > 0 {
+		h.deliver(*e)
+	}
+	n, ok := h.ends[id]
+	if !ok {
+		return // handed over while nobody subscribed
+	}
+	h.pendingEnds.Add(-1)
+	if n > 1 {
+		h.ends[id] = n - 1
+		return
+	}
+	delete(h.ends, id)
+	held := h.held[id]
+	delete(h.held, id)
+	for _, s := range held {
+		if len(h.subs) > 0 {
+			h.deliver(s)
+		}
+	}
+}
+
+// deliver sends e to the subscriptions that want it; h.mu is held.
+func (h *eventHub) deliver(e JobEvent) {
 	for _, s := range h.subs {
 		if !s.wants(e.Event) {
 			continue
