@@ -55,7 +55,7 @@ func newFetcher(cfg Config, db *pgxpool.Pool, q *dbsqlc.Queries, kinds []string,
 	return &fetcher{
 		cfg: cfg, log: log, db: db, q: q, kinds: kinds, exec: exec, tracker: tracker, dbCtx: dbCtx,
 		wake:     make(chan struct{}, 1),
-		window:   newPrefetchWindow(cfg.Concurrency, cfg.Prefetch),
+		window:   newPrefetchWindow(cfg.Concurrency, cfg.Prefetch, cfg.prefetchWait()),
 		errDelay: firstClaimRetry,
 	}
 }

@@ -10,14 +10,18 @@ import "time"
 //   - it doubles when a claim came back full while handlers had run through everything
 //     the previous claim brought and slots were free: handlers are faster than claims;
 //   - it halves (once per claim) when a buffered job waited more than four claim round
-//     trips (and at least 10ms) before it started: handlers are the bottleneck, and other
-//     workers could run the jobs this one hoards;
-//   - it closes when buffered jobs had to be released because no slot freed in time
-//     (prefetchWait), and reopens when a slot frees: a worker whose handlers are all
-//     stuck claims nothing, instead of claiming jobs, holding them for prefetchWait,
+//     trips (and at least 10ms, and at most half of prefetchWait) before it started:
+//     handlers are the bottleneck, and other workers could run the jobs this one hoards.
+//     The bound by prefetchWait matters when claims are slow (a loaded database): four
+//     round trips of 300ms exceed the wait after which buffered jobs are released, and
+//     without it the window would never shrink and keep claiming jobs it then releases;
+//   - it halves and closes when buffered jobs had to be released because no slot freed
+//     in time (prefetchWait), and reopens when a slot frees: a worker whose handlers are
+//     all stuck claims nothing, instead of claiming jobs, holding them for prefetchWait,
 //     releasing them and claiming them again, which would keep them from idle workers.
 type prefetchWindow struct {
 	base, max int
+	wait      time.Duration // prefetchWait: a buffered job older than this is released
 	limit     int           // the buffer's current limit
 	rtt       time.Duration // how long the last claim took
 	shrink    bool          // the limit may halve (once per claim)
@@ -25,9 +29,9 @@ type prefetchWindow struct {
 	closed    bool          // stale jobs were released and no slot has freed since
 }
 
-func newPrefetchWindow(concurrency, prefetch int) prefetchWindow {
+func newPrefetchWindow(concurrency, prefetch int, wait time.Duration) prefetchWindow {
 	base := min(concurrency, prefetch)
-	return prefetchWindow{base: base, max: prefetch, limit: base}
+	return prefetchWindow{base: base, max: prefetch, limit: base, wait: wait}
 }
 
 // room is how many jobs a claim may ask for now.
@@ -39,14 +43,20 @@ func (p *prefetchWindow) room(freeSlots, buffered int) int {
 }
 
 // released records that buffered jobs waited too long for a slot and were released.
-func (p *prefetchWindow) released() { p.closed = true }
+func (p *prefetchWindow) released() {
+	p.closed, p.limit = true, max(p.limit/2, p.base)
+}
 
 // slotFreed records that a handler returned.
 func (p *prefetchWindow) slotFreed() { p.closed = false }
 
 // started records that a buffered job started after waiting for waited.
 func (p *prefetchWindow) started(waited time.Duration) {
-	if p.shrink && waited > max(4*p.rtt, 10*time.Millisecond) {
+	slow := max(4*p.rtt, 10*time.Millisecond)
+	if p.wait > 0 {
+		slow = min(slow, p.wait/2)
+	}
+	if p.shrink && waited > slow {
 		p.limit, p.shrink = max(p.limit/2, p.base), false
 	}
 	p.fed++

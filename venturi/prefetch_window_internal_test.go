@@ -69,8 +69,23 @@ func TestPrefetchWindow(t *testing.T) {
 			{op: "claim", asked: 20, got: 20, rtt: 20 * ms, drained: true, limit: 20},
 			{op: "start", waited: 70 * ms, limit: 20}, // < 4 × 20ms
 		}, roomFree: 0, roomBuf: 0, wantRoom: 20},
+		{name: "a wait past half of prefetchWait is slow however slow the claims", concurrency: 10, prefetch: 1000, steps: []step{
+			{op: "start", limit: 10},
+			{op: "claim", asked: 20, got: 20, rtt: 400 * ms, drained: true, limit: 20},
+			{op: "start", waited: 600 * ms, limit: 10}, // < 4 × 400ms, > 1s / 2
+		}, roomFree: 0, roomBuf: 0, wantRoom: 10},
 		{name: "closed after a stale release until a slot frees", concurrency: 4, prefetch: 1000, steps: []step{
 			{op: "release", limit: 4},
+		}, roomFree: 0, roomBuf: 0, wantRoom: 0},
+		{name: "a stale release halves the window", concurrency: 10, prefetch: 1000, steps: []step{
+			{op: "start", limit: 10},
+			{op: "claim", asked: 20, got: 20, rtt: ms, drained: true, limit: 20},
+			{op: "start", limit: 20},
+			{op: "claim", asked: 40, got: 40, rtt: ms, drained: true, limit: 40},
+			{op: "release", limit: 20},
+			{op: "freed", limit: 20},
+			{op: "release", limit: 10},
+			{op: "release", limit: 10}, // never below base
 		}, roomFree: 0, roomBuf: 0, wantRoom: 0},
 		{name: "closed still fills free slots", concurrency: 4, prefetch: 1000, steps: []step{
 			{op: "release", limit: 4},
@@ -81,7 +96,7 @@ func TestPrefetchWindow(t *testing.T) {
 		}, roomFree: 0, roomBuf: 0, wantRoom: 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newPrefetchWindow(tc.concurrency, tc.prefetch)
+			p := newPrefetchWindow(tc.concurrency, tc.prefetch, time.Second)
 			for i, s := range tc.steps {
 				switch s.op {
 				case "claim":
