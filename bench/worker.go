@@ -224,6 +224,7 @@ type workerProc struct {
 	t0    time.Time
 	out   *bufio.Reader // the child's stdout after its ready line (sampled workers; others' is drained)
 	gw    *graphileOut  // a graphile-worker child's stdout, followed (nil for the Go workers)
+	cpu0  time.Duration // the child's CPU time when it was ready (its start-up: node loads its modules)
 }
 
 func startWorkerProc(ctx context.Context, url, lib, cpuprofile string, extra ...string) (*workerProc, error) {
@@ -315,6 +316,7 @@ func startProc(cmd *exec.Cmd, lib string) (*workerProc, *bufio.Reader, error) {
 		return nil, nil, fmt.Errorf("worker %s: unexpected %q", lib, line)
 	}
 	p.t0 = time.Unix(0, ns)
+	p.cpu0, _ = procCPU(cmd.Process.Pid)
 	return p, br, nil
 }
 
@@ -400,7 +402,9 @@ func (b *bencher) workUntil(ctx context.Context, lib, profile string, done func(
 	return el, rss, err
 }
 
-// cpuUse is the CPU time of a worker process and of the server processes serving it.
+// cpuUse is the CPU time of a worker process since its ready line (what starting the
+// process took is left out: loading Node's modules takes hundreds of milliseconds) and of
+// the server processes serving it.
 type cpuUse struct {
 	worker, db time.Duration
 	ok         bool
@@ -478,7 +482,7 @@ func (b *bencher) workProc(ctx context.Context, p *workerProc, lib string, done 
 	}
 	w, wok := procCPU(p.cmd.Process.Pid)
 	d, dok := b.dbCPU(ctx)
-	cpu = cpuUse{worker: w, db: d, ok: wok && dok}
+	cpu = cpuUse{worker: w - p.cpu0, db: d, ok: wok && dok}
 	q := p
 	p = nil
 	if err := q.stop(); err != nil {
