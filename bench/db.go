@@ -79,17 +79,31 @@ func resetJobs(ctx context.Context, admin *pgxpool.Pool) error {
 	return err
 }
 
+// resetAll is resetJobs and, when graphile-worker is in this run, resetGraphile.
+func (b *bencher) resetAll(ctx context.Context) error {
+	if err := resetJobs(ctx, b.admin); err != nil {
+		return err
+	}
+	return b.resetGraphile(ctx)
+}
+
 func jobTable(lib string) string {
-	if lib == libVenturi {
+	switch {
+	case lib == libVenturi:
 		return venturiSchema + ".venturi_job"
+	case isGraphile(lib):
+		return graphileSchema + "._private_jobs"
 	}
 	return riverSchema + ".river_job"
 }
 
 // pendingCount counts the jobs of kind (of every kind when kind is "") not yet finished,
 // one partial-index-friendly count per state so that the poll stays cheap while the last
-// jobs complete.
+// jobs complete (graphile-worker: graphilePending).
 func pendingCount(ctx context.Context, admin *pgxpool.Pool, lib, kind string) (int64, error) {
+	if isGraphile(lib) {
+		return graphilePending(ctx, admin, kind)
+	}
 	var states []string
 	if lib == libVenturi {
 		states = []string{"available", "running", "scheduled"}

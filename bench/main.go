@@ -1,5 +1,5 @@
-// Command bench compares venturi with River on one PostgreSQL database, alternating the
-// libraries run by run. See README.md.
+// Command bench compares venturi with River (and, in scenarios 4, 5 and 7, graphile-worker)
+// on one PostgreSQL database, alternating the libraries run by run. See README.md.
 package main
 
 import (
@@ -20,6 +20,9 @@ const (
 	libVenturi    = "venturi"
 	libRiver      = "river"       // River with its documented defaults
 	libRiverTuned = "river-tuned" // FetchCooldown 2ms, FetchPollInterval 20ms, MaxWorkers 2000
+
+	libGraphile      = "graphile"       // graphile-worker with its documented defaults (graphileConfig)
+	libGraphileTuned = "graphile-tuned" // concurrency 24, localQueue 500, completeJobBatchDelay 0, pollInterval 20ms
 )
 
 type sizes struct {
@@ -116,7 +119,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "RESULTS.md", "file the markdown report is written to ('' for none)")
 	flag.StringVar(&o.profileDir, "profile", "", "directory for CPU profiles of the venturi worker processes (scenario 4)")
 	var libs string
-	flag.StringVar(&libs, "libs", "", "comma-separated libraries to run: venturi,river,river-tuned (default all; for profiling)")
+	flag.StringVar(&libs, "libs", "", "comma-separated libraries to run: venturi,river,river-tuned,graphile,graphile-tuned (default all; for profiling)")
 	var workerArgs string
 	flag.StringVar(&workerArgs, "worker-args", "", "extra space-separated flags for `bench worker` (profiling: -trace, -concurrency N)")
 	flag.IntVar(&o.e2eJobs, "e2e-jobs", 0, "override the number of jobs of scenario 4")
@@ -230,12 +233,22 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer admin.Close()
+	gw, err := setupGraphile(ctx, o, admin)
+	if err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
 	env, err := describe(ctx, admin, o)
 	if err != nil {
 		return err
 	}
 	rep := &report{}
-	b := &bencher{o: o, admin: admin, rep: rep}
+	if gw != nil {
+		env.lines = append(env.lines, gw.describe())
+		if gw.skip != "" {
+			rep.skipGraphile(gw.skip)
+		}
+	}
+	b := &bencher{o: o, admin: admin, rep: rep, graphile: gw}
 	steps := []struct {
 		name string
 		fn   func(context.Context) error
@@ -277,17 +290,19 @@ func run(ctx context.Context, o options) error {
 
 // bencher carries what every scenario needs.
 type bencher struct {
-	o     options
-	admin *pgxpool.Pool
-	rep   *report
-	loads []float64 // 1-minute load averages noted before measured runs (scenario 11)
+	o        options
+	admin    *pgxpool.Pool
+	rep      *report
+	loads    []float64    // 1-minute load averages noted before measured runs (scenario 11)
+	graphile *graphileEnv // nil when this run has no graphile-worker rows
 }
 
-// order alternates the libraries' order from one repetition to the next.
+// order alternates the libraries' order from one repetition to the next. It leaves out
+// those not selected by -libs and graphile-worker when it is not installed.
 func (b *bencher) order(rep int, libs ...string) []string {
 	var out []string
 	for _, l := range libs {
-		if b.o.libs == nil || b.o.libs[l] {
+		if (b.o.libs == nil || b.o.libs[l]) && (!isGraphile(l) || b.graphile.ready()) {
 			out = append(out, l)
 		}
 	}

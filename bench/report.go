@@ -25,7 +25,12 @@ type row struct {
 	ratioTo  []string             // denominator columns, first is the target's
 	target   string               // e.g. ">= 1.3x", "<= 2 ms"
 	check    func(r *row) (bool, bool)
+
+	graphileTo []string // graphile-worker columns of the venturi/graphile ratio (graphilePeers), nil where it does not run
 }
+
+// graphilePeers are the denominators of the venturi/graphile ratios, tuned first.
+var graphilePeers = []string{libGraphileTuned, libGraphile}
 
 type report struct {
 	rows    []*row
@@ -44,6 +49,8 @@ type report struct {
 	coord   *coordReport                 // scenario 12
 	events  *eventsReport                // scenario 13
 	ops     *opsReport                   // scenario 14
+
+	graphileSkip string // why graphile-worker did not run although this run has its rows ("" otherwise)
 }
 
 func (r *report) get(list *[]*row, scenario, metric string, higher bool) *row {
@@ -113,19 +120,24 @@ func (x *row) ratio(to string) (float64, bool) {
 	return median(a) / median(b), true
 }
 
-func (x *row) ratioCell() string {
+func (x *row) ratioCell() string { return x.ratioCellOf(x.ratioTo) }
+
+// graphileRatioCell is the venturi/graphile column.
+func (x *row) graphileRatioCell() string { return x.ratioCellOf(x.graphileTo) }
+
+func (x *row) ratioCellOf(tos []string) string {
 	var parts []string
-	for _, to := range x.ratioTo {
+	for _, to := range tos {
 		r, ok := x.ratio(to)
 		if !ok {
 			continue
 		}
 		s := fmt.Sprintf("%.2f×", r)
-		if len(x.ratioTo) > 1 {
+		if len(tos) > 1 {
 			switch to {
-			case libRiver:
+			case libRiver, libGraphile:
 				s += " vs default"
-			case libRiverTuned:
+			case libRiverTuned, libGraphileTuned:
 				s += " vs tuned"
 			default:
 				s += " vs " + to
@@ -246,13 +258,15 @@ func (r *report) markdown(env *environment, o options) string {
 	if o.quick {
 		mode = "quick"
 	}
-	fmt.Fprintf(&b, "# venturi vs River benchmark results\n\n")
+	fmt.Fprintf(&b, "# venturi vs River (and graphile-worker) benchmark results\n\n")
 	fmt.Fprintf(&b, "Mode: **%s** (`%s`), %d repetitions per library, libraries alternated run by run; run took %s on %s.\n\n",
 		mode, strings.Join(append([]string{"bench"}, redactArgs(os.Args[1:])...), " "), o.reps, env.duration.Round(time.Second), time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "Cells are median (min–max) over the repetitions. Ratios are venturi's median over River's median from this same run:\n")
 	fmt.Fprintf(&b, "above 1 is better for venturi on throughput rows (jobs/s), below 1 is better on latency and memory rows.\n")
 	fmt.Fprintf(&b, "River \"default\" is its documented configuration (FetchCooldown 100ms, FetchPollInterval 1s, MaxWorkers 100);\n")
 	fmt.Fprintf(&b, "\"tuned\" is FetchCooldown 2ms, FetchPollInterval 20ms, MaxWorkers 2000. Enqueue scenarios use an insert-only River client with defaults.\n")
+	fmt.Fprintf(&b, "graphile-worker %s (Node; scenarios 4, 5 and 7) \"default\" is its documented configuration (concurrency 1, pollInterval 2000ms, maxPoolSize 10, no local queue, no batched completion);\n", graphileVersion)
+	fmt.Fprintf(&b, "\"tuned\" is its performance guide's batching: concurrency 24, localQueue size 500, completeJobBatchDelay 0, pollInterval 20ms. It deletes a job when it completes and keeps no journal.\n")
 	fmt.Fprintf(&b, "venturi always runs with venturi.Config{} and venturi.NewQueue(pool, venturi.QueueConfig{}).\n\n")
 	fmt.Fprintf(&b, "## Machine\n\n")
 	for _, l := range env.lines {
@@ -263,15 +277,7 @@ func (r *report) markdown(env *environment, o options) string {
 		fmt.Fprintf(&b, "- %s\n", l)
 	}
 	if len(r.rows) > 0 {
-		fmt.Fprintf(&b, "\n## Scenarios 1–5 and 7\n\n")
-		fmt.Fprintf(&b, "| Scenario | Metric | venturi | River default | River tuned | venturi/River | Target | Met |\n")
-		fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|\n")
-		rows := append([]*row(nil), r.rows...)
-		slices.SortStableFunc(rows, func(a, b *row) int { return strings.Compare(leadNum(a.scenario), leadNum(b.scenario)) })
-		for _, x := range rows {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", x.scenario, x.metric,
-				cell(x.vals[libVenturi]), cell(x.vals[libRiver]), cell(x.vals[libRiverTuned]), x.ratioCell(), x.target, x.metCell())
-		}
+		r.mainTable(&b)
 	}
 	if len(r.backlog) > 0 {
 		small, big := fmt.Sprintf("%d", o.sz.backlogs[0]), fmt.Sprintf("%d", o.sz.backlogs[1])
@@ -311,6 +317,43 @@ func (r *report) markdown(env *environment, o options) string {
 		}
 	}
 	return b.String()
+}
+
+// skipGraphile notes that graphile-worker's rows were not run, and why.
+func (r *report) skipGraphile(reason string) {
+	r.graphileSkip = reason
+	r.notes = append(r.notes, "graphile-worker not run: "+reason+".")
+}
+
+// mainTable writes the table of scenarios 1–5 and 7, with graphile-worker's columns when
+// it ran or was to run.
+func (r *report) mainTable(b *strings.Builder) {
+	withGraphile := r.graphileSkip != ""
+	for _, x := range r.rows {
+		withGraphile = withGraphile || len(x.vals[libGraphile])+len(x.vals[libGraphileTuned]) > 0
+	}
+	fmt.Fprintf(b, "\n## Scenarios 1–5 and 7\n\n")
+	if withGraphile {
+		fmt.Fprintf(b, "| Scenario | Metric | venturi | River default | River tuned | venturi/River | graphile default | graphile tuned | venturi/graphile | Target | Met |\n")
+		fmt.Fprintf(b, "|---|---|---|---|---|---|---|---|---|---|---|\n")
+	} else {
+		fmt.Fprintf(b, "| Scenario | Metric | venturi | River default | River tuned | venturi/River | Target | Met |\n")
+		fmt.Fprintf(b, "|---|---|---|---|---|---|---|---|\n")
+	}
+	rows := append([]*row(nil), r.rows...)
+	slices.SortStableFunc(rows, func(a, b *row) int { return strings.Compare(leadNum(a.scenario), leadNum(b.scenario)) })
+	for _, x := range rows {
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |", x.scenario, x.metric,
+			cell(x.vals[libVenturi]), cell(x.vals[libRiver]), cell(x.vals[libRiverTuned]), x.ratioCell())
+		if withGraphile {
+			gd, gt, gr := cell(x.vals[libGraphile]), cell(x.vals[libGraphileTuned]), x.graphileRatioCell()
+			if len(x.graphileTo) > 0 && r.graphileSkip != "" {
+				gd, gt = "not run", "not run"
+			}
+			fmt.Fprintf(b, " %s | %s | %s |", gd, gt, gr)
+		}
+		fmt.Fprintf(b, " %s | %s |\n", x.target, x.metCell())
+	}
 }
 
 // leadNum is a scenario's number ("4." of "4. end-to-end"), for ordering rows.

@@ -21,27 +21,37 @@ const (
 )
 
 // pickupRec records, per sequence number, when the enqueue call returned (the commit was
-// acknowledged), when it was issued, and when the handler started; all from one process
-// clock (time.Now's monotonic reading relative to base).
+// acknowledged), when it was issued, and when the handler started; all from one clock
+// (time.Now's monotonic reading relative to base; a graphile-worker process reports
+// CLOCK_MONOTONIC, the same clock, which baseMono puts on this timeline).
 type pickupRec struct {
-	base    time.Time
-	issued  []atomic.Int64
-	acked   []atomic.Int64
-	started []atomic.Int64
-	handled atomic.Int64
+	base     time.Time
+	baseMono int64 // CLOCK_MONOTONIC at base (monoNow)
+	issued   []atomic.Int64
+	acked    []atomic.Int64
+	started  []atomic.Int64
+	handled  atomic.Int64
 }
 
 func newPickupRec(n int) *pickupRec {
-	return &pickupRec{base: time.Now(), issued: make([]atomic.Int64, n), acked: make([]atomic.Int64, n), started: make([]atomic.Int64, n)}
+	m0 := monoNow()
+	base := time.Now()
+	m1 := monoNow()
+	return &pickupRec{base: base, baseMono: m0 + (m1-m0)/2, issued: make([]atomic.Int64, n), acked: make([]atomic.Int64, n), started: make([]atomic.Int64, n)}
 }
 
 func (p *pickupRec) now() int64 { return int64(time.Since(p.base)) }
 
-func (p *pickupRec) start(seq int) {
-	if p == nil || seq < 0 || seq >= len(p.started) {
+func (p *pickupRec) start(seq int) { p.startAt(seq, p.now()) }
+
+// startMono records a handler's start read on CLOCK_MONOTONIC in another process.
+func (p *pickupRec) startMono(seq int, mono int64) { p.startAt(seq, mono-p.baseMono) }
+
+func (p *pickupRec) startAt(seq int, t int64) {
+	if p == nil || seq < 0 || seq >= len(p.started) || t <= 0 {
 		return
 	}
-	if p.started[seq].CompareAndSwap(0, p.now()) {
+	if p.started[seq].CompareAndSwap(0, t) {
 		p.handled.Add(1)
 	}
 }

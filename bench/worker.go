@@ -217,12 +217,14 @@ func (b *bencher) dbCPU(ctx context.Context) (time.Duration, bool) {
 	return total, any && rows.Err() == nil
 }
 
-// workerProc is a running `bench worker` child.
+// workerProc is a running `bench worker` child, or a graphile-worker one (worker.mjs).
 type workerProc struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	t0    time.Time
 	out   *bufio.Reader // the child's stdout after its ready line (sampled workers; others' is drained)
+	gw    *graphileOut  // a graphile-worker child's stdout, followed (nil for the Go workers)
+	cpu0  time.Duration // the child's CPU time when it was ready (its start-up: node loads its modules)
 }
 
 func startWorkerProc(ctx context.Context, url, lib, cpuprofile string, extra ...string) (*workerProc, error) {
@@ -275,36 +277,47 @@ func launchWorker(url, lib, cpuprofile string, drain bool, extra []string) (*wor
 	// line, where any user of the machine could read its password (ps).
 	cmd.Env = append(os.Environ(), "BENCH_DATABASE_URL="+url)
 	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	p, br, err := startProc(cmd, lib)
 	if err != nil {
 		return nil, err
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &workerProc{cmd: cmd, stdin: stdin}
-	br := bufio.NewReader(out)
-	line, err := br.ReadString('\n')
-	if err != nil {
-		p.kill()
-		return nil, fmt.Errorf("worker %s did not start: %w", lib, err)
-	}
-	ns, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(line, "ready ")), 10, 64)
-	if err != nil {
-		p.kill()
-		return nil, fmt.Errorf("worker %s: unexpected %q", lib, line)
-	}
-	p.t0 = time.Unix(0, ns)
 	if drain {
 		go func() { _, _ = io.Copy(io.Discard, br) }()
 	} else {
 		p.out = br
 	}
 	return p, nil
+}
+
+// startProc starts a worker child and reads its first line, "ready <unix ns>" with the
+// time just before the worker started; it returns the child's stdout after that line.
+func startProc(cmd *exec.Cmd, lib string) (*workerProc, *bufio.Reader, error) {
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	p := &workerProc{cmd: cmd, stdin: stdin}
+	br := bufio.NewReader(out)
+	line, err := br.ReadString('\n')
+	if err != nil {
+		p.kill()
+		return nil, nil, fmt.Errorf("worker %s did not start: %w", lib, err)
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(line, "ready ")), 10, 64)
+	if err != nil {
+		p.kill()
+		return nil, nil, fmt.Errorf("worker %s: unexpected %q", lib, line)
+	}
+	p.t0 = time.Unix(0, ns)
+	p.cpu0, _ = procCPU(cmd.Process.Pid)
+	return p, br, nil
 }
 
 // peakRSS reads the child's VmHWM (peak resident set) in MiB.
@@ -326,7 +339,12 @@ func (p *workerProc) peakRSS() (float64, error) {
 func (p *workerProc) stop() error {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
+	go func() {
+		if p.gw != nil {
+			<-p.gw.eof // its last line ("done") is read before Wait closes the pipe
+		}
+		done <- p.cmd.Wait()
+	}()
 	select {
 	case err := <-done:
 		return err
@@ -341,7 +359,8 @@ func (p *workerProc) kill() {
 	_ = p.cmd.Wait()
 }
 
-// enqueueBulk enqueues n no-op jobs through the library's batch API, untimed.
+// enqueueBulk enqueues n no-op jobs through the library's batch API (graphile-worker's
+// SQL add_jobs), untimed.
 func (b *bencher) enqueueBulk(ctx context.Context, lib string, n int) error {
 	return b.enqueueBulkOf(ctx, lib, n, noopTask, noopArgs)
 }
@@ -349,6 +368,9 @@ func (b *bencher) enqueueBulk(ctx context.Context, lib string, n int) error {
 // enqueueBulkOf enqueues n jobs made by task (venturi) or args (River) in batches of
 // 1,000, untimed.
 func (b *bencher) enqueueBulkOf(ctx context.Context, lib string, n int, task func(int) venturi.Task, args func(int) river.JobArgs) error {
+	if isGraphile(lib) {
+		return b.enqueueGraphile(ctx, kindNoop, n)
+	}
 	pl := libVenturi
 	if lib != libVenturi {
 		pl = libRiver
@@ -380,7 +402,9 @@ func (b *bencher) workUntil(ctx context.Context, lib, profile string, done func(
 	return el, rss, err
 }
 
-// cpuUse is the CPU time of a worker process and of the server processes serving it.
+// cpuUse is the CPU time of a worker process since its ready line (what starting the
+// process took is left out: loading Node's modules takes hundreds of milliseconds) and of
+// the server processes serving it.
 type cpuUse struct {
 	worker, db time.Duration
 	ok         bool
@@ -392,11 +416,45 @@ func (b *bencher) workUntilCPU(ctx context.Context, lib, profile string, done fu
 
 // workUntilArgs is workUntilCPU with the worker's extra flags given.
 func (b *bencher) workUntilArgs(ctx context.Context, lib, profile string, args []string, done func(ctx context.Context) (bool, time.Duration, error)) (time.Duration, float64, cpuUse, error) {
-	var cpu cpuUse
-	p, err := startWorkerProc(ctx, b.o.url, lib, profile, args...)
-	if err != nil {
-		return 0, 0, cpu, err
+	r, err := b.workUntilRun(ctx, lib, profile, args, done)
+	return r.elapsed, r.rss, r.cpu, err
+}
+
+// workRun is what workUntilRun measured.
+type workRun struct {
+	elapsed time.Duration // from the worker's start to done
+	rss     float64       // the worker's peak RSS, MiB
+	cpu     cpuUse
+	runs    int64 // graphile-worker: task runs it reported on exit (-1 for the Go workers)
+}
+
+// workUntilRun is workUntilArgs for any library, graphile-worker's configurations too
+// (which take no extra flags and no profile).
+func (b *bencher) workUntilRun(ctx context.Context, lib, profile string, args []string, done func(ctx context.Context) (bool, time.Duration, error)) (workRun, error) {
+	var (
+		p   *workerProc
+		err error
+	)
+	if isGraphile(lib) {
+		p, err = b.graphile.start(b.o.url, lib, kindNoop, nil)
+	} else {
+		p, err = startWorkerProc(ctx, b.o.url, lib, profile, args...)
 	}
+	if err != nil {
+		return workRun{}, err
+	}
+	el, rss, cpu, err := b.workProc(ctx, p, lib, done)
+	r := workRun{elapsed: el, rss: rss, cpu: cpu, runs: -1}
+	if err == nil && p.gw != nil {
+		r.runs = p.gw.runs.Load()
+		err = p.gw.err()
+	}
+	return r, err
+}
+
+// workProc waits until done reports true, polling the database, then stops the worker p.
+func (b *bencher) workProc(ctx context.Context, p *workerProc, lib string, done func(ctx context.Context) (bool, time.Duration, error)) (time.Duration, float64, cpuUse, error) {
+	var cpu cpuUse
 	defer func() {
 		if p != nil {
 			p.kill()
@@ -424,7 +482,7 @@ func (b *bencher) workUntilArgs(ctx context.Context, lib, profile string, args [
 	}
 	w, wok := procCPU(p.cmd.Process.Pid)
 	d, dok := b.dbCPU(ctx)
-	cpu = cpuUse{worker: w, db: d, ok: wok && dok}
+	cpu = cpuUse{worker: w - p.cpu0, db: d, ok: wok && dok}
 	q := p
 	p = nil
 	if err := q.stop(); err != nil {
@@ -473,8 +531,8 @@ func (b *bencher) scenarioE2E(ctx context.Context) error {
 	name := fmt.Sprintf("4. end-to-end, %d jobs, 1 worker process", n)
 	rssName := "7. worker peak RSS during 4"
 	for rep := range b.o.reps {
-		for _, lib := range b.order(rep, libVenturi, libRiverTuned, libRiver) {
-			if err := resetJobs(ctx, b.admin); err != nil {
+		for _, lib := range b.order(rep, libVenturi, libRiverTuned, libGraphileTuned, libRiver, libGraphile) {
+			if err := b.resetAll(ctx); err != nil {
 				return err
 			}
 			if err := b.enqueueBulk(ctx, lib, n); err != nil {
@@ -487,13 +545,16 @@ func (b *bencher) scenarioE2E(ctx context.Context) error {
 			if b.o.profileDir != "" && lib == libVenturi {
 				profile = filepath.Join(b.o.profileDir, fmt.Sprintf("venturi-e2e-%d.pprof", rep))
 			}
-			el, rss, cpu, err := b.workUntilCPU(ctx, lib, profile, b.allDone(lib, kindNoop, n))
+			r, err := b.workUntilRun(ctx, lib, profile, b.o.workerArgs, b.allDone(lib, kindNoop, n))
 			if err != nil {
 				return err
 			}
-			done, err := completedCount(ctx, b.admin, lib, kindNoop)
-			if err != nil {
-				return err
+			el, rss, cpu := r.elapsed, r.rss, r.cpu
+			done := r.runs // graphile-worker deletes completed jobs: none left (allDone) and n runs
+			if !isGraphile(lib) {
+				if done, err = completedCount(ctx, b.admin, lib, kindNoop); err != nil {
+					return err
+				}
 			}
 			if done != int64(n) {
 				return fmt.Errorf("%s: %d of %d jobs completed", lib, done, n)
@@ -504,12 +565,13 @@ func (b *bencher) scenarioE2E(ctx context.Context) error {
 			x.ratioOf, x.ratioTo, x.target, x.check = libVenturi, []string{libRiverTuned, libRiver}, "≥ 1.5× tuned", ratioAtLeast(1.5)
 			y := b.rep.add(rssName, "VmHWM (MiB)", false, lib, rss)
 			y.ratioOf, y.ratioTo, y.target, y.check = libVenturi, []string{libRiverTuned, libRiver}, "≤ River's", rssCheck
+			x.graphileTo, y.graphileTo = graphilePeers, graphilePeers
 			if cpu.ok {
 				logf("  %s %s rep %d: CPU worker %v, PostgreSQL backends %v", name, lib, rep, cpu.worker, cpu.db)
 				c1 := b.rep.add(name, "worker CPU ms per 1k jobs", false, lib, float64(cpu.worker.Milliseconds())*1000/float64(n))
-				c1.ratioOf, c1.ratioTo = libVenturi, []string{libRiverTuned, libRiver}
+				c1.ratioOf, c1.ratioTo, c1.graphileTo = libVenturi, []string{libRiverTuned, libRiver}, graphilePeers
 				c2 := b.rep.add(name, "PostgreSQL backend CPU ms per 1k jobs", false, lib, float64(cpu.db.Milliseconds())*1000/float64(n))
-				c2.ratioOf, c2.ratioTo = libVenturi, []string{libRiverTuned, libRiver}
+				c2.ratioOf, c2.ratioTo, c2.graphileTo = libVenturi, []string{libRiverTuned, libRiver}, graphilePeers
 			}
 		}
 	}
@@ -539,12 +601,18 @@ func (b *bencher) scenarioPickup(ctx context.Context) error {
 	const warm = 5
 	n := warm + int(b.o.sz.pickupDur/(20*time.Millisecond))
 	for rep := range b.o.reps {
-		for _, lib := range b.order(rep, libVenturi, libRiverTuned, libRiver) {
-			if err := resetJobs(ctx, b.admin); err != nil {
+		for _, lib := range b.order(rep, libVenturi, libRiverTuned, libGraphileTuned, libRiver, libGraphile) {
+			if err := b.resetAll(ctx); err != nil {
 				return err
 			}
 			rec := newPickupRec(n)
-			if err := pickupRun(ctx, b.o.url, lib, rec, n); err != nil {
+			var err error
+			if isGraphile(lib) {
+				err = b.graphilePickupRun(ctx, lib, rec, n)
+			} else {
+				err = pickupRun(ctx, b.o.url, lib, rec, n)
+			}
+			if err != nil {
 				return fmt.Errorf("%s: %w", lib, err)
 			}
 			var fromAck, fromCall []time.Duration
@@ -574,14 +642,14 @@ func (b *bencher) scenarioPickup(ctx context.Context) error {
 				{"p99 enqueue call→handler (ms)", pct(fromCall, .99), 0},
 			} {
 				x := b.rep.add(name, m.metric, false, lib, m.v)
-				x.ratioOf, x.ratioTo = libVenturi, []string{libRiverTuned, libRiver}
+				x.ratioOf, x.ratioTo, x.graphileTo = libVenturi, []string{libRiverTuned, libRiver}, graphilePeers
 				if m.limit > 0 {
 					x.target, x.check = fmt.Sprintf("≤ %.0f ms", m.limit), valueAtMost(libVenturi, m.limit)
 				}
 			}
 		}
 	}
-	b.rep.notes = append(b.rep.notes, "Pickup latency: \"commit→handler\" runs from the moment the enqueue call returned (the commit was acknowledged) to the first line of the handler, both read from one process clock; the commit happens on the server slightly earlier, so this is a lower bound. \"enqueue call→handler\" starts before the enqueue is sent and includes the commit's fsync: an upper bound. Producer and worker run in one process; the first 5 jobs are warm-up.")
+	b.rep.notes = append(b.rep.notes, "Pickup latency: \"commit→handler\" runs from the moment the enqueue call returned (the commit was acknowledged) to the first line of the handler, both read from one process clock; the commit happens on the server slightly earlier, so this is a lower bound. \"enqueue call→handler\" starts before the enqueue is sent and includes the commit's fsync: an upper bound. Producer and worker run in one process; the first 5 jobs are warm-up. graphile-worker's worker is a Node process (graphile/worker.mjs) and its producer the bench process (graphile-worker's SQL add_job, one autocommit statement per job); both read CLOCK_MONOTONIC, so the same clock still times them.")
 	return nil
 }
 

@@ -6,7 +6,8 @@
 # DATABASE_URL and stops the cluster afterwards if it started it. On that local cluster the
 # bench uses the venturi_bench database; with a DATABASE_URL of your own it uses that
 # database; BENCH_DATABASE_URL overrides both. The bench drops and recreates the schemas
-# venturi_bench and river_bench in it.
+# venturi_bench and river_bench in it, and graphile_bench for graphile-worker (scenarios 4
+# and 5), which it installs with npm into bench/.graphile when node exists (bench/README.md).
 BENCH_PG ?= $(CURDIR)/scripts/pg.sh
 BENCH_FLAGS ?=
 # Inside `pg.sh with`: VENTURI_PGDATA is exported only when the local cluster is in use.

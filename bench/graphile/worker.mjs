@@ -1,0 +1,154 @@
+// worker.mjs: graphile-worker as the bench's third peer (scenarios 4 and 5; see
+// bench/README.md, "graphile-worker"). The Go bench starts it as it starts `bench worker`
+// for venturi and River.
+//
+//   node worker.mjs migrate
+//       runs graphile-worker's own migrations (runMigrations) into the schema, then exits.
+//   node worker.mjs work -task bench_noop|bench_pickup -concurrency N -max-pool-size N \
+//       -poll-interval MS -local-queue-size N -complete-job-batch-delay MS
+//       runs a worker (run()) with exactly that configuration; every flag is required, so
+//       the configuration is the one the bench passes, never a default of this script.
+//
+// Environment (the URL never goes on the command line, where ps shows its password):
+//   BENCH_DATABASE_URL       the database
+//   GRAPHILE_BENCH_SCHEMA    graphile-worker's schema (the bench uses graphile_bench)
+//   GRAPHILE_BENCH_MODULES   the folder whose node_modules holds graphile-worker (the bench
+//                            installs it into bench/.graphile with npm ci)
+//   PGAPPNAME                read by node-postgres: the bench marks the worker's connections
+//                            to find their server processes' CPU time
+//
+// `work` writes one line per event on stdout:
+//   ready <unix ns>          just before run(): the bench times the drain from here
+//   listening                once the pool's LISTEN connection is up (new-job notifications)
+//   start <seq> <mono ns>    bench_pickup only: the handler's first line, on CLOCK_MONOTONIC
+//                            (process.hrtime), which the bench's producer reads too
+//   done <runs>              on exit: how many times a task function ran
+// and stops cleanly (runner.stop(), which also flushes batched completions) on SIGTERM,
+// SIGINT or when its stdin closes. Logs (warnings and errors only) go to stderr.
+import { createRequire } from "node:module";
+import { EventEmitter } from "node:events";
+import { join } from "node:path";
+
+const env = (name) => {
+  const v = process.env[name];
+  if (!v) fail(`${name} is not set`);
+  return v;
+};
+
+function fail(msg) {
+  process.stderr.write(`graphile worker.mjs: ${msg}\n`);
+  process.exit(2);
+}
+
+const connectionString = env("BENCH_DATABASE_URL");
+const schema = env("GRAPHILE_BENCH_SCHEMA");
+const require = createRequire(join(env("GRAPHILE_BENCH_MODULES"), "package.json"));
+const { run, runMigrations, Logger } = require("graphile-worker");
+
+const logger = new Logger((scope) => (level, message) => {
+  if (level === "error" || level === "warning") {
+    process.stderr.write(`graphile-worker ${level}: ${message}\n`);
+  }
+});
+
+// flags parses "-name value" pairs; every name in want must be given.
+function flags(args, want) {
+  const out = {};
+  for (let i = 0; i < args.length; i += 2) {
+    const name = args[i].replace(/^--?/, "");
+    if (!want.includes(name) || i + 1 >= args.length) fail(`bad flag ${args[i]}`);
+    out[name] = args[i + 1];
+  }
+  for (const w of want) if (!(w in out)) fail(`-${w} is required`);
+  return out;
+}
+
+function int(s, name) {
+  const n = Number(s);
+  if (!Number.isInteger(n)) fail(`-${name}: ${s} is not an integer`);
+  return n;
+}
+
+const say = (line) => process.stdout.write(line + "\n"); // synchronous on a pipe (Linux)
+
+async function work(args) {
+  const f = flags(args, ["task", "concurrency", "max-pool-size", "poll-interval", "local-queue-size", "complete-job-batch-delay"]);
+  let runs = 0;
+  const tasks = {
+    // The no-op job of scenario 4.
+    bench_noop: () => {
+      runs++;
+    },
+    // Scenario 5: the handler's start on the clock the producer reads.
+    bench_pickup: (payload) => {
+      const t = process.hrtime.bigint();
+      runs++;
+      say(`start ${payload.seq} ${t}`);
+    },
+  };
+  if (!(f.task in tasks)) fail(`unknown -task ${f.task}`);
+  const events = new EventEmitter();
+  let listening = false;
+  events.on("pool:listen:success", () => {
+    if (!listening) {
+      listening = true;
+      say("listening");
+    }
+  });
+  const localQueueSize = int(f["local-queue-size"], "local-queue-size");
+  const worker = {
+    connectionString,
+    schema,
+    logger,
+    events,
+    concurrentJobs: int(f.concurrency, "concurrency"),
+    maxPoolSize: int(f["max-pool-size"], "max-pool-size"),
+    pollInterval: int(f["poll-interval"], "poll-interval"),
+    completeJobBatchDelay: int(f["complete-job-batch-delay"], "complete-job-batch-delay"),
+    failJobBatchDelay: -1, // the default: no job fails here
+  };
+  if (localQueueSize > 0) worker.localQueue = { size: localQueueSize };
+  const nowNs = () => BigInt(Math.round((performance.timeOrigin + performance.now()) * 1000)) * 1000n;
+  say(`ready ${nowNs()}`);
+  const runner = await run({
+    preset: { worker },
+    taskList: { [f.task]: tasks[f.task] },
+    parsedCronItems: [], // no crontab (otherwise it looks for ./crontab)
+    noHandleSignals: true, // stopped below
+  });
+  let stopping = null;
+  const stop = () => {
+    stopping ??= runner.stop().then(
+      () => {
+        say(`done ${runs}`);
+        process.exit(0);
+      },
+      (err) => {
+        process.stderr.write(`graphile worker.mjs: stop: ${err}\n`);
+        say(`done ${runs}`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", stop);
+  process.on("SIGINT", stop);
+  process.stdin.on("end", stop);
+  process.stdin.on("error", stop);
+  process.stdin.resume();
+  await runner.promise;
+}
+
+const [cmd, ...rest] = process.argv.slice(2);
+try {
+  if (cmd === "migrate") {
+    if (rest.length) fail("migrate takes no flags");
+    await runMigrations({ connectionString, schema, logger });
+  } else if (cmd === "work") {
+    await work(rest);
+  } else {
+    fail("usage: node worker.mjs migrate | work -task … (see the top of this file)");
+  }
+} catch (err) {
+  process.stderr.write(`graphile worker.mjs: ${err?.stack ?? err}\n`);
+  process.exit(1);
+}
