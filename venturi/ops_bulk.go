@@ -154,7 +154,7 @@ func (q *Queue) bulk(ctx context.Context, f JobFilter, o BulkOptions, a bulkActi
 	for !res.More {
 		var rows []*listRow
 		var edge *listRow
-		err := q.listTx(ctx, func(tx pgx.Tx) (err error) {
+		err := q.readTx(ctx, func(tx pgx.Tx) (err error) {
 			rows, edge, err = q.listAfter(ctx, tx, &f, cur, bulkBatch, false)
 			return err
 		})
@@ -220,7 +220,7 @@ func (q *Queue) bulkCount(ctx context.Context, f *JobFilter, limit, countMax int
 		one = dbsqlc.NullVenturiJobState{VenturiJobState: dbsqlc.VenturiJobState(f.States[0]), Valid: true}
 	}
 	var counts []*dbsqlc.CountMatchingJobsRow
-	err := q.listTx(ctx, func(tx pgx.Tx) (err error) {
+	err := q.readTx(ctx, func(tx pgx.Tx) (err error) {
 		counts, err = q.q.CountMatchingJobs(ctx, tx, dbsqlc.CountMatchingJobsParams{
 			SingletonPrefix: SingletonSlotPrefix, Max: int32(countMax), OneState: one,
 			Ids: lp.Ids, States: lp.States, Kinds: lp.Kinds, Queues: lp.Queues, DedupKey: lp.DedupKey, KeySearch: lp.KeySearch,

@@ -232,7 +232,7 @@ func (q *Queue) ListJobs(ctx context.Context, f JobFilter, cursor string, limit 
 	}
 	var rows []*listRow
 	var edge *listRow
-	err = q.listTx(ctx, func(tx pgx.Tx) error {
+	err = q.readTx(ctx, func(tx pgx.Tx) error {
 		rows, edge, err = q.listAfter(ctx, tx, &f, cur, limit+1, true)
 		return err
 	})
@@ -258,9 +258,10 @@ func (q *Queue) ListJobs(ctx context.Context, f JobFilter, cursor string, limit 
 	return page, nil
 }
 
-// listTx runs fn in a read-only transaction whose statements are bounded by ListTimeout
-// and planned for their parameters.
-func (q *Queue) listTx(ctx context.Context, fn func(pgx.Tx) error) error {
+// readTx runs fn in a read-only transaction whose statements are bounded by ListTimeout,
+// planned for their parameters, without parallel workers or JIT (ListSettings): the
+// operations API's reads (listings, dry-run counts, stats).
+func (q *Queue) readTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	err := pgx.BeginTxFunc(ctx, q.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
 		if err := q.q.ListSettings(ctx, tx, statementTimeoutMs(ListTimeout)); err != nil {
 			return err
@@ -284,7 +285,7 @@ func listError(err error) error {
 // job (not a match): the position the walk resumes after.
 func (q *Queue) listAfter(ctx context.Context, tx pgx.Tx, f *JobFilter, cur *listCursor, n int, summary bool) (rows []*listRow, edge *listRow, err error) {
 	p := listParams(f, summary)
-	p.Max, p.Scan = int32(n), int32(searchWindow(f, n))
+	p.Max, p.Scan = int32(n), int32(searchWindow(&p, n))
 	o := orderOf(f)
 	if o == orderAvailable {
 		return q.listAvailable(ctx, tx, f, p, cur, n)
@@ -304,11 +305,11 @@ func (q *Queue) listAfter(ctx context.Context, tx pgx.Tx, f *JobFilter, cur *lis
 	return rows, edge, nil
 }
 
-// searchWindow is how many jobs a statement of f's listing reads for n matches: n, or
-// ListSearchWindow when f has a predicate that no index serves (a note, payload or
-// attachment match, a dedup key without a kind).
-func searchWindow(f *JobFilter, n int) int {
-	if f.Note == "" && len(f.Payload) == 0 && len(f.Attachment) == 0 && (f.DedupKey == "" || len(f.Kinds) > 0) {
+// searchWindow is how many jobs a statement of listing p reads for n matches: n, or
+// ListSearchWindow when listParams gave p a predicate that no index serves (a note,
+// payload or attachment match, a dedup key without a kind: KeySearch).
+func searchWindow(p *dbsqlc.ListJobsParams, n int) int {
+	if p.NotePattern == "" && len(p.PayloadPaths) == 0 && len(p.AttachmentPaths) == 0 && p.KeySearch == "" {
 		return n
 	}
 	return max(n, ListSearchWindow)
@@ -401,7 +402,7 @@ func (q *Queue) listAvailable(ctx context.Context, tx pgx.Tx, f *JobFilter, p db
 		p.CQueue = queue
 		for _, s := range steps {
 			p.OrderBy, p.Seg, p.Max = string(s.order), s.seg, int32(n-len(out))
-			p.Scan = int32(searchWindow(f, int(p.Max)))
+			p.Scan = int32(searchWindow(&p, int(p.Max)))
 			rows, err := q.q.ListJobs(ctx, tx, p)
 			if err != nil {
 				return nil, nil, err

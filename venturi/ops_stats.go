@@ -398,12 +398,12 @@ func statementTimeoutMs(d time.Duration) string {
 // queues by name, each with its kinds by name. A queue that has settings but no jobs is
 // listed with zero counts. The queues' Paused and Concurrency are their current settings.
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
-	// In the listing's transaction settings: without JIT above all. The stats tables are
+	// In the ops reads' transaction settings (readTx): without JIT above all. The stats tables are
 	// tiny, but until autovacuum first analyzes them (a new schema, a restored one) the
 	// planner's default estimates price this join past jit_above_cost, and compiling it
 	// took 30 ms of a 0.3 ms read (bench scenario 14).
 	var rows []*dbsqlc.StatsReadRow
-	err := q.listTx(ctx, func(tx pgx.Tx) (err error) {
+	err := q.readTx(ctx, func(tx pgx.Tx) (err error) {
 		rows, err = q.q.StatsRead(ctx, tx)
 		return err
 	})
@@ -451,7 +451,7 @@ func zeroCounts() map[State]int64 {
 // most the newest [MaxStatsHistory]), oldest first, by queue within a sample.
 func (q *Queue) StatsHistory(ctx context.Context, since time.Time) ([]StatsSample, error) {
 	var rows []*dbsqlc.StatsHistoryRow
-	err := q.listTx(ctx, func(tx pgx.Tx) (err error) {
+	err := q.readTx(ctx, func(tx pgx.Tx) (err error) {
 		rows, err = q.q.StatsHistory(ctx, tx, dbsqlc.StatsHistoryParams{Since: since, Max: MaxStatsHistory})
 		return err
 	})
