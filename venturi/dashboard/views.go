@@ -2,9 +2,7 @@ package dashboard
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -353,108 +351,6 @@ func (h *handler) jobAction(rq *request) (string, error) {
 	return "/jobs/" + id.String() + "?done=" + act.done + "&n=" + n, nil
 }
 
-// ---- bulk actions ------------------------------------------------------------------------
-
-type bulkAction struct {
-	name, done, verb string
-	grant            Action
-	run              func(q *venturi.Queue, rq *request, f venturi.JobFilter, o venturi.BulkOptions) (venturi.BulkResult, error)
-}
-
-var bulkActions = []bulkAction{
-	{"retry", "retried", "Retry", Retry, func(q *venturi.Queue, rq *request, f venturi.JobFilter, o venturi.BulkOptions) (venturi.BulkResult, error) {
-		return q.RetryJobs(rq.ctx, f, o)
-	}},
-	{"cancel", "cancelled", "Cancel", Cancel, func(q *venturi.Queue, rq *request, f venturi.JobFilter, o venturi.BulkOptions) (venturi.BulkResult, error) {
-		return q.CancelJobs(rq.ctx, f, o)
-	}},
-	{"delete", "deleted", "Delete", Delete, func(q *venturi.Queue, rq *request, f venturi.JobFilter, o venturi.BulkOptions) (venturi.BulkResult, error) {
-		return q.DeleteJobs(rq.ctx, f, o)
-	}},
-}
-
-func bulkOf(name string) (bulkAction, error) {
-	for _, a := range bulkActions {
-		if a.name == name {
-			return a, nil
-		}
-	}
-	return bulkAction{}, errNotFound
-}
-
-func reasonOf(r *http.Request) (string, error) {
-	reason := r.PostFormValue("reason")
-	if len(reason) > MaxReasonBytes || !utf8.ValidString(reason) {
-		return "", badRequest("The reason must be at most " + strconv.Itoa(MaxReasonBytes) + " bytes of text.")
-	}
-	return reason, nil
-}
-
-type bulkData struct {
-	Action, Verb string
-	Filter       string
-	Result       venturi.BulkResult
-	Max          int
-	ListURL      string
-	FormURL      string
-}
-
-// dryRunCountMax is how many matching jobs a bulk action's dry run counts at most, so
-// that the confirmation page stays fast (about 7 µs a job).
-const dryRunCountMax = 5_000
-
-// bulkConfirm is the first step of a bulk action: a dry run counts what it would change
-// (the filter's matching jobs, by the listing's indexes where it can), and the page asks
-// for a confirmation.
-func (h *handler) bulkConfirm(rq *request) (*view, error) {
-	act, err := bulkOf(rq.r.PathValue("action"))
-	if err != nil {
-		return nil, err
-	}
-	if err := rq.need(act.grant); err != nil {
-		return nil, err
-	}
-	text := rq.r.URL.Query().Get("q")
-	f, err := parseFilter(text)
-	if err != nil {
-		return nil, badRequest("The filter is not valid: " + filterMessage(err))
-	}
-	res, err := act.run(h.q, rq, f, venturi.BulkOptions{DryRun: true, CountMax: dryRunCountMax})
-	if err != nil {
-		return nil, err
-	}
-	d := &bulkData{Action: act.name, Verb: act.verb, Filter: f.String(), Result: res, Max: venturi.MaxBulkJobs,
-		ListURL: h.url("/jobs", "q", f.String()), FormURL: h.url("/bulk/" + act.name)}
-	return &view{tmpl: "bulk", title: act.verb + " jobs", nav: "jobs", data: d}, nil
-}
-
-// bulkAction runs a confirmed bulk action over the filter and redirects to the list of the
-// jobs it matched.
-func (h *handler) bulkAction(rq *request) (string, error) {
-	act, err := bulkOf(rq.r.PathValue("action"))
-	if err != nil {
-		return "", err
-	}
-	if err := rq.need(act.grant); err != nil {
-		return "", err
-	}
-	text := rq.r.PostFormValue("q")
-	f, err := parseFilter(text)
-	if err != nil {
-		return "", badRequest("The filter is not valid: " + filterMessage(err))
-	}
-	reason, err := reasonOf(rq.r)
-	if err != nil {
-		return "", err
-	}
-	res, err := act.run(h.q, rq, f, venturi.BulkOptions{Reason: reason})
-	if err != nil {
-		return "", err
-	}
-	v := url.Values{"q": {f.String()}, "done": {act.done}, "n": {strconv.Itoa(res.Changed)}}
-	return "/jobs?" + v.Encode(), nil
-}
-
 // ---- queues ------------------------------------------------------------------------------
 
 type queuesData struct {
@@ -599,67 +495,3 @@ func (h *handler) audit(rq *request) (*view, error) {
 	}
 	return &view{tmpl: "audit", title: "Audit log", nav: "audit", data: d}, nil
 }
-
-// ---- live stats ------------------------------------------------------------------------------
-
-// liveStats is the stats endpoint's body: the values the pages show, each under the key of
-// the elements that show it (data-live), already formatted.
-type liveStats struct {
-	SampledAt string            `json:"sampled_at"`
-	Values    map[string]string `json:"values"`
-}
-
-// statsJSON serves the latest stats sample (one read of the stats table) for the pages'
-// live updates.
-func (h *handler) statsJSON(w http.ResponseWriter, r *http.Request) {
-	st, err := h.q.Stats(r.Context())
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Type", "application/json")
-	if err != nil {
-		ref := newRef()
-		h.log.ErrorContext(r.Context(), "venturi dashboard: stats", slog.String("ref", ref), slog.Any("error", err))
-		w.WriteHeader(http.StatusInternalServerError)
-		_, _ = w.Write([]byte(`{"error":"the stats could not be read (reference ` + ref + `)"}`))
-		return
-	}
-	_ = json.NewEncoder(w).Encode(liveOf(st))
-}
-
-func liveOf(st venturi.Stats) liveStats {
-	out := liveStats{Values: map[string]string{}}
-	if !st.SampledAt.IsZero() {
-		out.SampledAt = fmtTime(st.SampledAt)
-	}
-	for s, n := range totals(st, venturi.JobFilter{}) {
-		out.Values["t:"+string(s)] = fmtCount(n)
-	}
-	for _, s := range states {
-		if _, ok := out.Values["t:"+string(s)]; !ok {
-			out.Values["t:"+string(s)] = "0"
-		}
-	}
-	for _, qs := range st.Queues {
-		for k, v := range queueValues(qs) {
-			out.Values[k] = v
-		}
-	}
-	return out
-}
-
-// queueValues are one queue's live values, under the keys queueKey gives.
-func queueValues(qs venturi.QueueStats) map[string]string {
-	v := map[string]string{
-		queueKey(qs.Queue, "lag"):         fmtDuration(qs.Lag),
-		queueKey(qs.Queue, "completed/s"): fmtRate(qs.CompletedPerSec),
-		queueKey(qs.Queue, "failed/s"):    fmtRate(qs.FailedPerSec),
-		queueKey(qs.Queue, "dead/s"):      fmtRate(qs.DeadPerSec),
-	}
-	for _, s := range states {
-		v[queueKey(qs.Queue, string(s))] = fmtCount(qs.Counts[s])
-	}
-	return v
-}
-
-// queueKey is the data-live key of a queue's value: q:<field>:<queue> (the queue last, as
-// it may hold any character).
-func queueKey(queue, field string) string { return "q:" + field + ":" + queue }
