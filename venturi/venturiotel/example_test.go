@@ -73,11 +73,15 @@ func Example() {
 	for _, s := range spans.GetSpans() {
 		byID[s.SpanContext.SpanID().String()] = s.Name
 	}
+	// The enqueue's span first, then the runs' (spans are recorded as they end, and a fast
+	// first run can end before the enqueue's span does).
 	for _, s := range spans.GetSpans() {
-		switch {
-		case s.Parent.IsValid():
+		if s.Parent.IsValid() {
 			fmt.Printf("%s (%v), child of %s\n", s.Name, s.SpanKind, byID[s.Parent.SpanID().String()])
-		case len(s.Links) > 0:
+		}
+	}
+	for _, s := range spans.GetSpans() {
+		if !s.Parent.IsValid() && len(s.Links) > 0 {
 			fmt.Printf("%s (%v), root, linked to %s\n", s.Name, s.SpanKind, byID[s.Links[0].SpanContext.SpanID().String()])
 		}
 	}
