@@ -237,7 +237,10 @@ case "$cmd" in
   restart)
     ensure_binaries; pick_owner
     as_owner "$bindir/pg_ctl" -D "$datadir" -m "${1:-fast}" -w stop >/dev/null || true
-    as_owner "$bindir/pg_ctl" -D "$datadir" -l "$datadir/server.log" -o "-p $(port)" -w -t 60 start >/dev/null ;;
+    # A start that fails says why: the server log's end (the caller, chaos's full-disk
+    # mode for one, prints it; the cluster may be removed before anyone reads the file).
+    as_owner "$bindir/pg_ctl" -D "$datadir" -l "$datadir/server.log" -o "-p $(port)" -w -t 60 start >/dev/null \
+      || { tail -n 15 "$datadir/server.log" >&2; exit 1; } ;;
   with)
     [ "${1:-}" = "--" ] && shift
     if [ -n "${DATABASE_URL:-}" ] || [ -n "${TEST_DATABASE_URL:-}" ]; then
