@@ -137,7 +137,6 @@ type VenturiGate struct {
 	OpenUntil  *time.Time
 	ProbeUntil *time.Time
 	UpdatedAt  time.Time
-	FullUntil  *time.Time
 }
 
 type VenturiHook struct {
@@ -187,7 +186,6 @@ type VenturiJob struct {
 	BurstRun        pgtype.Int4
 	Events          bool
 	Meta            []byte
-	Vt              pgtype.Int8
 }
 
 type VenturiJournal struct {
