@@ -354,19 +354,13 @@ func (b *bencher) graphilePickupRun(ctx context.Context, lib string, rec *pickup
 		return err
 	}
 	add := "SELECT " + graphileSchema + ".add_job($1, json_build_object('seq', $2::int))"
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for seq := range n {
-		<-tick.C
-		rec.issued[seq].Store(rec.now())
+	if err := pacePickups(ctx, rec, n, func(ctx context.Context, seq int) error {
 		if _, err := pool.Exec(ctx, add, kindPickup, seq); err != nil {
 			return fmt.Errorf("graphile add_job: %w", err)
 		}
-		rec.acked[seq].Store(rec.now())
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for rec.handled.Load() < int64(n) && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+		return nil
+	}); err != nil {
+		return err
 	}
 	q := p
 	p = nil

@@ -704,6 +704,13 @@ func pickupRun(ctx context.Context, url, lib string, rec *pickupRec, n int) erro
 		_ = stopFn(sctx)
 	}()
 	time.Sleep(300 * time.Millisecond) // let the worker connect, listen and elect a leader
+	return pacePickups(ctx, rec, n, enqueue)
+}
+
+// pacePickups is scenario 5's producer, for every library: n enqueues, one every 20 ms,
+// each call's issue and acknowledgement recorded in rec; then it waits up to 5 s for the
+// handlers to have started.
+func pacePickups(ctx context.Context, rec *pickupRec, n int, enqueue func(ctx context.Context, seq int) error) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for seq := range n {

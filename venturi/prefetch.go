@@ -52,11 +52,7 @@ func (p *prefetchWindow) slotFreed() { p.closed = false }
 
 // started records that a buffered job started after waiting for waited.
 func (p *prefetchWindow) started(waited time.Duration) {
-	slow := max(4*p.rtt, 10*time.Millisecond)
-	if p.wait > 0 {
-		slow = min(slow, p.wait/2)
-	}
-	if p.shrink && waited > slow {
+	if p.shrink && waited > min(max(4*p.rtt, 10*time.Millisecond), p.wait/2) {
 		p.limit, p.shrink = max(p.limit/2, p.base), false
 	}
 	p.fed++
