@@ -52,7 +52,7 @@ var (
 		halfOpen: 2, pgbWorkers: 1, pgbRestart: 2, deadline: 15 * time.Minute}
 	shortProfile = profile{name: "short", jobs: 2000, arrival: 70 * time.Second, workMs: 250, workers: 3,
 		kills: 15, stops: 1, restarts: []string{"immediate"}, bursts: 1, listenKill: 1,
-		halfOpen: 1, pgbWorkers: 1, pgbRestart: 1, deadline: 130 * time.Second}
+		halfOpen: 2, pgbWorkers: 1, pgbRestart: 1, deadline: 130 * time.Second}
 	// The modes of failover.go, fulldisk.go and longtx.go: the scripted workload (every
 	// invariant), the live producer, one fault of their own; no PgBouncer.
 	failoverProfile = profile{name: "failover", jobs: 3000, arrival: 90 * time.Second, workMs: 200, workers: 3,
@@ -244,9 +244,10 @@ type driver struct {
 	rng  *rand.Rand
 	pool *pgxpool.Pool
 
-	proxies []*blackhole // per worker slot (netfaults.go)
-	pgbSh   string       // scripts/pgbouncer.sh when PgBouncer runs
-	pgbURL  string
+	proxies   []*blackhole // per worker slot (netfaults.go)
+	halfOpens int          // half-open cuts so far (netfaults.go)
+	pgbSh     string       // scripts/pgbouncer.sh when PgBouncer runs
+	pgbURL    string
 
 	repl *replication // -failover (failover.go)
 	disk *fullDisk    // -fulldisk (fulldisk.go)

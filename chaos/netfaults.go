@@ -134,13 +134,30 @@ func (d *driver) workerDSN(slot int) (string, error) {
 	return dsn, nil
 }
 
-// halfOpen cuts the busiest worker's network for hold (longer than the lease) without
-// closing anything, then heals it. The worker must notice through its own timeouts (it
-// hears nothing: no error, no reset), stop its handlers when their leases cannot be
-// extended, and complete nothing that another worker rescued meanwhile.
+// halfOpen cuts a worker's network for hold (longer than the lease) without closing
+// anything, then heals it. The worker must notice through its own timeouts (it hears
+// nothing: no error, no reset), stop its handlers when their leases cannot be extended,
+// and complete nothing that another worker rescued meanwhile. Every other cut (the first
+// included) is of the maintainer caught inside its maintenance transaction (cutMaintainer):
+// the other workers' rescue of the cut worker's runs must not wait for the heal. The
+// others cut the busiest worker.
 func (d *driver) halfOpen(ctx context.Context) {
-	p := d.pickBusiest(ctx)
+	d.halfOpens++
+	var p *proc
+	what := "busiest"
+	var release func()
+	if d.halfOpens%2 == 1 {
+		if p, release = d.catchMaintainer(ctx); p != nil {
+			what = "the maintainer, inside its maintenance transaction"
+		}
+	}
+	if p == nil {
+		p = d.pickBusiest(ctx)
+	}
 	if p == nil || len(d.proxies) < p.slot {
+		if release != nil {
+			release()
+		}
 		return
 	}
 	hold := d.o.lease*5/2 + time.Second
@@ -148,11 +165,14 @@ func (d *driver) halfOpen(ctx context.Context) {
 	held := b.held.Load()
 	at := time.Now()
 	b.cutOff()
-	d.logf("half-open network: worker %d (pid %d) cut off for %v", p.slot, p.pid, hold)
+	if release != nil {
+		release() // the maintainer's round goes on on the server, and idles there
+	}
+	d.logf("half-open network: worker %d (pid %d; %s) cut off for %v", p.slot, p.pid, what, hold)
 	sleepCtx(ctx, hold)
 	b.heal()
 	until := time.Now()
-	detail := fmt.Sprintf("%v, %d transfers held (data, connects, closes)", hold, b.held.Load()-held)
+	detail := fmt.Sprintf("%s; %v, %d transfers held (data, connects, closes)", what, hold, b.held.Load()-held)
 	d.record(fault{Kind: "half-open", At: at, Until: until, Worker: p.slot, PID: p.pid, Detail: detail})
 	d.logf("half-open network: worker %d healed (%s)", p.slot, detail)
 }
@@ -177,4 +197,56 @@ func (d *driver) pgbouncerRestart(ctx context.Context) {
 		d.record(fault{Kind: "pgbouncer-restart", At: at, Until: until, Worker: slot, Detail: detail})
 	}
 	d.logf("PgBouncer restarted in %v", until.Sub(at).Round(time.Millisecond))
+}
+
+// catchMaintainer stops the next maintenance round inside its transaction: it locks the
+// event table, which the round's last statement (the stream's prune) deletes from, and
+// waits (up to 5s) for a worker that holds the maintenance lock to queue behind it. It
+// returns that worker and the function that lets the round go on (it releases the table
+// lock), or nil when no round came (the caller cuts the busiest worker instead). Other
+// writes of the event table (jobs that stream events) wait meanwhile: a fraction of a
+// second, one maintenance interval.
+func (d *driver) catchMaintainer(ctx context.Context) (*proc, func()) {
+	tx, err := d.pool.Begin(ctx)
+	if err != nil {
+		d.logf("half-open network: cannot catch the maintainer: %v", err)
+		return nil, nil
+	}
+	release := func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }
+	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '2s'; LOCK TABLE venturi_event IN ACCESS EXCLUSIVE MODE`); err != nil {
+		release()
+		d.logf("half-open network: cannot catch the maintainer: %v", err)
+		return nil, nil
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		var app string
+		// The waiter that holds the maintenance lock (queries.sql, TryMaintenanceLock): a
+		// bigint advisory key is (classid, objid) = (high, low) 32 bits.
+		err := d.pool.QueryRow(ctx, `
+			SELECT a.application_name FROM pg_locks w JOIN pg_stat_activity a ON a.pid = w.pid
+			WHERE w.relation = 'venturi_event'::regclass AND NOT w.granted
+			  AND EXISTS (SELECT FROM pg_locks h WHERE h.pid = w.pid AND h.locktype = 'advisory' AND h.granted
+			      AND h.objsubid = 1 AND ((h.classid::bigint << 32) | h.objid::bigint)
+			          = hashtextextended(current_schema() || '.venturi_maintenance', 0))
+			LIMIT 1`).Scan(&app)
+		if err == nil {
+			var slot int
+			if _, err := fmt.Sscanf(app, "chaos-worker-%d", &slot); err == nil {
+				d.mu.Lock()
+				for _, p := range d.procs {
+					if p != nil && p.slot == slot && !p.stopped {
+						d.mu.Unlock()
+						return p, release
+					}
+				}
+				d.mu.Unlock()
+			}
+			d.logf("half-open network: the maintainer (%q) is no worker slot that can be cut", app)
+			break
+		}
+		sleepCtx(ctx, 20*time.Millisecond)
+	}
+	release()
+	return nil, nil
 }

@@ -251,7 +251,7 @@ func (s *cronService) fireOne(ctx context.Context, now *time.Time, skip *[]strin
 	found := false
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+	err := inTx(ctx, s.db, pgx.TxOptions{}, idleTxBound(s.cfg.Lease), func(tx pgx.Tx) error {
 		row, err := s.q.CronDue(ctx, tx, dbsqlc.CronDueParams{Now: now, Skip: append([]string{}, *skip...)})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil

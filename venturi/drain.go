@@ -81,7 +81,7 @@ func (w *Worker[S]) drain(ctx context.Context, kinds []string, maxRuns int) ([]t
 		cancel(nil)
 		tracker.remove(j)
 		if !req.finalized && !req.lost {
-			if _, err := finishRuns(ctx, w.pool, w.q, w.cfg.ID, w.channel, []*finishReq{req}, true, w.log); err != nil {
+			if _, err := finishRuns(ctx, w.pool, w.q, w.cfg, w.channel, []*finishReq{req}, true, w.log); err != nil {
 				return out, err
 			}
 		}

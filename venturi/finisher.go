@@ -53,7 +53,7 @@ func newFinisher(cfg Config, db *pgxpool.Pool, q *dbsqlc.Queries, tracker *runTr
 	return &finisher{
 		log: log, tracker: tracker, again: again, dbCtx: dbCtx,
 		write: func(ctx context.Context, reqs []*finishReq, wake bool) ([]pgtype.UUID, error) {
-			return finishRuns(ctx, db, q, cfg.ID, channel, reqs, wake, log)
+			return finishRuns(ctx, db, q, cfg, channel, reqs, wake, log)
 		},
 		notify: func(ctx context.Context, kinds []string) error {
 			if channel == "" {
@@ -254,14 +254,16 @@ func (f *finisher) written(batch []*finishReq, ids []pgtype.UUID) {
 // that entails (see afterFinish): a breaker has counted a failure by the time its job can
 // be claimed again. wakeGated says whether to wake the workers of the gated runs' kinds
 // (a slot or a limit freed) in that transaction too; the finisher spaces those wakes out.
-func finishRuns(ctx context.Context, db *pgxpool.Pool, q *dbsqlc.Queries, worker, channel string, reqs []*finishReq, wakeGated bool, log *slog.Logger) ([]pgtype.UUID, error) {
+// The transaction is idle-bounded (inTx): a worker cut off while it holds the runs' rows
+// must not keep them from the rescue of another worker.
+func finishRuns(ctx context.Context, db *pgxpool.Pool, q *dbsqlc.Queries, cfg Config, channel string, reqs []*finishReq, wakeGated bool, log *slog.Logger) ([]pgtype.UUID, error) {
 	if !slices.ContainsFunc(reqs, func(r *finishReq) bool { return r.needsTx(wakeGated && channel != "") }) {
-		return q.FinishRuns(ctx, db, finishParams(worker, reqs))
+		return q.FinishRuns(ctx, db, finishParams(cfg.ID, reqs))
 	}
 	var ids []pgtype.UUID
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	err := inTx(ctx, db, pgx.TxOptions{}, idleTxBound(cfg.Lease), func(tx pgx.Tx) error {
 		var err error
-		if ids, err = q.FinishRuns(ctx, tx, finishParams(worker, reqs)); err != nil {
+		if ids, err = q.FinishRuns(ctx, tx, finishParams(cfg.ID, reqs)); err != nil {
 			return err
 		}
 		return afterFinish(ctx, tx, q, channel, reqs, ids, wakeGated, log)

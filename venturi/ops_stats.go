@@ -112,7 +112,7 @@ func (m *maintainer) sampleStats(ctx context.Context) (wait time.Duration, err e
 	// One snapshot for the whole sample: the pending and the finished counts are separate
 	// statements, and under READ COMMITTED a job that finished between them was counted
 	// in both (its failures twice in FailedPerSec), or in neither.
-	err = pgx.BeginTxFunc(ctx, m.db, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+	err = inTx(ctx, m.db, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, idleTxBound(m.cfg.Lease), func(tx pgx.Tx) error {
 		locked, err := m.q.TryMaintenanceLock(ctx, tx)
 		if err != nil || !locked {
 			return err // another worker maintains, and samples

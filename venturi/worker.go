@@ -201,7 +201,7 @@ func (w *Worker[S]) recordLimits(ctx context.Context) error {
 		l := w.reg[k].limits
 		// One transaction: limits that appear are never recorded without their kind's
 		// pending jobs gated (a retry after a failure would see them as unchanged).
-		err := pgx.BeginFunc(ctx, w.ctl, func(tx pgx.Tx) error {
+		err := inTx(ctx, w.ctl, pgx.TxOptions{}, idleTxBound(w.cfg.Lease), func(tx pgx.Tx) error {
 			row, err := w.q.SetKindLimits(ctx, tx, dbsqlc.SetKindLimitsParams{
 				Kind: k, Concurrency: int32(l.Concurrency), RateN: int32(l.Rate.N), RatePeriodUs: max(delayOf(l.Rate.Per), 1),
 				RateByPart: l.Rate.PerPartition, BrkFailures: int32(l.Breaker.Failures),

@@ -26,6 +26,11 @@ func QueueNotify(b *pgx.Batch, arg NotifyParams) {
 	b.Queue(notify, arg.Channel, arg.Payload)
 }
 
+// QueueSetLocalIdleTimeout is SetLocalIdleTimeout in a batch.
+func QueueSetLocalIdleTimeout(b *pgx.Batch, ms string) {
+	b.Queue(setLocalIdleTimeout, ms)
+}
+
 // QueuePromoteDue is PromoteDue in a batch.
 func QueuePromoteDue(b *pgx.Batch, max int32) {
 	b.Queue(promoteDue, max)

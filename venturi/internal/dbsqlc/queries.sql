@@ -885,6 +885,12 @@ FOR UPDATE;
 -- Bounds every later statement of the transaction.
 SELECT set_config('statement_timeout', @ms::text, true);
 
+-- name: SetLocalIdleTimeout :exec
+-- Ends the transaction (and its session) on the server once it has been idle between
+-- statements for ms: a worker cut off by a half-open network must not keep the locks of a
+-- transaction it can no longer finish.
+SELECT set_config('idle_in_transaction_session_timeout', @ms::text, true);
+
 -- name: StatsPending :many
 -- The unfinished jobs by queue, kind and state, each state read through its partial index
 -- (available: the two claim indexes; scheduled, running, waiting: their own), with the sum

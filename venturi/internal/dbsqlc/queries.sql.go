@@ -3551,6 +3551,18 @@ func (q *Queries) SetKindLimits(ctx context.Context, db DBTX, arg SetKindLimitsP
 	return &i, err
 }
 
+const setLocalIdleTimeout = `-- name: SetLocalIdleTimeout :exec
+SELECT set_config('idle_in_transaction_session_timeout', $1::text, true)
+`
+
+// Ends the transaction (and its session) on the server once it has been idle between
+// statements for ms: a worker cut off by a half-open network must not keep the locks of a
+// transaction it can no longer finish.
+func (q *Queries) SetLocalIdleTimeout(ctx context.Context, db DBTX, ms string) error {
+	_, err := db.Exec(ctx, setLocalIdleTimeout, ms)
+	return err
+}
+
 const setLocalStatementTimeout = `-- name: SetLocalStatementTimeout :exec
 SELECT set_config('statement_timeout', $1::text, true)
 `

@@ -43,7 +43,8 @@ func Start(tb testing.TB, target string) *Proxy {
 func (p *Proxy) Addr() *net.TCPAddr { return p.ln.Addr().(*net.TCPAddr) }
 
 // Cut stops forwarding in both directions without closing anything: reads and writes of
-// both ends block as on a partitioned network. New connections are accepted and held.
+// both ends block as on a partitioned network, and a close by either end reaches the other
+// only after Heal. New connections are accepted and held.
 func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -163,6 +164,7 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 			}
 		}
 		if err != nil {
+			p.wait() // a close is held while cut too: the other end learns nothing
 			return
 		}
 	}

@@ -1,0 +1,59 @@
+package venturi
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// minIdleTx is the shortest idle bound of the worker's own transactions (idleTxBound):
+// below it a busy client's pause between two statements would end healthy transactions.
+const minIdleTx = time.Second
+
+// idleTxBound is how long a transaction the worker opens itself (maintenance, stats
+// samples, cron fires, run results that take more than one statement) may sit idle on the
+// server between statements: half the lease, at least minIdleTx. Every such transaction
+// is a few statements sent back to back, so only a worker that can no longer reach the
+// server (a half-open network: no reset, no close) idles that long; ending its
+// transaction then frees the locks it held (the maintenance lock, the rows of the runs
+// whose results it was writing) before those runs' leases expire, so the other workers'
+// rescue is not held up until the network heals or the kernel gives up on it.
+func idleTxBound(lease time.Duration) time.Duration {
+	return max(lease/2, minIdleTx)
+}
+
+// beginner is what opens a transaction: a pool, a connection.
+type beginner interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// inTx runs fn in a transaction with opts (pgx.BeginTxFunc) that the server ends if it
+// stays idle between statements for longer than idle. The bound is set for this
+// transaction only (SET LOCAL idle_in_transaction_session_timeout) in the BEGIN's own
+// round trip, so it holds from the first moment the transaction exists, costs nothing
+// extra, and works through PgBouncer's transaction pooling.
+func inTx(ctx context.Context, db beginner, opts pgx.TxOptions, idle time.Duration, fn func(pgx.Tx) error) error {
+	opts.BeginQuery = beginSQL(opts) + "; SET LOCAL idle_in_transaction_session_timeout = " + idleTxMs(idle)
+	return pgx.BeginTxFunc(ctx, db, opts, fn)
+}
+
+// idleTxMs is idle as an idle_in_transaction_session_timeout setting (milliseconds; 0
+// would mean none).
+func idleTxMs(idle time.Duration) string {
+	return strconv.FormatInt(max(idle.Milliseconds(), 1), 10)
+}
+
+// beginSQL is the BEGIN statement for opts' isolation level and access mode (the only
+// options the worker's transactions use).
+func beginSQL(opts pgx.TxOptions) string {
+	s := "BEGIN"
+	if opts.IsoLevel != "" {
+		s += " ISOLATION LEVEL " + string(opts.IsoLevel)
+	}
+	if opts.AccessMode != "" {
+		s += " " + string(opts.AccessMode)
+	}
+	return s
+}
