@@ -148,7 +148,7 @@ func (d *driver) halfOpen(ctx context.Context) {
 	var release func()
 	if d.halfOpens%2 == 1 {
 		if p, release = d.catchMaintainer(ctx); p != nil {
-			what = "the maintainer, inside its maintenance transaction"
+			what = "the maintainer, inside its stats sample's transaction"
 		}
 	}
 	if p == nil {
@@ -166,7 +166,7 @@ func (d *driver) halfOpen(ctx context.Context) {
 	at := time.Now()
 	b.cutOff()
 	if release != nil {
-		release() // the maintainer's round goes on on the server, and idles there
+		release() // the maintainer's sample goes on on the server, and idles there
 	}
 	d.logf("half-open network: worker %d (pid %d; %s) cut off for %v", p.slot, p.pid, what, hold)
 	sleepCtx(ctx, hold)
@@ -199,13 +199,14 @@ func (d *driver) pgbouncerRestart(ctx context.Context) {
 	d.logf("PgBouncer restarted in %v", until.Sub(at).Round(time.Millisecond))
 }
 
-// catchMaintainer stops the next maintenance round inside its transaction: it locks the
-// event table, which the round's last statement (the stream's prune) deletes from, and
-// waits (up to 5s) for a worker that holds the maintenance lock to queue behind it. It
-// returns that worker and the function that lets the round go on (it releases the table
-// lock), or nil when no round came (the caller cuts the busiest worker instead). Other
-// writes of the event table (jobs that stream events) wait meanwhile: a fraction of a
-// second, one maintenance interval.
+// catchMaintainer stops the maintainer inside a transaction that holds the maintenance
+// lock: it locks the stats state's row, which the maintainer's stats sample
+// (venturi/ops_stats.go) locks right after taking the maintenance lock, and waits (up to
+// 12 s: a sample is due every 5 s) for a worker that holds the maintenance lock to queue
+// behind it. It returns that worker and the function that lets the sample go on (it
+// releases the row), or nil when none came (the caller cuts the busiest worker instead).
+// Nothing else waits for that row: the sample is its only writer, and the other workers'
+// maintenance rounds skip a tick while the lock is held (they only try it).
 func (d *driver) catchMaintainer(ctx context.Context) (*proc, func()) {
 	tx, err := d.pool.Begin(ctx)
 	if err != nil {
@@ -213,19 +214,19 @@ func (d *driver) catchMaintainer(ctx context.Context) (*proc, func()) {
 		return nil, nil
 	}
 	release := func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }
-	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '2s'; LOCK TABLE venturi_event IN ACCESS EXCLUSIVE MODE`); err != nil {
+	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '2s'; SELECT FROM venturi_stats_state FOR UPDATE`); err != nil {
 		release()
 		d.logf("half-open network: cannot catch the maintainer: %v", err)
 		return nil, nil
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(12 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		var app string
 		// The waiter that holds the maintenance lock (queries.sql, TryMaintenanceLock): a
 		// bigint advisory key is (classid, objid) = (high, low) 32 bits.
 		err := d.pool.QueryRow(ctx, `
 			SELECT a.application_name FROM pg_locks w JOIN pg_stat_activity a ON a.pid = w.pid
-			WHERE w.relation = 'venturi_event'::regclass AND NOT w.granted
+			WHERE w.locktype = 'transactionid' AND NOT w.granted
 			  AND EXISTS (SELECT FROM pg_locks h WHERE h.pid = w.pid AND h.locktype = 'advisory' AND h.granted
 			      AND h.objsubid = 1 AND ((h.classid::bigint << 32) | h.objid::bigint)
 			          = hashtextextended(current_schema() || '.venturi_maintenance', 0))

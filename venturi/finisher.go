@@ -171,8 +171,12 @@ func (f *finisher) flush(batch []*finishReq) {
 	for {
 		wake := f.wakeNow(batch)
 		wctx, cancel := context.WithTimeout(f.dbCtx, 10*time.Second)
+		f.tracker.writing(batch, true) // the lease extension leaves these rows alone meanwhile
 		ids, err := f.write(wctx, batch, wake)
 		cancel()
+		if err != nil {
+			f.tracker.writing(batch, false)
+		}
 		if err == nil {
 			if wake && slices.ContainsFunc(batch, func(r *finishReq) bool { return r.job.gated }) {
 				f.lastWake = time.Now()

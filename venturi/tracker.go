@@ -52,6 +52,7 @@ type activeRun struct {
 	cancel   context.CancelCauseFunc // nil while the job waits in the prefetch buffer
 	deadline time.Time               // local monotonic estimate of the lease's expiry
 	finished bool                    // the handler returned; its result is being written
+	writing  bool                    // a statement writing its result is in flight: not extended
 	started  time.Time               // local clock when the handler started, for JobTimeout
 	untimed  bool                    // JobTimeout does not apply (a singleton service)
 }
@@ -170,13 +171,33 @@ func (t *runTracker) holds(j *claimed) bool {
 	return a != nil && a.job == j
 }
 
-// leased returns every tracked job, in ID order (the lock order of the statements that
-// take them).
+// writing marks the runs whose results a statement is writing now (on), or no longer
+// (off: it failed, and they are retried).
+func (t *runTracker) writing(reqs []*finishReq, on bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range reqs {
+		if a := t.active[r.job.id]; a != nil && a.job == r.job {
+			a.writing = on
+		}
+	}
+}
+
+// leased returns every tracked job whose result is not being written, in ID order (the
+// lock order of the statements that take them). A run whose result is in flight is left
+// out: the lease extension would wait for the row lock of the statement that ends it (and
+// then find its lease gone with the run), and the two lock in different orders
+// (FinishRuns in the heap order of its plan's bitmap scan), so they deadlocked, and
+// PostgreSQL broke it only after deadlock_timeout, a whole extension's budget with a short
+// lease (chaos: abandoned runs on healthy workers). Between two attempts of a failed write
+// the runs are extended again.
 func (t *runTracker) leased() []*claimed {
 	t.mu.Lock()
 	runs := make([]*claimed, 0, len(t.active))
 	for _, a := range t.active {
-		runs = append(runs, a.job)
+		if !a.writing {
+			runs = append(runs, a.job)
+		}
 	}
 	t.mu.Unlock()
 	slices.SortFunc(runs, func(a, b *claimed) int { return a.id.Compare(b.id) })

@@ -179,12 +179,14 @@ ORDER BY c.priority DESC, c.run_at, c.id;
 -- short of completing ends its job cancelled, whether or not its worker heard of the
 -- request: its entry's event becomes the request's and its note starts with the reason.
 --
--- The rows are found by a primary-key scan of the IDs (ANY of a subquery's array), which
--- visits them in ID order whatever the join with the results: a join alone was planned,
--- with some 50 to 100 runs on a small table, as a table scan that locked rows in heap order,
--- and could deadlock with the lease extension, which locks in ID order (see ExtendLeases).
--- Locking first in a CTE, as ExtendLeases does, would cost a run a third more buffers and
--- a WAL record on this hot path.
+-- The rows are found by the primary key (ANY of a subquery's array): a join alone was
+-- planned, with some 50 to 100 runs on a small table, as a table scan. The plan is usually
+-- a bitmap scan, which locks the rows in heap order, not ID order: no other statement may
+-- wait for these rows while holding one of them. The worker's lease extension (ExtendLeases,
+-- ID order) therefore leaves out the runs whose results are being written (it deadlocked
+-- with this statement before); the rescue skips locked rows. Locking first in a CTE, as
+-- ExtendLeases does, would cost a run a third more buffers and a WAL record on this hot
+-- path.
 WITH u AS (
     SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token, unnest(@states::text[]) AS state, unnest(@delays_us::bigint[]) AS delay_us, unnest(@failed::bool[]) AS failed, unnest(@set_carry::bool[]) AS set_carry, unnest(@carries::text[]) AS carry, unnest(@entries::text[]) AS entry
 )
