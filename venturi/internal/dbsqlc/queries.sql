@@ -410,7 +410,10 @@ LIMIT @max::int;
 -- microseconds; 0 when one is already due, -1 when none is scheduled. An idle worker
 -- sleeps until then instead of waiting for its poll. Also whether the queue is paused (a
 -- worker that learns it releases the jobs it holds).
-SELECT COALESCE((EXTRACT(EPOCH FROM GREATEST(min(run_at) - now(), interval '0')) * 1000000)::bigint, -1)::bigint AS due_in_us,
+-- (GREATEST ignores NULLs: GREATEST(min(run_at) - now(), '0') was 0, "due now", when
+-- nothing is scheduled, and an idle worker claimed again at once, in a loop.)
+SELECT (CASE WHEN min(run_at) IS NULL THEN -1
+             ELSE GREATEST(EXTRACT(EPOCH FROM min(run_at) - now()) * 1000000, 0) END)::bigint AS due_in_us,
        COALESCE((SELECT vq.paused FROM venturi_queue vq WHERE vq.name = @queue::text), false)::bool AS paused
 FROM (
     (SELECT run_at FROM venturi_job

@@ -2911,7 +2911,8 @@ func (q *Queries) NextAvailableQueue(ctx context.Context, db DBTX, after string)
 }
 
 const nextDue = `-- name: NextDue :one
-SELECT COALESCE((EXTRACT(EPOCH FROM GREATEST(min(run_at) - now(), interval '0')) * 1000000)::bigint, -1)::bigint AS due_in_us,
+SELECT (CASE WHEN min(run_at) IS NULL THEN -1
+             ELSE GREATEST(EXTRACT(EPOCH FROM min(run_at) - now()) * 1000000, 0) END)::bigint AS due_in_us,
        COALESCE((SELECT vq.paused FROM venturi_queue vq WHERE vq.name = $1::text), false)::bool AS paused
 FROM (
     (SELECT run_at FROM venturi_job
@@ -2940,6 +2941,8 @@ type NextDueRow struct {
 // microseconds; 0 when one is already due, -1 when none is scheduled. An idle worker
 // sleeps until then instead of waiting for its poll. Also whether the queue is paused (a
 // worker that learns it releases the jobs it holds).
+// (GREATEST ignores NULLs: GREATEST(min(run_at) - now(), '0') was 0, "due now", when
+// nothing is scheduled, and an idle worker claimed again at once, in a loop.)
 func (q *Queries) NextDue(ctx context.Context, db DBTX, arg NextDueParams) (*NextDueRow, error) {
 	row := db.QueryRow(ctx, nextDue, arg.Queue, arg.Kinds)
 	var i NextDueRow
