@@ -89,9 +89,9 @@ func TestVirtualTimeInterleavesPartitions(t *testing.T) {
 	}
 }
 
-// TestVirtualTimeOfReleasedAndRetriedJobs: a job released unstarted (its run undone)
-// keeps its place; a job whose run ended and that is due again goes behind its
-// partition's others.
+// TestVirtualTimeOfReleasedAndRetriedJobs: a job whose run ends and that is due at once
+// again (released unstarted, rescued, retried without delay) keeps its place; a job
+// that comes due later (a backoff) goes behind its partition's others.
 func TestVirtualTimeOfReleasedAndRetriedJobs(t *testing.T) {
 	t.Parallel()
 	pool, q := newQueue(t)
@@ -117,13 +117,27 @@ func TestVirtualTimeOfReleasedAndRetriedJobs(t *testing.T) {
 	if _, err := pool.Exec(ctx, claim, first[:]); err != nil {
 		t.Fatal(err)
 	}
-	// As a retry with no backoff returns it: the run counted.
+	// As the lease rescue or a retry with no backoff returns it: the run counted.
 	if _, err := pool.Exec(ctx, `UPDATE venturi_job SET state = 'available', failures = failures + 1, lease_token = NULL,
 		lease_expires_at = NULL WHERE id = $1`, first[:]); err != nil {
 		t.Fatal(err)
 	}
+	if got := vtOf(t, pool, first); got[0] != 0 {
+		t.Fatalf("job due again at once: virtual time %d, want 0 (kept)", got[0])
+	}
+	if _, err := pool.Exec(ctx, claim, first[:]); err != nil {
+		t.Fatal(err)
+	}
+	// A retry with a backoff: scheduled, then promoted when due.
+	if _, err := pool.Exec(ctx, `UPDATE venturi_job SET state = 'scheduled', failures = failures + 1, lease_token = NULL,
+		lease_expires_at = NULL, run_at = now() WHERE id = $1`, first[:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE venturi_job SET state = 'available' WHERE id = $1`, first[:]); err != nil {
+		t.Fatal(err)
+	}
 	if got := vtOf(t, pool, first); got[0] != 3 {
-		t.Fatalf("retried job's virtual time %d, want 3 (behind its partition's 1 and 2)", got[0])
+		t.Fatalf("job due after a backoff: virtual time %d, want 3 (behind its partition's 1 and 2)", got[0])
 	}
 }
 
@@ -242,5 +256,34 @@ func TestMigration16UpgradesAVersion15Schema(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT x.part FROM venturi_job x
 		WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = 'default' ORDER BY x.part LIMIT 1`).Scan(&probe); err != nil || probe == nil {
 		t.Fatalf("the version-15 probe: %v, %v", probe, err)
+	}
+}
+
+// TestMigration17UpgradesAVersion16Schema: after the upgrade (functions only), a running
+// gated job of the version-16 schema that its run returns to available at once keeps its
+// virtual time.
+func TestMigration17UpgradesAVersion16Schema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 16)
+	id := ulid.Make()
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, runs, lease_token, lease_expires_at,
+		                         worker_id, attempted_at, part, vt)
+		VALUES ($1, 'fair', 'default', 'running', '{}', now(), 1, nextval('venturi_lease_token_seq'),
+		        now() - interval '1 minute', 'v16', now(), 'a', 7)`, id[:]); err != nil {
+		t.Fatal(err)
+	}
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || !slices.Contains(applied, 17) {
+		t.Fatalf("Migrate = %v, %v; want version 17 applied", applied, err)
+	}
+	// As the lease rescue returns it.
+	if _, err := pool.Exec(ctx, `UPDATE venturi_job SET state = 'available', failures = failures + 1, lease_token = NULL,
+		lease_expires_at = NULL WHERE id = $1`, id[:]); err != nil {
+		t.Fatal(err)
+	}
+	if got := vtOf(t, pool, id); got[0] != 7 {
+		t.Fatalf("rescued job's virtual time %d, want 7 (kept)", got[0])
 	}
 }
