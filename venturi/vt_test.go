@@ -287,3 +287,71 @@ func TestMigration17UpgradesAVersion16Schema(t *testing.T) {
 		t.Fatalf("rescued job's virtual time %d, want 7 (kept)", got[0])
 	}
 }
+
+// TestMigration18UpgradesAVersion17Schema: after the upgrade the running slot jobs index is
+// gone, and the gated claim still counts a slot's running jobs (one running under a version-17
+// worker, the other claimed after the upgrade): it admits up to the slot's limit, passes over
+// the full slot, and a Replace job asks the slot's oldest run to stop.
+func TestMigration18UpgradesAVersion17Schema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 17)
+	job := func(state string, policy int, age int) ulid.ULID {
+		t.Helper()
+		id := ulid.Make()
+		if state == "running" {
+			if _, err := pool.Exec(ctx, `
+				INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, runs, lease_token, lease_expires_at,
+				                         worker_id, attempted_at, part, slot_key, slot_limit, slot_policy)
+				VALUES ($1, 'slotted', 'default', 'running', '{}', now(), 1, nextval('venturi_lease_token_seq'),
+				        now() + interval '1 minute', 'v17', now() - $2::int * interval '1 second', 's', 's', 2, 0)`,
+				id[:], age); err != nil {
+				t.Fatal(err)
+			}
+			return id
+		}
+		if _, err := pool.Exec(ctx, `
+			INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, part, slot_key, slot_limit, slot_policy)
+			VALUES ($1, 'slotted', 'default', 'available', '{}', now() - $3::int * interval '1 second', 's', 's', 2, $2)`,
+			id[:], policy, age); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	oldest := job("running", 0, 60)
+	for i := range 3 {
+		job("available", 0, 30-i)
+	}
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || !slices.Contains(applied, 18) {
+		t.Fatalf("Migrate = %v, %v; want version 18 applied", applied, err)
+	}
+	var idx int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema()
+		AND indexname = 'venturi_job_running_slot_idx'`).Scan(&idx); err != nil || idx != 0 {
+		t.Fatalf("venturi_job_running_slot_idx: %d (%v), want dropped", idx, err)
+	}
+	claim := func(max int) int {
+		t.Helper()
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM venturi_claim_gated('default', ARRAY['slotted'], $1, 5000000, 'w', 25, 'ch')
+			WHERE id IS NOT NULL`, max).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := claim(10); n != 1 {
+		t.Fatalf("first claim after the upgrade took %d jobs of slot s (limit 2, 1 running), want 1", n)
+	}
+	if n := claim(10); n != 0 {
+		t.Fatalf("the full slot gave %d more jobs, want 0", n)
+	}
+	job("available", 1, 0) // Replace: the slot's oldest run is asked to stop
+	if n := claim(10); n != 0 {
+		t.Fatalf("a Replace job of the full slot was admitted (%d)", n)
+	}
+	var stop *string
+	if err := pool.QueryRow(ctx, `SELECT stop_event FROM venturi_job WHERE id = $1`, oldest[:]).Scan(&stop); err != nil || stop == nil || *stop != "replaced" {
+		t.Fatalf("the slot's oldest run: stop_event %v (%v), want replaced", stop, err)
+	}
+}
