@@ -355,3 +355,71 @@ func TestMigration18UpgradesAVersion17Schema(t *testing.T) {
 		t.Fatalf("the slot's oldest run: stop_event %v (%v), want replaced", stop, err)
 	}
 }
+
+// TestSlotsOnlyClaimDropsAsTheLoopDid: the slots-only claim (migration 18: kinds without
+// limits, a queue without a limit) decides drops as the admission loop did: a DropIfRunning
+// candidate whose slot is full is dropped, unless the claim ended (it reached its maximum)
+// before it; and two candidates of one slot take what the slot has left, in order.
+func TestSlotsOnlyClaimDropsAsTheLoopDid(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newDB(t)
+	running := func(slot string) {
+		t.Helper()
+		id := ulid.Make()
+		if _, err := pool.Exec(ctx, `
+			INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, runs, lease_token, lease_expires_at,
+			                         worker_id, attempted_at, part, slot_key, slot_limit, slot_policy)
+			VALUES ($1, 'slotted', 'default', 'running', '{}', now(), 1, nextval('venturi_lease_token_seq'),
+			        now() + interval '1 minute', 'w0', now(), $2, $2, 1, 0)`, id[:], slot); err != nil {
+			t.Fatal(err)
+		}
+	}
+	available := func(slot string, limit, policy int) ulid.ULID {
+		t.Helper()
+		id := ulid.Make()
+		if _, err := pool.Exec(ctx, `
+			INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, part, slot_key, slot_limit, slot_policy)
+			VALUES ($1, 'slotted', 'default', 'available', '{}', now(), $2, $2, $3, $4)`, id[:], slot, limit, policy); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	state := func(id ulid.ULID) string {
+		t.Helper()
+		var s string
+		if err := pool.QueryRow(ctx, `SELECT state FROM venturi_job WHERE id = $1`, id[:]).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	claim := func(max int) int {
+		t.Helper()
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM venturi_claim_gated('default', ARRAY['slotted'], $1, 5000000, 'w', 25, 'ch')
+			WHERE id IS NOT NULL`, max).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	running("full")
+	free := available("free", 1, 0)
+	drop := available("full", 1, 2) // its slot holds one running job of one
+	if n := claim(1); n != 1 || state(free) != "running" || state(drop) != "available" {
+		t.Fatalf("claim of 1: %d jobs, free %s, drop %s; want 1, running, available (the claim ended before the drop job)",
+			n, state(free), state(drop))
+	}
+	if n := claim(5); n != 0 || state(drop) != "cancelled" {
+		t.Fatalf("claim of 5: %d jobs, drop %s; want 0, cancelled", n, state(drop))
+	}
+	var note string
+	if err := pool.QueryRow(ctx, `SELECT journal->-1->>'note' FROM venturi_job WHERE id = $1`, drop[:]).Scan(&note); err != nil ||
+		note != "dropped: slot full is full (1 of 1 running; policy DropIfRunning)" {
+		t.Fatalf("drop note %q (%v)", note, err)
+	}
+	a, b, c := available("pair", 2, 0), available("pair", 2, 2), available("pair", 2, 2)
+	if n := claim(5); n != 2 || state(a) != "running" || state(b) != "running" || state(c) != "cancelled" {
+		t.Fatalf("three jobs of a slot of 2: %d claimed, states %s %s %s; want 2: running running cancelled",
+			n, state(a), state(b), state(c))
+	}
+}

@@ -1,18 +1,21 @@
 -- venturi schema, version 18: a cheaper gated claim. Running slot jobs are no longer
--- indexed by slot, and the admission loop passes candidates that no gate can hold back.
+-- indexed by slot, and a claim whose jobs can meet no gate but their slots is decided by one
+-- statement.
 --
 -- venturi_job_running_slot_idx (a running job's slot key, migration 6) cost every claimed
 -- slot job an index entry: the claim's UPDATE of 900 slot jobs took ~15 ms with it and ~10
--- without (bench/FINDINGS.md section 9d). The claim counts a slot's running jobs once per
+-- without (bench/FINDINGS.md section 9d). The claim counts the slots' running jobs once per
 -- claim in one grouped pass over the running jobs, which venturi_job_lease_idx serves
 -- (0.5 ms at 1,100 running); replacing a slot's oldest run and the ops explanation's count
 -- read the lease index too.
 --
--- venturi_claim_gated keeps its arguments, results and semantics; its body (migration 16's)
--- changes in three places: the 64 gate stripes are locked by one statement instead of 64;
--- the candidate statement also counts each gate's candidates; and a candidate with no gate,
--- or with one gate whose use plus all its candidates stays within its capacity, is admitted
--- without the per-gate checks (it cannot be held back, and its gate cannot fill).
+-- venturi_claim_gated keeps its arguments, results and semantics. When the worker's kinds
+-- have no limits and the queue none, a candidate's only gate is its slot, and it is admitted
+-- exactly when its slot's running jobs plus its rank among the claim's candidates of that
+-- slot stay within its limit: one statement (a window over the candidates) decides the
+-- admissions and the slot policies, instead of migration 16's gate arrays and per-candidate
+-- loop, which stay for candidates that may meet several gates (a claim of 900 slot jobs:
+-- ~21 -> ~17 ms). The 64 gate stripes are locked by one statement instead of 64.
 --
 -- Rolling deploy: older workers keep working. They call venturi_claim_gated with the same
 -- arguments and get the new body; no statement of theirs names the dropped index. With a
@@ -104,212 +107,266 @@ BEGIN
           FROM venturi_job x
           WHERE x.state = 'running' AND x.slot_key IS NOT NULL
           GROUP BY x.slot_key) su;
-    -- The running jobs of the worker's kinds that have a concurrency, plain ones too: a
-    -- job claimed as plain before the kind's limits were recorded still runs.
-    SELECT COALESCE(jsonb_object_agg(ku.s, ku.n), '{}') INTO v_kind_used
-    FROM (SELECT x.kind AS s, count(*)::integer AS n
-          FROM venturi_job x
-          WHERE x.state = 'running'
-            AND x.kind = ANY(ARRAY(SELECT k.kind FROM venturi_kind k WHERE k.kind = ANY(p_kinds) AND k.concurrency > 0))
-          GROUP BY x.kind) ku;
-    -- A limited queue at its limit admits nothing.
-    IF v_qconc > 0 AND (SELECT count(*) FROM venturi_job x WHERE x.state = 'running' AND x.queue = p_queue) >= v_qconc THEN
-        RETURN;
-    END IF;
-    -- The gates that hold jobs back until a known time: open or probing breakers and full
-    -- rate windows of the worker's kinds, kind-wide (part NULL) or per partition.
-    WITH closed AS (
-        SELECT gt.kind, gt.part, CASE WHEN gt.open_until > v_check THEN gt.open_until ELSE gt.probe_until END AS until
-        FROM venturi_gate gt
-        WHERE gt.open_until IS NOT NULL AND gt.kind = ANY(p_kinds) AND left(gt.key, 1) = 'b'
-          AND (gt.open_until > v_check OR gt.probe_until > v_check)
-        UNION ALL
-        SELECT gt.kind, gt.part, gt.full_until
-        FROM venturi_gate gt
-        WHERE gt.full_until IS NOT NULL AND gt.kind = ANY(p_kinds) AND left(gt.key, 1) = 'r'
-          AND gt.full_until > v_check
-    )
-    SELECT COALESCE(array_agg(DISTINCT c.kind) FILTER (WHERE c.part IS NULL), '{}'),
-           COALESCE(array_agg(DISTINCT c.kind || sep || c.part) FILTER (WHERE c.part IS NOT NULL), '{}'),
-           min(c.until)
-    INTO v_shut, v_shut_parts, v_wake_pre
-    FROM closed c;
-    -- Kinds at their concurrency.
-    v_shut := v_shut || ARRAY(
-        SELECT k.kind FROM venturi_kind k
-        WHERE k.kind = ANY(p_kinds) AND k.concurrency > 0
-          AND COALESCE((v_kind_used ->> k.kind)::integer, 0) >= k.concurrency);
-
-    -- Candidates, locked: the queue's gated jobs in virtual-time order (see the header),
-    -- passing over those the counts above already hold back (a full slot that waits, a
-    -- kind or partition that is shut), as many as the claim asks for and 16 more (some
-    -- may still be held back, by the claim's own admissions), at least 32; then, with a
-    -- queue limit, the queue's plain jobs (the queue's gate alone applies to them).
-    v_cand := GREATEST(p_max + 16, 32);
-    WITH gated AS (
-        SELECT x.id, x.kind, x.part, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.vt
-        FROM venturi_job x
-        WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue
-          AND x.kind = ANY(p_kinds)
-          AND NOT x.kind = ANY(v_shut)
-          AND (cardinality(v_shut_parts) = 0 OR NOT (x.kind || sep || x.part) = ANY(v_shut_parts))
-          AND (x.slot_key IS NULL OR x.slot_policy <> 0
-               OR COALESCE((v_slot_used ->> x.slot_key)::integer, 0) < x.slot_limit)
-        ORDER BY x.priority DESC, x.vt, x.id
-        LIMIT v_cand
-        FOR UPDATE SKIP LOCKED
-    ), plain AS (
-        SELECT x.id, x.kind, x.part, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.run_at
-        FROM venturi_job x
-        WHERE v_qconc > 0 AND x.state = 'available' AND x.part IS NULL AND x.queue = p_queue
-          AND x.kind = ANY(p_kinds) AND NOT x.kind = ANY(v_shut)
-        ORDER BY x.priority DESC, x.run_at, x.id
-        LIMIT LEAST(p_max, v_qconc)
-        FOR UPDATE SKIP LOCKED
-    ), cand AS (
-        -- Most urgent first; within a priority the gated jobs in their order and a limited
-        -- queue's plain jobs taken in turn with them (plain first).
-        SELECT c.*, row_number() OVER (ORDER BY c.priority DESC, c.rn, c.src, c.id) AS ord
-        FROM (SELECT gated.id, gated.kind, gated.part, gated.slot_key, gated.slot_limit, gated.slot_policy,
-                     gated.priority, row_number() OVER (PARTITION BY gated.priority ORDER BY gated.vt, gated.id) AS rn,
-                     1 AS src FROM gated
-              UNION ALL
-              SELECT plain.id, plain.kind, plain.part, plain.slot_key, plain.slot_limit, plain.slot_policy,
-                     plain.priority, row_number() OVER (PARTITION BY plain.priority ORDER BY plain.run_at, plain.id),
-                     0 FROM plain) c
-    ), ck AS (
-        -- Each candidate's gate keys (NULL: not subject to it) and how many it has.
-        SELECT cand.ord, cand.id, cand.slot_key, cand.part, cand.slot_limit, cand.slot_policy, g.*,
-               (g.g1 IS NOT NULL)::integer + (g.g2 IS NOT NULL)::integer + (g.g3 IS NOT NULL)::integer
-               + (g.g4 IS NOT NULL)::integer + (g.g5 IS NOT NULL)::integer AS ng
-        FROM cand LEFT JOIN venturi_kind k ON k.kind = cand.kind
-        CROSS JOIN LATERAL (SELECT
-            CASE WHEN cand.slot_key IS NOT NULL THEN 's' || sep || cand.slot_key END AS g1,
-            CASE WHEN k.concurrency > 0 THEN 'k' || sep || cand.kind END AS g2,
-            CASE WHEN v_qconc > 0 THEN 'q' || sep || p_queue END AS g3,
-            CASE WHEN k.rate_n > 0 THEN 'r' || sep || cand.kind
-                 || CASE WHEN k.rate_by_part THEN sep || COALESCE(cand.part, '') ELSE '' END END AS g4,
-            CASE WHEN k.brk_failures > 0 THEN 'b' || sep || cand.kind
-                 || CASE WHEN k.brk_by_part THEN sep || COALESCE(cand.part, '') ELSE '' END END AS g5) g
-    ), gk AS (
-        -- One row per candidate and gate (the slot first), with the gate's index in the
-        -- sorted list of distinct keys.
-        SELECT x.ord, x.pos, x.key, dense_rank() OVER (ORDER BY x.key)::integer AS gi
-        FROM (SELECT ck.ord, 1 AS pos, ck.g1 AS key FROM ck WHERE ck.g1 IS NOT NULL
-              UNION ALL SELECT ck.ord, 2, ck.g2 FROM ck WHERE ck.g2 IS NOT NULL
-              UNION ALL SELECT ck.ord, 3, ck.g3 FROM ck WHERE ck.g3 IS NOT NULL
-              UNION ALL SELECT ck.ord, 4, ck.g4 FROM ck WHERE ck.g4 IS NOT NULL
-              UNION ALL SELECT ck.ord, 5, ck.g5 FROM ck WHERE ck.g5 IS NOT NULL) x
-    )
-    SELECT
-        (SELECT array_agg(ck.id ORDER BY ck.ord) FROM ck),
-        (SELECT array_agg(ck.slot_key ORDER BY ck.ord) FROM ck),
-        (SELECT array_agg(ck.slot_limit ORDER BY ck.ord) FROM ck),
-        (SELECT array_agg(ck.slot_policy ORDER BY ck.ord) FROM ck),
-        (SELECT array_agg(ck.ng ORDER BY ck.ord) FROM ck),
-        (SELECT array_agg(gk.gi ORDER BY gk.ord, gk.pos) FROM gk),
-        (SELECT array_agg(DISTINCT gk.key ORDER BY gk.key) FROM gk)
-    INTO c_id, c_slot, c_limit, c_policy, c_off, c_gl, g_key;
-
-    n := COALESCE(cardinality(c_id), 0);
-    IF n = 0 THEN
-        IF v_wake_pre IS NOT NULL THEN
-            RETURN QUERY SELECT NULL::uuid, ''::text, NULL::jsonb, NULL::jsonb, 0, 0, 0::bigint, NULL::jsonb, 0::bigint,
-                clock_timestamp(), NULL::text, GREATEST((EXTRACT(EPOCH FROM v_wake_pre - clock_timestamp()) * 1000000)::bigint, 0),
-                NULL::jsonb, NULL::timestamptz;
+    -- Slots alone (the worker's kinds have no limits, the queue none): each candidate has
+    -- one gate at most, its slot, so a candidate is admitted exactly when its slot's running
+    -- jobs plus its rank among the claim's candidates of its slot stay within its limit.
+    -- One statement decides the claim; the gate arrays and the admission loop below are for
+    -- candidates that meet several gates.
+    IF v_qconc = 0 AND NOT EXISTS (SELECT 1 FROM venturi_kind k WHERE k.kind = ANY(p_kinds) AND k.limited) THEN
+        WITH cand AS (
+            SELECT x.id, x.slot_key, x.slot_limit, x.slot_policy,
+                   row_number() OVER (ORDER BY x.priority DESC, x.vt, x.id) AS ord,
+                   COALESCE((v_slot_used ->> x.slot_key)::integer, 0) AS used
+            FROM (SELECT x.id, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.vt
+                  FROM venturi_job x
+                  WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue
+                    AND x.kind = ANY(p_kinds)
+                    AND (x.slot_key IS NULL OR x.slot_policy <> 0
+                         OR COALESCE((v_slot_used ->> x.slot_key)::integer, 0) < x.slot_limit)
+                  ORDER BY x.priority DESC, x.vt, x.id
+                  LIMIT GREATEST(p_max + 16, 32)
+                  FOR UPDATE SKIP LOCKED) x
+        ), passed AS (
+            SELECT c.*, c.slot_key IS NULL
+                        OR c.used + row_number() OVER (PARTITION BY c.slot_key ORDER BY c.ord) <= c.slot_limit AS pass
+            FROM cand c
+        ), admitted AS (
+            SELECT p.*, p.pass AND row_number() OVER (PARTITION BY p.pass ORDER BY p.ord) <= p_max AS admit
+            FROM passed p
+        ), slotted AS (
+            -- A candidate not admitted whose slot is full, counting the claim's admissions
+            -- before it: its policy applies. Once the claim has p_max jobs, the candidates
+            -- after its last one are left alone (the claim ended there).
+            SELECT a.*, a.used + count(*) FILTER (WHERE a.admit) OVER (PARTITION BY a.slot_key ORDER BY a.ord
+                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS running,
+                   CASE WHEN count(*) FILTER (WHERE a.admit) OVER () >= p_max
+                        THEN max(a.ord) FILTER (WHERE a.admit) OVER () END AS last
+            FROM admitted a
+        )
+        SELECT COALESCE(array_agg(s.id ORDER BY s.ord) FILTER (WHERE s.admit), '{}'),
+               COALESCE(array_agg(s.id ORDER BY s.ord) FILTER (WHERE s.full AND s.slot_policy = 2), '{}'),
+               COALESCE(array_agg(format('dropped: slot %s is full (%s of %s running; policy DropIfRunning)',
+                                         s.slot_key, s.running, s.slot_limit) ORDER BY s.ord)
+                        FILTER (WHERE s.full AND s.slot_policy = 2), '{}'),
+               COALESCE(array_agg(DISTINCT s.slot_key) FILTER (WHERE s.full AND s.slot_policy = 1), '{}')
+        INTO admit, dropped, drop_note, replace_slots
+        FROM (SELECT sl.*, NOT sl.admit AND sl.slot_key IS NOT NULL AND sl.running >= sl.slot_limit
+                           AND (sl.last IS NULL OR sl.ord < sl.last) AS full
+              FROM slotted sl) s;
+        n_admit := cardinality(admit);
+        IF n_admit = 0 AND cardinality(dropped) = 0 AND cardinality(replace_slots) = 0 THEN
+            RETURN;
         END IF;
-        RETURN;
-    END IF;
-    g_key := COALESCE(g_key, '{}');
-    c_gl := COALESCE(c_gl, '{}');
-    -- c_off holds each candidate's number of gates: make it where its gates start.
-    j := 1;
-    FOR i IN 1..n LOOP
-        g := c_off[i];
-        c_off[i] := j;
-        j := j + g;
-    END LOOP;
-    c_off[n + 1] := j;
+        v_now := clock_timestamp();
+        v_brk := '{}';
+    ELSE
+        -- The running jobs of the worker's kinds that have a concurrency, plain ones too: a
+        -- job claimed as plain before the kind's limits were recorded still runs.
+        SELECT COALESCE(jsonb_object_agg(ku.s, ku.n), '{}') INTO v_kind_used
+        FROM (SELECT x.kind AS s, count(*)::integer AS n
+              FROM venturi_job x
+              WHERE x.state = 'running'
+                AND x.kind = ANY(ARRAY(SELECT k.kind FROM venturi_kind k WHERE k.kind = ANY(p_kinds) AND k.concurrency > 0))
+              GROUP BY x.kind) ku;
+        -- A limited queue at its limit admits nothing.
+        IF v_qconc > 0 AND (SELECT count(*) FROM venturi_job x WHERE x.state = 'running' AND x.queue = p_queue) >= v_qconc THEN
+            RETURN;
+        END IF;
+        -- The gates that hold jobs back until a known time: open or probing breakers and full
+        -- rate windows of the worker's kinds, kind-wide (part NULL) or per partition.
+        WITH closed AS (
+            SELECT gt.kind, gt.part, CASE WHEN gt.open_until > v_check THEN gt.open_until ELSE gt.probe_until END AS until
+            FROM venturi_gate gt
+            WHERE gt.open_until IS NOT NULL AND gt.kind = ANY(p_kinds) AND left(gt.key, 1) = 'b'
+              AND (gt.open_until > v_check OR gt.probe_until > v_check)
+            UNION ALL
+            SELECT gt.kind, gt.part, gt.full_until
+            FROM venturi_gate gt
+            WHERE gt.full_until IS NOT NULL AND gt.kind = ANY(p_kinds) AND left(gt.key, 1) = 'r'
+              AND gt.full_until > v_check
+        )
+        SELECT COALESCE(array_agg(DISTINCT c.kind) FILTER (WHERE c.part IS NULL), '{}'),
+               COALESCE(array_agg(DISTINCT c.kind || sep || c.part) FILTER (WHERE c.part IS NOT NULL), '{}'),
+               min(c.until)
+        INTO v_shut, v_shut_parts, v_wake_pre
+        FROM closed c;
+        -- Kinds at their concurrency.
+        v_shut := v_shut || ARRAY(
+            SELECT k.kind FROM venturi_kind k
+            WHERE k.kind = ANY(p_kinds) AND k.concurrency > 0
+              AND COALESCE((v_kind_used ->> k.kind)::integer, 0) >= k.concurrency);
 
-    INSERT INTO venturi_gate (key, kind, part)
-    SELECT gkey, split_part(gkey, sep, 2), NULLIF(split_part(gkey, sep, 3), '')
-    FROM unnest(g_key) AS gkey WHERE left(gkey, 1) IN ('r', 'b')
-    ON CONFLICT DO NOTHING;
+        -- Candidates, locked: the queue's gated jobs in virtual-time order (see the header),
+        -- passing over those the counts above already hold back (a full slot that waits, a
+        -- kind or partition that is shut), as many as the claim asks for and 16 more (some
+        -- may still be held back, by the claim's own admissions), at least 32; then, with a
+        -- queue limit, the queue's plain jobs (the queue's gate alone applies to them).
+        v_cand := GREATEST(p_max + 16, 32);
+        WITH gated AS (
+            SELECT x.id, x.kind, x.part, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.vt
+            FROM venturi_job x
+            WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue
+              AND x.kind = ANY(p_kinds)
+              AND NOT x.kind = ANY(v_shut)
+              AND (cardinality(v_shut_parts) = 0 OR NOT (x.kind || sep || x.part) = ANY(v_shut_parts))
+              AND (x.slot_key IS NULL OR x.slot_policy <> 0
+                   OR COALESCE((v_slot_used ->> x.slot_key)::integer, 0) < x.slot_limit)
+            ORDER BY x.priority DESC, x.vt, x.id
+            LIMIT v_cand
+            FOR UPDATE SKIP LOCKED
+        ), plain AS (
+            SELECT x.id, x.kind, x.part, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.run_at
+            FROM venturi_job x
+            WHERE v_qconc > 0 AND x.state = 'available' AND x.part IS NULL AND x.queue = p_queue
+              AND x.kind = ANY(p_kinds) AND NOT x.kind = ANY(v_shut)
+            ORDER BY x.priority DESC, x.run_at, x.id
+            LIMIT LEAST(p_max, v_qconc)
+            FOR UPDATE SKIP LOCKED
+        ), cand AS (
+            -- Most urgent first; within a priority the gated jobs in their order and a limited
+            -- queue's plain jobs taken in turn with them (plain first).
+            SELECT c.*, row_number() OVER (ORDER BY c.priority DESC, c.rn, c.src, c.id) AS ord
+            FROM (SELECT gated.id, gated.kind, gated.part, gated.slot_key, gated.slot_limit, gated.slot_policy,
+                         gated.priority, row_number() OVER (PARTITION BY gated.priority ORDER BY gated.vt, gated.id) AS rn,
+                         1 AS src FROM gated
+                  UNION ALL
+                  SELECT plain.id, plain.kind, plain.part, plain.slot_key, plain.slot_limit, plain.slot_policy,
+                         plain.priority, row_number() OVER (PARTITION BY plain.priority ORDER BY plain.run_at, plain.id),
+                         0 FROM plain) c
+        ), ck AS (
+            -- Each candidate's gate keys (NULL: not subject to it) and how many it has.
+            SELECT cand.ord, cand.id, cand.slot_key, cand.part, cand.slot_limit, cand.slot_policy, g.*,
+                   (g.g1 IS NOT NULL)::integer + (g.g2 IS NOT NULL)::integer + (g.g3 IS NOT NULL)::integer
+                   + (g.g4 IS NOT NULL)::integer + (g.g5 IS NOT NULL)::integer AS ng
+            FROM cand LEFT JOIN venturi_kind k ON k.kind = cand.kind
+            CROSS JOIN LATERAL (SELECT
+                CASE WHEN cand.slot_key IS NOT NULL THEN 's' || sep || cand.slot_key END AS g1,
+                CASE WHEN k.concurrency > 0 THEN 'k' || sep || cand.kind END AS g2,
+                CASE WHEN v_qconc > 0 THEN 'q' || sep || p_queue END AS g3,
+                CASE WHEN k.rate_n > 0 THEN 'r' || sep || cand.kind
+                     || CASE WHEN k.rate_by_part THEN sep || COALESCE(cand.part, '') ELSE '' END END AS g4,
+                CASE WHEN k.brk_failures > 0 THEN 'b' || sep || cand.kind
+                     || CASE WHEN k.brk_by_part THEN sep || COALESCE(cand.part, '') ELSE '' END END AS g5) g
+        ), gk AS (
+            -- One row per candidate and gate (the slot first), with the gate's index in the
+            -- sorted list of distinct keys.
+            SELECT x.ord, x.pos, x.key, dense_rank() OVER (ORDER BY x.key)::integer AS gi
+            FROM (SELECT ck.ord, 1 AS pos, ck.g1 AS key FROM ck WHERE ck.g1 IS NOT NULL
+                  UNION ALL SELECT ck.ord, 2, ck.g2 FROM ck WHERE ck.g2 IS NOT NULL
+                  UNION ALL SELECT ck.ord, 3, ck.g3 FROM ck WHERE ck.g3 IS NOT NULL
+                  UNION ALL SELECT ck.ord, 4, ck.g4 FROM ck WHERE ck.g4 IS NOT NULL
+                  UNION ALL SELECT ck.ord, 5, ck.g5 FROM ck WHERE ck.g5 IS NOT NULL) x
+        )
+        SELECT
+            (SELECT array_agg(ck.id ORDER BY ck.ord) FROM ck),
+            (SELECT array_agg(ck.slot_key ORDER BY ck.ord) FROM ck),
+            (SELECT array_agg(ck.slot_limit ORDER BY ck.ord) FROM ck),
+            (SELECT array_agg(ck.slot_policy ORDER BY ck.ord) FROM ck),
+            (SELECT array_agg(ck.ng ORDER BY ck.ord) FROM ck),
+            (SELECT array_agg(gk.gi ORDER BY gk.ord, gk.pos) FROM gk),
+            (SELECT array_agg(DISTINCT gk.key ORDER BY gk.key) FROM gk)
+        INTO c_id, c_slot, c_limit, c_policy, c_off, c_gl, g_key;
 
-    -- Each gate's use and capacity: running counts from the maps above; rate windows and
-    -- breakers from venturi_gate.
-    WITH queue_used AS (
-        SELECT count(*)::integer AS n
-        FROM venturi_job x
-        WHERE v_qconc > 0 AND x.state = 'running' AND x.queue = p_queue
-    )
-    SELECT array_agg(CASE t.typ
-                         WHEN 's' THEN COALESCE((v_slot_used ->> substr(gs.key, 3))::integer, 0)
-                         WHEN 'k' THEN COALESCE((v_kind_used ->> substr(gs.key, 3))::integer, 0)
-                         WHEN 'q' THEN (SELECT queue_used.n FROM queue_used)
-                         WHEN 'r' THEN COALESCE((SELECT sum(w.c) FROM unnest(gt.rate_at, gt.rate_n) AS w(at, c)
-                                                 WHERE w.at > v_check - k.rate_period), 0)::integer
-                         ELSE 0 END ORDER BY gs.gi),
-           array_agg(CASE t.typ
-                         WHEN 's' THEN 2147483647 -- each candidate's own slot limit applies
-                         WHEN 'k' THEN COALESCE((SELECT kk.concurrency FROM venturi_kind kk WHERE kk.kind = substr(gs.key, 3)), 2147483647)
-                         WHEN 'q' THEN v_qconc
-                         WHEN 'r' THEN COALESCE(k.rate_n, 2147483647)
-                         WHEN 'b' THEN CASE WHEN gt.open_until IS NULL THEN 2147483647
-                                            WHEN gt.open_until > v_check THEN 0
-                                            WHEN gt.probe_until IS NOT NULL AND gt.probe_until > v_check THEN 0
-                                            ELSE 1 END
-                         ELSE 2147483647 END ORDER BY gs.gi),
-           array_agg(t.typ = 's' ORDER BY gs.gi),
-           array_agg(t.typ IN ('r', 'b') ORDER BY gs.gi)
-    INTO g_used, g_cap, g_slot, g_rb
-    FROM unnest(g_key) WITH ORDINALITY AS gs(key, gi)
-    CROSS JOIN LATERAL (SELECT left(gs.key, 1) AS typ) t
-    LEFT JOIN venturi_gate gt ON t.typ IN ('r', 'b') AND gt.key = gs.key
-    LEFT JOIN venturi_kind k ON t.typ = 'r' AND k.kind = gt.kind;
-    -- The admitted runs start now: after the snapshot that counted the running jobs, so a
-    -- run that ended just before it has ended before this, by the database clock, and
-    -- journals never show more runs at once than a gate allows.
-    v_now := clock_timestamp();
-
-    -- Admit in order: a candidate runs when each of its gates has room. A full slot is
-    -- handled by the candidate's policy.
-    FOR i IN 1..n LOOP
-        EXIT WHEN n_admit >= p_max;
-        ok := true;
-        slot_full := false;
-        FOR j IN c_off[i] .. c_off[i + 1] - 1 LOOP
-            g := c_gl[j];
-            IF g_slot[g] THEN
-                IF g_used[g] >= c_limit[i] THEN
-                    ok := false;
-                    slot_full := true;
-                END IF;
-            ELSIF g_used[g] >= g_cap[g] THEN
-                ok := false;
-                IF g_rb[g] THEN
-                    blocked_g := blocked_g || g;
-                END IF;
+        n := COALESCE(cardinality(c_id), 0);
+        IF n = 0 THEN
+            IF v_wake_pre IS NOT NULL THEN
+                RETURN QUERY SELECT NULL::uuid, ''::text, NULL::jsonb, NULL::jsonb, 0, 0, 0::bigint, NULL::jsonb, 0::bigint,
+                    clock_timestamp(), NULL::text, GREATEST((EXTRACT(EPOCH FROM v_wake_pre - clock_timestamp()) * 1000000)::bigint, 0),
+                    NULL::jsonb, NULL::timestamptz;
             END IF;
+            RETURN;
+        END IF;
+        g_key := COALESCE(g_key, '{}');
+        c_gl := COALESCE(c_gl, '{}');
+        -- c_off holds each candidate's number of gates: make it where its gates start.
+        j := 1;
+        FOR i IN 1..n LOOP
+            g := c_off[i];
+            c_off[i] := j;
+            j := j + g;
         END LOOP;
-        IF ok THEN
-            n_admit := n_admit + 1;
-            admit[n_admit] := c_id[i];
+        c_off[n + 1] := j;
+
+        INSERT INTO venturi_gate (key, kind, part)
+        SELECT gkey, split_part(gkey, sep, 2), NULLIF(split_part(gkey, sep, 3), '')
+        FROM unnest(g_key) AS gkey WHERE left(gkey, 1) IN ('r', 'b')
+        ON CONFLICT DO NOTHING;
+
+        -- Each gate's use and capacity: running counts from the maps above; rate windows and
+        -- breakers from venturi_gate.
+        WITH queue_used AS (
+            SELECT count(*)::integer AS n
+            FROM venturi_job x
+            WHERE v_qconc > 0 AND x.state = 'running' AND x.queue = p_queue
+        )
+        SELECT array_agg(CASE t.typ
+                             WHEN 's' THEN COALESCE((v_slot_used ->> substr(gs.key, 3))::integer, 0)
+                             WHEN 'k' THEN COALESCE((v_kind_used ->> substr(gs.key, 3))::integer, 0)
+                             WHEN 'q' THEN (SELECT queue_used.n FROM queue_used)
+                             WHEN 'r' THEN COALESCE((SELECT sum(w.c) FROM unnest(gt.rate_at, gt.rate_n) AS w(at, c)
+                                                     WHERE w.at > v_check - k.rate_period), 0)::integer
+                             ELSE 0 END ORDER BY gs.gi),
+               array_agg(CASE t.typ
+                             WHEN 's' THEN 2147483647 -- each candidate's own slot limit applies
+                             WHEN 'k' THEN COALESCE((SELECT kk.concurrency FROM venturi_kind kk WHERE kk.kind = substr(gs.key, 3)), 2147483647)
+                             WHEN 'q' THEN v_qconc
+                             WHEN 'r' THEN COALESCE(k.rate_n, 2147483647)
+                             WHEN 'b' THEN CASE WHEN gt.open_until IS NULL THEN 2147483647
+                                                WHEN gt.open_until > v_check THEN 0
+                                                WHEN gt.probe_until IS NOT NULL AND gt.probe_until > v_check THEN 0
+                                                ELSE 1 END
+                             ELSE 2147483647 END ORDER BY gs.gi),
+               array_agg(t.typ = 's' ORDER BY gs.gi),
+               array_agg(t.typ IN ('r', 'b') ORDER BY gs.gi)
+        INTO g_used, g_cap, g_slot, g_rb
+        FROM unnest(g_key) WITH ORDINALITY AS gs(key, gi)
+        CROSS JOIN LATERAL (SELECT left(gs.key, 1) AS typ) t
+        LEFT JOIN venturi_gate gt ON t.typ IN ('r', 'b') AND gt.key = gs.key
+        LEFT JOIN venturi_kind k ON t.typ = 'r' AND k.kind = gt.kind;
+        -- The admitted runs start now: after the snapshot that counted the running jobs, so a
+        -- run that ended just before it has ended before this, by the database clock, and
+        -- journals never show more runs at once than a gate allows.
+        v_now := clock_timestamp();
+
+        -- Admit in order: a candidate runs when each of its gates has room. A full slot is
+        -- handled by the candidate's policy.
+        FOR i IN 1..n LOOP
+            EXIT WHEN n_admit >= p_max;
+            ok := true;
+            slot_full := false;
             FOR j IN c_off[i] .. c_off[i + 1] - 1 LOOP
                 g := c_gl[j];
-                g_used[g] := g_used[g] + 1;
-                IF g_rb[g] THEN
-                    admit_g := admit_g || g;
+                IF g_slot[g] THEN
+                    IF g_used[g] >= c_limit[i] THEN
+                        ok := false;
+                        slot_full := true;
+                    END IF;
+                ELSIF g_used[g] >= g_cap[g] THEN
+                    ok := false;
+                    IF g_rb[g] THEN
+                        blocked_g := blocked_g || g;
+                    END IF;
                 END IF;
             END LOOP;
-        ELSIF slot_full AND c_policy[i] = 2 THEN
-            dropped := dropped || c_id[i];
-            drop_note := drop_note || format('dropped: slot %s is full (%s of %s running; policy DropIfRunning)',
-                                              c_slot[i], g_used[c_gl[c_off[i]]], c_limit[i]);
-        ELSIF slot_full AND c_policy[i] = 1 AND NOT c_slot[i] = ANY(replace_slots) THEN
-            replace_slots := replace_slots || c_slot[i];
-        END IF;
-    END LOOP;
+            IF ok THEN
+                n_admit := n_admit + 1;
+                admit[n_admit] := c_id[i];
+                FOR j IN c_off[i] .. c_off[i + 1] - 1 LOOP
+                    g := c_gl[j];
+                    g_used[g] := g_used[g] + 1;
+                    IF g_rb[g] THEN
+                        admit_g := admit_g || g;
+                    END IF;
+                END LOOP;
+            ELSIF slot_full AND c_policy[i] = 2 THEN
+                dropped := dropped || c_id[i];
+                drop_note := drop_note || format('dropped: slot %s is full (%s of %s running; policy DropIfRunning)',
+                                                  c_slot[i], g_used[c_gl[c_off[i]]], c_limit[i]);
+            ELSIF slot_full AND c_policy[i] = 1 AND NOT c_slot[i] = ANY(replace_slots) THEN
+                replace_slots := replace_slots || c_slot[i];
+            END IF;
+        END LOOP;
+    END IF;
 
     IF cardinality(dropped) > 0 THEN
         UPDATE venturi_job x SET
@@ -369,38 +426,45 @@ BEGIN
     -- Rates: record the starts admitted now; forget those older than the period. A window
     -- this fills is full until its oldest start leaves it (full_until, migration 16: the
     -- next claims pass over its jobs without locking them).
-    UPDATE venturi_gate gt SET
-        rate_at = a.kept_at || v_now,
-        rate_n  = a.kept_n || a.admitted,
-        full_until = CASE WHEN COALESCE((SELECT sum(c) FROM unnest(a.kept_n) AS c), 0) + a.admitted >= k.rate_n
-                          THEN COALESCE(a.kept_at[1], v_now) + k.rate_period END,
-        updated_at = v_now
-    FROM venturi_kind k, (
-        SELECT g_key[ag] AS key, count(*)::integer AS admitted,
-               COALESCE((SELECT array_agg(t.at ORDER BY t.at) FROM venturi_gate g2, venturi_kind k,
-                         unnest(g2.rate_at, g2.rate_n) AS t(at, c)
-                         WHERE g2.key = g_key[ag] AND k.kind = g2.kind AND t.at > v_now - k.rate_period), '{}') AS kept_at,
-               COALESCE((SELECT array_agg(t.c ORDER BY t.at) FROM venturi_gate g2, venturi_kind k,
-                         unnest(g2.rate_at, g2.rate_n) AS t(at, c)
-                         WHERE g2.key = g_key[ag] AND k.kind = g2.kind AND t.at > v_now - k.rate_period), '{}') AS kept_n
-        FROM unnest(admit_g) AS ag
-        WHERE left(g_key[ag], 1) = 'r'
-        GROUP BY ag
-    ) a
-    WHERE gt.key = a.key AND k.kind = gt.kind;
+    IF cardinality(admit_g) > 0 THEN
+        UPDATE venturi_gate gt SET
+            rate_at = a.kept_at || v_now,
+            rate_n  = a.kept_n || a.admitted,
+            full_until = CASE WHEN COALESCE((SELECT sum(c) FROM unnest(a.kept_n) AS c), 0) + a.admitted >= k.rate_n
+                              THEN COALESCE(a.kept_at[1], v_now) + k.rate_period END,
+            updated_at = v_now
+        FROM venturi_kind k, (
+            SELECT g_key[ag] AS key, count(*)::integer AS admitted,
+                   COALESCE((SELECT array_agg(t.at ORDER BY t.at) FROM venturi_gate g2, venturi_kind k,
+                             unnest(g2.rate_at, g2.rate_n) AS t(at, c)
+                             WHERE g2.key = g_key[ag] AND k.kind = g2.kind AND t.at > v_now - k.rate_period), '{}') AS kept_at,
+                   COALESCE((SELECT array_agg(t.c ORDER BY t.at) FROM venturi_gate g2, venturi_kind k,
+                             unnest(g2.rate_at, g2.rate_n) AS t(at, c)
+                             WHERE g2.key = g_key[ag] AND k.kind = g2.kind AND t.at > v_now - k.rate_period), '{}') AS kept_n
+            FROM unnest(admit_g) AS ag
+            WHERE left(g_key[ag], 1) = 'r'
+            GROUP BY ag
+        ) a
+        WHERE gt.key = a.key AND k.kind = gt.kind;
+    END IF;
 
     -- Breakers: a half-open breaker that admitted its probe waits for it. Breaker rows are
     -- locked in key order, as venturi_breaker_record locks them.
-    UPDATE venturi_gate gt SET probe_until = v_now + interval '1 microsecond' * p_lease_us, updated_at = v_now
-    WHERE gt.key IN (SELECT b.key FROM venturi_gate b
-                     WHERE b.key IN (SELECT g_key[ag] FROM unnest(admit_g) AS ag WHERE left(g_key[ag], 1) = 'b')
-                       AND b.open_until IS NOT NULL AND b.open_until <= v_now
-                     ORDER BY b.key FOR UPDATE)
-      AND gt.open_until IS NOT NULL AND gt.open_until <= v_now;
+    IF cardinality(admit_g) > 0 THEN
+        UPDATE venturi_gate gt SET probe_until = v_now + interval '1 microsecond' * p_lease_us, updated_at = v_now
+        WHERE gt.key IN (SELECT b.key FROM venturi_gate b
+                         WHERE b.key IN (SELECT g_key[ag] FROM unnest(admit_g) AS ag WHERE left(g_key[ag], 1) = 'b')
+                           AND b.open_until IS NOT NULL AND b.open_until <= v_now
+                         ORDER BY b.key FOR UPDATE)
+          AND gt.open_until IS NOT NULL AND gt.open_until <= v_now;
+    END IF;
 
-    -- The worker's kinds that have a breaker, and whether it is per partition.
-    SELECT COALESCE(jsonb_object_agg(k.kind, k.brk_by_part), '{}') INTO v_brk
-    FROM venturi_kind k WHERE k.kind = ANY(p_kinds) AND k.brk_failures > 0;
+    -- The worker's kinds that have a breaker, and whether it is per partition (none on
+    -- the slots-only path).
+    IF v_brk IS NULL THEN
+        SELECT COALESCE(jsonb_object_agg(k.kind, k.brk_by_part), '{}') INTO v_brk
+        FROM venturi_kind k WHERE k.kind = ANY(p_kinds) AND k.brk_failures > 0;
+    END IF;
 
     RETURN QUERY
     WITH claimed AS (
