@@ -77,6 +77,13 @@ DECLARE
     r       record;
     v_slot_used jsonb := '{}'; -- slot key -> its running jobs
     v_brk   jsonb; -- kind -> its breaker is per partition, for the worker's kinds with one
+    v_other boolean; -- the worker's kinds have a concurrency or a breaker
+    v_rated boolean; -- the worker's kinds have a rate
+    new_gates text[] := '{}';  -- rate gates of admitted jobs that have no row yet
+    rate_keys text[] := '{}';  -- rate gates that admitted jobs, and how many
+    rate_adm  integer[] := '{}';
+    probe_keys text[] := '{}'; -- breakers that admitted a job (a half-open one: its probe)
+    blocked   text[] := '{}';  -- rate and breaker gates that held a candidate back
 BEGIN
     SELECT vq.paused, vq.concurrency INTO v_paused, v_qconc FROM venturi_queue vq WHERE vq.name = p_queue;
     IF v_paused THEN
@@ -107,40 +114,77 @@ BEGIN
           FROM venturi_job x
           WHERE x.state = 'running' AND x.slot_key IS NOT NULL
           GROUP BY x.slot_key) su;
-    -- Slots alone (the worker's kinds have no limits, the queue none): each candidate has
-    -- one gate at most, its slot, so a candidate is admitted exactly when its slot's running
-    -- jobs plus its rank among the claim's candidates of its slot stay within its limit.
-    -- One statement decides the claim; the gate arrays and the admission loop below are for
-    -- candidates that meet several gates.
-    IF v_qconc = 0 AND NOT EXISTS (SELECT 1 FROM venturi_kind k WHERE k.kind = ANY(p_kinds) AND k.limited) THEN
-        WITH cand AS (
-            SELECT x.id, x.slot_key, x.slot_limit, x.slot_policy,
-                   row_number() OVER (ORDER BY x.priority DESC, x.vt, x.id) AS ord,
-                   COALESCE((v_slot_used ->> x.slot_key)::integer, 0) AS used
-            FROM (SELECT x.id, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.vt
-                  FROM venturi_job x
-                  WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue
-                    AND x.kind = ANY(p_kinds)
-                    AND (x.slot_key IS NULL OR x.slot_policy <> 0
-                         OR COALESCE((v_slot_used ->> x.slot_key)::integer, 0) < x.slot_limit)
-                  ORDER BY x.priority DESC, x.vt, x.id
-                  LIMIT GREATEST(p_max + 16, 32)
-                  FOR UPDATE SKIP LOCKED) x
+    -- Slots and rates alone (the worker's kinds have no concurrency and no breaker, the
+    -- queue no limit): a candidate meets its slot and its rate window at most, and is
+    -- admitted when each one's use plus the candidate's rank among the claim's candidates
+    -- of that gate stays within it (exact with one gate; with both, a candidate held back
+    -- by one still takes its rank in the other, so a claim may admit fewer, never more). One
+    -- statement decides the claim; the gate arrays and the admission loop below are for
+    -- kind and queue concurrency and breakers.
+    SELECT COALESCE(bool_or(k.concurrency > 0 OR k.brk_failures > 0), false), COALESCE(bool_or(k.rate_n > 0), false)
+    INTO v_other, v_rated
+    FROM venturi_kind k WHERE k.kind = ANY(p_kinds);
+    IF v_qconc = 0 AND NOT v_other THEN
+        v_shut := '{}';
+        v_shut_parts := '{}';
+        IF v_rated THEN -- full rate windows: their jobs are passed over
+            SELECT COALESCE(array_agg(DISTINCT gt.kind) FILTER (WHERE gt.part IS NULL), '{}'),
+                   COALESCE(array_agg(DISTINCT gt.kind || sep || gt.part) FILTER (WHERE gt.part IS NOT NULL), '{}'),
+                   min(gt.full_until)
+            INTO v_shut, v_shut_parts, v_wake_pre
+            FROM venturi_gate gt
+            WHERE gt.full_until IS NOT NULL AND gt.kind = ANY(p_kinds) AND left(gt.key, 1) = 'r'
+              AND gt.full_until > v_check;
+        END IF;
+        WITH kl AS (
+            SELECT k.kind, k.rate_n, k.rate_period, k.rate_by_part
+            FROM venturi_kind k WHERE v_rated AND k.kind = ANY(p_kinds) AND k.rate_n > 0
+        ), cand AS (
+            SELECT x.id, x.slot_key, x.slot_limit, x.slot_policy, x.ord, x.used,
+                   CASE WHEN kl.kind IS NOT NULL THEN 'r' || sep || x.kind
+                        || CASE WHEN kl.rate_by_part THEN sep || COALESCE(x.part, '') ELSE '' END END AS rkey,
+                   kl.rate_n, kl.rate_period
+            FROM (SELECT x.*, row_number() OVER (ORDER BY x.priority DESC, x.vt, x.id) AS ord,
+                         COALESCE((v_slot_used ->> x.slot_key)::integer, 0) AS used
+                  FROM (SELECT x.id, x.kind, x.part, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.vt
+                        FROM venturi_job x
+                        WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue
+                          AND x.kind = ANY(p_kinds)
+                          AND NOT x.kind = ANY(v_shut)
+                          AND (cardinality(v_shut_parts) = 0 OR NOT (x.kind || sep || x.part) = ANY(v_shut_parts))
+                          AND (x.slot_key IS NULL OR x.slot_policy <> 0
+                               OR COALESCE((v_slot_used ->> x.slot_key)::integer, 0) < x.slot_limit)
+                        ORDER BY x.priority DESC, x.vt, x.id
+                        LIMIT GREATEST(p_max + 16, 32)
+                        FOR UPDATE SKIP LOCKED) x) x
+            LEFT JOIN kl ON kl.kind = x.kind
+        ), rates AS (
+            -- The candidates' rate windows: each one's starts within its period.
+            SELECT r.key, r.cap, gt.key IS NULL AS missing,
+                   COALESCE((SELECT sum(w.c) FROM unnest(gt.rate_at, gt.rate_n) AS w(at, c)
+                             WHERE w.at > v_check - r.period), 0)::integer AS used
+            FROM (SELECT DISTINCT c.rkey AS key, c.rate_n AS cap, c.rate_period AS period FROM cand c
+                  WHERE c.rkey IS NOT NULL) r
+            LEFT JOIN venturi_gate gt ON gt.key = r.key
         ), passed AS (
-            SELECT c.*, c.slot_key IS NULL
-                        OR c.used + row_number() OVER (PARTITION BY c.slot_key ORDER BY c.ord) <= c.slot_limit AS pass
-            FROM cand c
+            SELECT c.*, rt.missing,
+                   c.slot_key IS NULL
+                   OR c.used + row_number() OVER (PARTITION BY c.slot_key ORDER BY c.ord) <= c.slot_limit AS slot_ok,
+                   c.rkey IS NULL
+                   OR rt.used + row_number() OVER (PARTITION BY c.rkey ORDER BY c.ord) <= rt.cap AS rate_ok
+            FROM cand c LEFT JOIN rates rt ON rt.key = c.rkey
         ), admitted AS (
-            SELECT p.*, p.pass AND row_number() OVER (PARTITION BY p.pass ORDER BY p.ord) <= p_max AS admit
+            SELECT p.*, p.slot_ok AND p.rate_ok
+                        AND row_number() OVER (PARTITION BY p.slot_ok AND p.rate_ok ORDER BY p.ord) <= p_max AS admit
             FROM passed p
-        ), slotted AS (
+        ), judged AS (
             -- A candidate not admitted whose slot is full, counting the claim's admissions
             -- before it: its policy applies. Once the claim has p_max jobs, the candidates
-            -- after its last one are left alone (the claim ended there).
+            -- after its last one are left alone (the claim ended there): seen is false.
             SELECT a.*, a.used + count(*) FILTER (WHERE a.admit) OVER (PARTITION BY a.slot_key ORDER BY a.ord
                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS running,
-                   CASE WHEN count(*) FILTER (WHERE a.admit) OVER () >= p_max
-                        THEN max(a.ord) FILTER (WHERE a.admit) OVER () END AS last
+                   NOT a.admit AND (count(*) FILTER (WHERE a.admit) OVER () < p_max
+                                    OR a.ord < max(a.ord) FILTER (WHERE a.admit) OVER ()) AS seen
             FROM admitted a
         )
         SELECT COALESCE(array_agg(s.id ORDER BY s.ord) FILTER (WHERE s.admit), '{}'),
@@ -148,17 +192,30 @@ BEGIN
                COALESCE(array_agg(format('dropped: slot %s is full (%s of %s running; policy DropIfRunning)',
                                          s.slot_key, s.running, s.slot_limit) ORDER BY s.ord)
                         FILTER (WHERE s.full AND s.slot_policy = 2), '{}'),
-               COALESCE(array_agg(DISTINCT s.slot_key) FILTER (WHERE s.full AND s.slot_policy = 1), '{}')
-        INTO admit, dropped, drop_note, replace_slots
-        FROM (SELECT sl.*, NOT sl.admit AND sl.slot_key IS NOT NULL AND sl.running >= sl.slot_limit
-                           AND (sl.last IS NULL OR sl.ord < sl.last) AS full
-              FROM slotted sl) s;
+               COALESCE(array_agg(DISTINCT s.slot_key) FILTER (WHERE s.full AND s.slot_policy = 1), '{}'),
+               COALESCE(array_agg(DISTINCT s.rkey) FILTER (WHERE s.admit AND s.missing), '{}'),
+               COALESCE(array_agg(DISTINCT s.rkey) FILTER (WHERE s.seen AND NOT s.rate_ok), '{}'),
+               COALESCE(array_agg(s.rkey) FILTER (WHERE s.admit AND s.rkey IS NOT NULL), '{}')
+        INTO admit, dropped, drop_note, replace_slots, new_gates, blocked, rate_keys
+        FROM (SELECT j.*, j.seen AND j.slot_key IS NOT NULL AND j.running >= j.slot_limit AS full FROM judged j) s;
+        IF cardinality(rate_keys) > 0 THEN -- one entry per admitted job: count them per gate
+            SELECT array_agg(rk.key ORDER BY rk.key), array_agg(rk.n ORDER BY rk.key)
+            INTO rate_keys, rate_adm
+            FROM (SELECT k AS key, count(*)::integer AS n FROM unnest(rate_keys) AS k GROUP BY k) rk;
+        END IF;
         n_admit := cardinality(admit);
-        IF n_admit = 0 AND cardinality(dropped) = 0 AND cardinality(replace_slots) = 0 THEN
+        IF n_admit = 0 AND cardinality(dropped) = 0 AND cardinality(replace_slots) = 0
+           AND cardinality(blocked) = 0 AND v_wake_pre IS NULL THEN
             RETURN;
         END IF;
         v_now := clock_timestamp();
         v_brk := '{}';
+        IF cardinality(new_gates) > 0 THEN
+            INSERT INTO venturi_gate (key, kind, part)
+            SELECT gkey, split_part(gkey, sep, 2), NULLIF(split_part(gkey, sep, 3), '')
+            FROM unnest(new_gates) AS gkey
+            ON CONFLICT DO NOTHING;
+        END IF;
     ELSE
         -- The running jobs of the worker's kinds that have a concurrency, plain ones too: a
         -- job claimed as plain before the kind's limits were recorded still runs.
@@ -366,6 +423,14 @@ BEGIN
                 replace_slots := replace_slots || c_slot[i];
             END IF;
         END LOOP;
+        -- The rate and breaker gates that admitted jobs (rates: how many) and that held a
+        -- candidate back, by key.
+        SELECT COALESCE(array_agg(g_key[ag.g] ORDER BY g_key[ag.g]) FILTER (WHERE left(g_key[ag.g], 1) = 'r'), '{}'),
+               COALESCE(array_agg(ag.n ORDER BY g_key[ag.g]) FILTER (WHERE left(g_key[ag.g], 1) = 'r'), '{}'),
+               COALESCE(array_agg(g_key[ag.g] ORDER BY g_key[ag.g]) FILTER (WHERE left(g_key[ag.g], 1) = 'b'), '{}')
+        INTO rate_keys, rate_adm, probe_keys
+        FROM (SELECT x AS g, count(*)::integer AS n FROM unnest(admit_g) AS x GROUP BY x) ag;
+        blocked := ARRAY(SELECT DISTINCT g_key[b] FROM unnest(blocked_g) AS b);
     END IF;
 
     IF cardinality(dropped) > 0 THEN
@@ -396,16 +461,16 @@ BEGIN
         END LOOP;
     END IF;
 
-    IF cardinality(blocked_g) > 0 THEN
+    IF cardinality(blocked) > 0 THEN
         SELECT min(w.at) INTO v_wake FROM (
             SELECT COALESCE((SELECT min(t.at) FROM unnest(gt.rate_at) AS t(at) WHERE t.at > v_check - k.rate_period),
                             v_now) + k.rate_period AS at
             FROM venturi_gate gt JOIN venturi_kind k ON k.kind = gt.kind
-            WHERE gt.key = ANY(ARRAY(SELECT g_key[b] FROM unnest(blocked_g) AS b WHERE left(g_key[b], 1) = 'r'))
+            WHERE gt.key = ANY(blocked) AND left(gt.key, 1) = 'r'
             UNION ALL
             SELECT CASE WHEN gt.open_until > v_check THEN gt.open_until ELSE gt.probe_until END
             FROM venturi_gate gt
-            WHERE gt.key = ANY(ARRAY(SELECT g_key[b] FROM unnest(blocked_g) AS b WHERE left(g_key[b], 1) = 'b'))
+            WHERE gt.key = ANY(blocked) AND left(gt.key, 1) = 'b'
         ) w;
     END IF;
 
@@ -426,7 +491,7 @@ BEGIN
     -- Rates: record the starts admitted now; forget those older than the period. A window
     -- this fills is full until its oldest start leaves it (full_until, migration 16: the
     -- next claims pass over its jobs without locking them).
-    IF cardinality(admit_g) > 0 THEN
+    IF cardinality(rate_keys) > 0 THEN
         UPDATE venturi_gate gt SET
             rate_at = a.kept_at || v_now,
             rate_n  = a.kept_n || a.admitted,
@@ -434,33 +499,31 @@ BEGIN
                               THEN COALESCE(a.kept_at[1], v_now) + k.rate_period END,
             updated_at = v_now
         FROM venturi_kind k, (
-            SELECT g_key[ag] AS key, count(*)::integer AS admitted,
+            SELECT ra.key, ra.admitted,
                    COALESCE((SELECT array_agg(t.at ORDER BY t.at) FROM venturi_gate g2, venturi_kind k,
                              unnest(g2.rate_at, g2.rate_n) AS t(at, c)
-                             WHERE g2.key = g_key[ag] AND k.kind = g2.kind AND t.at > v_now - k.rate_period), '{}') AS kept_at,
+                             WHERE g2.key = ra.key AND k.kind = g2.kind AND t.at > v_now - k.rate_period), '{}') AS kept_at,
                    COALESCE((SELECT array_agg(t.c ORDER BY t.at) FROM venturi_gate g2, venturi_kind k,
                              unnest(g2.rate_at, g2.rate_n) AS t(at, c)
-                             WHERE g2.key = g_key[ag] AND k.kind = g2.kind AND t.at > v_now - k.rate_period), '{}') AS kept_n
-            FROM unnest(admit_g) AS ag
-            WHERE left(g_key[ag], 1) = 'r'
-            GROUP BY ag
+                             WHERE g2.key = ra.key AND k.kind = g2.kind AND t.at > v_now - k.rate_period), '{}') AS kept_n
+            FROM unnest(rate_keys, rate_adm) AS ra(key, admitted)
         ) a
         WHERE gt.key = a.key AND k.kind = gt.kind;
     END IF;
 
     -- Breakers: a half-open breaker that admitted its probe waits for it. Breaker rows are
     -- locked in key order, as venturi_breaker_record locks them.
-    IF cardinality(admit_g) > 0 THEN
+    IF cardinality(probe_keys) > 0 THEN
         UPDATE venturi_gate gt SET probe_until = v_now + interval '1 microsecond' * p_lease_us, updated_at = v_now
         WHERE gt.key IN (SELECT b.key FROM venturi_gate b
-                         WHERE b.key IN (SELECT g_key[ag] FROM unnest(admit_g) AS ag WHERE left(g_key[ag], 1) = 'b')
+                         WHERE b.key = ANY(probe_keys)
                            AND b.open_until IS NOT NULL AND b.open_until <= v_now
                          ORDER BY b.key FOR UPDATE)
           AND gt.open_until IS NOT NULL AND gt.open_until <= v_now;
     END IF;
 
     -- The worker's kinds that have a breaker, and whether it is per partition (none on
-    -- the slots-only path).
+    -- the slots-and-rates path).
     IF v_brk IS NULL THEN
         SELECT COALESCE(jsonb_object_agg(k.kind, k.brk_by_part), '{}') INTO v_brk
         FROM venturi_kind k WHERE k.kind = ANY(p_kinds) AND k.brk_failures > 0;
