@@ -114,7 +114,7 @@
 // slots ([Slot]: at most Limit jobs with a key run at once, with the policies
 // [SlotQueue], [SlotReplace] and [SlotDropIfRunning]); a kind's concurrency, rate (N
 // starts per period, optionally per partition) and circuit breaker ([Limits]); and
-// round-robin fairness between the partitions of a queue ([Partitioner]). Jobs under any
+// fairness between the partitions of a queue ([Partitioner], in virtual-time order). Jobs under any
 // of these are "gated" and claimed by their own statement; plain jobs pay nothing for it.
 // Running counts are read from the job rows themselves, so a slot held by a killed
 // worker frees when the lease rescue returns its job. [Queue.Circuits] shows breakers.

@@ -62,8 +62,9 @@ func (p SlotPolicy) String() string {
 }
 
 // Partitioner is implemented by tasks whose jobs belong to a partition, such as a tenant
-// or a host. A queue's jobs with partitions are claimed round-robin between partitions,
-// so one partition's flood does not hold the others back; a kind's rate limit and
+// or a host. A queue's jobs with partitions are claimed in turn between partitions (in
+// virtual-time order: see "Fairness" in the README), so one partition's flood does not
+// hold the others back; a kind's rate limit and
 // breaker can apply per partition ([Limits]). A job with a slot and no partition is in
 // the partition named by its slot key.
 type Partitioner interface {

@@ -177,7 +177,7 @@ func flowNotes(j *Job, f *dbsqlc.ExplainFactsRow) []string {
 		}
 	}
 	if j.Gated && len(notes) == 0 {
-		notes = append(notes, "gated (partition or kind limits): claimed by the gated claim, round-robin between partitions")
+		notes = append(notes, "gated (partition or kind limits): claimed by the gated claim, partitions in turn (virtual-time order)")
 	}
 	return notes
 }

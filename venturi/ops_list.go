@@ -204,9 +204,11 @@ var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 // order; scheduled and waiting: due time; running: lease expiry; completed, dead and
 // cancelled: newest finished first); any other filter lists newest created first.
 //
-// Available jobs list queue by queue (by name), and within a queue in claim order: its
-// plain jobs by priority (highest first), due time and ID, then its gated jobs partition
-// by partition, each in the same order. A cursor is a position in the order, not a
+// Available jobs list queue by queue (by name), and within a queue: its plain jobs in
+// claim order (priority, highest first, due time and ID), then its gated jobs partition
+// by partition, each by priority, due time and ID. (The gated claim takes a queue's
+// partitions in turn, each in the order its jobs became available: see "Fairness" in the
+// README.) A cursor is a position in the order, not a
 // snapshot: jobs inserted behind it appear on later pages, jobs inserted before it do not,
 // and no job that stays where it is appears twice or is skipped. Each statement is bounded
 // by [ListTimeout] ([ErrListTimeout]); a filter that an index serves (a state, a kind with

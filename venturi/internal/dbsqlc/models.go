@@ -137,6 +137,7 @@ type VenturiGate struct {
 	OpenUntil  *time.Time
 	ProbeUntil *time.Time
 	UpdatedAt  time.Time
+	FullUntil  *time.Time
 }
 
 type VenturiHook struct {
@@ -186,6 +187,7 @@ type VenturiJob struct {
 	BurstRun        pgtype.Int4
 	Events          bool
 	Meta            []byte
+	Vt              pgtype.Int8
 }
 
 type VenturiJournal struct {

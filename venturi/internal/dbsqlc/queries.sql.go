@@ -1861,11 +1861,12 @@ SELECT u.id, u.kind, u.queue, CASE WHEN t.at <= now() THEN 'available' ELSE 'sch
        CASE WHEN u.has_part THEN u.part WHEN vk.limited THEN '' END,
        NULLIF(u.slot_key, ''), CASE WHEN u.slot_key <> '' THEN u.slot_limit END, CASE WHEN u.slot_key <> '' THEN u.slot_policy END,
        u.events, NULLIF(u.meta, '')::jsonb
-FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::text[]) AS kind, unnest($3::text[]) AS queue, unnest($4::smallint[]) AS priority, unnest($5::text[]) AS payload, unnest($6::bool[]) AS has_at, unnest($7::timestamptz[]) AS at, unnest($8::bigint[]) AS delay_us, unnest($9::bool[]) AS has_part, unnest($10::text[]) AS part, unnest($11::text[]) AS slot_key, unnest($12::int[]) AS slot_limit, unnest($13::smallint[]) AS slot_policy, unnest($14::bool[]) AS events, unnest($15::text[]) AS meta) AS u
+FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::text[]) AS kind, unnest($3::text[]) AS queue, unnest($4::smallint[]) AS priority, unnest($5::text[]) AS payload, unnest($6::bool[]) AS has_at, unnest($7::timestamptz[]) AS at, unnest($8::bigint[]) AS delay_us, unnest($9::bool[]) AS has_part, unnest($10::text[]) AS part, unnest($11::text[]) AS slot_key, unnest($12::int[]) AS slot_limit, unnest($13::smallint[]) AS slot_policy, unnest($14::bool[]) AS events, unnest($15::text[]) AS meta, generate_subscripts($1::uuid[], 1) AS ord) AS u
 LEFT JOIN venturi_kind vk ON vk.kind = u.kind
 CROSS JOIN LATERAL (
     SELECT CASE WHEN u.has_at THEN u.at ELSE now() END + u.delay_us * interval '1 microsecond' AS at
 ) t
+ORDER BY u.ord
 `
 
 type InsertJobsParams struct {
@@ -1886,6 +1887,8 @@ type InsertJobsParams struct {
 	Metas        []string
 }
 
+// In the order given: a partition's jobs get their virtual times in insertion order
+// (migration 16), and the join may reorder the rows.
 func (q *Queries) InsertJobs(ctx context.Context, db DBTX, arg InsertJobsParams) error {
 	_, err := db.Exec(ctx, insertJobs,
 		arg.Ids,
