@@ -97,14 +97,7 @@ func (q *Queue) jobIn(ctx context.Context, db dbsqlc.DBTX, id ulid.ULID) (*Job, 
 	if err != nil {
 		return nil, err
 	}
-	j, err := jobFromRow(row)
-	if err != nil {
-		return nil, err
-	}
-	if j.Circuit, err = q.circuitFor(ctx, db, j.Kind, row.Part); err != nil {
-		return nil, err
-	}
-	return j, nil
+	return jobFromRow(row)
 }
 
 // jobFromRow converts a GetJob row.
@@ -119,6 +112,10 @@ func jobFromRow(row *dbsqlc.GetJobRow) (*Job, error) {
 	}
 	if j.State == StateRunning {
 		j.Owner = row.WorkerID.String
+	}
+	if row.HasBreaker {
+		c := circuitOf(j.Kind, row.Part.String, row.BrkFails, row.BrkThreshold, row.BrkOpenUntil, row.BrkProbeUntil, row.BrkUpdatedAt)
+		j.Circuit = &c
 	}
 	j.Singleton = row.SlotKey.Valid && strings.HasPrefix(row.SlotKey.String, SingletonSlotPrefix)
 	if row.SlotKey.Valid {

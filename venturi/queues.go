@@ -2,12 +2,10 @@ package venturi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
 )
@@ -150,18 +148,4 @@ func circuitOf(kind, part string, fails, threshold int32, openUntil, probeUntil 
 		c.State = CircuitHalfOpen
 	}
 	return c
-}
-
-// circuitFor reads the breaker that jobs of kind in partition part report to; nil when
-// the kind has none or it has not seen a claim yet.
-func (q *Queue) circuitFor(ctx context.Context, db dbsqlc.DBTX, kind string, part pgtype.Text) (*Circuit, error) {
-	r, err := q.q.CircuitOf(ctx, db, dbsqlc.CircuitOfParams{Kind: kind, Part: part.String})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	c := circuitOf(kind, part.String, r.Fails, r.Threshold, r.OpenUntil, r.ProbeUntil, r.UpdatedAt)
-	return &c, nil
 }

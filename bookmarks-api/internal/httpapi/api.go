@@ -347,7 +347,10 @@ func (a *API) createBookmark(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	id := ulid.Make()
-	var job ulid.ULID
+	var (
+		job     ulid.ULID
+		created *store.Bookmark
+	)
 	// The bookmark and its fetch commit together: no bookmark without a fetch, no fetch of
 	// a bookmark that does not exist.
 	err = pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
@@ -356,7 +359,7 @@ func (a *API) createBookmark(c echo.Context) error {
 			return err
 		}
 		job = res.ID
-		if err := a.q.InsertBookmark(ctx, tx, store.InsertBookmarkParams{
+		if created, err = a.q.InsertBookmark(ctx, tx, store.InsertBookmarkParams{
 			ID: uuidOf(id), Url: u, Title: title, Tags: tags, FetchJobID: uuidOf(res.ID)}); err != nil {
 			return err
 		}
@@ -367,8 +370,30 @@ func (a *API) createBookmark(c echo.Context) error {
 	}
 	if wait > 0 {
 		a.awaitFetch(ctx, job, wait)
+		return a.respondBookmark(c, http.StatusCreated, id)
 	}
-	return a.respondBookmark(c, http.StatusCreated, id)
+	return a.respondCreated(c, created)
+}
+
+// respondCreated answers a create without waiting: the bookmark as its transaction wrote
+// it (InsertBookmark's RETURNING) and its fetch job as venturi shows it now, one read
+// where respondBookmark makes three. The row written is the row respondBookmark would
+// read as long as the job has not run: only a run of the bookmark's fetch job writes a
+// new bookmark's fetch result (the worker's other updates skip pending bookmarks, and a
+// refetch, which merges into the pending job, writes what the row already holds). A job
+// that has run (or is gone) takes respondBookmark's path: the bookmark read again after
+// the job, so that it is at least as new as the job shown.
+func (a *API) respondCreated(c echo.Context, row *store.Bookmark) error {
+	j, err := a.queue.Job(c.Request().Context(), ulid.ULID(row.FetchJobID.Bytes))
+	if err != nil && !errors.Is(err, venturi.ErrNotFound) {
+		return err
+	}
+	if err != nil || j.RunCount > 0 || (j.State != venturi.StateAvailable && j.State != venturi.StateScheduled) {
+		return a.respondBookmark(c, http.StatusCreated, ulid.ULID(row.ID.Bytes))
+	}
+	b := toBookmark(row)
+	b.FetchJob = toJob(j)
+	return c.JSON(http.StatusCreated, b)
 }
 
 // awaitFetch waits up to wait for a new bookmark's fetch job to end (completed or dead),

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -165,6 +166,11 @@ func TestBookmarkLifecycle(t *testing.T) {
 	code, got := b.do(t, "GET", "/bookmarks/"+id, "")
 	if code != 200 || got["id"] != id {
 		t.Fatalf("get = %d %v", code, got)
+	}
+	// The create's answer is built from what its transaction wrote (no read back of the
+	// bookmark): it must be what a read shows while the fetch has not run.
+	if !reflect.DeepEqual(bm, got) {
+		t.Fatalf("create answered %v, a read shows %v", bm, got)
 	}
 	// Refetches coalesce into the pending job.
 	code, r1 := b.do(t, "POST", "/bookmarks/"+id+"/refetch", "")

@@ -106,9 +106,10 @@ func (q *Queries) GetImportConfirmation(ctx context.Context, db DBTX, importID p
 	return &i, err
 }
 
-const insertBookmark = `-- name: InsertBookmark :exec
+const insertBookmark = `-- name: InsertBookmark :one
 INSERT INTO bookmark (id, url, title, tags, fetch_job_id)
 VALUES ($1, $2, $3, $4::text[], $5)
+RETURNING id, url, title, tags, import_id, fetch_status, fetch_job_id, fetch_error, fetch_attempts, page_title, content, http_status, content_type, final_url, content_bytes, fetched_at, created_at, updated_at
 `
 
 type InsertBookmarkParams struct {
@@ -119,15 +120,37 @@ type InsertBookmarkParams struct {
 	FetchJobID pgtype.UUID
 }
 
-func (q *Queries) InsertBookmark(ctx context.Context, db DBTX, arg InsertBookmarkParams) error {
-	_, err := db.Exec(ctx, insertBookmark,
+// Returns the row as written, which is what POST /bookmarks answers with (no read back).
+func (q *Queries) InsertBookmark(ctx context.Context, db DBTX, arg InsertBookmarkParams) (*Bookmark, error) {
+	row := db.QueryRow(ctx, insertBookmark,
 		arg.ID,
 		arg.Url,
 		arg.Title,
 		arg.Tags,
 		arg.FetchJobID,
 	)
-	return err
+	var i Bookmark
+	err := row.Scan(
+		&i.ID,
+		&i.Url,
+		&i.Title,
+		&i.Tags,
+		&i.ImportID,
+		&i.FetchStatus,
+		&i.FetchJobID,
+		&i.FetchError,
+		&i.FetchAttempts,
+		&i.PageTitle,
+		&i.Content,
+		&i.HttpStatus,
+		&i.ContentType,
+		&i.FinalUrl,
+		&i.ContentBytes,
+		&i.FetchedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return &i, err
 }
 
 const insertImport = `-- name: InsertImport :exec

@@ -1,6 +1,8 @@
--- name: InsertBookmark :exec
+-- name: InsertBookmark :one
+-- Returns the row as written, which is what POST /bookmarks answers with (no read back).
 INSERT INTO bookmark (id, url, title, tags, fetch_job_id)
-VALUES (@id, @url, @title, @tags::text[], @fetch_job_id);
+VALUES (@id, @url, @title, @tags::text[], @fetch_job_id)
+RETURNING *;
 
 -- name: GetBookmark :one
 SELECT * FROM bookmark WHERE id = @id;

@@ -336,12 +336,23 @@ SELECT COALESCE(venturi_stats_forget(array_agg(g.queue), array_agg(g.kind), arra
 FROM gone g;
 
 -- name: GetJob :one
-SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
-       journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
-       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note,
-       worker_id, meta
-FROM venturi_job
-WHERE id = @id;
+-- The job and, when its kind has a breaker that has seen a claim, the breaker it reports
+-- to (CircuitOf's join, in the same statement: Queue.Job is one round trip).
+SELECT j.id, j.kind, j.state, j.priority, j.dedup_key, j.payload, j.carry, j.run_at, j.runs, j.failures, j.journal,
+       j.journal_moved, j.journal_dropped, j.created_at, j.attempted_at, j.finished_at, j.lease_expires_at,
+       j.queue, j.part, j.slot_key, j.slot_limit, j.slot_policy, j.stop_requested_at, j.stop_event, j.stop_note,
+       j.worker_id, j.meta,
+       (b.threshold IS NOT NULL)::bool AS has_breaker,
+       COALESCE(b.fails, 0)::int AS brk_fails, b.open_until AS brk_open_until, b.probe_until AS brk_probe_until,
+       COALESCE(b.updated_at, j.created_at)::timestamptz AS brk_updated_at, COALESCE(b.threshold, 0)::int AS brk_threshold
+FROM venturi_job j
+LEFT JOIN LATERAL (
+    SELECT g.fails, g.open_until, g.probe_until, g.updated_at, k.brk_failures::int AS threshold
+    FROM venturi_kind k
+    JOIN venturi_gate g ON g.key = 'b' || chr(31) || k.kind || CASE WHEN k.brk_by_part THEN chr(31) || COALESCE(j.part, '') ELSE '' END
+    WHERE k.kind = j.kind AND k.brk_failures > 0
+) b ON true
+WHERE j.id = @id;
 
 -- name: CountJobs :many
 SELECT kind, state, count(*)::bigint AS jobs
@@ -397,15 +408,24 @@ SELECT COALESCE((SELECT id FROM upd), (SELECT id FROM ins))::uuid AS job_id,
 
 -- name: JobsOfKind :many
 -- The jobs of one kind in the given states (every state when states is empty), oldest
--- first, for venturitest's assertions.
-SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
-       journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
-       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note,
-       worker_id, meta
-FROM venturi_job
-WHERE kind = @kind
-  AND (cardinality(@states::text[]) = 0 OR state::text = ANY(@states::text[]))
-ORDER BY id
+-- first, for venturitest's assertions; the columns are GetJob's.
+SELECT j.id, j.kind, j.state, j.priority, j.dedup_key, j.payload, j.carry, j.run_at, j.runs, j.failures, j.journal,
+       j.journal_moved, j.journal_dropped, j.created_at, j.attempted_at, j.finished_at, j.lease_expires_at,
+       j.queue, j.part, j.slot_key, j.slot_limit, j.slot_policy, j.stop_requested_at, j.stop_event, j.stop_note,
+       j.worker_id, j.meta,
+       (b.threshold IS NOT NULL)::bool AS has_breaker,
+       COALESCE(b.fails, 0)::int AS brk_fails, b.open_until AS brk_open_until, b.probe_until AS brk_probe_until,
+       COALESCE(b.updated_at, j.created_at)::timestamptz AS brk_updated_at, COALESCE(b.threshold, 0)::int AS brk_threshold
+FROM venturi_job j
+LEFT JOIN LATERAL (
+    SELECT g.fails, g.open_until, g.probe_until, g.updated_at, k.brk_failures::int AS threshold
+    FROM venturi_kind k
+    JOIN venturi_gate g ON g.key = 'b' || chr(31) || k.kind || CASE WHEN k.brk_by_part THEN chr(31) || COALESCE(j.part, '') ELSE '' END
+    WHERE k.kind = j.kind AND k.brk_failures > 0
+) b ON true
+WHERE j.kind = @kind
+  AND (cardinality(@states::text[]) = 0 OR j.state::text = ANY(@states::text[]))
+ORDER BY j.id
 LIMIT @max::int;
 
 -- name: NextDue :one
@@ -535,13 +555,6 @@ SELECT g.kind, g.part, g.fails, g.open_until, g.probe_until, g.updated_at,
 FROM venturi_gate g LEFT JOIN venturi_kind k ON k.kind = g.kind
 WHERE left(g.key, 1) = 'b'
 ORDER BY g.kind, g.part NULLS FIRST;
-
--- name: CircuitOf :one
--- The breaker a job of the kind and partition reports to, if the kind has one.
-SELECT g.fails, g.open_until, g.probe_until, g.updated_at, k.brk_failures::int AS threshold
-FROM venturi_kind k
-JOIN venturi_gate g ON g.key = 'b' || chr(31) || k.kind || CASE WHEN k.brk_by_part THEN chr(31) || @part::text ELSE '' END
-WHERE k.kind = @kind::text AND k.brk_failures > 0;
 
 -- name: CancelLocked :one
 -- Cancels jobs that the transaction has locked (LockJobForSignal, LockJobs), so that this

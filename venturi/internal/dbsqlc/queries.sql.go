@@ -252,40 +252,6 @@ func (q *Queries) CancelLocked(ctx context.Context, db DBTX, arg CancelLockedPar
 	return &i, err
 }
 
-const circuitOf = `-- name: CircuitOf :one
-SELECT g.fails, g.open_until, g.probe_until, g.updated_at, k.brk_failures::int AS threshold
-FROM venturi_kind k
-JOIN venturi_gate g ON g.key = 'b' || chr(31) || k.kind || CASE WHEN k.brk_by_part THEN chr(31) || $1::text ELSE '' END
-WHERE k.kind = $2::text AND k.brk_failures > 0
-`
-
-type CircuitOfParams struct {
-	Part string
-	Kind string
-}
-
-type CircuitOfRow struct {
-	Fails      int32
-	OpenUntil  *time.Time
-	ProbeUntil *time.Time
-	UpdatedAt  time.Time
-	Threshold  int32
-}
-
-// The breaker a job of the kind and partition reports to, if the kind has one.
-func (q *Queries) CircuitOf(ctx context.Context, db DBTX, arg CircuitOfParams) (*CircuitOfRow, error) {
-	row := db.QueryRow(ctx, circuitOf, arg.Part, arg.Kind)
-	var i CircuitOfRow
-	err := row.Scan(
-		&i.Fails,
-		&i.OpenUntil,
-		&i.ProbeUntil,
-		&i.UpdatedAt,
-		&i.Threshold,
-	)
-	return &i, err
-}
-
 const claim = `-- name: Claim :many
 WITH picked AS (
     SELECT j.id
@@ -1665,12 +1631,21 @@ func (q *Queries) GatePendingOfKind(ctx context.Context, db DBTX, kind string) (
 }
 
 const getJob = `-- name: GetJob :one
-SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
-       journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
-       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note,
-       worker_id, meta
-FROM venturi_job
-WHERE id = $1
+SELECT j.id, j.kind, j.state, j.priority, j.dedup_key, j.payload, j.carry, j.run_at, j.runs, j.failures, j.journal,
+       j.journal_moved, j.journal_dropped, j.created_at, j.attempted_at, j.finished_at, j.lease_expires_at,
+       j.queue, j.part, j.slot_key, j.slot_limit, j.slot_policy, j.stop_requested_at, j.stop_event, j.stop_note,
+       j.worker_id, j.meta,
+       (b.threshold IS NOT NULL)::bool AS has_breaker,
+       COALESCE(b.fails, 0)::int AS brk_fails, b.open_until AS brk_open_until, b.probe_until AS brk_probe_until,
+       COALESCE(b.updated_at, j.created_at)::timestamptz AS brk_updated_at, COALESCE(b.threshold, 0)::int AS brk_threshold
+FROM venturi_job j
+LEFT JOIN LATERAL (
+    SELECT g.fails, g.open_until, g.probe_until, g.updated_at, k.brk_failures::int AS threshold
+    FROM venturi_kind k
+    JOIN venturi_gate g ON g.key = 'b' || chr(31) || k.kind || CASE WHEN k.brk_by_part THEN chr(31) || COALESCE(j.part, '') ELSE '' END
+    WHERE k.kind = j.kind AND k.brk_failures > 0
+) b ON true
+WHERE j.id = $1
 `
 
 type GetJobRow struct {
@@ -1701,8 +1676,16 @@ type GetJobRow struct {
 	StopNote        pgtype.Text
 	WorkerID        pgtype.Text
 	Meta            []byte
+	HasBreaker      bool
+	BrkFails        int32
+	BrkOpenUntil    *time.Time
+	BrkProbeUntil   *time.Time
+	BrkUpdatedAt    time.Time
+	BrkThreshold    int32
 }
 
+// The job and, when its kind has a breaker that has seen a claim, the breaker it reports
+// to (CircuitOf's join, in the same statement: Queue.Job is one round trip).
 func (q *Queries) GetJob(ctx context.Context, db DBTX, id pgtype.UUID) (*GetJobRow, error) {
 	row := db.QueryRow(ctx, getJob, id)
 	var i GetJobRow
@@ -1734,6 +1717,12 @@ func (q *Queries) GetJob(ctx context.Context, db DBTX, id pgtype.UUID) (*GetJobR
 		&i.StopNote,
 		&i.WorkerID,
 		&i.Meta,
+		&i.HasBreaker,
+		&i.BrkFails,
+		&i.BrkOpenUntil,
+		&i.BrkProbeUntil,
+		&i.BrkUpdatedAt,
+		&i.BrkThreshold,
 	)
 	return &i, err
 }
@@ -2209,14 +2198,23 @@ func (q *Queries) JobsByKey(ctx context.Context, db DBTX, arg JobsByKeyParams) (
 }
 
 const jobsOfKind = `-- name: JobsOfKind :many
-SELECT id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures, journal,
-       journal_moved, journal_dropped, created_at, attempted_at, finished_at, lease_expires_at,
-       queue, part, slot_key, slot_limit, slot_policy, stop_requested_at, stop_event, stop_note,
-       worker_id, meta
-FROM venturi_job
-WHERE kind = $1
-  AND (cardinality($2::text[]) = 0 OR state::text = ANY($2::text[]))
-ORDER BY id
+SELECT j.id, j.kind, j.state, j.priority, j.dedup_key, j.payload, j.carry, j.run_at, j.runs, j.failures, j.journal,
+       j.journal_moved, j.journal_dropped, j.created_at, j.attempted_at, j.finished_at, j.lease_expires_at,
+       j.queue, j.part, j.slot_key, j.slot_limit, j.slot_policy, j.stop_requested_at, j.stop_event, j.stop_note,
+       j.worker_id, j.meta,
+       (b.threshold IS NOT NULL)::bool AS has_breaker,
+       COALESCE(b.fails, 0)::int AS brk_fails, b.open_until AS brk_open_until, b.probe_until AS brk_probe_until,
+       COALESCE(b.updated_at, j.created_at)::timestamptz AS brk_updated_at, COALESCE(b.threshold, 0)::int AS brk_threshold
+FROM venturi_job j
+LEFT JOIN LATERAL (
+    SELECT g.fails, g.open_until, g.probe_until, g.updated_at, k.brk_failures::int AS threshold
+    FROM venturi_kind k
+    JOIN venturi_gate g ON g.key = 'b' || chr(31) || k.kind || CASE WHEN k.brk_by_part THEN chr(31) || COALESCE(j.part, '') ELSE '' END
+    WHERE k.kind = j.kind AND k.brk_failures > 0
+) b ON true
+WHERE j.kind = $1
+  AND (cardinality($2::text[]) = 0 OR j.state::text = ANY($2::text[]))
+ORDER BY j.id
 LIMIT $3::int
 `
 
@@ -2254,10 +2252,16 @@ type JobsOfKindRow struct {
 	StopNote        pgtype.Text
 	WorkerID        pgtype.Text
 	Meta            []byte
+	HasBreaker      bool
+	BrkFails        int32
+	BrkOpenUntil    *time.Time
+	BrkProbeUntil   *time.Time
+	BrkUpdatedAt    time.Time
+	BrkThreshold    int32
 }
 
 // The jobs of one kind in the given states (every state when states is empty), oldest
-// first, for venturitest's assertions.
+// first, for venturitest's assertions; the columns are GetJob's.
 func (q *Queries) JobsOfKind(ctx context.Context, db DBTX, arg JobsOfKindParams) ([]*JobsOfKindRow, error) {
 	rows, err := db.Query(ctx, jobsOfKind, arg.Kind, arg.States, arg.Max)
 	if err != nil {
@@ -2295,6 +2299,12 @@ func (q *Queries) JobsOfKind(ctx context.Context, db DBTX, arg JobsOfKindParams)
 			&i.StopNote,
 			&i.WorkerID,
 			&i.Meta,
+			&i.HasBreaker,
+			&i.BrkFails,
+			&i.BrkOpenUntil,
+			&i.BrkProbeUntil,
+			&i.BrkUpdatedAt,
+			&i.BrkThreshold,
 		); err != nil {
 			return nil, err
 		}
