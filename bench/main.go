@@ -113,7 +113,7 @@ func main() {
 	flag.StringVar(&o.url, "db", defaultURL(), "PostgreSQL URL of the bench database (default $BENCH_DATABASE_URL, else $DATABASE_URL)")
 	flag.BoolVar(&o.quick, "quick", false, "smaller sizes (development; about five minutes)")
 	flag.IntVar(&o.reps, "reps", 3, "repetitions of every scenario and library")
-	flag.StringVar(&only, "only", "", "comma-separated scenarios to run: enqueue,dedup,batch,e2e,pickup,backlog,sustained,history,kinds,flow,coord,events,ops (default all)")
+	flag.StringVar(&only, "only", "", "comma-separated scenarios to run: enqueue,dedup,batch,e2e,pickup,backlog,sustained,history,kinds,flow,coord,events,ops,scaling,iobound,pgbouncer,app,growth (default all)")
 	flag.IntVar(&o.opsJobs, "ops-jobs", 0, "scenario 14: jobs loaded under the dashboard's pages (default 1,000,000; quick 100,000)")
 	flag.IntVar(&o.opsRequests, "ops-requests", 0, "scenario 14: requests per page (default 200; quick 30)")
 	flag.StringVar(&o.out, "out", "RESULTS.md", "file the markdown report is written to ('' for none)")
@@ -266,6 +266,11 @@ func run(ctx context.Context, o options) error {
 		{"coord", b.scenarioCoord},
 		{"events", b.scenarioEvents},
 		{"ops", b.scenarioOps},
+		{"scaling", b.scenarioScaling},
+		{"iobound", b.scenarioIOBound},
+		{"pgbouncer", b.scenarioPgBouncer},
+		{"app", b.scenarioApp},
+		{"growth", b.scenarioGrowth},
 	}
 	for _, s := range steps {
 		if !o.want(s.name) {

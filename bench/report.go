@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
@@ -49,6 +50,7 @@ type report struct {
 	coord   *coordReport                 // scenario 12
 	events  *eventsReport                // scenario 13
 	ops     *opsReport                   // scenario 14
+	pgb     *pgbReport                   // scenario 17
 
 	graphileSkip string // why graphile-worker did not run although this run has its rows ("" otherwise)
 }
@@ -310,6 +312,9 @@ func (r *report) markdown(env *environment, o options) string {
 	if r.ops != nil {
 		r.ops.markdown(&b)
 	}
+	if r.pgb != nil {
+		r.pgb.markdown(&b)
+	}
 	if len(r.notes) > 0 {
 		fmt.Fprintf(&b, "\n## Notes\n\n")
 		for _, n := range r.notes {
@@ -332,7 +337,7 @@ func (r *report) mainTable(b *strings.Builder) {
 	for _, x := range r.rows {
 		withGraphile = withGraphile || len(x.vals[libGraphile])+len(x.vals[libGraphileTuned]) > 0
 	}
-	fmt.Fprintf(b, "\n## Scenarios 1–5 and 7\n\n")
+	fmt.Fprintf(b, "\n## Scenarios 1–5, 7 and 15–19\n\n")
 	if withGraphile {
 		fmt.Fprintf(b, "| Scenario | Metric | venturi | River default | River tuned | venturi/River | graphile default | graphile tuned | venturi/graphile | Target | Met |\n")
 		fmt.Fprintf(b, "|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -341,7 +346,14 @@ func (r *report) mainTable(b *strings.Builder) {
 		fmt.Fprintf(b, "|---|---|---|---|---|---|---|---|\n")
 	}
 	rows := append([]*row(nil), r.rows...)
-	slices.SortStableFunc(rows, func(a, b *row) int { return strings.Compare(leadNum(a.scenario), leadNum(b.scenario)) })
+	slices.SortStableFunc(rows, func(a, b *row) int {
+		if c := cmp.Compare(leadNum(a.scenario), leadNum(b.scenario)); c != 0 {
+			return c
+		}
+		na, _, _ := strings.Cut(a.scenario, " ")
+		nb, _, _ := strings.Cut(b.scenario, " ")
+		return strings.Compare(na, nb) // 6. before 6b.
+	})
 	for _, x := range rows {
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |", x.scenario, x.metric,
 			cell(x.vals[libVenturi]), cell(x.vals[libRiver]), cell(x.vals[libRiverTuned]), x.ratioCell())
@@ -356,9 +368,16 @@ func (r *report) mainTable(b *strings.Builder) {
 	}
 }
 
-// leadNum is a scenario's number ("4." of "4. end-to-end"), for ordering rows.
-func leadNum(s string) string {
-	n, _, _ := strings.Cut(s, " ")
+// leadNum is the number a scenario's name starts with (4 of "4. end-to-end", 6 of
+// "6b. ..."), for ordering rows: scenario 15 after 7, not after 1.
+func leadNum(s string) int {
+	n := 0
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
 	return n
 }
 

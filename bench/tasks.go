@@ -60,6 +60,22 @@ func (p *pickupRec) startAt(seq int, t int64) {
 type benchState struct {
 	pickup  *pickupRec
 	sustain *sustainRec
+	sleep   time.Duration // the no-op handler's simulated I/O (bench worker -sleep)
+}
+
+// pause waits d (a handler's simulated I/O) or until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // ---- venturi tasks ---------------------------------------------------------------------
@@ -72,8 +88,11 @@ type NoopTask struct {
 // Kind names the no-op kind.
 func (NoopTask) Kind() string { return kindNoop }
 
-// Handle does nothing.
+// Handle does nothing (or sleeps the worker's -sleep, simulated I/O).
 func (NoopTask) Handle(ctx context.Context, run *venturi.Run[struct{}], s *benchState) (venturi.Outcome, error) {
+	if err := pause(ctx, s.sleep); err != nil {
+		return venturi.Outcome{}, err
+	}
 	return venturi.Completed(), nil
 }
 
@@ -136,10 +155,13 @@ func (NoopArgs) Kind() string { return kindNoop }
 
 type noopWorker struct {
 	river.WorkerDefaults[NoopArgs]
+	sleep time.Duration // simulated I/O (bench worker -sleep)
 }
 
-// Work does nothing.
-func (noopWorker) Work(ctx context.Context, job *river.Job[NoopArgs]) error { return nil }
+// Work does nothing (or sleeps the worker's -sleep, simulated I/O).
+func (w noopWorker) Work(ctx context.Context, job *river.Job[NoopArgs]) error {
+	return pause(ctx, w.sleep)
+}
 
 // DedupArgs is River's job that is unique by its arguments.
 type DedupArgs struct {

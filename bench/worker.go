@@ -35,13 +35,15 @@ func workerMain(args []string) error {
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
 	memprofile := fs.String("memprofile", "", "write a heap profile (allocations since start) to this file on exit")
 	trace := fs.Bool("trace", false, "time every query and batch and print a summary to stderr on exit")
-	concurrency := fs.Int("concurrency", 0, "what-if: venturi Config.Concurrency (0 keeps the default)")
+	concurrency := fs.Int("concurrency", 0, "what-if: venturi Config.Concurrency, River's MaxWorkers (0 keeps the default)")
 	prefetch := fs.Int("prefetch", 0, "what-if: venturi Config.Prefetch (0 keeps the default)")
 	sustained := fs.Bool("sustained", false, "work the kind of scenario 8 instead of the no-op kind and answer each \"sample\" line on stdin with a line of latency histograms")
 	kinds := fs.Int("kinds", 0, "scenario 10: work the first N generated kinds instead of the no-op kind")
 	flow := fs.String("flow", "", "scenario 11: work a flow-control kind instead of the no-op kind: slot, limit, part, rate or fair")
 	fs.IntVar(&flowKindConcurrency, "flow-kind-limit", flowKindConcurrency, "scenario 11: the limited kind's concurrency")
 	fs.IntVar(&flowRateN, "flow-rate", flowRateN, "scenario 11: the rate-limited kind's starts per second and partition")
+	sleep := fs.Duration("sleep", 0, "the no-op handler sleeps this long (simulated I/O; venturi and River)")
+	pollOnly := fs.Bool("poll-only", false, "venturi Config.PollOnly: no LISTEN/NOTIFY (connection poolers in transaction mode)")
 	retain := fs.Duration("retain-completed", 0, "venturi Config.RetainCompleted and River's CompletedJobRetentionPeriod (0 keeps the default)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -108,8 +110,8 @@ func workerMain(args []string) error {
 	var t0 time.Time // when the worker started claiming: set by each library's case
 	switch *lib {
 	case libVenturi:
-		cfg := venturi.Config{Concurrency: *concurrency, Prefetch: *prefetch, RetainCompleted: *retain}
-		w, err := venturi.NewWorker(pool, &benchState{sustain: rec}, cfg)
+		cfg := venturi.Config{Concurrency: *concurrency, Prefetch: *prefetch, RetainCompleted: *retain, PollOnly: *pollOnly}
+		w, err := venturi.NewWorker(pool, &benchState{sustain: rec, sleep: *sleep}, cfg)
 		if err != nil {
 			return err
 		}
@@ -142,9 +144,12 @@ func workerMain(args []string) error {
 				k.addRiver(workers)
 			}
 		default:
-			river.AddWorker(workers, &noopWorker{})
+			river.AddWorker(workers, &noopWorker{sleep: *sleep})
 		}
 		cfg := riverConfig(*lib == libRiverTuned, workers)
+		if *concurrency > 0 { // what-if, as for venturi: the default queue's MaxWorkers
+			cfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: *concurrency}}
+		}
 		if *retain > 0 {
 			cfg.CompletedJobRetentionPeriod = *retain
 		}
@@ -197,7 +202,7 @@ func procCPU(pid int) (time.Duration, bool) {
 
 // dbCPU sums the CPU time of the server processes serving the worker's connections.
 func (b *bencher) dbCPU(ctx context.Context) (time.Duration, bool) {
-	rows, err := b.admin.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1", workerAppName)
+	rows, err := b.admin.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()", workerAppName)
 	if err != nil {
 		return 0, false
 	}
@@ -545,7 +550,15 @@ func (b *bencher) scenarioE2E(ctx context.Context) error {
 			if b.o.profileDir != "" && lib == libVenturi {
 				profile = filepath.Join(b.o.profileDir, fmt.Sprintf("venturi-e2e-%d.pprof", rep))
 			}
+			wal0, err := walLSN(ctx, b.admin)
+			if err != nil {
+				return err
+			}
 			r, err := b.workUntilRun(ctx, lib, profile, b.o.workerArgs, b.allDone(lib, kindNoop, n))
+			if err != nil {
+				return err
+			}
+			walBytes, err := walSince(ctx, b.admin, wal0)
 			if err != nil {
 				return err
 			}
@@ -563,6 +576,10 @@ func (b *bencher) scenarioE2E(ctx context.Context) error {
 			logf("  %s %s rep %d: %.0f jobs/s (%v), peak RSS %.1f MiB", name, lib, rep, jps, el.Round(time.Millisecond), rss)
 			x := b.rep.add(name, "jobs/s (durably completed)", true, lib, jps)
 			x.ratioOf, x.ratioTo, x.target, x.check = libVenturi, []string{libRiverTuned, libRiver}, "≥ 1.5× tuned", ratioAtLeast(1.5)
+			// Everything the server logged while the worker drained: claims, finishes, and
+			// whatever they set off (autovacuum included); the enqueue is before wal0.
+			w := b.rep.add(name, "WAL bytes per job (drain)", false, lib, float64(walBytes)/float64(n))
+			w.ratioOf, w.ratioTo, w.graphileTo = libVenturi, []string{libRiverTuned, libRiver}, graphilePeers
 			y := b.rep.add(rssName, "VmHWM (MiB)", false, lib, rss)
 			y.ratioOf, y.ratioTo, y.target, y.check = libVenturi, []string{libRiverTuned, libRiver}, "≤ River's", rssCheck
 			x.graphileTo, y.graphileTo = graphilePeers, graphilePeers
@@ -730,3 +747,17 @@ func pacePickups(ctx context.Context, rec *pickupRec, n int, enqueue func(ctx co
 
 // pgxpool is referenced by helper signatures in other files.
 var _ *pgxpool.Pool
+
+// walLSN is the server's current WAL insert position.
+func walLSN(ctx context.Context, db *pgxpool.Pool) (string, error) {
+	var lsn string
+	err := db.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn)
+	return lsn, err
+}
+
+// walSince is how many bytes of WAL the server wrote since the position from.
+func walSince(ctx context.Context, db *pgxpool.Pool, from string) (int64, error) {
+	var n int64
+	err := db.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::bigint`, from).Scan(&n)
+	return n, err
+}

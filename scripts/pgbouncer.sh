@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # pgbouncer.sh: a throwaway PgBouncer (transaction pooling) in front of a cluster that
-# scripts/pg.sh started, for the chaos suite's PgBouncer fault (chaos/README.md).
+# scripts/pg.sh started, for the chaos suite's PgBouncer fault (chaos/README.md) and the
+# bench's pgbouncer scenario (bench/README.md).
 #
 #   scripts/pgbouncer.sh start SCHEMA   start PgBouncer on a free loopback port (reuse it when
 #                                       it runs); its database SCHEMA is the cluster's database
-#                                       venturi with search_path SCHEMA; prints a URL
+#                                       venturi ($VENTURI_PGB_DBNAME) with search_path SCHEMA;
+#                                       prints a URL
 #   scripts/pgbouncer.sh restart        stop it at once (SIGTERM: every client and server
 #                                       connection is closed) and start it on the same port
 #   scripts/pgbouncer.sh stop           stop it
@@ -14,6 +16,13 @@
 # configuration, log and pid file in $VENTURI_PGDATA.pgbouncer (mode 0700). Clients log in
 # as postgres with the cluster's password (scram-sha-256); PgBouncer logs in to PostgreSQL
 # with the same password, kept in its auth file (mode 0600).
+#
+# Optional environment (the chaos suite sets neither):
+#   VENTURI_PGB_DBNAME  the cluster's database that database SCHEMA maps to (default venturi)
+#   VENTURI_PGB_NAME    a separate instance (directory $VENTURI_PGDATA.pgbouncer-NAME, port
+#                       and pid of its own), so that two users of one cluster (the bench and
+#                       the chaos suite) neither reconfigure nor stop each other's PgBouncer
+# A start that finds its recorded port taken by another program picks a free one.
 #
 # PgBouncer refuses to run as root: when we are root it runs as postgres, like pg.sh's
 # cluster. If the binary is missing on a Debian machine and we are root, the `pgbouncer`
@@ -28,6 +37,13 @@ pgdata=${VENTURI_PGDATA:-}
 [ -n "$pgdata" ] && [ -f "$pgdata/venturi.port" ] ||
   die "VENTURI_PGDATA must name a running cluster of scripts/pg.sh (run under: scripts/pg.sh with -- ...)"
 dir=$pgdata.pgbouncer
+instance=${VENTURI_PGB_NAME:-}
+if [ -n "$instance" ]; then
+  case "$instance" in *[!A-Za-z0-9_-]*) die "VENTURI_PGB_NAME must be letters, digits, _ or -, got '$instance'" ;; esac
+  dir=$pgdata.pgbouncer-$instance
+fi
+dbname=${VENTURI_PGB_DBNAME:-venturi}
+case "$dbname" in *[!A-Za-z0-9_]* | "") die "VENTURI_PGB_DBNAME must be a plain identifier, got '$dbname'" ;; esac
 
 find_bin() {
   local b
@@ -69,7 +85,8 @@ url() {
   echo "postgres://postgres:$(cat "$pgdata/venturi.password")@127.0.0.1:$(cat "$dir/port")/$1?sslmode=disable"
 }
 
-# configure writes the configuration for database $1 (a schema of the database venturi).
+# configure writes the configuration for database $1 (a schema of the database $dbname,
+# venturi unless VENTURI_PGB_DBNAME says otherwise).
 configure() {
   local schema=$1 pw pgport
   case "$schema" in *[!A-Za-z0-9_]* | "") die "schema must be a plain identifier, got '$schema'" ;; esac
@@ -78,6 +95,12 @@ configure() {
   mkdir -p "$dir"
   chmod 700 "$dir"
   [ "$(id -u)" = 0 ] && chown "$owner" "$dir"
+  # A recorded port that another program took meanwhile (another instance, the chaos
+  # suite's or ours, started while this one was stopped) is given up for a free one.
+  if [ -f "$dir/port" ] && ! running && ! port_free "$(cat "$dir/port")"; then
+    log "port $(cat "$dir/port") is taken; picking another"
+    rm -f "$dir/port"
+  fi
   if [ ! -f "$dir/port" ]; then
     local p=64329
     while ! port_free "$p"; do p=$((p + 1)); done
@@ -87,7 +110,7 @@ configure() {
   cat >"$dir/pgbouncer.ini" <<INI
 ; written by scripts/pgbouncer.sh
 [databases]
-$schema = host=127.0.0.1 port=$pgport dbname=venturi connect_query='SET search_path TO $schema'
+$schema = host=127.0.0.1 port=$pgport dbname=$dbname connect_query='SET search_path TO $schema'
 
 [pgbouncer]
 listen_addr = 127.0.0.1
@@ -139,5 +162,5 @@ case "$cmd" in
   restart) [ -f "$dir/pgbouncer.ini" ] || die "not configured: run start first"; ensure_binary; stop; start ;;
   stop) stop ;;
   url) url "${1:?usage: pgbouncer.sh url SCHEMA}" ;;
-  *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

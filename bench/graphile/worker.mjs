@@ -1,4 +1,4 @@
-// worker.mjs: graphile-worker as the bench's third peer (scenarios 4 and 5; see
+// worker.mjs: graphile-worker as the bench's third peer (scenarios 4, 5 and 16; see
 // bench/README.md, "graphile-worker"). The Go bench starts it as it starts `bench worker`
 // for venturi and River.
 //
@@ -6,8 +6,12 @@
 //       runs graphile-worker's own migrations (runMigrations) into the schema, then exits.
 //   node worker.mjs work -task bench_noop|bench_pickup -concurrency N -max-pool-size N \
 //       -poll-interval MS -local-queue-size N -complete-job-batch-delay MS
+//       [-sleep-ms MS]
 //       runs a worker (run()) with exactly that configuration; every flag is required, so
 //       the configuration is the one the bench passes, never a default of this script.
+//       The one optional flag, -sleep-ms (default 0), is the workload rather than
+//       graphile-worker's configuration: bench_noop awaits a timer of that many ms
+//       (simulated I/O, scenario 16; `bench worker -sleep` for venturi and River).
 //
 // Environment (the URL never goes on the command line, where ps shows its password):
 //   BENCH_DATABASE_URL       the database
@@ -28,6 +32,7 @@
 import { createRequire } from "node:module";
 import { EventEmitter } from "node:events";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 
 const env = (name) => {
   const v = process.env[name];
@@ -63,6 +68,19 @@ function flags(args, want) {
   return out;
 }
 
+// optional takes the "-name value" pairs of the optional flags (name -> default) out of
+// args; it returns their values and the other arguments, for flags().
+function optional(args, defaults) {
+  const out = { ...defaults };
+  const rest = [];
+  for (let i = 0; i < args.length; i += 2) {
+    const name = args[i].replace(/^--?/, "");
+    if (name in defaults && i + 1 < args.length) out[name] = args[i + 1];
+    else rest.push(...args.slice(i, i + 2));
+  }
+  return [out, rest];
+}
+
 function int(s, name) {
   const n = Number(s);
   if (!Number.isInteger(n)) fail(`-${name}: ${s} is not an integer`);
@@ -71,14 +89,24 @@ function int(s, name) {
 
 const say = (line) => process.stdout.write(line + "\n"); // synchronous on a pipe (Linux)
 
-async function work(args) {
+async function work(argv) {
+  const [opt, args] = optional(argv, { "sleep-ms": "0" });
   const f = flags(args, ["task", "concurrency", "max-pool-size", "poll-interval", "local-queue-size", "complete-job-batch-delay"]);
+  const sleepMs = int(opt["sleep-ms"], "sleep-ms");
+  if (sleepMs < 0) fail(`-sleep-ms: ${sleepMs} is negative`);
   let runs = 0;
   const tasks = {
-    // The no-op job of scenario 4.
-    bench_noop: () => {
-      runs++;
-    },
+    // The no-op job of scenario 4; with -sleep-ms, the I/O-bound job of scenario 16 (a
+    // timer, as Go's handlers sleep on one).
+    bench_noop:
+      sleepMs > 0
+        ? async () => {
+            runs++;
+            await sleep(sleepMs);
+          }
+        : () => {
+            runs++;
+          },
     // Scenario 5: the handler's start on the clock the producer reads.
     bench_pickup: (payload) => {
       const t = process.hrtime.bigint();
