@@ -406,7 +406,7 @@ func (a *appAPI) waitReady(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("bookmarks-api not ready after a minute (last: %v):\n%s", err, a.logTail())
 		}
-		if err := appSleep(ctx, 50*time.Millisecond); err != nil {
+		if err := pause(ctx, 50*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -534,7 +534,7 @@ func (a *appAPI) run(ctx context.Context, admin *pgxpool.Pool, n int, d time.Dur
 				default:
 					bad[status]++
 					if retry > 0 { // 429, 503: wait what the API asks, within the run
-						_ = appSleep(ctx, min(retry, time.Until(deadline)))
+						_ = pause(ctx, min(retry, time.Until(deadline)))
 					}
 				}
 			}
@@ -719,19 +719,4 @@ func appBackendCPUSince(ctx context.Context, admin *pgxpool.Pool, name string, b
 		total += c - before[pid]
 	}
 	return total
-}
-
-// sleepCtx waits d, or less if ctx ends first.
-func appSleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

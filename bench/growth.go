@@ -43,15 +43,8 @@ func (b *bencher) scenarioGrowth(ctx context.Context) error {
 		for _, lib := range b.order(rep, libVenturi, libRiverTuned) {
 			got := map[int]growthMeasured{}
 			for _, n := range scalingRepOrder(rep, sizes) {
-				if err := b.resetAll(ctx); err != nil {
-					return err
-				}
-				t := time.Now()
-				if err := b.enqueueBulk(ctx, lib, n); err != nil {
-					return err
-				}
-				enq := time.Since(t)
-				if err := b.settle(ctx, lib); err != nil {
+				enq, err := b.drainBacklog(ctx, lib, n)
+				if err != nil {
 					return err
 				}
 				load, _ := loadAvg1()

@@ -81,13 +81,7 @@ func (b *bencher) scenarioIOBound(ctx context.Context) error {
 	name := fmt.Sprintf("16. I/O-bound handlers (%v sleep, concurrency %d), %d jobs, 1 worker process", ioboundSleep, ioboundConcurrency, n)
 	for rep := range b.o.reps {
 		for _, lib := range b.order(rep, libVenturi, libRiverTuned, libGraphileTuned) {
-			if err := b.resetAll(ctx); err != nil {
-				return err
-			}
-			if err := b.enqueueBulk(ctx, lib, n); err != nil {
-				return err
-			}
-			if err := b.settle(ctx, lib); err != nil {
+			if _, err := b.drainBacklog(ctx, lib, n); err != nil {
 				return err
 			}
 			r, err := b.ioboundRun(ctx, lib, n)

@@ -70,13 +70,7 @@ func (b *bencher) scenarioScaling(ctx context.Context) error {
 		for _, lib := range b.order(rep, libVenturi, libRiverTuned) {
 			got := map[int]scalingMeasured{}
 			for _, procs := range scalingRepOrder(rep, scalingProcs) {
-				if err := b.resetAll(ctx); err != nil {
-					return err
-				}
-				if err := b.enqueueBulk(ctx, lib, n); err != nil {
-					return err
-				}
-				if err := b.settle(ctx, lib); err != nil {
+				if _, err := b.drainBacklog(ctx, lib, n); err != nil {
 					return err
 				}
 				load, _ := loadAvg1()
