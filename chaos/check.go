@@ -116,6 +116,7 @@ type report struct {
 	journalMoved    int // entries read from venturi_journal
 	gates           []gateResult
 	flowEnds        map[string]map[string]int // drop and replace: jobs by final state
+	burstJobs       map[string][]string       // drop and replace: each burst's jobs, described for a violation
 	dropped         int                       // dropped entries
 	replaced        int                       // replaced entries
 	coord           coordStats                // steps and wait scenarios

@@ -286,6 +286,18 @@ func (r *report) checkFlowJob(id [16]byte, e expectRow, j *jobRow, runs *[]flowR
 		if j.state == "completed" {
 			groupDone[e.group]++
 		}
+		if r.burstJobs == nil {
+			r.burstJobs = map[string][]string{}
+		}
+		var ends []string
+		for _, en := range j.journal {
+			w := ""
+			if en.Worker != "" {
+				w = " " + en.Worker
+			}
+			ends = append(ends, fmt.Sprintf("%s#%d/%d at %s%s", en.Event, en.Run, en.Token, en.At.Format("15:04:05.000"), w))
+		}
+		r.burstJobs[e.group] = append(r.burstJobs[e.group], fmt.Sprintf("%s %s runs %d [%s]", ulidStr(id), j.state, j.runs, strings.Join(ends, "; ")))
 	}
 	switch {
 	case e.scenario == scDrop && len(replaced) > 0, e.scenario == scReplace && len(dropped) > 0,
@@ -336,7 +348,7 @@ func (r *report) checkGates(runs []flowRun, groupDone map[string]int) {
 	}
 	slices.Sort(groups)
 	for _, g := range groups {
-		r.fail(invFlowEnd, "%s (drop or replace): no job of the burst completed", g)
+		r.fail(invFlowEnd, "%s (drop or replace): no job of the burst completed: %s", g, strings.Join(r.burstJobs[g], " | "))
 	}
 }
 

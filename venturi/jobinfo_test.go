@@ -110,6 +110,9 @@ func TestJobInfoDueStartedAtAndEndEvent(t *testing.T) {
 			r := enqueue(t, q, task, venturi.After(200*time.Millisecond))
 			due := jobByID(t, q, r.ID).RunAt
 			j := waitState(t, q, r, c.state)
+			// A run that completes in its own transaction (CompleteTx) ends the job before its
+			// handler returns through the middleware: wait for the middleware's record.
+			eventually(t, 10*time.Second, "the middleware's record of every run", func() bool { return len(runs.of(r.ID)) >= len(c.ends) })
 			got := runs.of(r.ID)
 			if len(got) != len(c.ends) {
 				t.Fatalf("%+v: middleware saw runs %v, want %d", task, got, len(c.ends))
