@@ -791,7 +791,11 @@ func attribute(en venturi.JournalEntry, faults []faultRow, lease time.Duration) 
 			// promotion (or its return): as for a restart.
 			ok = overlaps(f.at, f.until.Add(2*time.Second))
 		}
-		if ok && (best < 0 || rank[f.kind] < rank[faults[best].kind]) {
+		// Of equally ranked faults, the latest to begin is the one that ended the run: a
+		// run claimed just after one half-open cut healed and ended by the next cut of the
+		// same worker overlaps both windows, and its recovery counts from the second.
+		if ok && (best < 0 || rank[f.kind] < rank[faults[best].kind] ||
+			rank[f.kind] == rank[faults[best].kind] && f.at.After(faults[best].at)) {
 			best = i
 		}
 	}

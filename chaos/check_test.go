@@ -336,6 +336,8 @@ func TestAttributeNetworkFaults(t *testing.T) {
 	faults := []faultRow{
 		{kind: "half-open", at: at(10), until: at(16), worker: 2, pid: 200},
 		{kind: "pgbouncer-restart", at: at(30), until: at(31), worker: 3},
+		{kind: "half-open", at: at(50), until: at(56), worker: 2, pid: 200},
+		{kind: "half-open", at: at(58.6), until: at(64.6), worker: 2, pid: 200},
 	}
 	run := func(slot, pid int, from, to float64) venturi.JournalEntry {
 		return venturi.JournalEntry{Event: venturi.EventAbandoned, Worker: "chaos-worker-" + itoa(slot) + "-pid" + itoa(pid),
@@ -355,6 +357,10 @@ func TestAttributeNetworkFaults(t *testing.T) {
 		{"run behind PgBouncer right after it was back", run(3, 300, 31.5, 32.5), 1},
 		{"run of a direct worker during the restart", run(1, 100, 29, 30.5), -1},
 		{"run behind PgBouncer long after it", run(3, 300, 35, 36), -1},
+		// chaos short run, 2026-12-02: cuts 8.6s apart; a run claimed after the first
+		// healed and rescued 1.8s into the second was measured from the first (10.4s).
+		{"run claimed after one cut healed, ended by the next", run(2, 200, 57, 60.4), 3},
+		{"run ended by the first of two cuts", run(2, 200, 49, 52), 2},
 	}
 	for _, c := range cases {
 		if got := attribute(c.en, faults, 2*time.Second); got != c.want {
