@@ -10,8 +10,11 @@
 -- almost no claim needs it. Now one statement reads the candidates with whether each
 -- passes; when none held back has a slot policy, the claim takes the first p_max that
 -- pass and the rate bookkeeping from its arrays (same admissions, same gate records,
--- same wake-ups). When one does, migration 19's statement decides as before.
--- Measured with the bench's slots and rate variants (bench/FINDINGS.md, 9e).
+-- same wake-ups). When one does, migration 19's statement decides as before. The rate
+-- windows' UPDATE reads each gate's starts once, from the row it updates (two correlated
+-- subqueries per gate read the row and its kind again before). Measured with the bench's
+-- slots and rate variants (bench/FINDINGS.md, 9e); TestLeanGatedClaimDecidesAsMigration19
+-- compares both functions' decisions on random states.
 --
 -- Rolling deploy: older workers keep working. They call venturi_claim_gated with the same
 -- arguments and get the new body. Nothing else changes; nothing to do beforehand.
