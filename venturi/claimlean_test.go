@@ -78,7 +78,7 @@ func decideClaim(ctx context.Context, tx pgx.Tx, fn string, max int) claimDecisi
 // claims of 1 to 100 jobs), migration 19's function and migration 20's, run one after the
 // other on the same state, take the same jobs in the same order, drop and stop the same,
 // record the same starts and ask for the same wake-ups. The schema is upgraded from 19
-// with the jobs of the first state in it.
+// with a slot's running job and a job waiting for it, which the new claim leaves waiting.
 func TestLeanGatedClaimDecidesAsMigration19(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -100,6 +100,11 @@ func TestLeanGatedClaimDecidesAsMigration19(t *testing.T) {
 	}
 	if applied, err := venturi.Migrate(ctx, pool); err != nil || !slices.Contains(applied, 20) {
 		t.Fatalf("Migrate = %v, %v; want version 20 applied", applied, err)
+	}
+	var took int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM venturi_claim_gated('default', ARRAY['k'], 10, 60000000, 'w', 25, 'ch')
+		WHERE id IS NOT NULL`).Scan(&took); err != nil || took != 0 {
+		t.Fatalf("after the upgrade a claim over a full slot took %d (%v), want 0", took, err)
 	}
 	if _, err := pool.Exec(ctx, `DELETE FROM venturi_job`); err != nil {
 		t.Fatal(err)

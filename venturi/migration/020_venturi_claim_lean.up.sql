@@ -179,7 +179,7 @@ BEGIN
             -- holds back (a wake-up is due when its window opens).
             WITH kl AS (
                 SELECT k.kind, k.rate_n, k.rate_period, k.rate_by_part
-                FROM venturi_kind k WHERE v_rated AND k.kind = ANY(p_kinds) AND k.rate_n > 0
+                FROM venturi_kind k WHERE k.kind = ANY(p_kinds) AND k.rate_n > 0
             ), cand AS (
                 SELECT x.id, x.slot_key, x.slot_limit, x.slot_policy, x.ord,
                        CASE WHEN kl.kind IS NOT NULL THEN 'r' || sep || x.kind
@@ -239,14 +239,14 @@ BEGIN
             IF cardinality(admit) > p_max THEN
                 admit := admit[1:p_max];
             END IF;
-            IF v_rated THEN
-                SELECT COALESCE(array_agg(DISTINCT a.k) FILTER (WHERE a.m), '{}') INTO new_gates
-                FROM unnest(ok_rkey, ok_missing) AS a(k, m);
-                SELECT COALESCE(array_agg(DISTINCT b.k), '{}') INTO blocked FROM unnest(nr_rkey) AS b(k);
-                SELECT COALESCE(array_agg(rk.key ORDER BY rk.key), '{}'), COALESCE(array_agg(rk.n ORDER BY rk.key), '{}')
-                INTO rate_keys, rate_adm
-                FROM (SELECT k AS key, count(*)::integer AS n FROM unnest(ok_rkey) AS k
-                      WHERE k IS NOT NULL GROUP BY k) rk;
+            IF v_rated THEN -- the admitted jobs' windows (how many each), new ones, and those that held one back
+                SELECT COALESCE(array_agg(rk.key ORDER BY rk.key), '{}'), COALESCE(array_agg(rk.n ORDER BY rk.key), '{}'),
+                       COALESCE(array_agg(rk.key ORDER BY rk.key) FILTER (WHERE rk.missing), '{}'),
+                       ARRAY(SELECT DISTINCT b.k FROM unnest(nr_rkey) AS b(k))
+                INTO rate_keys, rate_adm, new_gates, blocked
+                FROM (SELECT a.k AS key, count(*)::integer AS n, bool_or(a.m) AS missing
+                      FROM unnest(ok_rkey, ok_missing) AS a(k, m)
+                      WHERE a.k IS NOT NULL GROUP BY a.k) rk;
             END IF;
         ELSE
             WITH kl AS (
