@@ -19,6 +19,10 @@ func synthRuns() []*sustainRun {
 			s := &sustainSample{k: k, t: time.Duration(k) * r.every, statsOK: k != 20, enq: &hist{}, due: &hist{}}
 			s.sizeBytes = int64(float64(40<<20) * (1 + float64(li)) * math.Min(1, float64(k)/6) * (1 + 0.1*math.Sin(float64(k))))
 			s.deadTuples = int64(50_000 + 20_000*math.Sin(float64(k)/3) + float64(li*30_000))
+			s.available = int64(10 * k) // up to minute 2 (k 12): at most 120; then 987 at k 13, falling
+			if k > 12 {
+				s.available = int64(1000 - k)
+			}
 			if k != 30 {
 				for i := range 1000 {
 					s.enq.add(int64(2000 + li*3000 + i*k))
@@ -59,6 +63,9 @@ func TestSummarizeSustained(t *testing.T) {
 	m := summarize(runs[0])
 	if m.ref != 2*time.Minute || m.sizeRef <= 0 || m.sizeEnd <= 0 || m.sizeMax < m.sizeEnd {
 		t.Fatalf("sizes: %+v", m)
+	}
+	if m.maxAvailStart != 120 || m.maxAvail != 987 {
+		t.Fatalf("largest backlog %d up to minute 2, %d in all", m.maxAvailStart, m.maxAvail)
 	}
 	if m.enqFirst.n != 29_000 || m.enqLast.n != 30_000 {
 		t.Fatalf("halves hold %d and %d latencies", m.enqFirst.n, m.enqLast.n)

@@ -253,19 +253,21 @@ func (f *finisher) written(batch []*finishReq, ids []pgtype.UUID) {
 	}
 }
 
-// finishRuns writes the results of runs. Plain runs take one FinishRuns statement. When
+// finishRuns writes the results of runs. Plain runs take one FinishRuns statement (after
+// SetLocalIndexScans, in the same round trip: see sendIndexed). When
 // runs reported to breakers, waited or read signals, the same transaction also does what
 // that entails (see afterFinish): a breaker has counted a failure by the time its job can
 // be claimed again. wakeGated says whether to wake the workers of the gated runs' kinds
 // (a slot or a limit freed) in that transaction too; the finisher spaces those wakes out.
-// The transaction is idle-bounded (inTx): a worker cut off while it holds the runs' rows
+// The transaction is idle-bounded (inHotTx): a worker cut off while it holds the runs' rows
 // must not keep them from the rescue of another worker.
 func finishRuns(ctx context.Context, db *pgxpool.Pool, q *dbsqlc.Queries, cfg Config, channel string, reqs []*finishReq, wakeGated bool, log *slog.Logger) ([]pgtype.UUID, error) {
-	if !slices.ContainsFunc(reqs, func(r *finishReq) bool { return r.needsTx(wakeGated && channel != "") }) {
-		return q.FinishRuns(ctx, db, finishParams(cfg.ID, reqs))
-	}
 	var ids []pgtype.UUID
-	err := inTx(ctx, db, pgx.TxOptions{}, idleTxBound(cfg.Lease), func(tx pgx.Tx) error {
+	if !slices.ContainsFunc(reqs, func(r *finishReq) bool { return r.needsTx(wakeGated && channel != "") }) {
+		err := sendIndexed(ctx, db, func(b *pgx.Batch) { dbsqlc.QueueFinishRuns(b, finishParams(cfg.ID, reqs), &ids) })
+		return ids, err
+	}
+	err := inHotTx(ctx, db, idleTxBound(cfg.Lease), func(tx pgx.Tx) error {
 		var err error
 		if ids, err = q.FinishRuns(ctx, tx, finishParams(cfg.ID, reqs)); err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
 
@@ -51,7 +52,10 @@ func (l *leaseExtender) extend(ctx context.Context) {
 	// The statement may take up to half a lease (a loaded server, a pool wait); a later
 	// tick or the self-fencing in enforce covers what it could not extend.
 	cctx, cancel := context.WithTimeout(ctx, l.cfg.Lease/2)
-	kept, err := l.q.ExtendLeases(cctx, l.db, p)
+	var kept []*dbsqlc.ExtendLeasesRow
+	err := sendIndexed(cctx, l.db, func(b *pgx.Batch) {
+		dbsqlc.QueueExtendLeases(b, p, func(r *dbsqlc.ExtendLeasesRow) { kept = append(kept, r) })
+	})
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {

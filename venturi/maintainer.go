@@ -118,9 +118,9 @@ func (m *maintainer) tick(ctx context.Context, rescue bool) (held bool, err erro
 func (m *maintainer) round(ctx context.Context, work maintenanceWork) (held bool, full maintenanceWork, rescued int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	// Idle-bounded (inTx): a maintainer cut off mid-round must not keep the lock, and with it
+	// Idle-bounded (inHotTx): a maintainer cut off mid-round must not keep the lock, and with it
 	// every other worker's rescue, until its network heals.
-	err = inTx(ctx, m.db, pgx.TxOptions{}, idleTxBound(m.cfg.Lease), func(tx pgx.Tx) error {
+	err = inHotTx(ctx, m.db, idleTxBound(m.cfg.Lease), func(tx pgx.Tx) error {
 		locked, err := m.q.TryMaintenanceLock(ctx, tx)
 		if err != nil || !locked {
 			return err

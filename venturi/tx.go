@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/venturi-dev/venturi/internal/dbsqlc"
 )
 
 // minIdleTx is the shortest idle bound of the worker's own transactions (idleTxBound):
@@ -37,6 +40,29 @@ type beginner interface {
 func inTx(ctx context.Context, db beginner, opts pgx.TxOptions, idle time.Duration, fn func(pgx.Tx) error) error {
 	opts.BeginQuery = beginSQL(opts) + "; SET LOCAL idle_in_transaction_session_timeout = " + idleTxMs(idle)
 	return pgx.BeginTxFunc(ctx, db, opts, fn)
+}
+
+// inHotTx is inTx for the transactions of the finish and maintenance paths (default
+// isolation, read-write), whose
+// statements take batches of jobs that an index finds: plans in it reach rows by index
+// (SET LOCAL enable_seqscan = off, in the same round trip), so that a plan PostgreSQL cached
+// while venturi_job was nearly empty does not scan the whole table once it has grown (see
+// SetLocalIndexScans in queries.sql). The claim's transaction sets the same (fetcher.claim).
+func inHotTx(ctx context.Context, db beginner, idle time.Duration, fn func(pgx.Tx) error) error {
+	opts := pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL idle_in_transaction_session_timeout = " + idleTxMs(idle) +
+		"; SET LOCAL enable_seqscan = off"}
+	return pgx.BeginTxFunc(ctx, db, opts, fn)
+}
+
+// sendIndexed sends SetLocalIndexScans and then the statements queue adds, in one round
+// trip: they share the pipeline's implicit transaction (or, in pgx's simple protocol, the
+// multi-statement query's), so the setting holds for them. It is inHotTx for statements
+// that need no transaction of their own.
+func sendIndexed(ctx context.Context, db *pgxpool.Pool, queue func(*pgx.Batch)) error {
+	b := &pgx.Batch{}
+	dbsqlc.QueueSetLocalIndexScans(b)
+	queue(b)
+	return db.SendBatch(ctx, b).Close()
 }
 
 // idleTxMs is idle as an idle_in_transaction_session_timeout setting (milliseconds; 0

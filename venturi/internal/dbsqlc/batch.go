@@ -1,6 +1,9 @@
 package dbsqlc
 
-import "github.com/jackc/pgx/v5"
+import (
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
 
 // Typed batch forms of generated queries. venturi pipelines several statements in one
 // round trip with pgx.Batch (an enqueue's lock, insert and NOTIFY; a claim and the
@@ -29,6 +32,41 @@ func QueueNotify(b *pgx.Batch, arg NotifyParams) {
 // QueueSetLocalIdleTimeout is SetLocalIdleTimeout in a batch.
 func QueueSetLocalIdleTimeout(b *pgx.Batch, ms string) {
 	b.Queue(setLocalIdleTimeout, ms)
+}
+
+// QueueSetLocalIndexScans is SetLocalIndexScans in a batch: it holds for the statements
+// queued after it, which share the batch's transaction (its implicit one without BEGIN).
+func QueueSetLocalIndexScans(b *pgx.Batch) {
+	b.Queue(setLocalIndexScans)
+}
+
+// QueueFinishRuns is FinishRuns in a batch; the IDs of the runs written land in ids.
+func QueueFinishRuns(b *pgx.Batch, arg FinishRunsParams, ids *[]pgtype.UUID) {
+	b.Queue(finishRuns, arg.Ids, arg.Tokens, arg.States, arg.DelaysUs, arg.Failed, arg.SetCarry, arg.Carries,
+		arg.Entries).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id pgtype.UUID
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			*ids = append(*ids, id)
+		}
+		return rows.Err()
+	})
+}
+
+// QueueExtendLeases is ExtendLeases in a batch; each row is passed to add.
+func QueueExtendLeases(b *pgx.Batch, arg ExtendLeasesParams, add func(*ExtendLeasesRow)) {
+	b.Queue(extendLeases, arg.LeaseUs, arg.Ids, arg.Tokens).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var i ExtendLeasesRow
+			if err := rows.Scan(&i.ID, &i.StopEvent); err != nil {
+				return err
+			}
+			add(&i)
+		}
+		return rows.Err()
+	})
 }
 
 // QueuePromoteDue is PromoteDue in a batch.

@@ -319,16 +319,19 @@ RETURNING j.id, j.kind, j.state, j.breaker;
 -- name: PruneFinished :one
 -- Deletes finished jobs past their retention, a batch at a time, and subtracts them from the
 -- stats' finished counts (venturi_stats_forget, migration 13). Returns how many it deleted.
-WITH gone AS (
+-- The rows are deleted by primary key (ANY of the batch's array): with IN (subquery) the
+-- planner hashed the batch and scanned the whole table for every batch (a 300 MB table
+-- under sustained load: 165 ms a batch; bench/FINDINGS.md section 14).
+WITH doomed AS (
+    SELECT id FROM venturi_job
+    WHERE state = @state::venturi_job_state
+      AND finished_at < now() - interval '1 microsecond' * @age_us::bigint
+    ORDER BY finished_at
+    LIMIT @max::int
+    FOR UPDATE SKIP LOCKED
+), gone AS (
     DELETE FROM venturi_job
-    WHERE id IN (
-        SELECT id FROM venturi_job
-        WHERE state = @state::venturi_job_state
-          AND finished_at < now() - interval '1 microsecond' * @age_us::bigint
-        ORDER BY finished_at
-        LIMIT @max::int
-        FOR UPDATE SKIP LOCKED
-    )
+    WHERE id = ANY(ARRAY(SELECT doomed.id FROM doomed))
     RETURNING queue, kind, state, finished_at
 )
 SELECT COALESCE(venturi_stats_forget(array_agg(g.queue), array_agg(g.kind), array_agg(g.state::text),
@@ -909,8 +912,20 @@ SELECT set_config('statement_timeout', @ms::text, true);
 -- name: SetLocalIdleTimeout :exec
 -- Ends the transaction (and its session) on the server once it has been idle between
 -- statements for ms: a worker cut off by a half-open network must not keep the locks of a
--- transaction it can no longer finish.
-SELECT set_config('idle_in_transaction_session_timeout', @ms::text, true);
+-- transaction it can no longer finish. Also what SetLocalIndexScans sets: the claim's
+-- transaction starts with this one statement.
+SELECT set_config('idle_in_transaction_session_timeout', @ms::text, true),
+       set_config('enable_seqscan', 'off', true);
+
+-- name: SetLocalIndexScans :exec
+-- For the rest of the transaction (a pipeline's implicit one included), plans reach rows
+-- by index rather than by scanning whole tables. The statements of the claim, finish and
+-- maintenance paths take a batch of jobs that an index finds; PostgreSQL caches their
+-- plans per connection, and a plan made while venturi_job was (nearly) empty, in a fresh
+-- schema's first seconds, scanned the whole table for every batch however large the table
+-- grew, until autovacuum's first ANALYZE replaced it: a worker fell 56,000 jobs behind in
+-- the first 20 s of a 10,000 jobs/s load (bench/FINDINGS.md section 14).
+SELECT set_config('enable_seqscan', 'off', true);
 
 -- name: StatsPending :many
 -- The unfinished jobs by queue, kind and state, each state read through its partial index
