@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
@@ -335,7 +336,8 @@ func (f *fetcher) release(jobs []*claimed) {
 	}
 	ctx, cancel := context.WithTimeout(f.dbCtx, 5*time.Second)
 	defer cancel()
-	if _, err := f.q.ReleaseUnstarted(ctx, f.db, p); err != nil {
+	var released []pgtype.UUID
+	if err := sendIndexed(ctx, f.db, func(b *pgx.Batch) { dbsqlc.QueueReleaseUnstarted(b, p, &released) }); err != nil {
 		f.log.Warn("venturi: release of unstarted jobs failed; their leases will expire", "err", err)
 	}
 }

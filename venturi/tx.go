@@ -42,12 +42,13 @@ func inTx(ctx context.Context, db beginner, opts pgx.TxOptions, idle time.Durati
 	return pgx.BeginTxFunc(ctx, db, opts, fn)
 }
 
-// inHotTx is inTx for the transactions of the finish and maintenance paths (default
-// isolation, read-write), whose
-// statements take batches of jobs that an index finds: plans in it reach rows by index
-// (SET LOCAL enable_seqscan = off, in the same round trip), so that a plan PostgreSQL cached
-// while venturi_job was nearly empty does not scan the whole table once it has grown (see
-// SetLocalIndexScans in queries.sql). The claim's transaction sets the same (fetcher.claim).
+// inHotTx is inTx (default isolation, read-write) for the transactions of the finish and
+// maintenance paths, whose statements take batches of jobs that an index finds: plans in
+// it reach rows by index (SET LOCAL enable_seqscan = off, in the same round trip), so that
+// a plan PostgreSQL cached while venturi_job was nearly empty does not scan the whole
+// table once it has grown (see SetLocalIndexScans in queries.sql). The claim's transaction
+// sets the same (fetcher.claim), and so do the finish, lease-extension and release
+// statements sent alone (sendIndexed).
 func inHotTx(ctx context.Context, db beginner, idle time.Duration, fn func(pgx.Tx) error) error {
 	opts := pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL idle_in_transaction_session_timeout = " + idleTxMs(idle) +
 		"; SET LOCAL enable_seqscan = off"}

@@ -69,6 +69,21 @@ func QueueExtendLeases(b *pgx.Batch, arg ExtendLeasesParams, add func(*ExtendLea
 	})
 }
 
+// QueueReleaseUnstarted is ReleaseUnstarted in a batch; the IDs of the jobs released land
+// in ids.
+func QueueReleaseUnstarted(b *pgx.Batch, arg ReleaseUnstartedParams, ids *[]pgtype.UUID) {
+	b.Queue(releaseUnstarted, arg.Ids, arg.Tokens).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id pgtype.UUID
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			*ids = append(*ids, id)
+		}
+		return rows.Err()
+	})
+}
+
 // QueuePromoteDue is PromoteDue in a batch.
 func QueuePromoteDue(b *pgx.Batch, max int32) {
 	b.Queue(promoteDue, max)
