@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
@@ -336,8 +335,7 @@ func (f *fetcher) release(jobs []*claimed) {
 	}
 	ctx, cancel := context.WithTimeout(f.dbCtx, 5*time.Second)
 	defer cancel()
-	var released []pgtype.UUID
-	if err := sendIndexed(ctx, f.db, func(b *pgx.Batch) { dbsqlc.QueueReleaseUnstarted(b, p, &released) }); err != nil {
+	if err := sendIndexed(ctx, f.db, func(b *pgx.Batch) { dbsqlc.QueueReleaseUnstarted(b, p, nil) }); err != nil {
 		f.log.Warn("venturi: release of unstarted jobs failed; their leases will expire", "err", err)
 	}
 }

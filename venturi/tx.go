@@ -48,7 +48,10 @@ func inTx(ctx context.Context, db beginner, opts pgx.TxOptions, idle time.Durati
 // a plan PostgreSQL cached while venturi_job was nearly empty does not scan the whole
 // table once it has grown (see SetLocalIndexScans in queries.sql). The claim's transaction
 // sets the same (fetcher.claim), and so do the finish, lease-extension and release
-// statements sent alone (sendIndexed).
+// statements sent alone (sendIndexed). It is set per transaction, not as a parameter of
+// the control pool's connections: PgBouncer refuses startup parameters it does not know,
+// and a session-level SET through transaction pooling would land on whichever server
+// connection ran it, for other clients.
 func inHotTx(ctx context.Context, db beginner, idle time.Duration, fn func(pgx.Tx) error) error {
 	opts := pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL idle_in_transaction_session_timeout = " + idleTxMs(idle) +
 		"; SET LOCAL enable_seqscan = off"}

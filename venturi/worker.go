@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
@@ -372,8 +371,7 @@ func (w *Worker[S]) releaseStuck() {
 	}
 	ctx, cancel := context.WithTimeout(w.dbCtx, 5*time.Second)
 	defer cancel()
-	var ids []pgtype.UUID
-	err := sendIndexed(ctx, w.ctl, func(b *pgx.Batch) { dbsqlc.QueueFinishRuns(b, finishParams(w.cfg.ID, reqs), &ids) })
+	err := sendIndexed(ctx, w.ctl, func(b *pgx.Batch) { dbsqlc.QueueFinishRuns(b, finishParams(w.cfg.ID, reqs), nil) })
 	if err != nil {
 		w.log.Warn("venturi: release of stuck runs failed; their leases will expire", "err", err)
 	}

@@ -40,19 +40,11 @@ func QueueSetLocalIndexScans(b *pgx.Batch) {
 	b.Queue(setLocalIndexScans)
 }
 
-// QueueFinishRuns is FinishRuns in a batch; the IDs of the runs written land in ids.
+// QueueFinishRuns is FinishRuns in a batch; the IDs of the runs written land in ids (nil:
+// read and dropped).
 func QueueFinishRuns(b *pgx.Batch, arg FinishRunsParams, ids *[]pgtype.UUID) {
 	b.Queue(finishRuns, arg.Ids, arg.Tokens, arg.States, arg.DelaysUs, arg.Failed, arg.SetCarry, arg.Carries,
-		arg.Entries).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var id pgtype.UUID
-			if err := rows.Scan(&id); err != nil {
-				return err
-			}
-			*ids = append(*ids, id)
-		}
-		return rows.Err()
-	})
+		arg.Entries).Query(scanIDs(ids))
 }
 
 // QueueExtendLeases is ExtendLeases in a batch; each row is passed to add.
@@ -70,18 +62,25 @@ func QueueExtendLeases(b *pgx.Batch, arg ExtendLeasesParams, add func(*ExtendLea
 }
 
 // QueueReleaseUnstarted is ReleaseUnstarted in a batch; the IDs of the jobs released land
-// in ids.
+// in ids (nil: read and dropped).
 func QueueReleaseUnstarted(b *pgx.Batch, arg ReleaseUnstartedParams, ids *[]pgtype.UUID) {
-	b.Queue(releaseUnstarted, arg.Ids, arg.Tokens).Query(func(rows pgx.Rows) error {
+	b.Queue(releaseUnstarted, arg.Ids, arg.Tokens).Query(scanIDs(ids))
+}
+
+// scanIDs reads one-column UUID rows into ids (with ids nil, it reads and drops them).
+func scanIDs(ids *[]pgtype.UUID) func(pgx.Rows) error {
+	return func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id pgtype.UUID
 			if err := rows.Scan(&id); err != nil {
 				return err
 			}
-			*ids = append(*ids, id)
+			if ids != nil {
+				*ids = append(*ids, id)
+			}
 		}
 		return rows.Err()
-	})
+	}
 }
 
 // QueuePromoteDue is PromoteDue in a batch.

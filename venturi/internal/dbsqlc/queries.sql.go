@@ -3591,12 +3591,13 @@ SELECT set_config('enable_seqscan', 'off', true)
 `
 
 // For the rest of the transaction (a pipeline's implicit one included), plans reach rows
-// by index rather than by scanning whole tables. The statements of the claim, finish and
-// maintenance paths take a batch of jobs that an index finds; PostgreSQL caches their
-// plans per connection, and a plan made while venturi_job was (nearly) empty, in a fresh
-// schema's first seconds, scanned the whole table for every batch however large the table
-// grew, until autovacuum's first ANALYZE replaced it: a worker fell 56,000 jobs behind in
-// the first 20 s of a 10,000 jobs/s load (bench/FINDINGS.md section 14).
+// by index rather than by scanning whole tables. The statements of the claim, finish,
+// lease-extension, release and maintenance paths take a batch of jobs that an index finds;
+// PostgreSQL caches their plans per connection, and a plan made while venturi_job was
+// (nearly) empty, in a fresh schema's first seconds, scanned the whole table for every
+// batch however large the table grew, until autovacuum's first ANALYZE replaced it: a
+// worker fell 56,000 jobs behind in the first 10 s of a 10,000 jobs/s load
+// (bench/FINDINGS.md section 14).
 func (q *Queries) SetLocalIndexScans(ctx context.Context, db DBTX) error {
 	_, err := db.Exec(ctx, setLocalIndexScans)
 	return err
