@@ -138,17 +138,17 @@ func (d *driver) workerDSN(slot int) (string, error) {
 // anything, then heals it. The worker must notice through its own timeouts (it hears
 // nothing: no error, no reset), stop its handlers when their leases cannot be extended,
 // and complete nothing that another worker rescued meanwhile. Every other cut (the first
-// included) is of the maintainer caught inside its maintenance transaction (cutMaintainer):
-// the other workers' rescue of the cut worker's runs must not wait for the heal. The
-// others cut the busiest worker.
+// included) is of the sampler caught inside its stats sample's transaction
+// (catchSampler): the other workers' rescue of the cut worker's runs must wait neither for
+// the heal nor for the sample. The others cut the busiest worker.
 func (d *driver) halfOpen(ctx context.Context) {
 	d.halfOpens++
 	var p *proc
 	what := "busiest"
 	var release func()
 	if d.halfOpens%2 == 1 {
-		if p, release = d.catchMaintainer(ctx); p != nil {
-			what = "the maintainer, inside its stats sample's transaction"
+		if p, release = d.catchSampler(ctx); p != nil {
+			what = "the sampler, inside its stats sample's transaction"
 		}
 	}
 	if p == nil {
@@ -166,7 +166,7 @@ func (d *driver) halfOpen(ctx context.Context) {
 	at := time.Now()
 	b.cutOff()
 	if release != nil {
-		release() // the maintainer's sample goes on on the server, and idles there
+		release() // the sample goes on on the server, and idles there
 	}
 	d.logf("half-open network: worker %d (pid %d; %s) cut off for %v", p.slot, p.pid, what, hold)
 	sleepCtx(ctx, hold)
@@ -199,37 +199,37 @@ func (d *driver) pgbouncerRestart(ctx context.Context) {
 	d.logf("PgBouncer restarted in %v", until.Sub(at).Round(time.Millisecond))
 }
 
-// catchMaintainer stops the maintainer inside a transaction that holds the maintenance
-// lock: it locks the stats state's row, which the maintainer's stats sample
-// (venturi/ops_stats.go) locks right after taking the maintenance lock, and waits (up to
-// 12 s: a sample is due every 5 s) for a worker that holds the maintenance lock to queue
-// behind it. It returns that worker and the function that lets the sample go on (it
-// releases the row), or nil when none came (the caller cuts the busiest worker instead).
-// Nothing else waits for that row: the sample is its only writer, and the other workers'
-// maintenance rounds skip a tick while the lock is held (they only try it).
-func (d *driver) catchMaintainer(ctx context.Context) (*proc, func()) {
+// catchSampler stops a worker inside its stats sample's transaction: it locks the stats
+// state's row, which the sample (venturi/ops_stats.go) locks right after taking the stats
+// lock, and waits (up to 12 s: a sample is due every 5 s) for a worker that holds the
+// stats lock to queue behind it. It returns that worker and the function that lets the
+// sample go on (it releases the row), or nil when none came (the caller cuts the busiest
+// worker instead). Meanwhile retention waits too (a prune's stats bookkeeping
+// share-locks the row); rescue and promotion must not (they take neither the row nor the
+// stats lock).
+func (d *driver) catchSampler(ctx context.Context) (*proc, func()) {
 	tx, err := d.pool.Begin(ctx)
 	if err != nil {
-		d.logf("half-open network: cannot catch the maintainer: %v", err)
+		d.logf("half-open network: cannot catch the sampler: %v", err)
 		return nil, nil
 	}
 	release := func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }
 	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '2s'; SELECT FROM venturi_stats_state FOR UPDATE`); err != nil {
 		release()
-		d.logf("half-open network: cannot catch the maintainer: %v", err)
+		d.logf("half-open network: cannot catch the sampler: %v", err)
 		return nil, nil
 	}
 	deadline := time.Now().Add(12 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		var app string
-		// The waiter that holds the maintenance lock (queries.sql, TryMaintenanceLock): a
-		// bigint advisory key is (classid, objid) = (high, low) 32 bits.
+		// The waiter that holds the stats lock (queries.sql, TryStatsLock): a bigint
+		// advisory key is (classid, objid) = (high, low) 32 bits.
 		err := d.pool.QueryRow(ctx, `
 			SELECT a.application_name FROM pg_locks w JOIN pg_stat_activity a ON a.pid = w.pid
 			WHERE w.locktype = 'transactionid' AND NOT w.granted
 			  AND EXISTS (SELECT FROM pg_locks h WHERE h.pid = w.pid AND h.locktype = 'advisory' AND h.granted
 			      AND h.objsubid = 1 AND ((h.classid::bigint << 32) | h.objid::bigint)
-			          = hashtextextended(current_schema() || '.venturi_maintenance', 0))
+			          = hashtextextended(current_schema() || '.venturi_stats', 0))
 			LIMIT 1`).Scan(&app)
 		if err == nil {
 			var slot int
@@ -243,7 +243,7 @@ func (d *driver) catchMaintainer(ctx context.Context) (*proc, func()) {
 				}
 				d.mu.Unlock()
 			}
-			d.logf("half-open network: the maintainer (%q) is no worker slot that can be cut", app)
+			d.logf("half-open network: the sampler (%q) is no worker slot that can be cut", app)
 			break
 		}
 		sleepCtx(ctx, 20*time.Millisecond)

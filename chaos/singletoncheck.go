@@ -135,6 +135,14 @@ func (r *report) checkSingleton(ctx context.Context, pool *pgxpool.Pool) error {
 	if live > 1 {
 		r.fail(invSingleton, "%d live singleton jobs", live)
 	}
+	// A RestartAlways service never ends, and a takeover is not a failure: however many
+	// workers die under it, its one job lives on (an ended one would have been replaced
+	// by a new job at the next Start).
+	for _, j := range jobs {
+		if j.state == "completed" || j.state == "dead" {
+			r.fail(invSingleton, "singleton job %x ended %s (a takeover or a failure ended a RestartAlways service)", j.id.Bytes, j.state)
+		}
+	}
 	if len(runs) == 0 {
 		r.fail(invSingleton, "the singleton never ran")
 	}

@@ -85,8 +85,8 @@ func (j *Job) ended() bool {
 	return j.State == StateCompleted || j.State == StateDead || j.State == StateCancelled
 }
 
-// awaiter serves a Queue's Await calls: one LISTEN connection and one poll for all of
-// them. It runs while someone waits.
+// awaiter serves a Queue's Await calls: one subscription to the Queue's LISTEN connection
+// and one poll for all of them. It runs while someone waits.
 type awaiter struct {
 	q         *Queue
 	mu        sync.Mutex
@@ -95,10 +95,6 @@ type awaiter struct {
 	listening chan struct{} // closed once the current run's connection listens
 	idleSince time.Time     // when the last waiter left
 }
-
-// awaitLinger is how long an awaiter stays connected without waiters, so that bursts of
-// Await calls do not connect and disconnect each time.
-const awaitLinger = 30 * time.Second
 
 func (q *Queue) awaiter() *awaiter {
 	q.awaitOnce.Do(func() { q.await = &awaiter{q: q, waiting: map[ulid.ULID][]chan struct{}{}} })
@@ -151,12 +147,12 @@ func (a *awaiter) wake(id ulid.ULID) {
 	}
 }
 
-// ids returns the awaited jobs; stop is true when nobody has waited for awaitLinger.
+// ids returns the awaited jobs; stop is true when nobody has waited for notifyLinger.
 func (a *awaiter) ids() (ids []pgtype.UUID, stop bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.waiting) == 0 {
-		if time.Since(a.idleSince) < awaitLinger {
+		if time.Since(a.idleSince) < notifyLinger {
 			return nil, false
 		}
 		a.running = false
@@ -169,12 +165,28 @@ func (a *awaiter) ids() (ids []pgtype.UUID, stop bool) {
 	return out, false
 }
 
-// run listens for end notifications and polls, until nobody waits.
+// run listens for end notifications (on the Queue's LISTEN connection) and polls, until
+// nobody has waited for notifyLinger.
 func (a *awaiter) run(listening chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if !a.q.poll {
-		go a.listen(ctx, listening)
+		sub := a.q.notifier().Listen(a.q.doneChannel, func(payload string) {
+			if rest, ok := strings.CutPrefix(payload, donePrefix); ok {
+				var u pgtype.UUID
+				if err := u.Scan(rest); err == nil && u.Valid {
+					a.wake(ulid.ULID(u.Bytes))
+				}
+			}
+		})
+		defer sub.Unlisten()
+		go func() {
+			select {
+			case <-sub.Ready():
+				close(listening)
+			case <-ctx.Done():
+			}
+		}()
 	}
 	t := time.NewTicker(AwaitPoll)
 	defer t.Stop()
@@ -195,45 +207,6 @@ func (a *awaiter) run(listening chan struct{}) {
 		}
 		for _, u := range ended {
 			a.wake(ulidOf(u))
-		}
-	}
-}
-
-// listen holds the LISTEN connection until ctx ends, reconnecting after errors.
-func (a *awaiter) listen(ctx context.Context, listening chan struct{}) {
-	var once sync.Once
-	ready := func() { once.Do(func() { close(listening) }) }
-	for ctx.Err() == nil {
-		if err := a.listenOnce(ctx, ready); err != nil && ctx.Err() == nil {
-			sleepCtx(ctx, AwaitPoll) // the poll covers the gap
-		}
-	}
-}
-
-func (a *awaiter) listenOnce(ctx context.Context, ready func()) error {
-	conn, err := pgx.ConnectConfig(ctx, a.q.pool.Config().ConnConfig)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = conn.Close(cctx)
-	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{a.q.doneChannel}.Sanitize()); err != nil {
-		return err
-	}
-	ready()
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		if rest, ok := strings.CutPrefix(n.Payload, donePrefix); ok {
-			var u pgtype.UUID
-			if err := u.Scan(rest); err == nil && u.Valid {
-				a.wake(ulid.ULID(u.Bytes))
-			}
 		}
 	}
 }

@@ -24,6 +24,7 @@ const (
 	DefaultJobTimeout          = 30 * time.Minute
 	DefaultRetainCompleted     = 24 * time.Hour
 	DefaultRetainDead          = 7 * 24 * time.Hour
+	DefaultRetainIdleGates     = time.Hour
 	DefaultMaintenanceInterval = time.Second
 	DefaultStatsInterval       = 5 * time.Second
 	// DefaultPrefetch is the smallest default prefetch buffer; the default is
@@ -102,15 +103,23 @@ type Config struct {
 	RetainCompleted time.Duration
 	// RetainDead is how long dead jobs are kept before pruning. Default DefaultRetainDead.
 	RetainDead time.Duration
-	// MaintenanceInterval is how often the worker tries to become the maintainer
-	// (rescue of expired leases, promotion of scheduled jobs, pruning). Only one worker
-	// per schema does maintenance at a time. At least MinMaintenanceInterval. Default
+	// RetainIdleGates is how long a rate window or a circuit breaker that nothing uses is
+	// kept: a rate gate with no start in its period and a breaker that is closed (or has
+	// cooled down) with no run going, both untouched for this long, are deleted by
+	// retention (a partition per tenant or host would otherwise leave rows forever). A
+	// breaker forgotten this way forgets its failures short of the threshold. Default
+	// DefaultRetainIdleGates.
+	RetainIdleGates time.Duration
+	// MaintenanceInterval is how often the worker tries to take each maintenance duty:
+	// rescue of expired leases and promotion of scheduled jobs, and, apart from them so
+	// that they never wait for it, retention (pruning). One worker per schema does each
+	// duty at a time. At least MinMaintenanceInterval. Default
 	// DefaultMaintenanceInterval.
 	MaintenanceInterval time.Duration
-	// StatsInterval is how often the maintaining worker samples the job table into the
-	// stats tables that [Queue.Stats] and [Queue.StatsHistory] read (one worker per schema
-	// samples, under the maintenance lock, so the interval is at least
-	// MaintenanceInterval). A sample that takes long stretches the interval to twenty
+	// StatsInterval is how often a worker samples the job table into the stats tables
+	// that [Queue.Stats] and [Queue.StatsHistory] read (one worker per schema samples, on
+	// the retention loop and under a lock of its own, so the interval is at least
+	// MaintenanceInterval; rescue never waits for a sample). A sample that takes long stretches the interval to twenty
 	// times its cost, so sampling stays under about 5% of one database backend. At least
 	// MinStatsInterval. Default DefaultStatsInterval.
 	StatsInterval time.Duration
@@ -179,6 +188,7 @@ func (c Config) validate() (Config, error) {
 	nonNegative("FetchCooldown", c.FetchCooldown)
 	nonNegative("RetainCompleted", c.RetainCompleted)
 	nonNegative("RetainDead", c.RetainDead)
+	nonNegative("RetainIdleGates", c.RetainIdleGates)
 	nonNegative("MaintenanceInterval", c.MaintenanceInterval)
 	atLeast("MaintenanceInterval", c.MaintenanceInterval, MinMaintenanceInterval)
 	nonNegative("StatsInterval", c.StatsInterval)
@@ -258,6 +268,7 @@ func (c Config) withDefaults() Config {
 	def(&c.JobTimeout, DefaultJobTimeout)
 	def(&c.RetainCompleted, DefaultRetainCompleted)
 	def(&c.RetainDead, DefaultRetainDead)
+	def(&c.RetainIdleGates, DefaultRetainIdleGates)
 	def(&c.MaintenanceInterval, DefaultMaintenanceInterval)
 	def(&c.StatsInterval, DefaultStatsInterval)
 	c.Backoff = c.Backoff.merged(DefaultBackoff)

@@ -123,9 +123,9 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 		if wp.kind != p.kind || wp.key != p.key {
 			return Result{}, fmt.Errorf("venturi: merge of %s/%s returned a task with kind %q and key %q; With must keep both", p.kind, p.key, wp.kind, wp.key)
 		}
-		cb, err := encodeJSON(carry)
+		cb, err := encodeCarry(carry)
 		if err != nil {
-			return Result{}, fmt.Errorf("venturi: merge carry: %w", err)
+			return Result{}, fmt.Errorf("venturi: merge: %w", err)
 		}
 		if p.opts.queue != "" { // OnQueue applies to the merged task too
 			wp.queue = p.opts.queue

@@ -329,18 +329,26 @@ func prepareTask(task Task, opts []EnqueueOption) (*plan, error) {
 	return p, nil
 }
 
-// encodeJSON marshals v for a jsonb column, refusing what PostgreSQL would reject.
-func encodeJSON(v any) ([]byte, error) {
+// encodeJSON marshals v (a payload, a step's result, a signal's payload) for a jsonb
+// column, refusing what PostgreSQL would reject.
+func encodeJSON(v any) ([]byte, error) { return encodeValue(v, ErrInvalidPayload, ErrPayloadTooLarge) }
+
+// encodeCarry is encodeJSON for a run's carry: its errors name the carry.
+func encodeCarry(v any) ([]byte, error) { return encodeValue(v, ErrInvalidCarry, ErrCarryTooLarge) }
+
+// encodeValue marshals v for a jsonb column; invalid and tooLarge are the errors that name
+// what v is.
+func encodeValue(v any, invalid, tooLarge error) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidPayload, err)
+		return nil, fmt.Errorf("%w: %w", invalid, err)
 	}
 	if len(b) > MaxPayloadBytes {
-		return nil, ErrPayloadTooLarge
+		return nil, tooLarge
 	}
 	// jsonb cannot store the NUL character; encoding/json writes it as \u0000.
 	if containsEscapedNUL(b) {
-		return nil, fmt.Errorf("%w: strings containing NUL (\\u0000) cannot be stored in jsonb", ErrInvalidPayload)
+		return nil, fmt.Errorf("%w: strings containing NUL (\\u0000) cannot be stored in jsonb", invalid)
 	}
 	return b, nil
 }

@@ -13,6 +13,12 @@ var (
 	ErrInvalidQueue    = errors.New("venturi: queue name must be 1 to 128 bytes of UTF-8 text without NUL")
 	ErrPayloadTooLarge = fmt.Errorf("venturi: encoded payload is larger than %d bytes", MaxPayloadBytes)
 	ErrInvalidPayload  = errors.New("venturi: payload cannot be stored")
+	// ErrInvalidCarry is a run's carry that cannot be stored (it does not encode as JSON,
+	// or holds text jsonb refuses); ErrCarryTooLarge one whose encoding is larger than
+	// MaxPayloadBytes. The run that tried to store it fails (it is retried), with the
+	// error as its note; [Run.Checkpoint] returns it.
+	ErrInvalidCarry    = errors.New("venturi: carry cannot be stored")
+	ErrCarryTooLarge   = fmt.Errorf("venturi: encoded carry is larger than %d bytes", MaxPayloadBytes)
 	ErrDedupKeyTooLong = fmt.Errorf("venturi: dedup key is longer than %d bytes", MaxDedupKeyBytes)
 	ErrIsolation       = errors.New("venturi: an enqueue with a dedup key needs a READ COMMITTED transaction")
 	ErrNotFound        = errors.New("venturi: job not found")

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
@@ -207,19 +206,32 @@ const EventPoll = time.Second
 // transaction sends at commit, and polls every [EventPoll] as a fallback (and, after a
 // notification, again within milliseconds while the event is held back by an older open
 // transaction). When ctx ends it returns what it has: no events, the cursor unchanged and
-// ctx's error. Each call listens on a connection of its own, held while it waits: a
-// long poll per client costs one connection.
+// ctx's error. Every waiter of the Queue shares its one LISTEN connection (the one
+// [Queue.Await] uses): a wait holds no pool connection, only the statements that read the
+// stream take one, briefly, so any number of long polls leave the pool to other work.
 func (q *Queue) WaitEvents(ctx context.Context, after EventCursor, limit int) ([]JobEvent, EventCursor, error) {
 	evs, next, err := q.Events(ctx, after, limit)
 	if err != nil || len(evs) > 0 {
 		return evs, next, err
 	}
-	var wake <-chan struct{}
+	var wake chan struct{}
 	if !q.poll {
-		w, stop, err := q.listenEvents(ctx)
-		if err == nil {
-			defer stop()
-			wake = w
+		if ch, err := q.eventsChannel(ctx); err == nil {
+			wake = make(chan struct{}, 1)
+			sub := q.notifier().Listen(ch, func(string) {
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			})
+			defer sub.Unlisten()
+			t := time.NewTimer(EventPoll)
+			select {
+			case <-sub.Ready():
+			case <-t.C: // not listening yet (the database is away?): the poll serves meanwhile
+			case <-ctx.Done():
+			}
+			t.Stop()
 			// Events committed before LISTEN took effect would not notify: look again.
 			if evs, next, err = q.Events(ctx, after, limit); err != nil || len(evs) > 0 {
 				return evs, next, err
@@ -251,51 +263,17 @@ func (q *Queue) WaitEvents(ctx context.Context, after EventCursor, limit int) ([
 	}
 }
 
-// listenEvents listens on the stream's channel on a connection of its own and reports
-// notifications on the returned channel (capacity 1: a wake-up, not a count) until stop.
-func (q *Queue) listenEvents(ctx context.Context) (<-chan struct{}, func(), error) {
-	conn, err := q.pool.Acquire(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	ch, err := q.q.EventsChannel(ctx, conn)
-	if err == nil {
-		_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize())
-	}
-	if err != nil {
-		conn.Release()
-		return nil, nil, err
-	}
-	wake := make(chan struct{}, 1)
-	lctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			if _, err := conn.Conn().WaitForNotification(lctx); err != nil {
-				return
-			}
-			select {
-			case wake <- struct{}{}:
-			default:
-			}
+// eventsChannel is the channel the event stream notifies (venturi_events_channel(), after
+// the schema), read once.
+func (q *Queue) eventsChannel(ctx context.Context) (string, error) {
+	q.eventsMu.Lock()
+	defer q.eventsMu.Unlock()
+	if q.eventsCh == "" {
+		ch, err := q.q.EventsChannel(ctx, q.pool)
+		if err != nil {
+			return "", err
 		}
-	}()
-	stop := func() {
-		cancel()
-		<-done
-		// A connection interrupted mid-wait is closed, not reused; one that is still sound
-		// stops listening before it goes back to the pool.
-		uctx, ucancel := context.WithTimeout(context.Background(), time.Second)
-		defer ucancel()
-		if conn.Conn().IsClosed() || conn.Conn().PgConn().IsBusy() {
-			conn.Release()
-			return
-		}
-		if _, err := conn.Exec(uctx, "UNLISTEN *"); err != nil {
-			_ = conn.Conn().Close(uctx)
-		}
-		conn.Release()
+		q.eventsCh = ch
 	}
-	return wake, stop, nil
+	return q.eventsCh, nil
 }

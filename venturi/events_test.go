@@ -14,6 +14,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi"
+	"github.com/venturi-dev/venturi/internal/testdb"
 )
 
 // scripted opts in to the durable stream and walks its job through a failure (retry
@@ -317,6 +318,57 @@ func TestWaitEventsWakesOnCommit(t *testing.T) {
 	evs, next, err := q.WaitEvents(dctx, last, 10)
 	if !errors.Is(err, context.DeadlineExceeded) || len(evs) != 0 || next != last {
 		t.Fatalf("WaitEvents past the end = %v, %q, %v", evs, next, err)
+	}
+}
+
+// TestWaitEventsHoldNoPoolConnection: many long polls at once on a Queue whose pool has
+// two connections leave the pool to other work. The waiters share the Queue's one LISTEN
+// connection (a connection of its own, outside the pool) and take a pool connection only
+// to read the stream: while they all wait, the pool lends none out and other statements
+// run; one commit wakes every waiter. Before, each waiter held a pool connection for its
+// whole wait, so two waiters took the pool and every other statement waited.
+func TestWaitEventsHoldNoPoolConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := schemaOf(newDB(t))
+	pool := testdb.Pool(t, schema, 2)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	tail, err := q.EventsTail(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const waiters = 20
+	got := make(chan []venturi.JobEvent, waiters)
+	wctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	for range waiters {
+		go func() {
+			evs, _, err := q.WaitEvents(wctx, tail, 10)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- evs
+		}()
+	}
+	// Each waiter reads the stream twice before it waits (before and after it listens).
+	eventually(t, within, "the waiters to wait, holding none of the pool's connections", func() bool {
+		st := pool.Stat()
+		return st.AcquireCount() >= 2*waiters+2 && st.AcquiredConns() == 0
+	})
+	// Other work is served while they wait.
+	octx, ocancel := context.WithTimeout(ctx, within)
+	defer ocancel()
+	for range 10 {
+		if _, _, err := q.Events(octx, tail, 10); err != nil {
+			t.Fatalf("a read while %d waiters wait: %v", waiters, err)
+		}
+	}
+	r := enqueue(t, q, scripted{Name: "w"})
+	for range waiters {
+		evs := recv(t, got, "a waiter")
+		if len(evs) != 1 || evs[0].JobID != r.ID {
+			t.Fatalf("WaitEvents = %+v", evs)
+		}
 	}
 }
 

@@ -185,25 +185,39 @@ type finishReq struct {
 }
 
 // runTask decodes j into T and its carry into C, runs handle, and returns the job's
-// next state. Undecodable payloads, carries and journals send the job to dead.
+// next state. Undecodable payloads, carries and journals send the job to dead, but for a
+// singleton's carry, whose run fails under its restart policy with the carry kept.
 func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, state S, handle HandlerFunc[T, S, C]) *finishReq {
 	var task T
 	if err := json.Unmarshal(j.payload, &task); err != nil {
 		return deadReq(j, fmt.Sprintf("decode payload into %s: %v", reflect.TypeFor[T](), err))
 	}
+	backoff := e.cfg.Backoff
+	if bp, ok := any(task).(BackoffPolicy); ok {
+		backoff = bp.Backoff().merged(e.cfg.Backoff)
+	}
+	var sup *Singleton
+	if reg := e.reg[j.kind]; reg != nil {
+		sup = reg.singleton
+	}
 	var carry C
 	if len(j.carry) > 0 {
 		if err := json.Unmarshal(j.carry, &carry); err != nil {
-			return deadReq(j, fmt.Sprintf("decode carry into %s: %v", reflect.TypeFor[C](), err))
+			msg := fmt.Sprintf("decode carry into %s: %v", reflect.TypeFor[C](), err)
+			if sup == nil {
+				return deadReq(j, msg)
+			}
+			// A service's checkpoint that this build cannot read (its carry type changed) is
+			// kept, and the run fails under the restart policy: a fix or a rollback resumes
+			// from it, where a dead job would be replaced by a fresh one at the next Start.
+			req := e.outcomeReq(ctx, j, Outcome{}, errors.New(msg+"; the checkpoint is kept"), nil, backoff)
+			supervise(req, sup)
+			return req
 		}
 	}
 	history, err := decodeJournal(j.journal, j.journalMoved)
 	if err != nil {
 		return deadReq(j, fmt.Sprintf("decode journal: %v", err))
-	}
-	backoff := e.cfg.Backoff
-	if bp, ok := any(task).(BackoffPolicy); ok {
-		backoff = bp.Backoff().merged(e.cfg.Backoff)
 	}
 	if len(j.meta) > 0 {
 		if string(j.meta) == "?" { // a gated claim's row committed after its snapshot
@@ -222,10 +236,6 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 		id: j.id, kind: j.kind, token: j.token, runs: j.runs, failures: j.failures,
 		history: history, carry: carry, shutdown: e.shutdown, earlier: e.journal, signals: e.signals, hooks: e.hooks, steps: e.steps,
 		saveCarry: e.saveCarry,
-	}
-	var sup *Singleton
-	if reg := e.reg[j.kind]; reg != nil {
-		sup = reg.singleton
 	}
 	if j.stop != nil { // every claim gives its runs one
 		run.shutdown = j.stop.ch
@@ -251,9 +261,9 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 			req.state != dbsqlc.VenturiJobStateWaiting && !stoppedPause) {
 			return req, nil
 		}
-		cb, cerr := encodeJSON(c)
+		cb, cerr := encodeCarry(c)
 		if cerr != nil {
-			return req, fmt.Errorf("encode carry: %w", cerr)
+			return req, cerr // the run fails, noted with what is wrong with its carry
 		}
 		req.carry, req.setCarry = cb, true
 		return req, nil

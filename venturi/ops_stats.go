@@ -103,8 +103,10 @@ func (m *maintainer) sampleStatsIfDue(ctx context.Context) {
 	m.statsNext = time.Now().Add(wait)
 }
 
-// sampleStats takes one sample under the maintenance lock if one is due, in one
-// REPEATABLE READ transaction. It returns how long until the next may be due.
+// sampleStats takes one sample under the stats lock if one is due, in one REPEATABLE READ
+// transaction. It returns how long until the next may be due. It holds no lock that rescue
+// or promotion takes: a sample of a large table takes seconds, and a sample cut off by the
+// network holds its locks until the server ends its transaction.
 func (m *maintainer) sampleStats(ctx context.Context) (wait time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*statsStatementTimeout)
 	defer cancel()
@@ -113,9 +115,9 @@ func (m *maintainer) sampleStats(ctx context.Context) (wait time.Duration, err e
 	// statements, and under READ COMMITTED a job that finished between them was counted
 	// in both (its failures twice in FailedPerSec), or in neither.
 	err = inTx(ctx, m.db, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, idleTxBound(m.cfg.Lease), func(tx pgx.Tx) error {
-		locked, err := m.q.TryMaintenanceLock(ctx, tx)
+		locked, err := m.q.TryStatsLock(ctx, tx)
 		if err != nil || !locked {
-			return err // another worker maintains, and samples
+			return err // another worker samples
 		}
 		st, err := m.q.StatsBegin(ctx, tx)
 		if err != nil {

@@ -55,7 +55,7 @@ func singletonProcess(schema string) int {
 	}
 	w, err := venturi.NewWorker(pool, struct{}{}, venturi.Config{
 		ID: os.Getenv("VENTURI_TEST_WORKER_ID"), Lease: procLease, ShutdownGrace: 5 * time.Second,
-		MaintenanceInterval: 100 * time.Millisecond, PollInterval: 100 * time.Millisecond, MaxFailures: -1,
+		MaintenanceInterval: 100 * time.Millisecond, PollInterval: 100 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
 	if err != nil {

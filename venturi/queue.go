@@ -3,6 +3,7 @@ package venturi
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
+	"github.com/venturi-dev/venturi/internal/notifier"
 )
 
 // Action says what an enqueue did. It is also what a merge method decides ([Merge.Decision]):
@@ -79,6 +81,10 @@ type Queue struct {
 	poll        bool
 	awaitOnce   sync.Once
 	await       *awaiter
+	listenOnce  sync.Once
+	listen      *notifier.Notifier // the process's LISTEN connection for Await and WaitEvents
+	eventsMu    sync.Mutex
+	eventsCh    string // the event stream's channel, once read from the schema
 
 	enqueueMW    []EnqueueMiddleware
 	streamEvents bool
@@ -129,6 +135,21 @@ func NewQueue(pool *pgxpool.Pool, cfg QueueConfig) *Queue {
 		doneChannel: doneChannel(pool),
 	}
 }
+
+// notifier returns the Queue's one LISTEN connection, shared by every Await and WaitEvents
+// of the process that uses this Queue: waiters hold no pool connection while they wait.
+func (q *Queue) notifier() *notifier.Notifier {
+	q.listenOnce.Do(func() {
+		cc := q.pool.Config().ConnConfig
+		q.listen = notifier.New(func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cc) },
+			notifyLinger, AwaitPoll, slog.Default())
+	})
+	return q.listen
+}
+
+// notifyLinger is how long the LISTEN connection stays open without waiters, so that
+// bursts of waits do not connect and disconnect each time.
+const notifyLinger = 30 * time.Second
 
 // doneChannel names the channel of awaited jobs' ends after the pool's schema.
 func doneChannel(pool *pgxpool.Pool) string {

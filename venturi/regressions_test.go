@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -245,5 +246,38 @@ func TestRegressionPauseZeroWaitsForThePollInterval(t *testing.T) {
 	})
 	if eventsOf(j) != "paused,failed,completed" {
 		t.Fatalf("journal %s", eventsOf(j))
+	}
+}
+
+// pauseWithBadCarryTask pauses with a carry that jsonb refuses (a NUL), after checking
+// that Checkpoint refuses it too.
+type pauseWithBadCarryTask struct{}
+
+func (pauseWithBadCarryTask) Kind() string { return "bad-carry-pause" }
+
+func (pauseWithBadCarryTask) Handle(ctx context.Context, run *venturi.Run[unstorableCarry], errs chan error) (venturi.Outcome, error) {
+	run.CarryMut().Raw = "scraped bytes \x00 with a NUL"
+	errs <- run.Checkpoint(ctx)
+	return venturi.PauseIn(time.Hour), nil
+}
+
+// TestUnstorableCarryIsNamedAsTheCarry: a carry that cannot be stored fails the run with a
+// note that names the carry (not the payload), and Checkpoint returns ErrInvalidCarry.
+func TestUnstorableCarryIsNamedAsTheCarry(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	errs := make(chan error, 4)
+	cfg := fastConfig()
+	cfg.MaxFailures = 2
+	startWorkerFor[pauseWithBadCarryTask](t, pool, errs, cfg)
+	r := enqueue(t, q, pauseWithBadCarryTask{})
+	if err := recv(t, errs, "the run's Checkpoint"); !errors.Is(err, venturi.ErrInvalidCarry) {
+		t.Fatalf("Checkpoint of a carry with a NUL: %v, want ErrInvalidCarry", err)
+	}
+	j := waitFinished(t, q, r.ID) // dead at the second failure
+	note := j.Journal[0].Note
+	if j.Journal[0].Event != venturi.EventFailed || !strings.HasPrefix(note, "venturi: carry cannot be stored: ") ||
+		strings.Contains(note, "payload") {
+		t.Fatalf("run ended %s noted %q; want a failure naming the carry", j.Journal[0].Event, note)
 	}
 }

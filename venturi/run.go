@@ -48,9 +48,9 @@ func (r *Run[C]) Checkpoint(ctx context.Context) error {
 	if r.saveCarry == nil {
 		return errors.New("venturi: Checkpoint outside a worker's run")
 	}
-	b, err := encodeJSON(r.carry)
+	b, err := encodeCarry(r.carry)
 	if err != nil {
-		return fmt.Errorf("venturi: checkpoint: encode carry: %w", err)
+		return err
 	}
 	n, err := r.saveCarry(ctx, r.id, r.token, b)
 	if err != nil {

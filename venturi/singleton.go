@@ -51,7 +51,11 @@ const DefaultRestartDelay = time.Second
 
 // RestartPolicy is what a singleton's job does when a run ends. Pauses, waits,
 // interruptions by shutdown and runs abandoned by a dead worker are not ends: the job
-// continues whatever the policy (that is the takeover). A cancellation always stops it.
+// continues whatever the policy (that is the takeover), and an abandoned run is not
+// counted as a failure (a dead worker is not the service's fault; the journal still
+// records it as abandoned). A cancellation always stops it. A stored carry the running
+// build cannot decode fails the run under the policy and is kept, so that a fix or a
+// rollback resumes from it.
 type RestartPolicy int8
 
 // Restart policies (the seed Taskvisor's).
@@ -62,13 +66,13 @@ const (
 	RestartOnFailure RestartPolicy = iota
 	// RestartAlways runs the service again Delay after every run that ends, completed,
 	// failed or dead alike: a completed run is the Taskvisor periodic, a failure restarts
-	// after the same fixed delay instead of a backoff, and no failure ends the job. Runs
-	// abandoned by dead workers still count towards the worker's MaxFailures (the lease
-	// rescue applies it); set MaxFailures negative on workers that serve such a service
-	// through frequent crashes.
+	// after the same fixed delay instead of a backoff, and no failure ends the job.
 	RestartAlways
 	// RestartNever stops the service when a run ends: completed, or dead on any error
-	// (no retry). It runs again only when a worker starts or EnsureSingleton is called.
+	// (no retry). It runs again when a worker starts or EnsureSingleton is called: as a
+	// Taskvisor supervisor runs its tasks again when it starts, a worker's Start (a deploy,
+	// a restart) starts the services it supervises. A service that must stay stopped
+	// across deploys is one no worker registers.
 	RestartNever
 )
 

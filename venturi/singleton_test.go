@@ -299,3 +299,77 @@ func TestSingletonHandsOverOnGracefulStop(t *testing.T) {
 		t.Fatal("overlapping runs: " + o)
 	}
 }
+
+// TestSingletonTakeoverIsNotAFailure: a singleton run abandoned by a dead worker is taken
+// over, not failed: the rescue leaves the job available with its failures unchanged, even
+// at a backstop of one failure, and the next worker runs it. (Any other job would be dead.)
+func TestSingletonTakeoverIsNotAFailure(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, q := newQueue(t)
+	r, err := q.EnsureSingleton(ctx, supOnFailure{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its run's worker died: the lease expired, with a backstop of one failure.
+	if _, err := pool.Exec(ctx, `UPDATE venturi_job SET state = 'running', runs = 1, worker_id = 'gone',
+		lease_token = nextval('venturi_lease_token_seq'), lease_expires_at = now() - interval '1 second',
+		attempted_at = now() - interval '2 seconds', max_failures = 1 WHERE id = $1`, uuidString(r.ID)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fastConfig()
+	cfg.Lease = time.Second
+	cfg.MaxFailures = 1
+	st := supState{runs: make(chan int, 4)}
+	startWorkerFor[supOnFailure](t, pool, st, cfg)
+	j := waitFinished(t, q, r.ID)
+	if j.State != venturi.StateCompleted || eventsOf(j) != "abandoned,completed" || j.Failures != 0 {
+		t.Fatalf("state %s after %s, %d failures; want completed after a takeover with none", j.State, eventsOf(j), j.Failures)
+	}
+}
+
+// supCarry is a RestartAlways singleton with a carry.
+type supCarry struct{}
+
+type supCarryState struct{ N int }
+
+func (supCarry) Kind() string { return "sup_carry" }
+func (supCarry) Singleton() venturi.Singleton {
+	return venturi.Singleton{Restart: venturi.RestartAlways, Delay: time.Hour}
+}
+func (supCarry) Handle(_ context.Context, run *venturi.Run[supCarryState], s supState) (venturi.Outcome, error) {
+	return s.do(run.RunCount())
+}
+
+// TestSingletonKeepsACheckpointItCannotDecode: a service whose stored carry this build
+// cannot decode (its type changed) is not killed and its checkpoint is not lost: the run
+// fails under the restart policy, noted, and the job keeps the carry for a fix or a
+// rollback to resume from. (Any other job is dead, keeping the carry for an operator.)
+func TestSingletonKeepsACheckpointItCannotDecode(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, q := newQueue(t)
+	r, err := q.EnsureSingleton(ctx, supCarry{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const checkpoint = `{"N": "seven"}` // written by a build whose N was a string
+	if _, err := pool.Exec(ctx, `UPDATE venturi_job SET carry = $2 WHERE id = $1`, uuidString(r.ID), checkpoint); err != nil {
+		t.Fatal(err)
+	}
+	st := supState{runs: make(chan int, 4)}
+	startWorkerFor[supCarry](t, pool, st, fastConfig())
+	j := waitJob(t, q, r.ID, "the run to fail", func(j *venturi.Job) bool { return len(j.Journal) == 1 })
+	e := j.Journal[0]
+	if j.State != venturi.StateScheduled || e.Event != venturi.EventFailed ||
+		!strings.Contains(e.Note, "decode carry") || !strings.Contains(e.Note, "the checkpoint is kept") {
+		t.Fatalf("state %s, entry %+v; want a failed run and the service scheduled again", j.State, e)
+	}
+	var kept string
+	if err := pool.QueryRow(ctx, `SELECT carry::text FROM venturi_job WHERE id = $1`, uuidString(r.ID)).Scan(&kept); err != nil {
+		t.Fatal(err)
+	}
+	if kept != `{"N": "seven"}` {
+		t.Fatalf("carry %s after the failed run, want the checkpoint kept", kept)
+	}
+}

@@ -2413,6 +2413,65 @@ func (q *Queries) ListCircuits(ctx context.Context, db DBTX) ([]*ListCircuitsRow
 	return items, nil
 }
 
+const listCircuitsAfter = `-- name: ListCircuitsAfter :many
+SELECT g.key, g.kind, g.part, g.fails, g.open_until, g.probe_until, g.updated_at,
+       COALESCE(k.brk_failures, 0)::int AS threshold
+FROM venturi_gate g LEFT JOIN venturi_kind k ON k.kind = g.kind
+WHERE g.key > $1::text AND g.key >= 'b' AND g.key < 'c' AND left(g.key, 1) = 'b'
+ORDER BY g.key
+LIMIT $2::int
+`
+
+type ListCircuitsAfterParams struct {
+	After string
+	Max   int32
+}
+
+type ListCircuitsAfterRow struct {
+	Key        string
+	Kind       string
+	Part       pgtype.Text
+	Fails      int32
+	OpenUntil  *time.Time
+	ProbeUntil *time.Time
+	UpdatedAt  time.Time
+	Threshold  int32
+}
+
+// One page of the breakers for Queue.ListCircuits: those whose key comes after @after
+// (empty for the first page), at most @max, in key order (the letter b, the kind and the
+// partition joined by chr(31): by kind, a kind-wide breaker first, then by partition). A
+// range of the primary key: every breaker key sorts from 'b' to 'c' in any collation that
+// compares the first letter first; left(key, 1) keeps out any other key.
+func (q *Queries) ListCircuitsAfter(ctx context.Context, db DBTX, arg ListCircuitsAfterParams) ([]*ListCircuitsAfterRow, error) {
+	rows, err := db.Query(ctx, listCircuitsAfter, arg.After, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*ListCircuitsAfterRow
+	for rows.Next() {
+		var i ListCircuitsAfterRow
+		if err := rows.Scan(
+			&i.Key,
+			&i.Kind,
+			&i.Part,
+			&i.Fails,
+			&i.OpenUntil,
+			&i.ProbeUntil,
+			&i.UpdatedAt,
+			&i.Threshold,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listJobs = `-- name: ListJobs :many
 WITH m AS NOT MATERIALIZED (
     SELECT j.id, j.queue, j.state, j.priority, j.part, j.run_at, j.finished_at, j.lease_expires_at,
@@ -2750,6 +2809,20 @@ SELECT set_config('statement_timeout', $1::text, true),
 // 50-150 ms for a page that reads a few buffers).
 func (q *Queries) ListSettings(ctx context.Context, db DBTX, timeoutMs string) error {
 	_, err := db.Exec(ctx, listSettings, timeoutMs)
+	return err
+}
+
+const lockGateStripes = `-- name: LockGateStripes :exec
+SELECT count(pg_advisory_xact_lock(hashtext(current_schema() || '.venturi_gate'), s))
+FROM generate_series(0, 63) AS s
+`
+
+// Every gate stripe's lock, in stripe order, as the gated claim takes them (so no locker
+// waits in a cycle): held to the end of the transaction, after which no claim is between
+// reading a rate window and recording its starts. Run it as its own statement, so that the
+// next statement's snapshot sees every claim that held them before.
+func (q *Queries) LockGateStripes(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, lockGateStripes)
 	return err
 }
 
@@ -3149,6 +3222,68 @@ func (q *Queries) PruneFinished(ctx context.Context, db DBTX, arg PruneFinishedP
 	return deleted, err
 }
 
+const pruneIdleGates = `-- name: PruneIdleGates :one
+WITH scanned AS (
+    SELECT g.key, g.kind, g.part, g.updated_at, g.open_until, g.probe_until, g.full_until
+    FROM venturi_gate g
+    WHERE g.key > $1::text
+    ORDER BY g.key
+    LIMIT $2::int
+), idle AS (
+    SELECT s.key FROM scanned s
+    LEFT JOIN venturi_kind k ON k.kind = s.kind
+    WHERE s.updated_at < now() - GREATEST(interval '1 microsecond' * $3::bigint, COALESCE(k.rate_period, interval '0'))
+      AND (s.full_until IS NULL OR s.full_until < now())
+      AND (s.open_until IS NULL OR s.open_until < now())
+      AND (s.probe_until IS NULL OR s.probe_until < now())
+      AND (left(s.key, 1) <> 'b' OR NOT EXISTS (
+          SELECT FROM venturi_job x
+          WHERE x.state = 'running' AND x.part IS NOT NULL AND x.kind = s.kind
+            AND (s.part IS NULL OR x.part = s.part)))
+), locked AS (
+    -- Checked again on the row as locked (a breaker recorded since the scan is not idle).
+    SELECT g.key FROM venturi_gate g
+    WHERE g.key = ANY(ARRAY(SELECT idle.key FROM idle))
+      AND g.updated_at < now() - interval '1 microsecond' * $3::bigint
+    ORDER BY g.key
+    FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM venturi_gate g
+    WHERE g.key = ANY(ARRAY(SELECT locked.key FROM locked))
+    RETURNING g.key
+)
+SELECT (SELECT count(*) FROM scanned)::int AS scanned,
+       COALESCE((SELECT max(scanned.key) FROM scanned), '')::text AS last_key,
+       (SELECT count(*) FROM gone)::int AS deleted
+`
+
+type PruneIdleGatesParams struct {
+	After  string
+	Max    int32
+	IdleUs int64
+}
+
+type PruneIdleGatesRow struct {
+	Scanned int32
+	LastKey string
+	Deleted int32
+}
+
+// Deletes the gates nothing uses any more among the next @max in key order after @after
+// (a sweep, by primary key): rate windows with no start inside their period, and breakers
+// that are closed or cooled down with no run of their kind (and partition) going, each
+// untouched for @idle_us. Forgetting such a gate changes no decision a claim makes but one:
+// a breaker's failures short of its threshold are forgotten with it. Runs after
+// LockGateStripes in the same transaction (rates are only written under those locks);
+// breaker rows are locked (a locked one is left for the next sweep) and checked again as
+// locked. Returns the gates scanned, the last key scanned and how many were deleted.
+func (q *Queries) PruneIdleGates(ctx context.Context, db DBTX, arg PruneIdleGatesParams) (*PruneIdleGatesRow, error) {
+	row := db.QueryRow(ctx, pruneIdleGates, arg.After, arg.Max, arg.IdleUs)
+	var i PruneIdleGatesRow
+	err := row.Scan(&i.Scanned, &i.LastKey, &i.Deleted)
+	return &i, err
+}
+
 const readEvents = `-- name: ReadEvents :many
 
 SELECT e.xid::text AS xid, e.seq, e.at, e.job_id, e.kind, e.queue, e.event, e.run, e.state,
@@ -3279,7 +3414,7 @@ func (q *Queries) ReleaseUnstarted(ctx context.Context, db DBTX, arg ReleaseUnst
 
 const rescueExpired = `-- name: RescueExpired :many
 WITH expired AS (
-    SELECT id FROM venturi_job
+    SELECT id, COALESCE(starts_with(slot_key, 'venturi.singleton:'), false) AS singleton FROM venturi_job
     WHERE state = 'running' AND lease_expires_at < now()
       -- After a database restart, give live workers one lease period to extend.
       AND now() - pg_postmaster_start_time() > interval '1 microsecond' * $1::bigint
@@ -3289,13 +3424,14 @@ WITH expired AS (
 )
 UPDATE venturi_job j SET
     state = CASE WHEN j.stop_event IS NOT NULL THEN 'cancelled'
-                 WHEN j.max_failures > 0 AND j.failures + 1 >= j.max_failures THEN 'dead'
+                 WHEN j.max_failures > 0 AND j.failures + 1 >= j.max_failures AND NOT expired.singleton THEN 'dead'
                  ELSE 'available' END::venturi_job_state,
-    finished_at = CASE WHEN j.stop_event IS NOT NULL OR (j.max_failures > 0 AND j.failures + 1 >= j.max_failures)
+    finished_at = CASE WHEN j.stop_event IS NOT NULL
+                         OR (j.max_failures > 0 AND j.failures + 1 >= j.max_failures AND NOT expired.singleton)
                        THEN now() END,
     -- A run that was asked to stop ends as the request said (replaced, cancelled), not as
     -- a failure: one entry for the run either way.
-    failures = j.failures + (j.stop_event IS NULL)::int,
+    failures = j.failures + (j.stop_event IS NULL AND NOT expired.singleton)::int,
     part = CASE WHEN j.part IS NULL AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)
                 THEN '' ELSE j.part END,
     lease_token = NULL,
@@ -3324,7 +3460,10 @@ type RescueExpiredRow struct {
 
 // Ends runs whose lease expired (their worker died or stalled): an abandoned run counts as
 // a failure, so the backstop still applies. The job keeps its due time, and so its place
-// among the jobs that are due.
+// among the jobs that are due. A singleton service's run (its slot venturi.singleton:...)
+// is taken over instead: a dead worker is not the service's failure, so it neither counts
+// nor ends the job, whatever MaxFailures says; its journal entry says abandoned all the
+// same.
 func (q *Queries) RescueExpired(ctx context.Context, db DBTX, arg RescueExpiredParams) ([]*RescueExpiredRow, error) {
 	rows, err := db.Query(ctx, rescueExpired, arg.MinUptimeUs, arg.Max)
 	if err != nil {
@@ -4247,8 +4386,36 @@ const tryMaintenanceLock = `-- name: TryMaintenanceLock :one
 SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || '.venturi_maintenance', 0))::bool AS locked
 `
 
+// The lock of lease rescue and promotion (maintainer.go): one worker at a time does them.
+// Nothing that waits for the stats or for retention holds it.
 func (q *Queries) TryMaintenanceLock(ctx context.Context, db DBTX) (bool, error) {
 	row := db.QueryRow(ctx, tryMaintenanceLock)
+	var locked bool
+	err := row.Scan(&locked)
+	return locked, err
+}
+
+const tryRetentionLock = `-- name: TryRetentionLock :one
+SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || '.venturi_retention', 0))::bool AS locked
+`
+
+// The lock of retention (pruning finished jobs, events and idle gates): one worker at a
+// time prunes. A prune may wait for a stats sample (venturi_stats_forget share-locks the
+// stats state), so it never shares the maintenance lock or transaction with rescue.
+func (q *Queries) TryRetentionLock(ctx context.Context, db DBTX) (bool, error) {
+	row := db.QueryRow(ctx, tryRetentionLock)
+	var locked bool
+	err := row.Scan(&locked)
+	return locked, err
+}
+
+const tryStatsLock = `-- name: TryStatsLock :one
+SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || '.venturi_stats', 0))::bool AS locked
+`
+
+// The lock of the stats sample (ops_stats.go): one worker at a time samples.
+func (q *Queries) TryStatsLock(ctx context.Context, db DBTX) (bool, error) {
+	row := db.QueryRow(ctx, tryStatsLock)
 	var locked bool
 	err := row.Scan(&locked)
 	return locked, err
