@@ -205,7 +205,7 @@ func (b *bencher) scenarioOps(ctx context.Context) error {
 		{name: "bulk retry dry run (dead)", path: "/ops/bulk/retry?q=state:dead", reads: "RetryJobs(DryRun)"},
 		{name: "queues", path: "/ops/queues", reads: "Stats"},
 		{name: "cron", path: "/ops/cron", reads: "Schedules"},
-		{name: "breakers", path: "/ops/breakers", reads: "Circuits"},
+		{name: "breakers", path: "/ops/breakers", reads: "ListCircuits (a page)"},
 		{name: "audit log", path: "/ops/audit", reads: "AuditLog"},
 	}
 	// The venturi calls the pages make, alone, so that a slow page can be traced to its

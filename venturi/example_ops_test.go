@@ -267,3 +267,74 @@ func awaitStats(q *venturi.Queue, cond func(venturi.Stats) bool) venturi.Stats {
 		}
 	}
 }
+
+// HostFetch fetches a page of one host; a breaker per host stops calling a host after
+// its first failure, for an hour.
+type HostFetch struct {
+	Host string `json:"host"`
+}
+
+// Kind names the task.
+func (HostFetch) Kind() string { return "host_fetch" }
+
+// Partition is the host: each has its own breaker.
+func (t HostFetch) Partition() string { return t.Host }
+
+// Limits are read on the zero value when the type is registered.
+func (HostFetch) Limits() venturi.Limits {
+	return venturi.Limits{Breaker: venturi.Breaker{Failures: 1, Cooldown: time.Hour, PerPartition: true}}
+}
+
+// Handle fails: every host is down.
+func (t HostFetch) Handle(ctx context.Context, run *venturi.Run[struct{}], _ struct{}) (venturi.Outcome, error) {
+	return venturi.Outcome{}, venturi.RetryIn(0, errors.New(t.Host+" is down"))
+}
+
+// The breakers, a page at a time: a per-partition breaker has one row per partition, so a
+// kind that fetches from thousands of hosts has thousands of breakers.
+func ExampleQueue_ListCircuits() {
+	ctx := context.Background()
+	pool, cleanup := exampleDB()
+	defer cleanup()
+
+	w, err := venturi.NewWorker(pool, struct{}{}, venturi.Config{PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	venturi.MustRegister[HostFetch](w)
+	if err := w.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer w.Stop(context.Background())
+
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	for _, host := range []string{"c.example", "a.example", "b.example"} {
+		res, err := q.Enqueue(ctx, HostFetch{Host: host})
+		if err != nil {
+			log.Fatal(err)
+		}
+		awaitJob(q, res.ID, "the host's breaker to open", func(j *venturi.Job) bool {
+			return j.Circuit != nil && j.Circuit.State == venturi.CircuitOpen
+		})
+	}
+	cursor := ""
+	for {
+		page, err := q.ListCircuits(ctx, cursor, 2)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, c := range page.Circuits {
+			fmt.Printf("%s %s: %s after %d failure\n", c.Kind, c.Partition, c.State, c.Failures)
+		}
+		if page.Next == "" {
+			break
+		}
+		fmt.Println("-- next page")
+		cursor = page.Next
+	}
+	// Output:
+	// host_fetch a.example: open after 1 failure
+	// host_fetch b.example: open after 1 failure
+	// -- next page
+	// host_fetch c.example: open after 1 failure
+}

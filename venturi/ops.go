@@ -7,7 +7,8 @@ package venturi
 //
 // The methods live beside their topics: ops_filter.go (the filter grammar), ops_list.go
 // (ListJobs), ops_detail.go (JobDetail), ops_bulk.go (the bulk actions), ops_audit.go (the
-// audit log, ResetCircuit), ops_stats.go (the sampler, Stats, StatsHistory) and
+// audit log, ResetCircuit), ops_circuits.go (ListCircuits, the breakers a page at a time),
+// ops_stats.go (the sampler, Stats, StatsHistory) and
 // ops_explain.go (Explain, ExplainJob).
 
 import (

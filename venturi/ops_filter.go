@@ -43,8 +43,9 @@ func filterError(format string, args ...any) error {
 // keep the later time, two before or within terms the earlier bound; two key or note
 // terms with different values are an error (no job could match both). A PATH segment may
 // be quoted too (payload."a.b".c:x) when it holds a dot, a colon, a space or a quote. A
-// value may be empty only when quoted, and only in a path match. Errors wrap
-// [ErrInvalidFilter].
+// value may be empty only when quoted, and only in a path match. The text, and every value
+// once unquoted, must be valid UTF-8 without NUL characters (PostgreSQL stores no NUL in
+// text). Errors wrap [ErrInvalidFilter].
 func ParseJobFilter(s string) (JobFilter, error) {
 	var f JobFilter
 	if len(s) > MaxFilterBytes {
@@ -52,6 +53,9 @@ func ParseJobFilter(s string) (JobFilter, error) {
 	}
 	if !utf8.ValidString(s) {
 		return f, filterError("not valid UTF-8")
+	}
+	if containsNUL(s) {
+		return f, filterError("a NUL character (the database stores no NUL in text)")
 	}
 	terms, err := splitTerms(s)
 	if err != nil {
@@ -139,6 +143,9 @@ func unquoteValue(term, v string) (s string, quoted bool, err error) {
 	}
 	if !utf8.ValidString(u) {
 		return "", false, filterError("term %q: value is not valid UTF-8", term)
+	}
+	if containsNUL(u) {
+		return "", false, filterError("term %q: value holds a NUL character (the database stores no NUL in text)", term)
 	}
 	return u, true, nil
 }
@@ -351,7 +358,9 @@ func quoteIfNeeded(v string, segment bool) string {
 	return v
 }
 
-// validate checks a filter built in code as ParseJobFilter checks a parsed one.
+// validate checks a filter built in code as ParseJobFilter checks a parsed one: every text
+// is valid UTF-8 without NUL (what PostgreSQL's text takes), so that a bad value is
+// ErrInvalidFilter, never a database error.
 func (f *JobFilter) validate() error {
 	for _, s := range f.States {
 		if !validState(s) {
@@ -364,7 +373,7 @@ func (f *JobFilter) validate() error {
 		}
 	}
 	for _, k := range f.Kinds {
-		if k == "" || len(k) > 128 || !utf8.ValidString(k) {
+		if k == "" || len(k) > 128 || !utf8.ValidString(k) || containsNUL(k) {
 			return filterError("bad kind %q", k)
 		}
 	}

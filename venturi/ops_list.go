@@ -48,9 +48,10 @@ const (
 // ran past [ListTimeout].
 var ErrListTimeout = fmt.Errorf("venturi: the job listing ran past its %v statement timeout: narrow the filter with a state, kind, queue, id or time range (they use indexes; a count of a note or payload match reads every job)", ListTimeout)
 
-// ErrInvalidListCursor is returned for a cursor that ListJobs did not write, or wrote for
-// a filter of another order.
-var ErrInvalidListCursor = errors.New("venturi: invalid job list cursor")
+// ErrInvalidListCursor is returned for a cursor that the listing did not write: one that
+// [Queue.ListJobs] did not write or wrote for a filter of another order, or one that
+// [Queue.ListCircuits] did not write.
+var ErrInvalidListCursor = errors.New("venturi: invalid list cursor")
 
 // listOrder is how ListJobs orders a filter's jobs: the index it walks.
 type listOrder string
@@ -114,6 +115,10 @@ func decodeCursor(s string, f *JobFilter) (*listCursor, error) {
 	want := orderOf(f)
 	if c.Order != want || (want != orderID && c.State != f.States[0]) {
 		return nil, fmt.Errorf("%w: it belongs to a listing in another order (%s)", ErrInvalidListCursor, c.Order)
+	}
+	// The texts go to the database as parameters: they must be text it takes.
+	if want == orderAvailable && (!validQueue(c.Queue) || (c.Part != nil && !validText(*c.Part, MaxPartitionBytes))) {
+		return nil, fmt.Errorf("%w: bad queue or partition", ErrInvalidListCursor)
 	}
 	return &c, nil
 }

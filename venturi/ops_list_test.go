@@ -2,6 +2,7 @@ package venturi_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"slices"
 	"strings"
@@ -281,6 +282,63 @@ func TestListJobsRefusesBadInput(t *testing.T) {
 	page, err = q.ListJobs(ctx, venturi.JobFilter{}, "", venturi.MaxListPage+1)
 	if err != nil || len(page.Jobs) != 3 || page.Next != "" {
 		t.Fatalf("%+v, %v", page, err)
+	}
+}
+
+// TestListJobsRefusesWhatPostgreSQLRefuses: a NUL character or invalid UTF-8 in any text
+// of a filter (parsed or built in code) or of a cursor is ErrInvalidFilter or
+// ErrInvalidListCursor, never a database error; the bulk actions refuse such a filter alike.
+func TestListJobsRefusesWhatPostgreSQLRefuses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, q := newQueue(t)
+	enqueue(t, q, opsTask{N: 1})
+	for _, text := range []string{
+		"kind:a\x00b", `kind:"a\x00b"`, `kind:"a\u0000"`, `kind:"\xff"`,
+		"queue:a\x00", `queue:"\u0000"`, "key:k\x00", `key:"\x00"`, "note:n\x00", `note:"\x00"`,
+		"payload.a\x00:x", `payload."\x00":x`, "payload.a:\x00", `payload.a:"\x00"`, `payload.a:"\xff"`,
+		"attachment.a\x00:x", `attachment.a:"\u0000"`, "state:dead\x00", "id:\x00",
+	} {
+		_, err := venturi.ParseJobFilter(text)
+		if !errors.Is(err, venturi.ErrInvalidFilter) {
+			t.Errorf("ParseJobFilter(%q) = %v; want ErrInvalidFilter", text, err)
+		}
+	}
+	for _, f := range []venturi.JobFilter{
+		{Kinds: []string{"a\x00b"}},
+		{Kinds: []string{"\xff"}},
+		{Queues: []string{"q\x00"}},
+		{DedupKey: "k\x00"},
+		{Note: "\x00"},
+		{Payload: []venturi.PathMatch{{Path: []string{"a\x00"}, Value: "x"}}},
+		{Attachment: []venturi.PathMatch{{Path: []string{"a"}, Value: "\x00"}}},
+	} {
+		if _, err := q.ListJobs(ctx, f, "", 2); !errors.Is(err, venturi.ErrInvalidFilter) {
+			t.Errorf("ListJobs(%#v) = %v; want ErrInvalidFilter", f, err)
+		}
+		if _, err := q.RetryJobs(ctx, f, venturi.BulkOptions{DryRun: true}); !errors.Is(err, venturi.ErrInvalidFilter) {
+			t.Errorf("RetryJobs(%#v) dry run = %v; want ErrInvalidFilter", f, err)
+		}
+	}
+	// Cursors written by hand: a listing of available jobs resumes in the cursor's queue and
+	// partition, which must be text the database takes.
+	id := ulid.Make().String()
+	available := mustFilter(t, "state:available")
+	for _, c := range []string{
+		`{"o":"available","s":"available","i":"` + id + `","q":"de\u0000fault"}`,
+		`{"o":"available","s":"available","i":"` + id + `","q":"default","p":"x\u0000"}`,
+		`{"o":"available","s":"available","i":"` + id + `","q":"` + strings.Repeat("q", 129) + `"}`,
+		`{"o":"available","s":"available","i":"` + id + `","q":""}`,
+	} {
+		cur := base64.RawURLEncoding.EncodeToString([]byte(c))
+		if _, err := q.ListJobs(ctx, available, cur, 2); !errors.Is(err, venturi.ErrInvalidListCursor) {
+			t.Errorf("cursor %s: %v; want ErrInvalidListCursor", c, err)
+		}
+	}
+	// A well-formed cursor still lists.
+	ok := base64.RawURLEncoding.EncodeToString([]byte(`{"o":"available","s":"available","i":"` + id + `","q":"default"}`))
+	if _, err := q.ListJobs(ctx, available, ok, 2); err != nil {
+		t.Fatalf("a valid cursor: %v", err)
 	}
 }
 

@@ -70,6 +70,9 @@ func (h *handler) bulkConfirm(rq *request) (*view, error) {
 	if err := rq.need(act.grant); err != nil {
 		return nil, err
 	}
+	if err := h.sameOrigin(rq); err != nil {
+		return nil, err
+	}
 	text := rq.r.URL.Query().Get("q")
 	f, err := parseFilter(text)
 	if err != nil {

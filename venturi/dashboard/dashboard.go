@@ -11,8 +11,11 @@
 //
 // The dashboard is read-only unless the host grants actions: [Config].Access says, per
 // request, which actions its user may take and under what name they are audited. Every
-// state-changing request is a POST that must pass [net/http.CrossOriginProtection] and carry
-// a per-form token (see the package README, "CSRF"). Errors are logged, never shown.
+// state-changing request is a POST that must come from the dashboard's own origin (the
+// rules of [net/http.CrossOriginProtection], the scheme compared too) and carry a per-form
+// token bound to the user; the GETs that cost (a bulk action's dry run, a listing's search
+// window) must come from its own origin too (see the package README, "CSRF"). Errors are
+// logged, never shown.
 package dashboard
 
 import (
@@ -106,10 +109,17 @@ func ParseActions(s string) (Action, error) {
 
 // Access is what one request may do, as [Config].Access returns it.
 type Access struct {
-	// Actor names who acts: the audit log records it for every action taken
-	// ([venturi.WithActor]); empty records "unknown". It also binds the forms' tokens, so
-	// a form served to one actor does not work for another.
+	// Actor names who acts: the header shows it, and the audit log records it for every
+	// action taken ([venturi.WithActor]); empty records "unknown".
 	Actor string
+	// Subject identifies who acts, uniquely and stably, where names may repeat or change:
+	// a user's or an API key's ID. The forms' tokens bind to it, so a form served to one
+	// subject does not work for another of the same name, and the audit log records
+	// "Actor (Subject)" (the Subject alone without an Actor). Empty: the Actor is the
+	// identity, as it was before Subject existed: the tokens bind to the Actor and the
+	// audit log records it alone, so two users of one name share both. Set it whenever
+	// names are not unique.
+	Subject string
 	// Grants are the actions the request may take; the zero value grants none. The pages
 	// show no form or button of an action that is not granted, and a POST of one is
 	// refused with 403 Forbidden.
@@ -118,6 +128,17 @@ type Access struct {
 
 // Can reports whether a grants every action of b.
 func (a Access) Can(b Action) bool { return b != 0 && a.Grants&b == b }
+
+// auditActor is who the audit log records: "Actor (Subject)", or whichever is set.
+func (a Access) auditActor() string {
+	switch {
+	case a.Subject == "":
+		return a.Actor
+	case a.Actor == "":
+		return a.Subject
+	}
+	return a.Actor + " (" + a.Subject + ")"
+}
 
 // Config configures the dashboard. The zero value serves a read-only dashboard at the root
 // of the handler's server.
@@ -143,10 +164,17 @@ type Config struct {
 	// balancer that does not pin sessions share one key so that a form served by one is
 	// accepted by the others.
 	CSRFKey []byte
-	// TrustedOrigins are origins ("https://admin.example.com") whose cross-origin POSTs
-	// are allowed (see [net/http.CrossOriginProtection.AddTrustedOrigin]); a form must
-	// still carry its token.
+	// TrustedOrigins are origins ("https://admin.example.com") whose cross-origin requests
+	// are allowed (as [net/http.CrossOriginProtection.AddTrustedOrigin] allows them): POSTs,
+	// which must still carry their form's token, and the GETs that cost.
 	TrustedOrigins []string
+	// PublicOrigin is the origin browsers reach the dashboard at, scheme://host[:port]
+	// ("https://ops.example.com"), for a dashboard behind a proxy that terminates TLS
+	// without sending X-Forwarded-Proto: https, or that changes the Host. The origin check
+	// compares a request's Origin header (sent by browsers without Sec-Fetch-Site) with
+	// it. Default: the request's own, https over TLS or behind a proxy that says so, and
+	// its Host. An https origin also marks the nonce cookie Secure.
+	PublicOrigin string
 	// Title names the dashboard in page titles and the header. Default "venturi".
 	Title string
 }
@@ -202,30 +230,29 @@ func New(q *venturi.Queue, cfg Config) (http.Handler, error) {
 	default:
 		key = append([]byte(nil), key...)
 	}
-	cop := http.NewCrossOriginProtection()
-	for _, o := range cfg.TrustedOrigins {
-		if err := cop.AddTrustedOrigin(o); err != nil {
-			return nil, fmt.Errorf("dashboard: Config.TrustedOrigins: %w", err)
-		}
+	origin, err := newOriginCheck(cfg.PublicOrigin, cfg.TrustedOrigins)
+	if err != nil {
+		return nil, err
 	}
 	pages, err := parsePages(cfg.Prefix)
 	if err != nil {
 		return nil, err
 	}
-	h := &handler{q: q, cfg: cfg, log: cfg.Logger, csrf: csrf{key: key, path: cfg.Prefix + "/"}, cop: cop, pages: pages}
+	h := &handler{q: q, cfg: cfg, log: cfg.Logger, pages: pages, origin: origin,
+		csrf: csrf{key: key, path: cfg.Prefix + "/", secure: strings.HasPrefix(origin.public, "https:")}}
 	h.routes()
 	return h, nil
 }
 
 // handler is the dashboard.
 type handler struct {
-	q     *venturi.Queue
-	cfg   Config
-	log   *slog.Logger
-	csrf  csrf
-	cop   *http.CrossOriginProtection
-	pages map[string]*template.Template
-	mux   *http.ServeMux
+	q      *venturi.Queue
+	cfg    Config
+	log    *slog.Logger
+	csrf   csrf
+	origin *originCheck
+	pages  map[string]*template.Template
+	mux    *http.ServeMux
 }
 
 // contentSecurityPolicy allows the dashboard's own script, stylesheet and stats endpoint,
@@ -241,6 +268,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Referrer-Policy", "same-origin")
 	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 	if r.URL.Path == h.cfg.Prefix && h.cfg.Prefix != "" {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			methodNotAllowed(w)
+			return
+		}
 		http.Redirect(w, r, h.cfg.Prefix+"/", http.StatusMovedPermanently)
 		return
 	}

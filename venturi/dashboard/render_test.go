@@ -63,10 +63,12 @@ func TestTemplatesRender(t *testing.T) {
 			FormURL: "/ops/bulk/retry"}, []string{"Retry 3 jobs", `name="csrf"`}},
 		{"queues", &queuesData{Stats: st, States: states, Max: 10}, []string{"Resume", `name="concurrency"`}},
 		{"cron", []venturi.ScheduleInfo{{Name: "nightly", Cron: "0 3 * * *", NextFire: now}}, []string{"nightly", "Pause"}},
-		{"breakers", []venturi.Circuit{{Kind: "fetch", State: venturi.CircuitOpen, Failures: 3, OpenUntil: &now}}, []string{"Reset"}},
+		{"breakers", &breakersData{Circuits: []venturi.Circuit{{Kind: "fetch", State: venturi.CircuitOpen, Failures: 3, OpenUntil: &now}},
+			NextURL: "/ops/breakers?cursor=c", FirstURL: "/ops/breakers"}, []string{"Reset", "Next page", "First page", "1 breaker on"}},
 		{"audit", &auditData{Entries: []venturi.AuditEntry{{ID: 1, At: now, Actor: "alice", Action: "jobs.retry", Target: "state:dead", Count: 2}}},
 			[]string{"jobs.retry", "alice"}},
-		{"error", nil, []string{"Back to the overview"}},
+		{"error", "", []string{"Back to the overview"}},
+		{"error", "/ops/bulk/retry?q=note%3Ax", []string{`href="/ops/bulk/retry?q=note%3Ax" id="run-here"`}},
 	} {
 		p := &page{Title: "T", Brand: "venturi", Prefix: "/ops", CSRF: "tok", Actor: "alice", Grants: grantsText(all.Grants),
 			Live: true, Data: tt.data, access: all}

@@ -78,13 +78,14 @@ func (p *page) Can(name string) bool {
 type userError struct {
 	status int
 	msg    string
+	link   string // a dashboard URL the error page offers (the refused request, to run it from here)
 }
 
 func (e *userError) Error() string { return e.msg }
 
-func badRequest(msg string) error { return &userError{http.StatusBadRequest, msg} }
+func badRequest(msg string) error { return &userError{status: http.StatusBadRequest, msg: msg} }
 
-var errNotFound = &userError{http.StatusNotFound, "There is no such page, job or item (it may have been deleted or pruned)."}
+var errNotFound = &userError{status: http.StatusNotFound, msg: "There is no such page, job or item (it may have been deleted or pruned)."}
 
 // routes registers every page and action under the prefix.
 func (h *handler) routes() {
@@ -109,12 +110,17 @@ func (h *handler) routes() {
 	post("/queues/{action}", h.queueAction)
 	post("/cron/{action}", h.cronAction)
 	post("/breakers/reset", h.resetBreaker)
-	m.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
+	m.HandleFunc(p+"/", func(w http.ResponseWriter, _ *http.Request) {
 		// Any other method on any path: only GET (and HEAD) and POST are served.
-		w.Header().Set("Allow", "GET, HEAD, POST")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		methodNotAllowed(w)
 	})
 	h.mux = m
+}
+
+// methodNotAllowed answers a method the dashboard does not serve (405).
+func methodNotAllowed(w http.ResponseWriter) {
+	w.Header().Set("Allow", "GET, HEAD, POST")
+	http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 }
 
 func (h *handler) newRequest(w http.ResponseWriter, r *http.Request) *request {
@@ -135,13 +141,13 @@ func (h *handler) page(f func(*request) (*view, error)) http.Handler {
 }
 
 // action serves a POST that changes something: it must come from the dashboard's own
-// origin (http.CrossOriginProtection) and carry the form's token; f checks the grant of
-// its action (403 when not granted) and returns where to redirect.
+// origin (origin.go) and carry the form's token; f checks the grant of its action (403
+// when not granted) and returns where to redirect.
 func (h *handler) action(f func(*request) (string, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rq := h.newRequest(w, r)
-		if err := h.cop.Check(r); err != nil {
-			h.fail(rq, &userError{http.StatusForbidden, "The request came from another site and was refused."})
+		if !h.origin.allows(r) {
+			h.fail(rq, &userError{status: http.StatusForbidden, msg: "The request came from another site and was refused."})
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, MaxFormBytes)
@@ -149,11 +155,11 @@ func (h *handler) action(f func(*request) (string, error)) http.Handler {
 			h.fail(rq, badRequest("The form could not be read (is it larger than 16 KiB?)."))
 			return
 		}
-		if !h.csrf.check(r, rq.access.Actor) {
-			h.fail(rq, &userError{http.StatusForbidden, "The form has expired or did not come from this dashboard: reload the page and try again."})
+		if !h.csrf.check(r, rq.access) {
+			h.fail(rq, &userError{status: http.StatusForbidden, msg: "The form has expired or did not come from this dashboard: reload the page and try again."})
 			return
 		}
-		rq.ctx = venturi.WithActor(r.Context(), rq.access.Actor)
+		rq.ctx = venturi.WithActor(r.Context(), rq.access.auditActor())
 		to, err := f(rq)
 		if err != nil {
 			h.fail(rq, err)
@@ -166,9 +172,27 @@ func (h *handler) action(f func(*request) (string, error)) http.Handler {
 // need refuses an action that the request is not granted.
 func (rq *request) need(a Action) error {
 	if !rq.access.Can(a) {
-		return &userError{http.StatusForbidden, "You are not allowed to do this here."}
+		return &userError{status: http.StatusForbidden, msg: "You are not allowed to do this here."}
 	}
 	return nil
+}
+
+// sameOrigin refuses a GET that costs (a bulk action's dry run, a listing's search
+// window) when a browser sent it from another site (origin.go): another site could
+// otherwise make a signed-in browser run it again and again. Same-origin navigation, the
+// user's own (a typed URL, a bookmark) and requests that are not a browser's pass. The
+// refusal links the same request, which runs when followed from the refusal's page.
+func (h *handler) sameOrigin(rq *request) error {
+	if h.origin.allows(rq.r) {
+		return nil
+	}
+	link := rq.r.URL.Path
+	if q := rq.r.URL.Query().Encode(); q != "" {
+		link += "?" + q
+	}
+	return &userError{status: http.StatusForbidden, link: link,
+		msg: "This page runs a costly count or search, and the request came from another site, so it was refused. " +
+			"Run it from the dashboard's own pages, or follow the link below."}
 }
 
 // fail renders an error page. A userError shows its message; anything else is logged with
@@ -179,9 +203,9 @@ func (h *handler) fail(rq *request, err error) {
 		ref := newRef()
 		h.log.ErrorContext(rq.r.Context(), "venturi dashboard: request failed", slog.String("ref", ref),
 			slog.String("method", rq.r.Method), slog.String("path", rq.r.URL.Path), slog.Any("error", err))
-		ue = &userError{http.StatusInternalServerError, "Something went wrong on the server. The error was logged with reference " + ref + "."}
+		ue = &userError{status: http.StatusInternalServerError, msg: "Something went wrong on the server. The error was logged with reference " + ref + "."}
 	}
-	h.render(rq, &view{tmpl: "error", title: http.StatusText(ue.status), status: ue.status}, ue.msg)
+	h.render(rq, &view{tmpl: "error", title: http.StatusText(ue.status), status: ue.status, data: ue.link}, ue.msg)
 }
 
 // userErrorOf is the page's message for an error about the request itself: its own
@@ -193,16 +217,16 @@ func userErrorOf(err error) *userError {
 	case errors.As(err, &ue):
 		return ue
 	case errors.Is(err, venturi.ErrInvalidFilter):
-		return &userError{http.StatusBadRequest, "The filter is not valid: " + filterReason(err)}
+		return &userError{status: http.StatusBadRequest, msg: "The filter is not valid: " + filterReason(err)}
 	case errors.Is(err, venturi.ErrInvalidListCursor):
-		return &userError{http.StatusBadRequest, "The page cursor is not valid: start again from the first page."}
+		return &userError{status: http.StatusBadRequest, msg: "The page cursor is not valid: start again from the first page."}
 	case errors.Is(err, venturi.ErrListTimeout):
-		return &userError{http.StatusUnprocessableEntity, "The listing took longer than " + venturi.ListTimeout.String() +
+		return &userError{status: http.StatusUnprocessableEntity, msg: "The listing took longer than " + venturi.ListTimeout.String() +
 			" and was stopped: narrow the filter with a state, kind, queue, id or time range (they use indexes; a count of a note or payload match reads every job)."}
 	case errors.Is(err, venturi.ErrNotFound), errors.Is(err, venturi.ErrNoSchedule), errors.Is(err, venturi.ErrNoCircuit):
 		return errNotFound
 	case errors.Is(err, venturi.ErrInvalidQueue):
-		return &userError{http.StatusBadRequest, "That is not a valid queue name."}
+		return &userError{status: http.StatusBadRequest, msg: "That is not a valid queue name."}
 	}
 	return nil
 }
@@ -234,7 +258,7 @@ func (h *handler) render(rq *request, v *view, errMsg string) {
 		p.Actor = "unknown"
 	}
 	if rq.access.Grants != 0 {
-		p.CSRF = h.csrf.token(rq.w, rq.r, rq.access.Actor)
+		p.CSRF = h.csrf.token(rq.w, rq.r, rq.access)
 	}
 	t := h.pages[v.tmpl]
 	var buf bytes.Buffer

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -194,6 +195,11 @@ func (h *handler) jobList(rq *request, dead bool) (*view, error) {
 	if state != "" {
 		f.States = []venturi.State{venturi.State(state)}
 	}
+	if searches(f) {
+		if err := h.sameOrigin(rq); err != nil {
+			return nil, err
+		}
+	}
 	d.Filter = f.String()
 	page, err := h.q.ListJobs(rq.ctx, f, cursor, limit)
 	if err != nil {
@@ -266,6 +272,13 @@ func (h *handler) fillTabs(rq *request, d *jobsData, f venturi.JobFilter, path s
 		d.Tabs = append(d.Tabs, tb)
 	}
 	return nil
+}
+
+// searches reports whether ListJobs reads a search window for f (venturi.ListSearchWindow
+// jobs a page): it has a predicate that no index serves, a note, payload or attachment
+// match, or a dedup key without a kind.
+func searches(f venturi.JobFilter) bool {
+	return f.Note != "" || len(f.Payload) > 0 || len(f.Attachment) > 0 || (f.DedupKey != "" && len(f.Kinds) == 0)
 }
 
 // filterMessage says what is wrong with a filter.
@@ -372,7 +385,7 @@ func (h *handler) queues(rq *request) (*view, error) {
 // queueAction pauses or resumes a queue, or sets its concurrency limit.
 func (h *handler) queueAction(rq *request) (string, error) {
 	name := rq.r.PostFormValue("queue")
-	if name == "" || len(name) > 128 || !utf8.ValidString(name) {
+	if name == "" || len(name) > 128 || !storableText(name) {
 		return "", badRequest("Name a queue of 1 to 128 bytes of text.")
 	}
 	var err error
@@ -426,7 +439,7 @@ func (h *handler) cronAction(rq *request) (string, error) {
 		return "", err
 	}
 	name := rq.r.PostFormValue("schedule")
-	if name == "" || len(name) > venturi.MaxScheduleNameBytes {
+	if name == "" || len(name) > venturi.MaxScheduleNameBytes || !storableText(name) {
 		return "", badRequest("Name a schedule.")
 	}
 	var err error
@@ -447,9 +460,40 @@ func (h *handler) cronAction(rq *request) (string, error) {
 
 // ---- breakers --------------------------------------------------------------------------------
 
-// breakers reads the circuit breakers (one row per breaker that has seen a claim).
+type breakersData struct {
+	Circuits []venturi.Circuit
+	NextURL  string
+	FirstURL string
+}
+
+// breakers reads one page of the circuit breakers (one row per breaker that has seen a
+// claim), by kind and partition, from the breakers' primary key.
 func (h *handler) breakers(rq *request) (*view, error) {
-	return listView(rq, h.q.Circuits, "breakers", "Circuit breakers")
+	q := rq.r.URL.Query()
+	cursor := q.Get("cursor")
+	if len(cursor) > 1024 {
+		return nil, badRequest("The page cursor is too long.")
+	}
+	limit, lim := DefaultPageSize, ""
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxPageSize {
+			return nil, badRequest("The page size must be a number from 1 to " + strconv.Itoa(MaxPageSize) + ".")
+		}
+		limit, lim = n, s
+	}
+	page, err := h.q.ListCircuits(rq.ctx, cursor, limit)
+	if err != nil {
+		return nil, err
+	}
+	d := &breakersData{Circuits: page.Circuits}
+	if page.Next != "" {
+		d.NextURL = h.url("/breakers", "limit", lim, "cursor", page.Next)
+	}
+	if cursor != "" {
+		d.FirstURL = h.url("/breakers", "limit", lim)
+	}
+	return &view{tmpl: "breakers", title: "Circuit breakers", nav: "breakers", data: d}, nil
 }
 
 // resetBreaker closes one breaker.
@@ -458,13 +502,18 @@ func (h *handler) resetBreaker(rq *request) (string, error) {
 		return "", err
 	}
 	kind, part := rq.r.PostFormValue("kind"), rq.r.PostFormValue("partition")
-	if kind == "" || len(kind) > 128 || len(part) > 1024 {
+	if kind == "" || len(kind) > 128 || len(part) > venturi.MaxPartitionBytes || !storableText(kind) || !storableText(part) {
 		return "", badRequest("Name a breaker by its kind and partition.")
 	}
 	if err := h.q.ResetCircuit(rq.ctx, kind, part); err != nil {
 		return "", err
 	}
 	return "/breakers?done=reset", nil
+}
+
+// storableText reports whether s is text PostgreSQL stores: valid UTF-8 without NUL.
+func storableText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
 
 // ---- audit log ---------------------------------------------------------------------------------

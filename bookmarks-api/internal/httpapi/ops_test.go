@@ -157,7 +157,7 @@ func TestOpsReadKeyCannotAct(t *testing.T) {
 }
 
 // TestOpsWriteKeyActs: a write key pauses a queue with the form's token; the audit log
-// names the key; a POST without the token, or from another site, is refused.
+// names the key (its name and ID); a POST without the token, or from another site, is refused.
 func TestOpsWriteKeyActs(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -187,7 +187,116 @@ func TestOpsWriteKeyActs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) == 0 || entries[0].Actor != "admin" || entries[0].Action != "queue.pause" || entries[0].Target != "imports" {
-		t.Fatalf("audit log: %+v; want queue.pause of imports by admin", entries)
+	if len(entries) == 0 || !regexp.MustCompile(`^admin \([0-9A-Z]{26}\)$`).MatchString(entries[0].Actor) ||
+		entries[0].Action != "queue.pause" || entries[0].Target != "imports" {
+		t.Fatalf("audit log: %+v; want queue.pause of imports by admin (its key's ID)", entries)
+	}
+}
+
+// TestOpsAuthenticatesEveryMethod: every method on /ops and /ops/* is authenticated
+// first: without credentials it is a 401 with the Basic challenge (an OPTIONS too, which
+// Echo would otherwise answer 204 itself); with a dashboard key, a method the dashboard
+// does not serve is a 405.
+func TestOpsAuthenticatesEveryMethod(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	read := b.opsKey(t, "viewer", apikey.OpsRead)
+	methods := []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete,
+		http.MethodOptions, http.MethodTrace, http.MethodConnect, "PROPFIND", "REPORT", "BREW", "MKCOL"}
+	served := map[string]bool{http.MethodGet: true, http.MethodHead: true, http.MethodPost: true}
+	for _, tt := range []struct {
+		method, path string
+		want         int
+	}{
+		{http.MethodGet, "/ops/jobs", http.StatusOK}, {http.MethodHead, "/ops/jobs", http.StatusOK},
+		{http.MethodPost, "/ops/queues/pause", http.StatusForbidden}, // a read key
+	} {
+		req := httptest.NewRequest(tt.method, tt.path, nil)
+		req.SetBasicAuth("x", read)
+		if rec := b.serve(req); rec.Code != tt.want {
+			t.Errorf("%s %s with a read key: %d; want %d", tt.method, tt.path, rec.Code, tt.want)
+		}
+	}
+	for _, m := range methods {
+		for _, path := range []string{"/ops", "/ops/", "/ops/jobs", "/ops/nowhere", "/ops/assets/app.js", "/ops/queues/pause"} {
+			req := httptest.NewRequest(m, path, nil)
+			rec := b.serve(req)
+			if rec.Code != http.StatusUnauthorized || !strings.HasPrefix(rec.Header().Get("WWW-Authenticate"), "Basic ") {
+				t.Errorf("%s %s without credentials: %d %q; want 401 with a Basic challenge", m, path, rec.Code, rec.Header().Get("WWW-Authenticate"))
+			}
+			requireNoLeak(t, rec.Body.String())
+			req = httptest.NewRequest(m, path, nil)
+			req.SetBasicAuth("x", read)
+			rec = b.serve(req)
+			switch {
+			case served[m] && rec.Code == http.StatusUnauthorized:
+				t.Errorf("%s %s with a read key: 401", m, path)
+			case !served[m] && (rec.Code != http.StatusMethodNotAllowed || rec.Header().Get("Allow") != "GET, HEAD, POST"):
+				t.Errorf("%s %s with a read key: %d, Allow %q; want 405 allowing GET, HEAD, POST", m, path, rec.Code, rec.Header().Get("Allow"))
+			}
+		}
+	}
+}
+
+// TestOpsTokensAndAuditBindToTheKeyID: a form served to one key does not work for another
+// key of the same name in the same browser (a replaced key and its successor), and the
+// audit log names the key's ID beside its name.
+func TestOpsTokensAndAuditBindToTheKeyID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	store := apikey.NewStore(b.pool)
+	old, err := store.CreateOps(ctx, "admin", false, apikey.OpsWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &opsSession{b: b, key: old.Key}
+	oldTok := s.token(t)
+	// The key is replaced; the browser signs in with the new key of the same name.
+	next, err := store.CreateOps(ctx, "admin", true, apikey.OpsWrite)
+	if err != nil || len(next.Revoked) != 1 || next.Revoked[0] != old.ID {
+		t.Fatalf("replace: %+v, %v", next, err)
+	}
+	s.key = next.Key
+	if rec := s.request(http.MethodPost, "/ops/queues/pause", url.Values{"queue": {"imports"}, "csrf": {oldTok}}); rec.Code != http.StatusForbidden {
+		t.Fatalf("the new key with the old key's token: %d; want 403", rec.Code)
+	}
+	if queuePaused(t, b, "imports") {
+		t.Fatal("a refused POST paused the queue")
+	}
+	tok := s.token(t)
+	if tok == oldTok {
+		t.Fatal("two keys of one name got one token")
+	}
+	if rec := s.request(http.MethodPost, "/ops/queues/pause", url.Values{"queue": {"imports"}, "csrf": {tok}}); rec.Code != http.StatusSeeOther {
+		t.Fatalf("the new key with its token: %d", rec.Code)
+	}
+	entries, err := venturi.NewQueue(b.pool, venturi.QueueConfig{}).AuditLog(ctx, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "admin (" + next.ID.String() + ")"; len(entries) != 1 || entries[0].Actor != want {
+		t.Fatalf("audit log: %+v; want one entry by %q", entries, want)
+	}
+}
+
+// TestOpsOriginIsThePublicURL: with Config.PublicURL set, the dashboard's origin check
+// compares a POST's Origin (sent without Sec-Fetch-Site) with the public URL's origin,
+// scheme included: behind a proxy that terminates TLS, http://host is another origin.
+func TestOpsOriginIsThePublicURL(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, Config{WriteLimit: Unlimited, ImportLimit: Unlimited, PublicURL: "https://bookmarks.example.com"})
+	s := &opsSession{b: b, key: b.opsKey(t, "admin", apikey.OpsWrite)}
+	tok := s.token(t)
+	for _, origin := range []string{"http://bookmarks.example.com", "https://evil.example", "http://example.com"} {
+		if rec := s.request(http.MethodPost, "/ops/queues/pause", url.Values{"queue": {"imports"}, "csrf": {tok}}, "Origin", origin); rec.Code != http.StatusForbidden {
+			t.Fatalf("a POST from %s: %d; want 403", origin, rec.Code)
+		}
+	}
+	if queuePaused(t, b, "imports") {
+		t.Fatal("a refused POST paused the queue")
+	}
+	if rec := s.request(http.MethodPost, "/ops/queues/pause", url.Values{"queue": {"imports"}, "csrf": {tok}}, "Origin", "https://bookmarks.example.com"); rec.Code != http.StatusSeeOther {
+		t.Fatalf("a POST from the public origin: %d; want 303", rec.Code)
 	}
 }
