@@ -2,6 +2,7 @@ package migrations
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
@@ -98,5 +99,74 @@ func TestFetchErrorsBecomeCodes(t *testing.T) {
 	}
 	if _, err := pool.Exec(ctx, "UPDATE bookmark SET fetch_error = 'dns: lookup x on 10.0.0.2:53'"); err == nil {
 		t.Fatal("a raw error was stored in fetch_error")
+	}
+}
+
+// TestIdempotencyKeysUpgrade: migration 6 applies to a version 5 database with data in it
+// (an API key, a bookmark, an import); the rows stay as they were, and the new table takes
+// idempotency keys of the keys that existed before, refuses malformed ones, and loses a
+// key's rows when the key is deleted.
+func TestIdempotencyKeysUpgrade(t *testing.T) {
+	ctx := context.Background()
+	pool := dbtest.Pool(t, "bm6", 0)
+	if _, err := venturi.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	v5 := fstest.MapFS{}
+	for _, name := range []string{"001_bookmarks.up.sql", "002_api_keys.up.sql", "003_fetch_error_codes.up.sql",
+		"004_import_confirmation.up.sql", "005_api_key_ops.up.sql"} {
+		data, err := files.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v5[name] = &fstest.MapFile{Data: data}
+	}
+	if _, err := venturi.MigrateFS(ctx, pool, v5, "bookmarks_migration"); err != nil {
+		t.Fatal(err)
+	}
+	const key, bookmark, imp = "01890000-0000-7000-8000-000000000001", "01890000-0000-7000-8000-000000000002", "01890000-0000-7000-8000-000000000003"
+	for _, q := range []string{
+		"INSERT INTO api_key (id, name, key_hash, ops) VALUES ('" + key + "', 'old', sha256('k'), 'read')",
+		"INSERT INTO bookmark (id, url, title) VALUES ('" + bookmark + "', 'https://example.com/', 'kept')",
+		"INSERT INTO bookmark_import (id, job_id, total) VALUES ('" + imp + "', gen_random_uuid(), 1)",
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := Migrate(ctx, pool)
+	if err != nil || len(res.App) != 1 || res.App[0] != 6 {
+		t.Fatalf("Migrate = %+v, %v; want version 6 applied", res, err)
+	}
+	var title, name string
+	if err := pool.QueryRow(ctx, "SELECT b.title, k.name FROM bookmark b, api_key k WHERE b.id = $1 AND k.id = $2", bookmark, key).
+		Scan(&title, &name); err != nil || title != "kept" || name != "old" {
+		t.Fatalf("rows after the upgrade: %q %q (%v)", title, name, err)
+	}
+	insert := func(apiKey, idemKey, endpoint string) error {
+		_, err := pool.Exec(ctx, `INSERT INTO idempotency_key (api_key_id, idem_key, endpoint, request_hash, resource_id, expires_at)
+			VALUES ($1, $2, $3, sha256('body'), $4, now() + interval '1 day')`, apiKey, idemKey, endpoint, bookmark)
+		return err
+	}
+	if err := insert(key, "retry-1", "POST /bookmarks"); err != nil {
+		t.Fatalf("an idempotency key of a key made before the upgrade: %v", err)
+	}
+	for what, err := range map[string]error{
+		"a duplicate":        insert(key, "retry-1", "POST /imports"),
+		"an empty key":       insert(key, "", "POST /bookmarks"),
+		"a 256-byte key":     insert(key, strings.Repeat("k", 256), "POST /bookmarks"),
+		"another endpoint":   insert(key, "retry-2", "DELETE /bookmarks"),
+		"an unknown API key": insert("01890000-0000-7000-8000-0000000000ff", "retry-3", "POST /bookmarks"),
+	} {
+		if err == nil {
+			t.Errorf("%s was stored", what)
+		}
+	}
+	if _, err := pool.Exec(ctx, "DELETE FROM api_key WHERE id = $1", key); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM idempotency_key").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d idempotency keys left after their API key was deleted (%v)", n, err)
 	}
 }

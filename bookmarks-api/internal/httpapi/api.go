@@ -81,22 +81,41 @@ type Config struct {
 	// QueueMiddleware is the enqueue middleware of the API's venturi queue (the
 	// OpenTelemetry adapter's, venturiotel). Default: none.
 	QueueMiddleware []venturi.EnqueueMiddleware
+	// MaxLongPollsPerKey is the most GET /events?wait= requests one API key may have
+	// waiting at once; another is refused with 429 and Retry-After. Default
+	// DefaultMaxLongPollsPerKey.
+	MaxLongPollsPerKey int
+	// MaxLongPolls is the most GET /events?wait= requests waiting at once in the process,
+	// whatever their keys; another is refused with 503 and Retry-After. Default
+	// DefaultMaxLongPolls.
+	MaxLongPolls int
+
+	// afterCreateCommit, for tests only, runs when a create's transaction has committed,
+	// before the answer is read back.
+	afterCreateCommit func(ctx context.Context)
 }
 
 // API holds the handlers' dependencies.
 type API struct {
-	pool  *pgxpool.Pool
-	queue *venturi.Queue
-	q     *store.Queries
-	keys  *apikey.Store
-	log   *slog.Logger
-	cfg   Config
+	pool      *pgxpool.Pool
+	queue     *venturi.Queue
+	q         *store.Queries
+	keys      *apikey.Store
+	log       *slog.Logger
+	cfg       Config
+	longPolls *longPolls // GET /events?wait= requests waiting
 }
 
 // New returns the Echo instance serving the API. Every route but /healthz and /readyz
 // requires an API key (see requireKey): a route added here is authenticated by default.
 // The operations dashboard at /ops requires a key with a dashboard role (ops.go).
 func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
+	e, _ := newAPI(pool, log, cfg)
+	return e
+}
+
+// newAPI is New that also returns the handlers' state (for tests).
+func newAPI(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*echo.Echo, *API) {
 	if cfg.TagIndexDelay <= 0 {
 		cfg.TagIndexDelay = 2 * time.Second
 	}
@@ -121,6 +140,12 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
 	}
+	if cfg.MaxLongPollsPerKey <= 0 {
+		cfg.MaxLongPollsPerKey = DefaultMaxLongPollsPerKey
+	}
+	if cfg.MaxLongPolls <= 0 {
+		cfg.MaxLongPolls = DefaultMaxLongPolls
+	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = noop.NewTracerProvider()
@@ -129,7 +154,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 		cfg.Propagator = propagation.TraceContext{}
 	}
 	a := &API{pool: pool, queue: venturi.NewQueue(pool, venturi.QueueConfig{Middleware: cfg.QueueMiddleware}), q: store.New(),
-		keys: apikey.NewStore(pool), log: log, cfg: cfg}
+		keys: apikey.NewStore(pool), log: log, cfg: cfg, longPolls: newLongPolls(cfg.MaxLongPollsPerKey, cfg.MaxLongPolls)}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(log)
@@ -137,13 +162,16 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	e.Use(
 		sanitizeRequestID, // before RequestID, which echoes what it leaves
 		middleware.RequestID(),
+		noStore, // first after the ID: every answer carries it, refusals and errors included
 		traceRequests(cfg.TracerProvider, cfg.Propagator), // outside the logger, which logs the trace ID
 		middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
 			LogStatus: true, LogURIPath: true, LogMethod: true, LogLatency: true, LogRequestID: true, LogError: true,
 			HandleError: true,
 			LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
-				path := v.URIPath
-				if secretRoutes[c.Path()] { // the path holds a secret: log the route instead
+				// Redacted whatever the route: a path that misses one by a character may hold a
+				// token. A secret route's path is logged as the route.
+				path := redactPath(v.URIPath)
+				if secretRoutes[c.Path()] {
 					path = c.Path()
 				}
 				attrs := []slog.Attr{slog.String("method", v.Method), slog.String("path", path), slog.Int("status", v.Status),
@@ -184,7 +212,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	e.GET("/events", a.listEvents)
 	e.POST("/tags/rebuild", a.rebuildTags, write, small, requireJSON)
 	a.mountOps(e, write)
-	return e
+	return e, a
 }
 
 // bodyLimit is Echo's BodyLimit whose 413 says what the limit is ("64K" reads "64 KiB").
@@ -320,8 +348,15 @@ func parseWait(c echo.Context) (time.Duration, error) {
 	return d, nil
 }
 
+// createBookmark is POST /bookmarks. Once its transaction has committed, the answer is a
+// 201 whatever happens next (answerCommitted): a client that saw an error would retry
+// and make a second bookmark and fetch.
 func (a *API) createBookmark(c echo.Context) error {
 	wait, err := parseWait(c)
+	if err != nil {
+		return err
+	}
+	idemKey, err := idempotencyKeyOf(c)
 	if err != nil {
 		return err
 	}
@@ -345,16 +380,25 @@ func (a *API) createBookmark(c echo.Context) error {
 	if err := ve.orNil(); err != nil {
 		return err
 	}
+	idem, err := newIdempotency(c, idemKey, endpointCreateBookmark, CreateBookmarkRequest{URL: u, Title: title, Tags: tags})
+	if err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	id := ulid.Make()
+	task := tasks.FetchBookmark{BookmarkID: id.String(), URL: u}
 	var (
 		job     ulid.ULID
 		created *store.Bookmark
 	)
 	// The bookmark and its fetch commit together: no bookmark without a fetch, no fetch of
-	// a bookmark that does not exist.
+	// a bookmark that does not exist. The idempotency key is claimed first, so that a
+	// concurrent duplicate waits for this transaction before it writes anything.
 	err = pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
-		res, err := a.queue.EnqueueTx(ctx, tx, tasks.FetchBookmark{BookmarkID: id.String(), URL: u}, fetchMeta(c, id))
+		if err := a.claim(ctx, tx, idem, id); err != nil {
+			return err
+		}
+		res, err := a.queue.EnqueueTx(ctx, tx, task, fetchMeta(c, id))
 		if err != nil {
 			return err
 		}
@@ -365,14 +409,53 @@ func (a *API) createBookmark(c echo.Context) error {
 		}
 		return a.enqueueTagRebuild(ctx, tx, tags)
 	})
+	if errors.Is(err, errKeyClaimed) {
+		return a.replay(c, idem)
+	}
 	if err != nil {
 		return err
 	}
+	if a.cfg.afterCreateCommit != nil {
+		a.cfg.afterCreateCommit(ctx)
+	}
+	atCommit := toBookmark(created)
+	atCommit.FetchJob = committedJob(job, task, created.CreatedAt)
 	if wait > 0 {
 		a.awaitFetch(ctx, job, wait)
-		return a.respondBookmark(c, http.StatusCreated, id)
+		return a.answerCommitted(c, http.StatusCreated, atCommit, a.respondBookmark(c, http.StatusCreated, id))
 	}
-	return a.respondCreated(c, created)
+	return a.answerCommitted(c, http.StatusCreated, atCommit, a.respondCreated(c, created))
+}
+
+// committedJob is a job as its enqueue in the create's transaction left it at commit: due
+// at once (available, run_at the transaction's time), never run, its journal empty, in
+// the task's queue and partition. A create answers with it when the job cannot be read
+// back.
+func committedJob(id ulid.ULID, task venturi.Task, runAt time.Time) *Job {
+	j := &Job{ID: id.String(), Kind: task.Kind(), State: string(venturi.StateAvailable), RunAt: runAt,
+		Journal: []JournalEntry{}, Queue: venturi.DefaultQueue}
+	if q, ok := task.(venturi.Queuer); ok && q.Queue() != "" {
+		j.Queue = q.Queue()
+	}
+	if p, ok := task.(venturi.Partitioner); ok {
+		j.Partition = p.Partition()
+	}
+	return j
+}
+
+// answerCommitted ends a create whose transaction has committed: err is what answering
+// with the resource as read after the commit returned. If that failed (the database is
+// slow or gone, the request's time is spent) and nothing has been written yet, the
+// answer is status with atCommit, the resource as the transaction wrote it, and the
+// failure is logged: the create succeeded, and an error would make the client retry and
+// create again.
+func (a *API) answerCommitted(c echo.Context, status int, atCommit any, err error) error {
+	if err == nil || c.Response().Committed {
+		return err
+	}
+	a.log.WarnContext(c.Request().Context(), "a committed create could not be read back: answered with what its transaction wrote",
+		"err", err, "method", c.Request().Method, "path", c.Path(), "request_id", c.Response().Header().Get(echo.HeaderXRequestID))
+	return c.JSON(status, atCommit)
 }
 
 // respondCreated answers a create without waiting: the bookmark as its transaction wrote
@@ -653,8 +736,10 @@ type CreateImportRequest struct {
 	PageSize int `json:"page_size"`
 }
 
-// ImportItem is one exported bookmark. Items with URLs the fetcher would not try are
-// counted as skipped by the import, not rejected here.
+// ImportItem is one exported bookmark. Its URL is validated and normalised as POST
+// /bookmarks's is: an import with an invalid item is refused (422, items[i].url). The
+// worker still counts as skipped an item its fetcher refuses outright (an IPv4 host in a
+// non-canonical form such as 2130706433, which the API does not judge).
 type ImportItem struct {
 	URL   string `json:"url"`
 	Title string `json:"title"`
@@ -676,7 +761,19 @@ type Import struct {
 	Job          *Job          `json:"job,omitempty"`
 }
 
+// maxItemErrors bounds the per-item messages of a refused import: past it, the field
+// items says how many items are invalid in all.
+const maxItemErrors = 100
+
+// createImport is POST /imports. Every item's URL is checked and normalised as POST
+// /bookmarks's is (checkURL); an import with an invalid item is refused whole, with a
+// message per item (items[i].url). Once its transaction has committed the answer is a 202
+// whatever happens next, as for createBookmark.
 func (a *API) createImport(c echo.Context) error {
+	idemKey, err := idempotencyKeyOf(c)
+	if err != nil {
+		return err
+	}
 	var req CreateImportRequest
 	if err := decodeJSON(c, &req); err != nil {
 		return err
@@ -694,36 +791,60 @@ func (a *API) createImport(c echo.Context) error {
 	if req.PageSize < 0 || req.PageSize > 1000 {
 		ve.add("page_size", "must be from 1 to 1000 (0 for the default)")
 	}
+	items := make([]ImportItem, len(req.Items))
 	urls := make([]string, len(req.Items))
 	titles := make([]string, len(req.Items))
+	invalid := 0
 	for i, it := range req.Items {
-		if len(it.URL) > maxURLLen || !utf8.ValidString(it.URL) || containsNUL(it.URL) {
-			ve.add("items["+strconv.Itoa(i)+"].url", "must be valid text of at most 2048 bytes")
+		u, umsg := checkURL(it.URL)
+		t, tmsg := checkTitle(it.Title)
+		if umsg != "" || tmsg != "" {
+			if invalid++; invalid <= maxItemErrors {
+				if umsg != "" {
+					ve.add("items["+strconv.Itoa(i)+"].url", umsg)
+				}
+				if tmsg != "" {
+					ve.add("items["+strconv.Itoa(i)+"].title", tmsg)
+				}
+			}
 		}
-		t, msg := checkTitle(it.Title)
-		if msg != "" {
-			ve.add("items["+strconv.Itoa(i)+"].title", msg)
-		}
-		urls[i], titles[i] = it.URL, t
+		items[i], urls[i], titles[i] = ImportItem{URL: u, Title: t}, u, t
+	}
+	if invalid > maxItemErrors {
+		ve.add("items", strconv.Itoa(invalid)+" items are invalid; the first "+strconv.Itoa(maxItemErrors)+" are named")
 	}
 	if err := ve.orNil(); err != nil {
 		return err
 	}
+	idem, err := newIdempotency(c, idemKey, endpointCreateImport, CreateImportRequest{Items: items, Tags: tags, PageSize: req.PageSize})
+	if err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	id := ulid.Make()
+	task := tasks.ImportBookmarks{ImportID: id.String(), PageSize: req.PageSize}
 	confirm := a.cfg.ImportConfirmAbove != NoImportConfirmation && len(urls) > a.cfg.ImportConfirmAbove
 	status, link := "pending", ""
 	if confirm {
 		status = "awaiting_confirmation"
 	}
+	var (
+		created *store.BookmarkImport
+		job     ulid.ULID
+		expires time.Time
+	)
 	// The import, its items, its job and (for a large import) its confirmation commit
 	// together: the worker never sees an import without the confirmation it must wait for.
-	err := pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
-		res, err := a.queue.EnqueueTx(ctx, tx, tasks.ImportBookmarks{ImportID: id.String(), PageSize: req.PageSize})
+	err = pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
+		if err := a.claim(ctx, tx, idem, id); err != nil {
+			return err
+		}
+		res, err := a.queue.EnqueueTx(ctx, tx, task)
 		if err != nil {
 			return err
 		}
-		if err := a.q.InsertImport(ctx, tx, store.InsertImportParams{ID: uuidOf(id), JobID: uuidOf(res.ID), Status: status,
+		job = res.ID
+		if created, err = a.q.InsertImport(ctx, tx, store.InsertImportParams{ID: uuidOf(id), JobID: uuidOf(res.ID), Status: status,
 			Tags: tags, Total: int32(len(urls))}); err != nil {
 			return err
 		}
@@ -734,19 +855,30 @@ func (a *API) createImport(c echo.Context) error {
 			return nil
 		}
 		token, digest := newConfirmToken()
-		if _, err := a.q.InsertImportConfirmation(ctx, tx, store.InsertImportConfirmationParams{ImportID: uuidOf(id),
+		if expires, err = a.q.InsertImportConfirmation(ctx, tx, store.InsertImportConfirmationParams{ImportID: uuidOf(id),
 			TokenHash: digest[:], TimeoutUs: a.cfg.ImportConfirmTimeout.Microseconds()}); err != nil {
 			return err
 		}
 		link = a.confirmLink(id, token)
 		return nil
 	})
+	if errors.Is(err, errKeyClaimed) {
+		return a.replay(c, idem)
+	}
 	if err != nil {
 		return err
 	}
+	if a.cfg.afterCreateCommit != nil {
+		a.cfg.afterCreateCommit(ctx)
+	}
+	atCommit := toImport(created)
+	atCommit.Job = committedJob(job, task, created.CreatedAt)
+	if confirm {
+		atCommit.Confirmation = &Confirmation{ExpiresAt: expires, URL: link}
+	}
 	out, err := a.loadImport(ctx, id)
 	if err != nil {
-		return err
+		return a.answerCommitted(c, http.StatusAccepted, atCommit, err)
 	}
 	if out.Confirmation != nil {
 		out.Confirmation.URL = link // shown once: only its digest is stored
@@ -754,13 +886,14 @@ func (a *API) createImport(c echo.Context) error {
 	return c.JSON(http.StatusAccepted, out)
 }
 
-func containsNUL(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 {
-			return true
-		}
+// toImport is an import's row as the API shows it, without its confirmation and job.
+func toImport(r *store.BookmarkImport) *Import {
+	out := &Import{ID: ulid.ULID(r.ID.Bytes).String(), Status: r.Status, Total: r.Total, Imported: r.Imported, Skipped: r.Skipped,
+		Tags: r.Tags, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt}
+	if out.Tags == nil {
+		out.Tags = []string{}
 	}
-	return false
+	return out
 }
 
 func (a *API) getImport(c echo.Context) error {
@@ -802,11 +935,7 @@ func (a *API) loadImport(ctx context.Context, id ulid.ULID) (*Import, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &Import{ID: id.String(), Status: r.Status, Total: r.Total, Imported: r.Imported, Skipped: r.Skipped,
-		Tags: r.Tags, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt}
-	if out.Tags == nil {
-		out.Tags = []string{}
-	}
+	out := toImport(r)
 	conf, err := a.q.GetImportConfirmation(ctx, a.pool, uuidOf(id))
 	switch {
 	case err == nil:

@@ -25,6 +25,7 @@ import (
 
 type testBundle struct {
 	e    *echo.Echo
+	api  *API // the handlers' state behind e
 	pool *pgxpool.Pool
 	key  string      // a valid API key, sent by do and auth
 	logs *safeBuffer // what the API logged (JSON lines)
@@ -55,7 +56,8 @@ func setupPool(t testing.TB, cfg Config, maxConns int32) *testBundle {
 		t.Fatal(err)
 	}
 	logs := &safeBuffer{}
-	return &testBundle{e: New(pool, slog.New(slog.NewJSONHandler(logs, nil)), cfg), pool: pool, key: k.Key, logs: logs}
+	e, api := newAPI(pool, slog.New(slog.NewJSONHandler(logs, nil)), cfg)
+	return &testBundle{e: e, api: api, pool: pool, key: k.Key, logs: logs}
 }
 
 // safeBuffer is a bytes.Buffer for concurrent writers.
@@ -209,7 +211,7 @@ func TestBookmarkLifecycle(t *testing.T) {
 func TestImports(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	code, imp := b.do(t, "POST", "/imports", `{"items":[{"url":"https://a/"},{"url":"javascript:x","title":"bad"}],"tags":["imported"],"page_size":1}`)
+	code, imp := b.do(t, "POST", "/imports", `{"items":[{"url":"https://a/"},{"url":"https://b/","title":"b"}],"tags":["imported"],"page_size":1}`)
 	if job := imp["job"].(map[string]any); code != 202 || imp["total"] != float64(2) || imp["status"] != "pending" ||
 		job["kind"] != "import_bookmarks" || job["queue"] != "imports" {
 		t.Fatalf("create import = %d %v", code, imp)

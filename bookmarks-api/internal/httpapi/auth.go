@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -19,6 +20,44 @@ var publicRoutes = map[string]bool{"/healthz": true, "/readyz": true, confirmLin
 // secretRoutes are the routes whose path holds a secret (a confirmation link's token): the
 // request log shows their route, never their path.
 var secretRoutes = map[string]bool{confirmLinkRoute: true}
+
+// redacted replaces a path segment that may hold a secret in logged paths.
+const redacted = "[redacted]"
+
+// secretSegment is a path segment that may be a secret: a run of 32 or more base64url
+// characters (a confirmation token's 43, with or without its bmc_ prefix, mistyped or
+// not). IDs (ULIDs, 26 characters) and route words are shorter.
+var secretSegment = regexp.MustCompile(`[A-Za-z0-9_-]{32,}`)
+
+// redactPath is a request path as it may be logged: every segment that contains a
+// confirmation token's prefix (bmc_) or looks like a secret (secretSegment), and every
+// segment after a "confirm" segment, is replaced by [redacted]. It applies to every path,
+// whatever route it matched: a path that misses the confirmation link's route by a
+// character (//imports/..., a trailing slash, a wrong method) still holds its token.
+func redactPath(p string) string {
+	segs := strings.Split(p, "/")
+	afterConfirm := false
+	for i, s := range segs {
+		if afterConfirm || strings.Contains(strings.ToLower(s), confirmPrefix) || secretSegment.MatchString(s) {
+			segs[i] = redacted
+		}
+		afterConfirm = afterConfirm || strings.EqualFold(s, "confirm")
+	}
+	return strings.Join(segs, "/")
+}
+
+// noStore marks every answer of the API Cache-Control: no-store, errors included: the
+// answers are per key and change (a bookmark's fetch, an import's progress), and a 401, a
+// 429 or a 503 with Retry-After must not be served again from a cache. The dashboard at
+// /ops sets its own cache headers (venturi/dashboard).
+func noStore(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !opsRoutes[c.Path()] {
+			c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
+		}
+		return next(c)
+	}
+}
 
 // keyIDContextKey holds the authenticated key's ID (a ulid.ULID) in the Echo context.
 const keyIDContextKey = "api_key_id"

@@ -78,6 +78,11 @@ func toProblem(err error) (int, ProblemDetail) {
 		return http.StatusNotFound, ProblemDetail{Code: "not_found", Message: "no such resource"}
 	case errors.Is(err, errOverloaded):
 		return http.StatusServiceUnavailable, ProblemDetail{Code: "overloaded", Message: errOverloaded.Error()}
+	case errors.Is(err, errLongPollsFull):
+		return http.StatusServiceUnavailable, ProblemDetail{Code: "overloaded", Message: errLongPollsFull.Error()}
+	case errors.Is(err, errIdempotencyMismatch):
+		return http.StatusUnprocessableEntity, ProblemDetail{Code: "idempotency_key_reused", Message: errIdempotencyMismatch.Error(),
+			Fields: map[string]string{HeaderIdempotencyKey: errIdempotencyMismatch.Error()}}
 	case errors.Is(err, errLinkInvalid):
 		return http.StatusNotFound, ProblemDetail{Code: "not_found", Message: "no such confirmation link: it is unknown, expired or already used"}
 	case errors.As(err, &cf):
@@ -125,7 +130,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		body.RequestID = c.Response().Header().Get(echo.HeaderXRequestID)
 		var re *bodyReadError
 		switch {
-		case status >= 500 && !errors.Is(err, errOverloaded):
+		case status >= 500 && !errors.Is(err, errOverloaded) && !errors.Is(err, errLongPollsFull):
 			log.ErrorContext(c.Request().Context(), "request failed", "err", err,
 				"method", c.Request().Method, "path", c.Path(), "request_id", body.RequestID)
 		case errors.As(err, &re):

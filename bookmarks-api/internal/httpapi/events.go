@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -19,6 +20,68 @@ const (
 	MaxEventsLimit = 100              // events per response
 	MaxEventsWait  = 20 * time.Second // longest long poll
 )
+
+// Long-poll bounds (Config.MaxLongPollsPerKey, Config.MaxLongPolls). A waiting request
+// holds one of the MaxInFlight places for up to MaxEventsWait, so the process-wide bound
+// stays well under DefaultMaxInFlight: long polls never take the places other requests
+// need. Two per key let a client keep one poll open while the next one starts.
+const (
+	DefaultMaxLongPollsPerKey = 2
+	DefaultMaxLongPolls       = 64
+)
+
+// longPollRetryAfter is the Retry-After of a refused long poll, in seconds.
+const longPollRetryAfter = "1"
+
+// errTooManyLongPolls is a long poll over its key's bound: 429 with Retry-After.
+var errTooManyLongPolls = echo.NewHTTPError(http.StatusTooManyRequests,
+	"too many GET /events?wait= requests waiting for this API key: wait for one to answer, or retry after the Retry-After header's seconds")
+
+// errLongPollsFull is a long poll over the process's bound: 503 with Retry-After, not
+// logged (as a shed request).
+var errLongPollsFull = errors.New("too many GET /events?wait= requests are waiting on this server: retry after the Retry-After header's seconds")
+
+// longPolls counts the long polls waiting, per API key and in all.
+type longPolls struct {
+	mu               sync.Mutex
+	perKey           map[ulid.ULID]int
+	total            int
+	maxPerKey, limit int
+}
+
+func newLongPolls(maxPerKey, limit int) *longPolls {
+	return &longPolls{perKey: map[ulid.ULID]int{}, maxPerKey: maxPerKey, limit: limit}
+}
+
+// acquire admits a long poll of key, or refuses it (errTooManyLongPolls,
+// errLongPollsFull). release ends an admitted one.
+func (l *longPolls) acquire(key ulid.ULID) (release func(), err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.perKey[key] >= l.maxPerKey:
+		return nil, errTooManyLongPolls
+	case l.total >= l.limit:
+		return nil, errLongPollsFull
+	}
+	l.perKey[key]++
+	l.total++
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.total--
+		if l.perKey[key]--; l.perKey[key] == 0 {
+			delete(l.perKey, key)
+		}
+	}, nil
+}
+
+// waiting is how many long polls are admitted now.
+func (l *longPolls) waiting() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.total
+}
 
 // Metadata keys the API stamps on the fetch jobs it enqueues.
 const (
@@ -58,7 +121,8 @@ type EventsPage struct {
 // own bookmarks (those whose fetch its API key asked for) after the cursor, oldest first.
 // With none yet it waits (a long poll) up to wait (default 0: answer at once; at most
 // MaxEventsWait and the request's time limit). The cursor is opaque; an empty one starts
-// at the oldest event kept.
+// at the oldest event kept. Long polls are bounded per key and in the process (longPolls):
+// one over a bound is refused at once, with Retry-After; one without wait never is.
 func (a *API) listEvents(c echo.Context) error {
 	after, err := venturi.ParseEventCursor(c.QueryParam("after"))
 	if err != nil {
@@ -84,6 +148,14 @@ func (a *API) listEvents(c echo.Context) error {
 	ctx := c.Request().Context()
 	if dl, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(dl)-answerReserve)
+	}
+	if wait > 0 {
+		release, err := a.longPolls.acquire(caller)
+		if err != nil {
+			c.Response().Header().Set(echo.HeaderRetryAfter, longPollRetryAfter)
+			return err
+		}
+		defer release()
 	}
 	wctx, cancel := context.WithTimeout(ctx, max(wait, 0))
 	defer cancel()

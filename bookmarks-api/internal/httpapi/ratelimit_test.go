@@ -104,7 +104,7 @@ func TestWriteRateLimitRefills(t *testing.T) {
 func TestImportRateLimit(t *testing.T) {
 	t.Parallel()
 	b := setupWith(t, Config{WriteLimit: Unlimited, ImportLimit: RateLimit{PerSecond: 1.0 / 3600, Burst: 2}})
-	body := `{"items":[{"url":"javascript:skipped"}]}`
+	body := `{"items":[{"url":"https://example.com/"}]}`
 	for i := range 2 {
 		if code, out := b.do(t, "POST", "/imports", body); code != 202 {
 			t.Fatalf("import %d: %d %v", i, code, out)

@@ -153,8 +153,9 @@ func (q *Queries) InsertBookmark(ctx context.Context, db DBTX, arg InsertBookmar
 	return &i, err
 }
 
-const insertImport = `-- name: InsertImport :exec
+const insertImport = `-- name: InsertImport :one
 INSERT INTO bookmark_import (id, job_id, status, tags, total) VALUES ($1, $2, $3, $4::text[], $5)
+RETURNING id, job_id, status, tags, total, imported, skipped, created_at, finished_at
 `
 
 type InsertImportParams struct {
@@ -165,15 +166,29 @@ type InsertImportParams struct {
 	Total  int32
 }
 
-func (q *Queries) InsertImport(ctx context.Context, db DBTX, arg InsertImportParams) error {
-	_, err := db.Exec(ctx, insertImport,
+// Returns the row as written: POST /imports answers with it when the import cannot be
+// read back after the commit.
+func (q *Queries) InsertImport(ctx context.Context, db DBTX, arg InsertImportParams) (*BookmarkImport, error) {
+	row := db.QueryRow(ctx, insertImport,
 		arg.ID,
 		arg.JobID,
 		arg.Status,
 		arg.Tags,
 		arg.Total,
 	)
-	return err
+	var i BookmarkImport
+	err := row.Scan(
+		&i.ID,
+		&i.JobID,
+		&i.Status,
+		&i.Tags,
+		&i.Total,
+		&i.Imported,
+		&i.Skipped,
+		&i.CreatedAt,
+		&i.FinishedAt,
+	)
+	return &i, err
 }
 
 const insertImportConfirmation = `-- name: InsertImportConfirmation :one

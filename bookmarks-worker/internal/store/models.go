@@ -67,6 +67,16 @@ type BookmarkImportItem struct {
 	Title    string
 }
 
+type IdempotencyKey struct {
+	ApiKeyID    pgtype.UUID
+	IdemKey     string
+	Endpoint    string
+	RequestHash []byte
+	ResourceID  pgtype.UUID
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+}
+
 type TagIndex struct {
 	Tag           string
 	BookmarkCount int32

@@ -27,8 +27,11 @@ WHERE id = @id;
 -- name: DeleteBookmark :one
 DELETE FROM bookmark WHERE id = @id RETURNING tags;
 
--- name: InsertImport :exec
-INSERT INTO bookmark_import (id, job_id, status, tags, total) VALUES (@id, @job_id, @status, @tags::text[], @total);
+-- name: InsertImport :one
+-- Returns the row as written: POST /imports answers with it when the import cannot be
+-- read back after the commit.
+INSERT INTO bookmark_import (id, job_id, status, tags, total) VALUES (@id, @job_id, @status, @tags::text[], @total)
+RETURNING *;
 
 -- name: InsertImportConfirmation :one
 -- The confirmation a large import waits for: the digest of its link's token, and the end
