@@ -52,7 +52,8 @@ type maintainer struct {
 	retention duty // pruning
 	gates     duty // the idle gates' sweep
 
-	statsNext time.Time // when a stats sample may be due next (ops_stats.go); a hint, the database decides
+	rescuedRuns int       // runs the leases loop's current tick rescued
+	statsNext   time.Time // when a stats sample may be due next (ops_stats.go); a hint, the database decides
 
 	gateAfter     string    // the sweep of idle gates goes on after this key ("": from the start)
 	gateSweepNext time.Time // when the next sweep of idle gates starts
@@ -116,14 +117,9 @@ func (m *maintainer) run(ctx context.Context) {
 		case <-t.C:
 		}
 		rescue := healthySince.IsZero() || time.Since(healthySince) >= m.cfg.Lease
-		rescued := 0
-		work := []bool{rescue, true}
-		_, err := m.tick(ctx, &m.leases, work, func(name string, n int) {
-			if name == "rescue" {
-				rescued += n
-			}
-		})
-		if rescued > 0 {
+		m.rescuedRuns = 0
+		_, err := m.tick(ctx, &m.leases, []bool{rescue, true})
+		if m.rescuedRuns > 0 {
 			m.rescued() // rescued jobs are claimable once their transaction has committed
 		}
 		if err != nil {
@@ -146,11 +142,11 @@ func (m *maintainer) runRetention(ctx context.Context) {
 		case <-t.C:
 		}
 		all := []bool{true, true, true, true}
-		if _, err := m.tick(ctx, &m.retention, all, nil); err != nil && ctx.Err() == nil {
+		if _, err := m.tick(ctx, &m.retention, all); err != nil && ctx.Err() == nil {
 			m.log.Warn("venturi: retention failed", "err", err, "transient", IsTransient(err))
 		}
 		if !time.Now().Before(m.gateSweepNext) {
-			_, err := m.tick(ctx, &m.gates, []bool{true}, nil)
+			_, err := m.tick(ctx, &m.gates, []bool{true})
 			if err != nil && ctx.Err() == nil {
 				m.log.Warn("venturi: pruning idle gates failed", "err", err, "transient", IsTransient(err))
 			}
@@ -165,12 +161,11 @@ func (m *maintainer) runRetention(ctx context.Context) {
 // tick does the steps of d marked in work if this worker gets d's lock: one round of them
 // in one transaction, then further rounds of the steps whose batch was full, each in its
 // own transaction (so no transaction holds more than a batch of row locks), until every
-// step has caught up or the budget is spent. held says the worker had the lock; did, when
-// set, hears how many rows each step's batch took.
-func (m *maintainer) tick(ctx context.Context, d *duty, work []bool, did func(step string, n int)) (held bool, err error) {
+// step has caught up or the budget is spent. held says the worker had the lock.
+func (m *maintainer) tick(ctx context.Context, d *duty, work []bool) (held bool, err error) {
 	deadline := time.Now().Add(m.maintenanceBudget())
 	for slices.Contains(work, true) {
-		held, work, err = m.round(ctx, d, work, did)
+		held, work, err = m.round(ctx, d, work)
 		if err != nil || !held {
 			return held, err
 		}
@@ -185,7 +180,7 @@ func (m *maintainer) tick(ctx context.Context, d *duty, work []bool, did func(st
 
 // round runs one batch of each step of d marked in work, in one transaction under d's
 // lock. It reports which batches came back full.
-func (m *maintainer) round(ctx context.Context, d *duty, work []bool, did func(string, int)) (held bool, full []bool, err error) {
+func (m *maintainer) round(ctx context.Context, d *duty, work []bool) (held bool, full []bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	full = make([]bool, len(d.steps))
@@ -206,9 +201,6 @@ func (m *maintainer) round(ctx context.Context, d *duty, work []bool, did func(s
 				return err
 			}
 			full[i] = n >= s.batch
-			if did != nil {
-				did(s.name, n)
-			}
 		}
 		return nil
 	})
@@ -239,6 +231,7 @@ func (m *maintainer) rescue(ctx context.Context, tx pgx.Tx) (int, error) {
 			return 0, err
 		}
 	}
+	m.rescuedRuns += len(rows) // a wake-up to fetch: harmless if the round rolls back
 	return len(rows), nil
 }
 
