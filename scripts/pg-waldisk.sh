@@ -11,6 +11,10 @@
 # point (CMD fills it with a file of its own to make the disk full), then stops the
 # cluster, removes it and unmounts the tmpfs, whatever CMD did.
 #
+# The server log ($VENTURI_PGDATA/server.log) would go with the cluster: when CMD fails it
+# is kept as /tmp/venturi-waldisk-server.TIME.log (the script says so), and when
+# VENTURI_WALDISK_SERVERLOG names a file it is copied there whatever CMD did.
+#
 # Mounting needs root (or CAP_SYS_ADMIN). When it is impossible the script fails with the
 # reason: it never skips, in CI or elsewhere.
 set -euo pipefail
@@ -19,7 +23,7 @@ log() { printf 'pg-waldisk.sh: %s\n' "$*" >&2; }
 die() { printf 'pg-waldisk.sh: error: %s\n' "$*" >&2; exit 1; }
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-[ "${1:-}" = with ] || { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ "${1:-}" = with ] || { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 size=${2:-}
 case "$size" in '' | *[!0-9]*) die "usage: pg-waldisk.sh with SIZE_MB -- CMD…" ;; esac
 shift 2
@@ -44,6 +48,13 @@ cleanup() {
   if [ -f "$datadir/postmaster.pid" ]; then
     # Still running (stuck on the full disk): stop it at once.
     runuser -u "$owner" -- "${VENTURI_PGBIN:-$(pg_config --bindir)}/pg_ctl" -D "$datadir" -m immediate -w stop >/dev/null 2>&1 || true
+  fi
+  if [ -f "$datadir/server.log" ]; then
+    if [ -n "${VENTURI_WALDISK_SERVERLOG:-}" ]; then cp "$datadir/server.log" "$VENTURI_WALDISK_SERVERLOG" || true; fi
+    if [ "$rc" != 0 ]; then
+      local keep; keep=/tmp/venturi-waldisk-server.$(date -u +%Y%m%dT%H%M%SZ).log
+      cp "$datadir/server.log" "$keep" && log "the run failed; PostgreSQL's server log is kept in $keep"
+    fi
   fi
   rm -rf "$datadir"
   if mountpoint -q "$mnt"; then umount "$mnt" || log "could not unmount $mnt"; fi

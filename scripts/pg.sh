@@ -12,7 +12,13 @@
 #
 # When DATABASE_URL (or TEST_DATABASE_URL) is already set, nothing is started and the
 # given URL is used. Otherwise the cluster lives in $VENTURI_PGDATA (default: .pgdata in
-# the repository, git-ignored) and listens on 127.0.0.1 on a free port from 54329 upwards.
+# the repository, git-ignored) and listens on 127.0.0.1 on a free port from 54329 upwards
+# (its own port again when it has one and it is free). A cluster keeps its port while it is
+# stopped: each start claims the port in /tmp/venturi-pg-ports (a symbolic link PORT -> data
+# directory), and no other cluster of pg.sh takes a port whose claiming directory still
+# records it, so a `restart` (the chaos suite's, with clients waiting for that port) finds it
+# free. `restart` says so when another program holds the port anyway, and when a start fails
+# it prints what the server log said during the attempt, without the clients it turned away.
 # It is for throwaway data only, but other users of the machine cannot connect to it: the
 # superuser postgres logs in with scram-sha-256 and a random password generated at initdb,
 # kept in $VENTURI_PGDATA/venturi.password (mode 0600, in the 0700 data directory), and the
@@ -100,6 +106,47 @@ pick_owner() {
 }
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+portdir=/tmp/venturi-pg-ports
+
+# port_claimed P: another data directory claimed port P and still records it as its port.
+# A claim whose directory is gone, or records another port now, is stale. A directory we
+# cannot read (another user's cluster) keeps its claim.
+port_claimed() {
+  local other rec
+  other=$(readlink "$portdir/$1" 2>/dev/null) || return 1
+  [ "$other" = "$datadir" ] && return 1
+  [ -e "$other" ] || return 1
+  rec=$(cat "$other/venturi.port" 2>/dev/null) || return 0
+  [ "$rec" = "$1" ]
+}
+
+# claim_port P: record that this cluster uses port P (best effort: the claim is advisory).
+claim_port() {
+  if [ ! -d "$portdir" ]; then
+    mkdir -p "$portdir" 2>/dev/null && chmod 1777 "$portdir" 2>/dev/null
+  fi
+  ln -sfn "$datadir" "$portdir/$1" 2>/dev/null || true
+}
+
+# port_holder P: the program listening on port P, as ss(8) shows it; empty when nothing
+# listens there (or ss is missing). It does not connect: a listener that never accepts
+# would hold a connecting client up for many seconds.
+port_holder() {
+  command -v ss >/dev/null 2>&1 || return 0
+  local l; l=$(ss -Hltnp "sport = :$1" 2>/dev/null | head -n 1)
+  [ -n "$l" ] || return 0
+  printf '%s\n' "$l" | grep -o 'users:(.*)' || echo "a listener"
+}
+
+# server_said OFFSET: the server log from byte OFFSET on, without the messages about the
+# clients the server turned away or lost while it was down or starting (hundreds of them
+# when clients are waiting), at most its last 20 lines.
+server_said() {
+  tail -c +"$(($1 + 1))" "$datadir/server.log" 2>/dev/null \
+    | grep -Ev 'the database system is (in recovery mode|not yet accepting connections|starting up|shutting down)|Consistent recovery state has not been yet reached|in cancel request did not match any process|terminating connection because of crash of another server process|connection to client lost|could not (receive|send) data (from|to) client|unexpected EOF on client connection' \
+    | tail -n 20
+}
 
 running() { [ -f "$datadir/postmaster.pid" ] && as_owner "$bindir/pg_ctl" -D "$datadir" status >/dev/null 2>&1; }
 
@@ -189,9 +236,14 @@ log_min_messages = warning
 log_min_error_statement = panic
 CONF
   fi
-  local p=54329
-  while ! port_free "$p"; do p=$((p + 1)); done
+  local p
+  p=$(cat "$datadir/venturi.port" 2>/dev/null || true)
+  if [ -z "$p" ] || ! port_free "$p" || port_claimed "$p"; then
+    p=54329
+    while ! port_free "$p" || port_claimed "$p"; do p=$((p + 1)); done
+  fi
   echo "$p" | as_owner tee "$datadir/venturi.port" >/dev/null
+  claim_port "$p"
   log "starting PostgreSQL on 127.0.0.1:$p ($datadir)"
   as_owner "$bindir/pg_ctl" -D "$datadir" -l "$datadir/server.log" -o "-p $p" -w -t 60 start >/dev/null \
     || { cat "$datadir/server.log" >&2; die "PostgreSQL did not start"; }
@@ -236,11 +288,23 @@ case "$cmd" in
   status) ensure_binaries; pick_owner; if running; then echo "running: $(url)"; else echo stopped; exit 1; fi ;;
   restart)
     ensure_binaries; pick_owner
-    as_owner "$bindir/pg_ctl" -D "$datadir" -m "${1:-fast}" -w stop >/dev/null || true
-    # A start that fails says why: the server log's end (the caller, chaos's full-disk
-    # mode for one, prints it; the cluster may be removed before anyone reads the file).
-    as_owner "$bindir/pg_ctl" -D "$datadir" -l "$datadir/server.log" -o "-p $(port)" -w -t 60 start >/dev/null \
-      || { tail -n 15 "$datadir/server.log" >&2; exit 1; } ;;
+    if running; then
+      as_owner "$bindir/pg_ctl" -D "$datadir" -m "${1:-fast}" -w stop >/dev/null || true
+      # The old postmaster must be gone: a new one would find its lock file and exit.
+      if running; then
+        die "the old postmaster (PID $(head -n 1 "$datadir/postmaster.pid")) is still running after pg_ctl stop; not starting another"
+      fi
+    fi
+    p=$(port)
+    # Same port: the clients have the URL. Someone else may hold it now.
+    holder=$(port_holder "$p")
+    [ -z "$holder" ] || log "port $p is taken by another program: $holder"
+    claim_port "$p"
+    # A start that fails says why: the server log from the attempt on (the caller, chaos's
+    # full-disk mode for one, prints it; the cluster may be removed before anyone reads it).
+    off=$(stat -c %s "$datadir/server.log" 2>/dev/null || echo 0)
+    as_owner "$bindir/pg_ctl" -D "$datadir" -l "$datadir/server.log" -o "-p $p" -w -t 60 start >/dev/null \
+      || { server_said "$off" >&2; exit 1; } ;;
   with)
     [ "${1:-}" = "--" ] && shift
     if [ -n "${DATABASE_URL:-}" ] || [ -n "${TEST_DATABASE_URL:-}" ]; then
@@ -257,5 +321,5 @@ case "$cmd" in
     rc=0; "$@" || rc=$?
     [ "$started" = 1 ] && stop
     exit "$rc" ;;
-  *) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
