@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi"
 )
@@ -118,6 +120,18 @@ func TestPollOnlyMode(t *testing.T) {
 	}
 }
 
+// abandon makes job id's first run one whose worker died: running, its lease expired a
+// second ago; maxFailures, when positive, is the backstop its claim recorded.
+func abandon(t *testing.T, pool *pgxpool.Pool, id ulid.ULID, maxFailures int) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), `UPDATE venturi_job SET state = 'running', runs = 1, worker_id = 'gone',
+		lease_token = nextval('venturi_lease_token_seq'), lease_expires_at = now() - interval '1 second',
+		attempted_at = now() - interval '2 seconds', max_failures = CASE WHEN $2 > 0 THEN $2 ELSE max_failures END
+		WHERE id = $1`, uuidString(id), maxFailures); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // unclaimed is a kind no test worker registers: its jobs stay where the test puts them.
 type unclaimed struct{ N int }
 
@@ -157,11 +171,7 @@ func TestRescueDoesNotWaitForAStatsSample(t *testing.T) {
 
 	// A run whose worker is gone (its lease expired), and a scheduled job that is due.
 	abandoned := enqueue(t, q, unclaimed{N: 1})
-	if _, err := pool.Exec(ctx, `UPDATE venturi_job SET state = 'running', runs = 1, worker_id = 'gone',
-		lease_token = nextval('venturi_lease_token_seq'), lease_expires_at = now() - interval '1 second',
-		attempted_at = now() - interval '2 seconds' WHERE id = $1`, uuidString(abandoned.ID)); err != nil {
-		t.Fatal(err)
-	}
+	abandon(t, pool, abandoned.ID, 0)
 	due := enqueue(t, q, unclaimed{N: 2}, venturi.After(50*time.Millisecond))
 	waitJob(t, q, abandoned.ID, "the abandoned run to be rescued", func(j *venturi.Job) bool {
 		return j.State == venturi.StateAvailable && len(j.Journal) == 1 && j.Journal[0].Event == venturi.EventAbandoned

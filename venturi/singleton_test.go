@@ -311,12 +311,7 @@ func TestSingletonTakeoverIsNotAFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Its run's worker died: the lease expired, with a backstop of one failure.
-	if _, err := pool.Exec(ctx, `UPDATE venturi_job SET state = 'running', runs = 1, worker_id = 'gone',
-		lease_token = nextval('venturi_lease_token_seq'), lease_expires_at = now() - interval '1 second',
-		attempted_at = now() - interval '2 seconds', max_failures = 1 WHERE id = $1`, uuidString(r.ID)); err != nil {
-		t.Fatal(err)
-	}
+	abandon(t, pool, r.ID, 1) // its run's worker died, with a backstop of one failure
 	cfg := fastConfig()
 	cfg.Lease = time.Second
 	cfg.MaxFailures = 1
