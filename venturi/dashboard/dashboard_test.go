@@ -80,11 +80,24 @@ func (b *bundle) get(t *testing.T, path string) (int, string) {
 // post sends a form; hdr adds headers (Sec-Fetch-Site, ...).
 func (b *bundle) post(t *testing.T, path string, form url.Values, hdr ...string) (int, string, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, b.srv.URL+path, strings.NewReader(form.Encode()))
+	return b.request(t, http.MethodPost, path, form, hdr...)
+}
+
+// request sends a request, with form as its body unless nil and headers (name, value, ...),
+// and returns its status, Location and body.
+func (b *bundle) request(t *testing.T, method, path string, form url.Values, hdr ...string) (int, string, string) {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, b.srv.URL+path, body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
@@ -93,8 +106,8 @@ func (b *bundle) post(t *testing.T, path string, form url.Values, hdr ...string)
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header.Get("Location"), string(body)
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Location"), string(out)
 }
 
 var tokenRE = regexp.MustCompile(`<meta name="csrf-token" content="([^"]+)">`)

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"html"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
@@ -80,27 +79,8 @@ func serveConfig(t *testing.T, q *venturi.Queue, cfg dashboard.Config, tls bool)
 // do sends a request with headers (name, value, ...) and returns its status and body.
 func (b *bundle) do(t *testing.T, method, path string, form url.Values, hdr ...string) (int, string) {
 	t.Helper()
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
-	}
-	req, err := http.NewRequest(method, b.srv.URL+path, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := b.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(out)
+	status, _, body := b.request(t, method, path, form, hdr...)
+	return status, body
 }
 
 // TestTextPostgreSQLRefusesIsABadRequest: a NUL character (or invalid UTF-8) in a filter,
