@@ -72,8 +72,9 @@ $(GOVULNCHECK):
 	cd tools && GOWORK=off go build -o $(GOVULNCHECK) golang.org/x/vuln/cmd/govulncheck
 
 .PHONY: generate verify verify/sqlc verify/standalone verify/deps
-generate: $(SQLC) generate/app ## Regenerate all sqlc code (venturi and the app)
+generate: $(SQLC) generate/app ## Regenerate all generated code: sqlc (venturi and the app) and venturi's schema snapshot, venturi/schema (starts PostgreSQL when DATABASE_URL is unset)
 	cd venturi/internal/dbsqlc && $(SQLC) generate
+	cd venturi && $(PG) with -- env GOWORK=off go test ./internal/schemasnap -run '^TestSnapshotIsUpToDate$$' -count=1 -update
 
 verify: verify/deps verify/sqlc verify/standalone verify/app ## Check toolchain and dependency pins, generated code, every module standing alone
 

@@ -222,7 +222,7 @@ func (d *driver) catchSampler(ctx context.Context) (*proc, func()) {
 	deadline := time.Now().Add(12 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		var app string
-		// The waiter that holds the stats lock (queries.sql, TryStatsLock): a bigint
+		// The waiter that holds the stats lock (venturi/internal/dbsqlc/queries/stats.sql, TryStatsLock): a bigint
 		// advisory key is (classid, objid) = (high, low) 32 bits.
 		err := d.pool.QueryRow(ctx, `
 			SELECT a.application_name FROM pg_locks w JOIN pg_stat_activity a ON a.pid = w.pid

@@ -108,7 +108,7 @@ func TestCutTextBoundsAuditValues(t *testing.T) {
 // count other jobs than the action walks.
 func TestCountMatchingJobsFilterIsListJobsFilter(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("internal/dbsqlc/queries.sql")
+	b, err := os.ReadFile("internal/dbsqlc/queries/listing.sql")
 	if err != nil {
 		t.Fatal(err)
 	}

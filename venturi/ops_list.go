@@ -381,7 +381,7 @@ type availableStep struct {
 
 // listAvailable reads up to n available jobs after cur: queue by queue, and within a
 // queue the plain jobs in claim order, then the gated ones partition by partition. Each
-// step reads one range of a claim index (see ListJobs in queries.sql); a page takes a few.
+// step reads one range of a claim index (see ListJobs in internal/dbsqlc/queries/listing.sql); a page takes a few.
 // A step whose search window ends first ends the page (edge).
 func (q *Queue) listAvailable(ctx context.Context, tx pgx.Tx, f *JobFilter, p dbsqlc.ListJobsParams, cur *listCursor, n int) ([]*listRow, *listRow, error) {
 	var out []*listRow

@@ -10,7 +10,7 @@ import (
 // promotion before it), which sqlc's per-query methods cannot do. Each function here
 // queues the generated SQL with its generated Params type, in the generated argument
 // order, and scans into its generated Row type, so every statement venturi sends is
-// still the one in queries.sql and sqlc's types still check its arguments.
+// still the one in queries/*.sql and sqlc's types still check its arguments.
 
 // QueueInsertJob is InsertJob in a batch.
 func QueueInsertJob(b *pgx.Batch, arg InsertJobParams) {

@@ -2,6 +2,7 @@ package dbsqlc
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,9 +13,17 @@ import (
 // by where they appear in the SQL, so editing a query can reorder them; a helper that
 // kept the old order would bind values to the wrong placeholders.
 func TestBatchHelpersFollowTheGeneratedArgumentOrder(t *testing.T) {
-	gen, err := os.ReadFile("queries.sql.go")
-	if err != nil {
-		t.Fatal(err)
+	files, err := filepath.Glob("*.sql.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no generated query files (%v)", err)
+	}
+	var gen []byte
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gen = append(gen, b...)
 	}
 	batch, err := os.ReadFile("batch.go")
 	if err != nil {

@@ -1,0 +1,86 @@
+-- name: Claim :many
+-- Claims up to max due plain jobs (see ClaimGated for the others) of the given kinds from one queue, most urgent first, then by
+-- due time, then by ID, and opens a run on each under a fresh fencing token. One walk of
+-- venturi_job_claim_queue_idx in that order: jobs of other kinds are stepped over and only
+-- the rows taken are locked, so the cost follows the rows returned, not the kinds served.
+WITH picked AS (
+    SELECT j.id
+    FROM venturi_job j
+    WHERE j.state = 'available' AND j.part IS NULL AND j.queue = @queue::text AND j.kind = ANY(@kinds::text[])
+      -- A paused queue starts nothing; a queue with a concurrency limit is claimed by
+      -- ClaimGated, which enforces it.
+      AND NOT EXISTS (SELECT 1 FROM venturi_queue vq WHERE vq.name = @queue::text AND (vq.paused OR vq.concurrency > 0))
+    ORDER BY j.priority DESC, j.run_at, j.id
+    LIMIT @max::int
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE venturi_job j SET
+        state            = 'running',
+        runs             = j.runs + 1,
+        lease_token      = nextval('venturi_lease_token_seq'),
+        lease_expires_at = now() + interval '1 microsecond' * @lease_us::bigint,
+        worker_id        = @worker_id::text,
+        attempted_at     = now(),
+        max_failures     = @max_failures::int
+    -- An array, not a join: the planner then finds the rows by primary key whatever the
+    -- table's size (joining picked, it chose a hash join over a full scan for batches of
+    -- 1,000 rows in a 100,000-row table).
+    WHERE j.id = ANY(ARRAY(SELECT picked.id FROM picked))
+    RETURNING j.id, j.kind, j.payload, j.carry, j.runs, j.failures, j.lease_token, j.journal,
+              j.journal_moved, j.attempted_at, j.priority, j.run_at, j.meta
+)
+-- An UPDATE returns its rows in whatever order its join produced them: order them again,
+-- so that the worker starts them most urgent first.
+SELECT c.id, c.kind, c.payload, c.carry, c.runs, c.failures, c.lease_token, c.journal,
+       c.journal_moved, c.attempted_at, c.meta, c.run_at
+FROM claimed c
+ORDER BY c.priority DESC, c.run_at, c.id;
+
+-- name: NextDue :one
+-- How long until the next scheduled job of the given kinds in the queue is due (database clock), in
+-- microseconds; 0 when one is already due, -1 when none is scheduled. An idle worker
+-- sleeps until then instead of waiting for its poll. Also whether the queue is paused (a
+-- worker that learns it releases the jobs it holds).
+-- (GREATEST ignores NULLs: GREATEST(min(run_at) - now(), '0') was 0, "due now", when
+-- nothing is scheduled, and an idle worker claimed again at once, in a loop.)
+SELECT (CASE WHEN min(run_at) IS NULL THEN -1
+             ELSE GREATEST(EXTRACT(EPOCH FROM min(run_at) - now()) * 1000000, 0) END)::bigint AS due_in_us,
+       COALESCE((SELECT vq.paused FROM venturi_queue vq WHERE vq.name = @queue::text), false)::bool AS paused
+FROM (
+    (SELECT run_at FROM venturi_job
+     WHERE state = 'scheduled' AND queue = @queue::text AND kind = ANY(@kinds::text[])
+     ORDER BY run_at
+     LIMIT 1)
+    UNION ALL
+    (SELECT run_at FROM venturi_job -- a wait's timeout
+     WHERE state = 'waiting' AND queue = @queue::text AND kind = ANY(@kinds::text[])
+     ORDER BY run_at
+     LIMIT 1)
+) s;
+
+-- name: ClaimGated :many
+-- Claims up to max gated jobs (slots, partitions, kinds with limits; every job of a queue
+-- with a concurrency limit) from one queue: see schema/functions/venturi_claim_gated.sql. A
+-- row with a NULL id is not a job: its wake_in_us says when a job held back by a rate or a
+-- breaker may run.
+SELECT id::uuid AS id, kind::text AS kind, payload::jsonb AS payload, carry::jsonb AS carry,
+       runs::int AS runs, failures::int AS failures, lease_token::bigint AS lease_token,
+       journal::jsonb AS journal, journal_moved::bigint AS journal_moved,
+       attempted_at::timestamptz AS attempted_at, COALESCE(breaker, '')::text AS breaker,
+       COALESCE(wake_in_us, -1)::bigint AS wake_in_us,
+       -- The job's metadata, from the row the claim updated: JSON null when it has none
+       -- (SQL NULL only in a row that is not a job).
+       g.meta::jsonb AS meta,
+       -- The job's due time, for work middleware (JobInfo.Due); NULL only in a row that
+       -- is not a job.
+       COALESCE(g.run_at, g.attempted_at)::timestamptz AS run_at
+FROM venturi_claim_gated(@queue::text, @kinds::text[], @max::int, @lease_us::bigint, @worker_id::text,
+                         @max_failures::int, @channel::text) g
+-- Called only when the queue has a gated job available or a concurrency limit: a one-time
+-- filter, so the plain path pays one index probe per claim instead of a PL/pgSQL call. The
+-- probe reads the first entry of the gated claim index in its order (a scalar subquery:
+-- as an EXISTS, its ORDER BY would be dropped and the planner could scan the table).
+WHERE (SELECT x.part FROM venturi_job x
+       WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = @queue::text
+       ORDER BY x.part LIMIT 1) IS NOT NULL
+   OR (SELECT vq.concurrency FROM venturi_queue vq WHERE vq.name = @queue::text) > 0;

@@ -1,0 +1,139 @@
+-- name: DedupLock :one
+-- Serializes enqueues of one (kind, dedup_key) until the enclosing transaction ends, and
+-- reports the isolation level: the candidate lookup that follows must take a fresh
+-- snapshot, which only READ COMMITTED gives.
+SELECT current_setting('transaction_isolation')::text AS isolation
+FROM pg_advisory_xact_lock(hashtextextended(current_schema() || '.' || @kind::text || '/' || @dedup_key::text, 0));
+
+-- name: InsertIfNoCandidate :one
+-- The common dedup case in one statement: insert unless a pending job has the key.
+WITH cand AS (
+    SELECT j.id FROM venturi_job j
+    WHERE j.kind = @kind AND j.dedup_key = @dedup_key::text AND j.state IN ('scheduled', 'available')
+    LIMIT 1
+), ins AS (
+    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy, events, meta)
+    SELECT @id, @kind, @queue::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+           @priority, @dedup_key::text, (@payload::text)::jsonb, t.at,
+           COALESCE(sqlc.narg(part)::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = @kind AND vk.limited)),
+           sqlc.narg(slot_key)::text, sqlc.narg(slot_limit)::int, sqlc.narg(slot_policy)::smallint,
+           sqlc.arg(events)::bool, sqlc.narg(meta)::jsonb
+    FROM (SELECT COALESCE(sqlc.narg(at)::timestamptz, now()) + interval '1 microsecond' * @delay_us::bigint AS at) t
+    WHERE NOT EXISTS (SELECT 1 FROM cand)
+      -- Only READ COMMITTED gives this statement a snapshot taken after the key's lock.
+      AND current_setting('transaction_isolation') = 'read committed'
+    RETURNING venturi_job.state
+)
+SELECT EXISTS (SELECT 1 FROM ins)::bool AS inserted,
+       COALESCE((SELECT state = 'available' FROM ins), false)::bool AS due;
+
+-- name: DedupCandidate :one
+-- The newest pending job with the key, locked so no worker claims it while merge runs.
+SELECT id, priority, payload, carry, runs, failures, journal, journal_moved
+FROM venturi_job
+WHERE kind = @kind AND dedup_key = @dedup_key::text AND state IN ('scheduled', 'available')
+ORDER BY id DESC
+LIMIT 1
+FOR UPDATE;
+
+-- name: MergeInto :one
+-- Applies Keep (replace = false, set_carry = false), Replace or With to a pending job and
+-- appends the merged journal entry with the due time before and after. due_policy moves the
+-- due time: 0 earliest (the earlier of the job's and the incoming one: the merge never
+-- delays it), 1 keep (throttle), 2 debounce (now + debounce_us, but no later than
+-- max_wait_us after the burst began when max_wait_us > 0). A burst begins at the job's
+-- creation, or at the first debounced merge after a run (burst_run = runs while current).
+UPDATE venturi_job j SET
+    payload  = CASE WHEN @replace::bool THEN (@payload::text)::jsonb ELSE j.payload END,
+    priority = CASE WHEN @replace::bool THEN @priority::smallint ELSE j.priority END,
+    carry    = CASE WHEN @set_carry::bool THEN NULLIF(@carry::text, '')::jsonb ELSE j.carry END,
+    -- Replace and With take the new task's queue, partition and slot too (its identity
+    -- beyond kind and key follows its payload).
+    queue    = CASE WHEN @replace::bool THEN @queue::text ELSE j.queue END,
+    part     = CASE WHEN @replace::bool
+                    THEN COALESCE(sqlc.narg(part)::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited))
+                    ELSE j.part END,
+    slot_key    = CASE WHEN @replace::bool THEN sqlc.narg(slot_key)::text ELSE j.slot_key END,
+    slot_limit  = CASE WHEN @replace::bool THEN sqlc.narg(slot_limit)::int ELSE j.slot_limit END,
+    slot_policy = CASE WHEN @replace::bool THEN sqlc.narg(slot_policy)::smallint ELSE j.slot_policy END,
+    run_at   = t.at,
+    state    = CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+    burst_at  = CASE WHEN @due_policy::smallint = 2 THEN t.burst ELSE j.burst_at END,
+    burst_run = CASE WHEN @due_policy::smallint = 2 THEN j.runs ELSE j.burst_run END,
+    -- A merge that opts in to the event stream opts the job in (never out).
+    events    = j.events OR @events::bool,
+    journal  = j.journal || jsonb_build_array((@entry::text)::jsonb
+        || jsonb_build_object('at', now(), 'due_before', t.before, 'due_after', t.at))
+FROM (
+    SELECT b.before, b.burst,
+           CASE @due_policy::smallint
+               WHEN 1 THEN b.before
+               WHEN 2 THEN CASE WHEN @max_wait_us::bigint > 0
+                                THEN LEAST(now() + interval '1 microsecond' * @debounce_us::bigint,
+                                           b.burst + interval '1 microsecond' * @max_wait_us::bigint)
+                                ELSE now() + interval '1 microsecond' * @debounce_us::bigint END
+               ELSE LEAST(b.before, COALESCE(sqlc.narg(at)::timestamptz, now()) + interval '1 microsecond' * @delay_us::bigint)
+           END AS at
+    FROM (
+        SELECT o.run_at AS before,
+               CASE WHEN o.burst_run = o.runs THEN o.burst_at
+                    WHEN o.runs = 0 THEN o.created_at
+                    ELSE now() END AS burst
+        FROM venturi_job o WHERE o.id = @id
+    ) b
+) t
+WHERE j.id = @id AND j.state IN ('scheduled', 'available')
+RETURNING (j.state = 'available')::bool AS due, j.run_at;
+
+-- name: InsertOrReplace :one
+-- The dedup enqueue of a task type without a merge method (its decision is always
+-- Replace), in one statement: replace the newest pending job with the key, or insert.
+-- Runs after DedupLock in the same transaction. Returns NULL id unless READ COMMITTED.
+WITH t AS (
+    SELECT COALESCE(sqlc.narg(at)::timestamptz, now()) + interval '1 microsecond' * @delay_us::bigint AS at
+), cand AS (
+    SELECT j.id FROM venturi_job j
+    WHERE j.kind = @kind AND j.dedup_key = @dedup_key::text AND j.state IN ('scheduled', 'available')
+      AND current_setting('transaction_isolation') = 'read committed'
+    ORDER BY j.id DESC
+    LIMIT 1
+    FOR UPDATE
+), upd AS (
+    UPDATE venturi_job j SET
+        payload  = (@payload::text)::jsonb,
+        priority = @priority,
+        carry    = NULL,
+        queue    = @queue::text,
+        part     = COALESCE(sqlc.narg(part)::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)),
+        slot_key = sqlc.narg(slot_key)::text, slot_limit = sqlc.narg(slot_limit)::int, slot_policy = sqlc.narg(slot_policy)::smallint,
+        run_at   = LEAST(j.run_at, t.at),
+        state    = CASE WHEN LEAST(j.run_at, t.at) <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+        -- A merge that opts in to the event stream opts the job in (never out).
+        events   = j.events OR @events::bool,
+        journal  = j.journal || jsonb_build_array((@entry::text)::jsonb
+            || jsonb_build_object('at', now(), 'due_before', j.run_at, 'due_after', LEAST(j.run_at, t.at)))
+    FROM cand, t
+    WHERE j.id = cand.id
+    RETURNING j.id, j.state
+), ins AS (
+    INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy, events, meta)
+    SELECT @id, @kind, @queue::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+           @priority, @dedup_key::text, (@payload::text)::jsonb, t.at,
+           COALESCE(sqlc.narg(part)::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = @kind AND vk.limited)),
+           sqlc.narg(slot_key)::text, sqlc.narg(slot_limit)::int, sqlc.narg(slot_policy)::smallint,
+           sqlc.arg(events)::bool, sqlc.narg(meta)::jsonb
+    FROM t
+    WHERE NOT EXISTS (SELECT 1 FROM cand)
+      AND current_setting('transaction_isolation') = 'read committed'
+    RETURNING venturi_job.id, venturi_job.state
+)
+SELECT COALESCE((SELECT id FROM upd), (SELECT id FROM ins))::uuid AS job_id,
+       EXISTS (SELECT 1 FROM upd)::bool AS replaced,
+       COALESCE((SELECT state = 'available' FROM upd), (SELECT state = 'available' FROM ins), false)::bool AS due;
+
+-- name: PendingDedupJob :one
+-- The pending job an enqueue of the kind and key would meet (as DedupCandidate finds it).
+SELECT id FROM venturi_job
+WHERE kind = @kind AND dedup_key = @dedup_key::text AND state IN ('scheduled', 'available')
+ORDER BY id DESC
+LIMIT 1;

@@ -1,0 +1,22 @@
+-- name: SetLocalStatementTimeout :exec
+-- Bounds every later statement of the transaction.
+SELECT set_config('statement_timeout', @ms::text, true);
+
+-- name: SetLocalIdleTimeout :exec
+-- Ends the transaction (and its session) on the server once it has been idle between
+-- statements for ms: a worker cut off by a half-open network must not keep the locks of a
+-- transaction it can no longer finish. Also what SetLocalIndexScans sets: the claim's
+-- transaction starts with this one statement.
+SELECT set_config('idle_in_transaction_session_timeout', @ms::text, true),
+       set_config('enable_seqscan', 'off', true);
+
+-- name: SetLocalIndexScans :exec
+-- For the rest of the transaction (a pipeline's implicit one included), plans reach rows
+-- by index rather than by scanning whole tables. The statements of the claim, finish,
+-- lease-extension, release and maintenance paths take a batch of jobs that an index finds;
+-- PostgreSQL caches their plans per connection, and a plan made while venturi_job was
+-- (nearly) empty, in a fresh schema's first seconds, scanned the whole table for every
+-- batch however large the table grew, until autovacuum's first ANALYZE replaced it: a
+-- worker fell 56,000 jobs behind in the first 10 s of a 10,000 jobs/s load
+-- (bench/FINDINGS.md section 14).
+SELECT set_config('enable_seqscan', 'off', true);
