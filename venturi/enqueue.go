@@ -1,17 +1,23 @@
 package venturi
 
+// An enqueue reads in one direction, a file per stage: enqueue.go holds the entry points
+// (Enqueue, EnqueueTx, EnqueueMany, EnqueueManyTx) and the enqueue middleware around them;
+// enqueue_prepare.go validates and encodes a task into a plan; enqueue_decide.go decides,
+// for a task with a dedup key, between inserting and merging into the pending job that
+// has the key (the kind's Merge method); enqueue_write.go writes a new job; and
+// enqueue_notify.go wakes the workers (NOTIFY, delivered at commit) and publishes the
+// committed enqueue to the Queue's subscribers.
+
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/oklog/ulid/v2"
+
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
 )
 
@@ -223,173 +229,34 @@ func (q *Queue) enqueueMany(ctx context.Context, tx pgx.Tx, tasks []Task, opts [
 	return res, nil
 }
 
-// dueNow reports whether p is due as soon as it commits (no At or After).
-func (p *plan) dueNow() bool { return p.opts.at == nil && p.opts.delay <= 0 }
-
-// plan is a validated, encoded task.
-type plan struct {
-	task     Task
-	id       ulid.ULID
-	kind     string
-	queue    string
-	key      string
-	priority Priority
-	payload  []byte
-	opts     enqueueOpts
-	part     pgtype.Text // the partition (or slot key) of a gated job; NULL: plain, unless its kind has limits
-	slot     Slot        // Key empty: none
-	events   bool        // the job opts in to the durable event stream
-	meta     []byte      // the job's metadata (nil: none)
-}
-
-// prepare is the package's prepare with the queue's own settings (StreamEvents).
-func (q *Queue) prepare(task Task, opts []EnqueueOption) (*plan, error) {
-	p, err := prepare(task, opts)
-	if err != nil {
-		return nil, err
+// enqueueWith runs the queue's enqueue middleware around do, which enqueues task with
+// opts (the middleware's metadata appended as a last option).
+func (q *Queue) enqueueWith(ctx context.Context, task Task, opts []EnqueueOption, tx bool,
+	do func(context.Context, []EnqueueOption) (Result, error)) (Result, error) {
+	if len(q.enqueueMW) == 0 || task == nil || (reflect.ValueOf(task).Kind() == reflect.Pointer && reflect.ValueOf(task).IsNil()) {
+		return do(ctx, opts)
 	}
-	p.events = p.events || q.streamEvents
-	return p, nil
-}
-
-func prepare(task Task, opts []EnqueueOption) (*plan, error) {
-	if _, ok := task.(Supervised); ok {
-		return nil, fmt.Errorf("%w: %T", ErrSingleton, task)
-	}
-	return prepareTask(task, opts)
-}
-
-// prepareTask is prepare without the refusal of singleton kinds (EnsureSingleton's).
-func prepareTask(task Task, opts []EnqueueOption) (*plan, error) {
-	if task == nil || (reflect.ValueOf(task).Kind() == reflect.Pointer && reflect.ValueOf(task).IsNil()) {
-		return nil, errors.New("venturi: nil task")
-	}
-	p := &plan{task: task, id: ulid.Make(), kind: task.Kind(), queue: DefaultQueue, priority: PriorityNormal}
-	for _, o := range opts {
-		if o != nil {
-			o.applyEnqueue(&p.opts)
+	var o enqueueOpts
+	for _, opt := range opts {
+		if opt != nil {
+			opt.applyEnqueue(&o)
 		}
 	}
-	if p.kind == "" {
-		return nil, ErrEmptyKind
-	}
-	if len(p.kind) > 128 || !utf8.ValidString(p.kind) {
-		return nil, ErrKindTooLong
-	}
+	info := &EnqueueInfo{Task: task, Kind: task.Kind(), Queue: DefaultQueue, Meta: Meta{}, Tx: tx}
 	if t, ok := task.(Queuer); ok {
-		p.queue = t.Queue()
+		info.Queue = t.Queue()
 	}
-	if p.opts.queue != "" {
-		p.queue = p.opts.queue
+	if o.queue != "" {
+		info.Queue = o.queue
 	}
-	if !validQueue(p.queue) {
-		return nil, fmt.Errorf("%w: %q", ErrInvalidQueue, p.queue)
+	maps.Copy(info.Meta, o.meta)
+	next := func(ctx context.Context) (Result, error) {
+		all := append(opts[:len(opts):len(opts)], enqueueOptionFunc(func(o *enqueueOpts) { o.meta = maps.Clone(info.Meta) }))
+		return do(ctx, all)
 	}
-	if t, ok := task.(Slotter); ok {
-		p.slot = t.Slot()
-		if p.slot.Key != "" {
-			if !validText(p.slot.Key, MaxSlotKeyBytes) || p.slot.Limit < 0 || p.slot.Policy < SlotQueue || p.slot.Policy > SlotDropIfRunning {
-				return nil, ErrInvalidSlot
-			}
-			p.slot.Limit = max(p.slot.Limit, 1)
-			p.part = pgtype.Text{String: p.slot.Key, Valid: true}
-		}
+	for i := len(q.enqueueMW) - 1; i >= 0; i-- {
+		mw, inner := q.enqueueMW[i], next
+		next = func(ctx context.Context) (Result, error) { return mw(ctx, info, inner) }
 	}
-	if t, ok := task.(Partitioner); ok {
-		if part := t.Partition(); part != "" {
-			if !validText(part, MaxPartitionBytes) {
-				return nil, ErrInvalidPartition
-			}
-			p.part = pgtype.Text{String: part, Valid: true}
-		}
-	}
-	if t, ok := task.(Prioritizer); ok {
-		p.priority = t.Priority().clamp()
-	}
-	if t, ok := task.(Deduplicator); ok {
-		p.key = string(t.DedupKey())
-		if len(p.key) > MaxDedupKeyBytes {
-			return nil, ErrDedupKeyTooLong
-		}
-		if !utf8.ValidString(p.key) || containsNUL(p.key) {
-			return nil, fmt.Errorf("%w: dedup key is not valid UTF-8 text", ErrInvalidPayload)
-		}
-	}
-	if t, ok := task.(EventStreamer); ok && t.StreamEvents() {
-		p.events = true
-	}
-	p.events = p.events || p.opts.events
-	var err error
-	if p.meta, err = encodeMeta(p.opts.meta); err != nil {
-		return nil, err
-	}
-	if p.payload, err = encodeJSON(task); err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-// encodeJSON marshals v (a payload, a step's result, a signal's payload) for a jsonb
-// column, refusing what PostgreSQL would reject.
-func encodeJSON(v any) ([]byte, error) { return encodeValue(v, ErrInvalidPayload, ErrPayloadTooLarge) }
-
-// encodeCarry is encodeJSON for a run's carry: its errors name the carry.
-func encodeCarry(v any) ([]byte, error) { return encodeValue(v, ErrInvalidCarry, ErrCarryTooLarge) }
-
-// encodeValue marshals v for a jsonb column; invalid and tooLarge are the errors that name
-// what v is.
-func encodeValue(v any, invalid, tooLarge error) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", invalid, err)
-	}
-	if len(b) > MaxPayloadBytes {
-		return nil, tooLarge
-	}
-	// jsonb cannot store the NUL character; encoding/json writes it as \u0000.
-	if containsEscapedNUL(b) {
-		return nil, fmt.Errorf("%w: strings containing NUL (\\u0000) cannot be stored in jsonb", invalid)
-	}
-	return b, nil
-}
-
-func containsNUL(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 {
-			return true
-		}
-	}
-	return false
-}
-
-func containsEscapedNUL(b []byte) bool {
-	const esc = `\u0000`
-	for i := 0; i+len(esc) <= len(b); i++ {
-		if b[i] == '\\' {
-			if string(b[i:i+len(esc)]) == esc {
-				// An escaped backslash followed by "u0000" is text, not NUL.
-				n := 0
-				for j := i - 1; j >= 0 && b[j] == '\\'; j-- {
-					n++
-				}
-				if n%2 == 0 {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
-
-// queueInsert adds the plain insert of p (and its NOTIFY) to b.
-func (q *Queue) queueInsert(b *pgx.Batch, p *plan) {
-	sk, sl, sp := p.slotParams()
-	dbsqlc.QueueInsertJob(b, dbsqlc.InsertJobParams{
-		Part: p.part, SlotKey: sk, SlotLimit: sl, SlotPolicy: sp,
-		ID: uuidOf(p.id), Kind: p.kind, Queue: p.queue, Priority: int16(p.priority),
-		DedupKey: pgtype.Text{String: p.key, Valid: p.key != ""},
-		Payload:  string(p.payload), At: p.opts.at, DelayUs: delayOf(p.opts.delay),
-		Events: p.events, Meta: p.meta,
-	})
-	q.queueNotify(b, p)
+	return next(ctx)
 }

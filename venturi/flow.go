@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"reflect"
 
-	"github.com/jackc/pgx/v5/pgtype"
 	"time"
 	"unicode/utf8"
 )
@@ -166,13 +165,4 @@ func validText(s string, n int) bool {
 		}
 	}
 	return true
-}
-
-// slotParams returns p's slot columns (NULL when it takes no slot).
-func (p *plan) slotParams() (key pgtype.Text, limit pgtype.Int4, policy pgtype.Int2) {
-	if p.slot.Key == "" {
-		return
-	}
-	return pgtype.Text{String: p.slot.Key, Valid: true}, pgtype.Int4{Int32: int32(p.slot.Limit), Valid: true},
-		pgtype.Int2{Int16: int16(p.slot.Policy), Valid: true}
 }

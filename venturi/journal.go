@@ -71,7 +71,8 @@ type JournalEntry struct {
 // venturi_journal keeps a job's newest JournalMovedKept moved entries; older ones are
 // dropped and summarized ([JournalSummary], in [Job].JournalDropped). One job therefore
 // keeps at most JournalRecent + JournalMovedKept entries, each at most [MaxNoteBytes] of
-// note and [MaxAttachmentBytes] of attachment. The numbers are the schema's (migration 3).
+// note and [MaxAttachmentBytes] of attachment. The numbers are the schema's
+// (schema/functions/venturi_journal_move.sql).
 const (
 	JournalRecent          = 32
 	JournalRecentAfterMove = 16

@@ -4,8 +4,6 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
-
-	"github.com/oklog/ulid/v2"
 )
 
 // appendEntry appends e as encoding/json would marshal it (same names, same omissions).
@@ -109,9 +107,4 @@ func appendJSONString(buf []byte, s string) []byte {
 	}
 	buf = append(buf, s[start:]...)
 	return append(buf, '"')
-}
-
-// mergedEntry is the journal entry an enqueue leaves in the pending job it merged into.
-func mergedEntry(merge string, due DuePolicy, id ulid.ULID) string {
-	return string(appendEntry(nil, &JournalEntry{Event: EventMerged, Merge: merge, Due: due.String(), Note: "merged enqueue " + id.String()}))
 }

@@ -158,18 +158,6 @@ type mergeResult interface {
 	result() (Action, Task, any, Due)
 }
 
-// candidate is a pending job found under a dedup key, as stored.
-type candidate struct {
-	id       ulid.ULID
-	priority int16
-	payload  []byte
-	carry    []byte
-	runs     int
-	failures int
-	journal  []byte
-	moved    int64 // journal entries moved out of the row before journal's first
-}
-
 func (p *Pending[T, C]) fill(c *candidate) error {
 	p.ID = c.id
 	p.Priority = Priority(c.priority)
@@ -201,89 +189,12 @@ func (m Merge[T, C]) result() (Action, Task, any, Due) {
 	return m.decision, nil, nil, m.Due()
 }
 
-// merger calls a task type's Merge method through reflection. One is built per task type
-// and cached; it is used only on a dedup collision.
-type merger struct {
-	method    reflect.Method // nil Func: no merge method, the default Replace applies
-	ptrRecv   bool
-	param     reflect.Type // Pending[T, C]
-	carryType reflect.Type
-}
-
 var mergers sync.Map
 
 var (
 	pendingFillerType = reflect.TypeFor[pendingFiller]()
 	mergeResultType   = reflect.TypeFor[mergeResult]()
 )
-
-func mergerFor(t reflect.Type) (*merger, error) {
-	if v, ok := mergers.Load(t); ok {
-		if err, isErr := v.(error); isErr {
-			return nil, err
-		}
-		return v.(*merger), nil
-	}
-	m, err := buildMerger(t)
-	if err != nil {
-		mergers.Store(t, err)
-		return nil, err
-	}
-	mergers.Store(t, m)
-	return m, nil
-}
-
-func buildMerger(t reflect.Type) (*merger, error) {
-	m := &merger{}
-	method, ok := t.MethodByName("Merge")
-	if !ok && t.Kind() != reflect.Pointer {
-		method, ok = reflect.PointerTo(t).MethodByName("Merge")
-		m.ptrRecv = ok
-	}
-	if !ok {
-		return m, nil
-	}
-	ft := method.Type // receiver is the first input
-	if ft.NumIn() != 2 || ft.NumOut() != 1 ||
-		!reflect.PointerTo(ft.In(1)).Implements(pendingFillerType) ||
-		!ft.Out(0).Implements(mergeResultType) {
-		return nil, fmt.Errorf("venturi: %v has a Merge method that is not func(venturi.Pending[T, C]) venturi.Merge[T, C]", t)
-	}
-	carry, _ := ft.In(1).FieldByName("Carry")
-	payload, _ := ft.In(1).FieldByName("Payload")
-	if payload.Type != t && !(t.Kind() == reflect.Pointer && payload.Type == t.Elem()) {
-		return nil, fmt.Errorf("venturi: %v.Merge takes Pending of %v, want Pending of %v", t, payload.Type, t)
-	}
-	m.method, m.param, m.carryType = method, ft.In(1), carry.Type
-	return m, nil
-}
-
-// merge runs the task's merge method against a candidate, or returns Replace when the type
-// has none.
-func (m *merger) merge(task Task, c *candidate) (Action, Task, any, Due, error) {
-	if !m.method.Func.IsValid() {
-		return ActionReplaced, nil, nil, Due{}, nil
-	}
-	pending := reflect.New(m.param)
-	if err := pending.Interface().(pendingFiller).fill(c); err != nil {
-		return 0, nil, nil, Due{}, err
-	}
-	recv := reflect.ValueOf(task)
-	if m.ptrRecv {
-		p := reflect.New(recv.Type())
-		p.Elem().Set(recv)
-		recv = p
-	}
-	out := m.method.Func.Call([]reflect.Value{recv, pending.Elem()})
-	decision, with, carry, due := out[0].Interface().(mergeResult).result()
-	if decision < ActionKept || decision > ActionIndependent {
-		return 0, nil, nil, Due{}, errors.New("venturi: merge returned no decision (use existing.Keep(), Replace(), With() or Independent())")
-	}
-	if err := due.validate(); err != nil {
-		return 0, nil, nil, Due{}, err
-	}
-	return decision, with, carry, due, nil
-}
 
 // validate refuses a due rule the database cannot apply.
 func (d Due) validate() error {

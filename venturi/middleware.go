@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"runtime/debug"
 	"time"
 
@@ -51,24 +50,6 @@ func WithEvents() EnqueueOption {
 // and a notification per transaction; jobs that do not opt in cost nothing.
 type EventStreamer interface {
 	StreamEvents() bool
-}
-
-// encodeMeta validates and encodes metadata (nil for none).
-func encodeMeta(m Meta) ([]byte, error) {
-	if len(m) == 0 {
-		return nil, nil
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("%w: metadata: %w", ErrInvalidPayload, err)
-	}
-	if len(b) > MaxMetaBytes {
-		return nil, ErrMetaTooLarge
-	}
-	if containsEscapedNUL(b) {
-		return nil, fmt.Errorf("%w: metadata contains NUL", ErrInvalidPayload)
-	}
-	return b, nil
 }
 
 // decodeMeta decodes a stored meta column (nil, JSON null or an object).
@@ -167,38 +148,6 @@ type EnqueueInfo struct {
 //
 // Order: the first middleware in [QueueConfig].Middleware is the outermost.
 type EnqueueMiddleware func(ctx context.Context, info *EnqueueInfo, next func(context.Context) (Result, error)) (Result, error)
-
-// enqueueWith runs the queue's enqueue middleware around do, which enqueues task with
-// opts (the middleware's metadata appended as a last option).
-func (q *Queue) enqueueWith(ctx context.Context, task Task, opts []EnqueueOption, tx bool,
-	do func(context.Context, []EnqueueOption) (Result, error)) (Result, error) {
-	if len(q.enqueueMW) == 0 || task == nil || (reflect.ValueOf(task).Kind() == reflect.Pointer && reflect.ValueOf(task).IsNil()) {
-		return do(ctx, opts)
-	}
-	var o enqueueOpts
-	for _, opt := range opts {
-		if opt != nil {
-			opt.applyEnqueue(&o)
-		}
-	}
-	info := &EnqueueInfo{Task: task, Kind: task.Kind(), Queue: DefaultQueue, Meta: Meta{}, Tx: tx}
-	if t, ok := task.(Queuer); ok {
-		info.Queue = t.Queue()
-	}
-	if o.queue != "" {
-		info.Queue = o.queue
-	}
-	maps.Copy(info.Meta, o.meta)
-	next := func(ctx context.Context) (Result, error) {
-		all := append(opts[:len(opts):len(opts)], enqueueOptionFunc(func(o *enqueueOpts) { o.meta = maps.Clone(info.Meta) }))
-		return do(ctx, all)
-	}
-	for i := len(q.enqueueMW) - 1; i >= 0; i-- {
-		mw, inner := q.enqueueMW[i], next
-		next = func(ctx context.Context) (Result, error) { return mw(ctx, info, inner) }
-	}
-	return next(ctx)
-}
 
 // handleWith runs the worker's middleware around the handler call h, turning a panic in
 // middleware into an error as safeHandle does for the handler's.
