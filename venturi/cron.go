@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/venturi-dev/venturi/internal/cronexpr"
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
 )
 
@@ -160,7 +161,7 @@ type Fire struct {
 // cronDef is a validated Schedule.
 type cronDef struct {
 	name, spec, tz string
-	cron           *cronSpec
+	cron           *cronexpr.Spec
 	loc            *time.Location
 	p              *plan
 	missed         MissedPolicy
@@ -206,8 +207,8 @@ func (s Schedule) validate() (*cronDef, error) {
 }
 
 // timeRule parses the schedule's expression and loads its time zone (empty: UTC).
-func (s Schedule) timeRule() (*cronSpec, string, *time.Location, error) {
-	c, err := parseCron(s.Cron)
+func (s Schedule) timeRule() (*cronexpr.Spec, string, *time.Location, error) {
+	c, err := cronexpr.Parse(s.Cron)
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -241,7 +242,7 @@ func (s Schedule) NextFires(after time.Time, n int) ([]time.Time, error) {
 	}
 	out := make([]time.Time, 0, n)
 	for t := after; len(out) < n; {
-		if t = c.next(t, loc); t.IsZero() {
+		if t = c.Next(t, loc); t.IsZero() {
 			break
 		}
 		out = append(out, t.In(loc))
@@ -329,8 +330,8 @@ func (q *Queue) Schedule(ctx context.Context, s Schedule) (ScheduleResult, error
 
 // nextOrNever is the next fire after t, or a time far in the future when the expression
 // matches nothing within its horizon (next_fire is never NULL).
-func nextOrNever(c *cronSpec, t time.Time, loc *time.Location) time.Time {
-	if n := c.next(t, loc); !n.IsZero() {
+func nextOrNever(c *cronexpr.Spec, t time.Time, loc *time.Location) time.Time {
+	if n := c.Next(t, loc); !n.IsZero() {
 		return n
 	}
 	return t.AddDate(100, 0, 0)
@@ -367,7 +368,7 @@ func (q *Queue) setSchedulePaused(ctx context.Context, name string, paused bool)
 		}
 		next := row.NextFire
 		if !paused {
-			c, err := parseCron(row.Spec)
+			c, err := cronexpr.Parse(row.Spec)
 			if err != nil {
 				return err
 			}

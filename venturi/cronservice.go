@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/venturi-dev/venturi/internal/cronexpr"
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
 )
 
@@ -37,7 +38,7 @@ type firePlan struct {
 // to enqueue at now (database time): every fire in [now-grace, now] is on time; older
 // ones are missed and handled by the policy. At most batch fires are planned; the rest
 // are left for the next transaction.
-func planFires(c *cronSpec, loc *time.Location, next, now time.Time, policy MissedPolicy, backfill int, grace time.Duration, batch int) firePlan {
+func planFires(c *cronexpr.Spec, loc *time.Location, next, now time.Time, policy MissedPolicy, backfill int, grace time.Duration, batch int) firePlan {
 	var p firePlan
 	onTimeFrom := now.Add(-grace)
 	if next.Before(onTimeFrom) {
@@ -60,9 +61,9 @@ func planFires(c *cronSpec, loc *time.Location, next, now time.Time, policy Miss
 			p.skipped = max(n-len(last), 0)
 			p.missedTo = last[len(last)-1]
 		}
-		next = c.next(onTimeFrom.Add(-time.Nanosecond), loc) // the first on-time fire
+		next = c.Next(onTimeFrom.Add(-time.Nanosecond), loc) // the first on-time fire
 	}
-	for f := next; !f.IsZero() && !f.After(now); f = c.next(f, loc) {
+	for f := next; !f.IsZero() && !f.After(now); f = c.Next(f, loc) {
 		p.fires = append(p.fires, plannedFire{at: f, covers: 1})
 		if len(p.fires) > batch {
 			break
@@ -70,7 +71,7 @@ func planFires(c *cronSpec, loc *time.Location, next, now time.Time, policy Miss
 	}
 	if len(p.fires) > batch {
 		p.fires = p.fires[:batch]
-		p.next = c.next(p.fires[batch-1].at, loc)
+		p.next = c.Next(p.fires[batch-1].at, loc)
 	} else {
 		p.next = nextOrNever(c, now, loc)
 	}
@@ -78,9 +79,9 @@ func planFires(c *cronSpec, loc *time.Location, next, now time.Time, policy Miss
 }
 
 // countFires counts the fire times in [from, until), from being one, up to limit.
-func countFires(c *cronSpec, loc *time.Location, from, until time.Time, limit int) int {
+func countFires(c *cronexpr.Spec, loc *time.Location, from, until time.Time, limit int) int {
 	n := 0
-	for f := from; !f.IsZero() && f.Before(until) && n < limit; f = c.next(f, loc) {
+	for f := from; !f.IsZero() && f.Before(until) && n < limit; f = c.Next(f, loc) {
 		n++
 	}
 	return n
@@ -90,7 +91,7 @@ func countFires(c *cronSpec, loc *time.Location, from, until time.Time, limit in
 // fire time before until, so there is at least one). It looks back through windows that
 // grow until they hold k fires, so its cost follows the fires it returns, not the length
 // of the outage.
-func lastFires(c *cronSpec, loc *time.Location, from, until time.Time, k int) []time.Time {
+func lastFires(c *cronexpr.Spec, loc *time.Location, from, until time.Time, k int) []time.Time {
 	for _, d := range []time.Duration{time.Minute, time.Hour, 24 * time.Hour, 32 * 24 * time.Hour, 400 * 24 * time.Hour, 0} {
 		start := until.Add(-d)
 		final := d == 0 || !start.After(from)
@@ -98,7 +99,7 @@ func lastFires(c *cronSpec, loc *time.Location, from, until time.Time, k int) []
 			start = from.Add(-time.Nanosecond)
 		}
 		var got []time.Time
-		for f := c.next(start, loc); !f.IsZero() && f.Before(until); f = c.next(f, loc) {
+		for f := c.Next(start, loc); !f.IsZero() && f.Before(until); f = c.Next(f, loc) {
 			got = append(got, f)
 			if len(got) > k {
 				got = got[1:]
@@ -124,7 +125,7 @@ type cronService struct {
 	channel string
 
 	mu        sync.Mutex
-	specs     map[string]*cronSpec
+	specs     map[string]*cronexpr.Spec
 	locs      map[string]*time.Location
 	warned    map[string]bool // schedules this worker cannot load, logged once
 	lastPrune time.Time
@@ -132,7 +133,7 @@ type cronService struct {
 
 func newCronService(cfg Config, log *slog.Logger, db *pgxpool.Pool, q *dbsqlc.Queries) *cronService {
 	return &cronService{cfg: cfg, log: log, db: db, q: q, channel: notifyChannel(db),
-		specs: map[string]*cronSpec{}, locs: map[string]*time.Location{}, warned: map[string]bool{}}
+		specs: map[string]*cronexpr.Spec{}, locs: map[string]*time.Location{}, warned: map[string]bool{}}
 }
 
 // startCron runs the worker's cron service until ctx ends; the returned function waits
@@ -222,13 +223,13 @@ func (s *cronService) nextDue(ctx context.Context) (*time.Duration, error) {
 }
 
 // load returns a schedule's parsed expression and zone, cached.
-func (s *cronService) load(spec, tz string) (*cronSpec, *time.Location, error) {
+func (s *cronService) load(spec, tz string) (*cronexpr.Spec, *time.Location, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.specs[spec]
 	if !ok {
 		var err error
-		if c, err = parseCron(spec); err != nil {
+		if c, err = cronexpr.Parse(spec); err != nil {
 			return nil, nil, err
 		}
 		s.specs[spec] = c

@@ -231,7 +231,7 @@ func (f *fetcher) claim(n int) claimResult {
 	// The claim's locks (its jobs' rows, the gates' stripes) are held until the COMMIT that
 	// follows the results: a worker cut off in between (a half-open network) must not
 	// hold up every other worker's gated claim until the network heals. The same statement
-	// has the claim's plans reach rows by index (see SetLocalIndexScans in queries.sql).
+	// has the claim's plans reach rows by index (see SetLocalIndexScans in queries/session.sql).
 	dbsqlc.QueueSetLocalIdleTimeout(b, idleTxMs(idleTxBound(f.cfg.Lease)))
 	dbsqlc.QueuePromoteDue(b, PromoteBatch)
 	// Gated jobs first: their claim enforces the queue's pause and limits, slots, rates

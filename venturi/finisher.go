@@ -14,6 +14,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
+	"github.com/venturi-dev/venturi/internal/pgerr"
 )
 
 // finisher writes the ends of runs in batches: whatever has queued up while the previous
@@ -184,7 +185,7 @@ func (f *finisher) flush(batch []*finishReq) {
 			f.written(batch, ids)
 			return
 		}
-		if refused(err) {
+		if pgerr.Refused(err) {
 			if len(batch) > 1 {
 				for _, r := range batch {
 					f.flush([]*finishReq{r})
