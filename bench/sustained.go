@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+
 	"github.com/venturi-dev/venturi"
 )
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+
 	"github.com/venturi-dev/venturi"
 )
 

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
+
 	"github.com/venturi-dev/venturi"
 )
 
@@ -164,7 +165,61 @@ const (
 	invFlowEnd   = "flow jobs end as scripted (slot, drop, replace, gated)"
 )
 
+// check reads a run's records from the database and checks the invariants on them, one
+// function per invariant (or per group of a job's evidence), always in this order: a job's
+// violations are listed in the same order from one run to the next.
 func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, error) {
+	r := newReport(cfg)
+	d, err := loadRun(ctx, pool, r)
+	if err != nil {
+		return nil, err
+	}
+
+	r.jobs = len(d.expects)
+	r.checkEveryJobEnqueued(d)
+	var p perJobEvidence
+	p.groupDone = map[string]int{} // drop and replace bursts: completed jobs
+	for id, e := range d.expects {
+		j := r.checkTerminalState(id, e, d.jobs[id])
+		if j == nil {
+			continue
+		}
+		h := r.historyOf(id, j, d.effects[id])
+		r.checkOneEnd(h)
+		r.checkEffectTokens(h)
+		r.checkCompletedOnce(h, e, d.starts[id])
+		r.checkScriptedResults(h, e)
+		r.checkStarts(h, d.starts[id], d.lossy)
+		r.checkDisturbedRuns(h, e, d, cfg, &p)
+		r.checkCoordination(h, e, d.coord)
+		// Flow control: the runs for the gates, and the scripted ends.
+		r.checkFlowJob(id, e, j, &p.flowRuns, p.groupDone)
+	}
+	r.checkGates(p.flowRuns, p.groupDone)
+	r.checkControl(cfg)
+
+	r.measureKillRecovery(p.cuts, d, cfg)
+	r.checkHalfOpen(p.hoCuts, d.faults, d.starts, cfg)
+	r.checkKillRecovery(cfg)
+	r.checkPGRecovery(d)
+	if err := r.checkSingleton(ctx, pool); err != nil {
+		return nil, err
+	}
+	if err := r.checkCron(ctx, pool); err != nil {
+		return nil, err
+	}
+	if err := r.checkEvents(ctx, pool); err != nil {
+		return nil, err
+	}
+	if cfg.checkLedger {
+		r.checkLedgerRecords(cfg, d)
+	}
+	return r, nil
+}
+
+// newReport is an empty report holding the invariants that every run checks, and those
+// of its kind of run (a control run's, or a faulty run's).
+func newReport(cfg checkConfig) *report {
 	r := &report{lease: cfg.lease, control: cfg.control, byScenario: map[string]*scenarioCount{},
 		faults: map[string]int{}, disturbed: map[string]int{}, dupStarts: map[string]int{},
 		flowEnds: map[string]map[string]int{}}
@@ -177,8 +232,26 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 	} else {
 		r.invariants = append(r.invariants, invariant{name: invKillRec}, invariant{name: invPGRec})
 	}
+	return r
+}
 
-	// ---- load -------------------------------------------------------------------
+// runRecords is what a run left in the database, as check reads it.
+type runRecords struct {
+	expects map[[16]byte]expectRow
+	jobs    map[[16]byte]*jobRow
+	starts  map[[16]byte][]startRow
+	effects map[[16]byte][]effectRow
+	faults  []faultRow
+	coord   *coordEvidence
+	// lossy is the asynchronous failover, if any: it loses the end of the old primary's
+	// history.
+	lossy *faultRow
+}
+
+// loadRun reads the run's records: chaos_expect, the jobs (their journals whole, with the
+// entries moved to venturi_journal first), chaos_start, chaos_effect, chaos_fault and the
+// coordination evidence. It counts into r what the report shows of them.
+func loadRun(ctx context.Context, pool *pgxpool.Pool, r *report) (*runRecords, error) {
 	expects := map[[16]byte]expectRow{}
 	rows, err := pool.Query(ctx, `SELECT job_id, scenario, want_state, want_pauses, want_value, grp, slot_key, slot_limit, part, want_steps FROM chaos_expect`)
 	if err != nil {
@@ -308,261 +381,331 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 	// (start rows) land on the new primary.
 	lossy := lossyFailover(faults)
 	r.lossy = lossy
+	return &runRecords{expects: expects, jobs: jobs, starts: starts, effects: effects, faults: faults,
+		coord: coord, lossy: lossy}, nil
+}
 
-	// ---- per job ---------------------------------------------------------------------
-	r.jobs = len(expects)
-	for id, j := range jobs {
-		if _, ok := expects[id]; !ok {
+// perJobEvidence is what the checks of each job gather for the checks after them.
+type perJobEvidence struct {
+	cuts, hoCuts []cut          // runs cut by a kill, by a half-open connection
+	flowRuns     []flowRun      // the runs of flow-controlled jobs, for the gates
+	groupDone    map[string]int // drop and replace bursts: completed jobs
+}
+
+// checkEveryJobEnqueued checks invLost from the database's side: every job in it was
+// enqueued by the driver.
+func (r *report) checkEveryJobEnqueued(d *runRecords) {
+	for id, j := range d.jobs {
+		if _, ok := d.expects[id]; !ok {
 			r.fail(invLost, "job %s (%s, %s) was never enqueued by the driver", ulidStr(id), j.kind, j.state)
 		}
 	}
-	var cuts, hoCuts []cut
-	var flowRuns []flowRun
-	groupDone := map[string]int{} // drop and replace bursts: completed jobs
-	for id, e := range expects {
-		sc := r.byScenario[e.scenario]
-		if sc == nil {
-			sc = &scenarioCount{}
-			r.byScenario[e.scenario] = sc
+}
+
+// checkTerminalState checks invLost (and invDead) for one scripted job: it exists and is
+// in its scripted terminal state. It counts the job in its scenario, and returns it (nil
+// when it is missing: nothing more of it can be checked).
+func (r *report) checkTerminalState(id [16]byte, e expectRow, j *jobRow) *jobRow {
+	sc := r.byScenario[e.scenario]
+	if sc == nil {
+		sc = &scenarioCount{}
+		r.byScenario[e.scenario] = sc
+	}
+	sc.want++
+	if j == nil {
+		r.fail(invLost, "job %s (%s) is missing", ulidStr(id), e.scenario)
+		return nil
+	}
+	if !stateOK(e.state, j.state) {
+		r.fail(invLost, "job %s (%s) is %s, want %s", ulidStr(id), e.scenario, j.state, e.state)
+		if stateOK(e.state, "completed") && j.state == "dead" || e.state == "dead" && j.state != "dead" {
+			r.fail(invDead, "job %s (%s) is %s, want %s", ulidStr(id), e.scenario, j.state, e.state)
 		}
-		sc.want++
-		j := jobs[id]
-		if j == nil {
-			r.fail(invLost, "job %s (%s) is missing", ulidStr(id), e.scenario)
+	} else {
+		sc.got++
+	}
+	return j
+}
+
+// jobHistory is one job's journal ends and effects, sorted for the checks.
+type jobHistory struct {
+	id   [16]byte
+	job  *jobRow
+	ends map[int][]venturi.JournalEntry // the journal's ends, by run
+	// completed, dead and paused are the journal's ends of those events.
+	completed, dead, paused []venturi.JournalEntry
+	effs                    []effectRow // the job's committed effects
+	// effCompleted and effPaused are the effects of those outcomes.
+	effCompleted, effPaused []effectRow
+}
+
+// historyOf sorts a job's journal ends by run and event and its effects by outcome, and
+// counts the ended runs into r.runs.
+func (r *report) historyOf(id [16]byte, j *jobRow, effs []effectRow) *jobHistory {
+	h := &jobHistory{id: id, job: j, ends: map[int][]venturi.JournalEntry{}, effs: effs}
+	for _, en := range j.journal {
+		if !endEvents[en.Event] {
 			continue
 		}
-		if !stateOK(e.state, j.state) {
-			r.fail(invLost, "job %s (%s) is %s, want %s", ulidStr(id), e.scenario, j.state, e.state)
-			if stateOK(e.state, "completed") && j.state == "dead" || e.state == "dead" && j.state != "dead" {
-				r.fail(invDead, "job %s (%s) is %s, want %s", ulidStr(id), e.scenario, j.state, e.state)
-			}
-		} else {
-			sc.got++
+		if en.Run == 0 && (en.Event == venturi.EventReplaced || en.Event == venturi.EventCancelled) {
+			continue // asked to stop while it waited in a prefetch buffer: no run began
 		}
-
-		// Journal: every run 1..runs ends exactly once, and nothing else ends.
-		ends := map[int][]venturi.JournalEntry{}
-		var completed, dead, paused []venturi.JournalEntry
-		for _, en := range j.journal {
-			if !endEvents[en.Event] {
-				continue
-			}
-			if en.Run == 0 && (en.Event == venturi.EventReplaced || en.Event == venturi.EventCancelled) {
-				continue // asked to stop while it waited in a prefetch buffer: no run began
-			}
-			r.runs++
-			ends[en.Run] = append(ends[en.Run], en)
-			switch en.Event {
-			case venturi.EventCompleted:
-				completed = append(completed, en)
-			case venturi.EventDead:
-				dead = append(dead, en)
-			case venturi.EventPaused:
-				paused = append(paused, en)
-			}
+		r.runs++
+		h.ends[en.Run] = append(h.ends[en.Run], en)
+		switch en.Event {
+		case venturi.EventCompleted:
+			h.completed = append(h.completed, en)
+		case venturi.EventDead:
+			h.dead = append(h.dead, en)
+		case venturi.EventPaused:
+			h.paused = append(h.paused, en)
 		}
-		terminal := j.state == "completed" || j.state == "dead" || j.state == "cancelled"
-		for run, es := range ends {
-			if len(es) > 1 {
-				r.fail(invOneEnd, "job %s run %d has %d ends (%s)", ulidStr(id), run, len(es), events(es))
-			}
-			if run < 1 || run > j.runs {
-				r.fail(invOneEnd, "job %s has an end for run %d but runs = %d", ulidStr(id), run, j.runs)
-			}
-		}
-		if terminal {
-			for run := 1; run <= j.runs; run++ {
-				if len(ends[run]) == 0 {
-					r.fail(invOneEnd, "job %s run %d never ended (runs = %d)", ulidStr(id), run, j.runs)
-				}
-			}
-		}
-		tokens := map[int64]int{}
-		for _, es := range ends {
-			for _, en := range es {
-				tokens[en.Token]++
-				if tokens[en.Token] == 2 {
-					r.fail(invOneEnd, "job %s: token %d ends two runs", ulidStr(id), en.Token)
-				}
-			}
-		}
-
-		// Completion: once in the journal, once in the effects, same token.
-		effs := effects[id]
-		var effCompleted, effPaused []effectRow
-		for _, ef := range effs {
-			switch ef.outcome {
-			case "completed":
-				effCompleted = append(effCompleted, ef)
-			case "paused":
-				effPaused = append(effPaused, ef)
-			}
-			// Every committed effect belongs to a run that ended with that outcome under
-			// that token.
-			ok := false
-			for _, en := range ends[ef.run] {
-				if en.Token == ef.token && string(en.Event) == ef.outcome {
-					ok = true
-				}
-			}
-			if !ok {
-				r.fail(invStale, "job %s: effect %s of run %d token %d has no matching journal end (%s)",
-					ulidStr(id), ef.outcome, ef.run, ef.token, events(ends[ef.run]))
-			}
-		}
-		switch j.state {
-		case "completed":
-			if len(completed) != 1 {
-				r.fail(invOnce, "job %s has %d completed journal entries", ulidStr(id), len(completed))
-			}
-			if len(effCompleted) != 1 {
-				r.fail(invOnce, "job %s has %d committed completion effects", ulidStr(id), len(effCompleted))
-			}
-			if len(completed) == 1 && len(effCompleted) == 1 && (completed[0].Token != effCompleted[0].token || completed[0].Run != effCompleted[0].run) {
-				r.fail(invStale, "job %s: completion effect token %d run %d, journal completed token %d run %d",
-					ulidStr(id), effCompleted[0].token, effCompleted[0].run, completed[0].Token, completed[0].Run)
-			}
-		case "cancelled":
-			if len(completed) != 0 || len(effCompleted) != 0 {
-				r.fail(invOnce, "cancelled job %s has %d completed entries and %d completion effects", ulidStr(id), len(completed), len(effCompleted))
-			}
-		case "dead":
-			if len(completed) != 0 || len(effCompleted) != 0 {
-				r.fail(invOnce, "dead job %s has %d completed entries and %d completion effects", ulidStr(id), len(completed), len(effCompleted))
-			}
-			if len(dead) != 1 {
-				r.fail(invDead, "dead job %s has %d dead entries (%s)", ulidStr(id), len(dead), events(j.journal))
-			} else {
-				switch e.scenario {
-				case scPermanent:
-					if dead[0].Note != permanentNote {
-						r.fail(invDead, "permanent job %s died with %q", ulidStr(id), dead[0].Note)
-					}
-				case scBad:
-					if !strings.Contains(dead[0].Note, "decode payload") {
-						r.fail(invDead, "undecodable job %s died with %q", ulidStr(id), dead[0].Note)
-					}
-					if len(starts[id]) > 0 {
-						r.fail(invDead, "undecodable job %s reached its handler", ulidStr(id))
-					}
-				}
-			}
-		}
-
-		// Scenario-specific results.
-		if j.state == "completed" && len(effCompleted) == 1 {
-			ec := effCompleted[0]
-			switch e.scenario {
-			case scPause:
-				if len(paused) != e.pauses || ec.counter != e.pauses {
-					r.fail(invCarry, "pause job %s: %d paused entries, completion saw counter %d, scripted %d",
-						ulidStr(id), len(paused), ec.counter, e.pauses)
-				}
-				var cs []int
-				for _, p := range effPaused {
-					cs = append(cs, p.counter)
-				}
-				slices.Sort(cs)
-				for i, c := range cs {
-					if c != i+1 {
-						r.fail(invCarry, "pause job %s: pause effects carry counters %v, want 1..%d", ulidStr(id), cs, e.pauses)
-						break
-					}
-				}
-				if len(cs) != e.pauses {
-					r.fail(invCarry, "pause job %s: %d pause effects, want %d", ulidStr(id), len(cs), e.pauses)
-				}
-			case scDedup:
-				if ec.value != e.value {
-					r.fail(invDedup, "dedup job %s: effect value %d, merged sum %d", ulidStr(id), ec.value, e.value)
-				}
-			case scTransient:
-				if ec.value < e.value {
-					r.fail(invLost, "transient job %s completed after %d failures, scripted %d", ulidStr(id), ec.value, e.value)
-				}
-			}
-		}
-
-		// Starts: each start belongs to a run that ended under its token, one per run.
-		perRun := map[int]int{}
-		for _, s := range starts[id] {
-			if zombieWrite(s.token, s.at, j.journal, lossy) {
-				r.zombieStarts++
-				continue
-			}
-			perRun[s.run]++
-			if perRun[s.run] == 2 {
-				r.fail(invDupStarts, "job %s run %d started twice", ulidStr(id), s.run)
-			}
-			ok := false
-			for _, en := range ends[s.run] {
-				ok = ok || en.Token == s.token
-			}
-			if !ok {
-				r.fail(invOneEnd, "job %s: start of run %d token %d has no journal end", ulidStr(id), s.run, s.token)
-			}
-		}
-
-		// Disturbed runs: every end that is not the script's own outcome was cut by a fault.
-		for run, es := range ends {
-			for _, en := range es {
-				scripted := en.Event == venturi.EventCompleted || en.Event == venturi.EventPaused || en.Event == venturi.EventReplaced || en.Event == venturi.EventWaiting ||
-					en.Event == venturi.EventDead && en.Note != "" && !strings.HasPrefix(en.Note, "backstop") ||
-					en.Event == venturi.EventFailed && en.Note == transientNote
-				if scripted {
-					continue
-				}
-				started := false
-				for _, s := range starts[id] {
-					started = started || (s.run == run && s.token == en.Token)
-				}
-				fi := attribute(en, faults, cfg.lease)
-				cause := "UNATTRIBUTED"
-				if fi >= 0 {
-					cause = faults[fi].kind
-				} else if !started {
-					// A claim that timed out right after a restart may still have
-					// committed (see README.md, "Bugs found"): its runs never start.
-					if fi = orphanedClaim(en, faults); fi >= 0 {
-						cause = faults[fi].kind + " (orphaned claim)"
-					}
-				}
-				r.disturbed[cause]++
-				if started {
-					r.dupStarts[cause]++
-				}
-				if fi < 0 {
-					r.unattributed++
-					r.fail(invDupStarts, "job %s run %d ended %s (%q) on %s with no fault to explain it",
-						ulidStr(id), run, en.Event, trunc(en.Note, 120), en.Worker)
-				} else if started && faults[fi].kind == "sigkill" {
-					if isFlow(e.scenario) {
-						r.killGated++ // its next start waits for its gate: not a recovery time
-					} else {
-						cuts = append(cuts, cut{fault: fi, job: id, run: run, rescued: en.At})
-					}
-				} else if started && faults[fi].kind == "half-open" && !isFlow(e.scenario) {
-					hoCuts = append(hoCuts, cut{fault: fi, job: id, run: run, rescued: en.At})
-				}
-			}
-		}
-
-		// Durable coordination: memoized steps and signals.
-		var completion *effectRow
-		if j.state == "completed" && len(effCompleted) == 1 {
-			completion = &effCompleted[0]
-		}
-		switch e.scenario {
-		case scSteps:
-			r.checkStepJob(id, e, j, coord, completion)
-		case scWait:
-			r.checkWaitJob(id, j, coord, completion)
-		}
-
-		// Flow control: the runs for the gates, and the scripted ends.
-		r.checkFlowJob(id, e, j, &flowRuns, groupDone)
 	}
-	r.checkGates(flowRuns, groupDone)
+	for _, ef := range effs {
+		switch ef.outcome {
+		case "completed":
+			h.effCompleted = append(h.effCompleted, ef)
+		case "paused":
+			h.effPaused = append(h.effPaused, ef)
+		}
+	}
+	return h
+}
+
+// completion is the job's completion effect when it completed with exactly one; nil
+// otherwise.
+func (h *jobHistory) completion() *effectRow {
+	if h.job.state == "completed" && len(h.effCompleted) == 1 {
+		return &h.effCompleted[0]
+	}
+	return nil
+}
+
+// checkOneEnd checks invOneEnd on the journal: every run 1..runs ends exactly once,
+// nothing else ends, and no token ends two runs.
+func (r *report) checkOneEnd(h *jobHistory) {
+	id, j := h.id, h.job
+	terminal := j.state == "completed" || j.state == "dead" || j.state == "cancelled"
+	for run, es := range h.ends {
+		if len(es) > 1 {
+			r.fail(invOneEnd, "job %s run %d has %d ends (%s)", ulidStr(id), run, len(es), events(es))
+		}
+		if run < 1 || run > j.runs {
+			r.fail(invOneEnd, "job %s has an end for run %d but runs = %d", ulidStr(id), run, j.runs)
+		}
+	}
+	if terminal {
+		for run := 1; run <= j.runs; run++ {
+			if len(h.ends[run]) == 0 {
+				r.fail(invOneEnd, "job %s run %d never ended (runs = %d)", ulidStr(id), run, j.runs)
+			}
+		}
+	}
+	tokens := map[int64]int{}
+	for _, es := range h.ends {
+		for _, en := range es {
+			tokens[en.Token]++
+			if tokens[en.Token] == 2 {
+				r.fail(invOneEnd, "job %s: token %d ends two runs", ulidStr(id), en.Token)
+			}
+		}
+	}
+}
+
+// checkEffectTokens checks invStale on the effects: every committed effect belongs to a
+// run that ended with that outcome under that token.
+func (r *report) checkEffectTokens(h *jobHistory) {
+	for _, ef := range h.effs {
+		ok := false
+		for _, en := range h.ends[ef.run] {
+			if en.Token == ef.token && string(en.Event) == ef.outcome {
+				ok = true
+			}
+		}
+		if !ok {
+			r.fail(invStale, "job %s: effect %s of run %d token %d has no matching journal end (%s)",
+				ulidStr(h.id), ef.outcome, ef.run, ef.token, events(h.ends[ef.run]))
+		}
+	}
+}
+
+// checkCompletedOnce checks invOnce: a completed job completed once in the journal and
+// once in the effects, under the same token (invStale), and a cancelled or dead job not
+// at all. A dead job died once, as scripted (invDead): a permanent failure with its note,
+// an undecodable payload before its handler.
+func (r *report) checkCompletedOnce(h *jobHistory, e expectRow, starts []startRow) {
+	id, j := h.id, h.job
+	completed, effCompleted, dead := h.completed, h.effCompleted, h.dead
+	switch j.state {
+	case "completed":
+		if len(completed) != 1 {
+			r.fail(invOnce, "job %s has %d completed journal entries", ulidStr(id), len(completed))
+		}
+		if len(effCompleted) != 1 {
+			r.fail(invOnce, "job %s has %d committed completion effects", ulidStr(id), len(effCompleted))
+		}
+		if len(completed) == 1 && len(effCompleted) == 1 && (completed[0].Token != effCompleted[0].token || completed[0].Run != effCompleted[0].run) {
+			r.fail(invStale, "job %s: completion effect token %d run %d, journal completed token %d run %d",
+				ulidStr(id), effCompleted[0].token, effCompleted[0].run, completed[0].Token, completed[0].Run)
+		}
+	case "cancelled":
+		if len(completed) != 0 || len(effCompleted) != 0 {
+			r.fail(invOnce, "cancelled job %s has %d completed entries and %d completion effects", ulidStr(id), len(completed), len(effCompleted))
+		}
+	case "dead":
+		if len(completed) != 0 || len(effCompleted) != 0 {
+			r.fail(invOnce, "dead job %s has %d completed entries and %d completion effects", ulidStr(id), len(completed), len(effCompleted))
+		}
+		if len(dead) != 1 {
+			r.fail(invDead, "dead job %s has %d dead entries (%s)", ulidStr(id), len(dead), events(j.journal))
+		} else {
+			switch e.scenario {
+			case scPermanent:
+				if dead[0].Note != permanentNote {
+					r.fail(invDead, "permanent job %s died with %q", ulidStr(id), dead[0].Note)
+				}
+			case scBad:
+				if !strings.Contains(dead[0].Note, "decode payload") {
+					r.fail(invDead, "undecodable job %s died with %q", ulidStr(id), dead[0].Note)
+				}
+				if len(starts) > 0 {
+					r.fail(invDead, "undecodable job %s reached its handler", ulidStr(id))
+				}
+			}
+		}
+	}
+}
+
+// checkScriptedResults checks a completed job's result against its scenario's script:
+// invCarry (a pause job's counters carried through its pauses), invDedup (a dedup job's
+// effect value is the merged sum) and invLost (a transient job completed after its
+// scripted failures).
+func (r *report) checkScriptedResults(h *jobHistory, e expectRow) {
+	ec := h.completion()
+	if ec == nil {
+		return
+	}
+	id := h.id
+	switch e.scenario {
+	case scPause:
+		if len(h.paused) != e.pauses || ec.counter != e.pauses {
+			r.fail(invCarry, "pause job %s: %d paused entries, completion saw counter %d, scripted %d",
+				ulidStr(id), len(h.paused), ec.counter, e.pauses)
+		}
+		var cs []int
+		for _, p := range h.effPaused {
+			cs = append(cs, p.counter)
+		}
+		slices.Sort(cs)
+		for i, c := range cs {
+			if c != i+1 {
+				r.fail(invCarry, "pause job %s: pause effects carry counters %v, want 1..%d", ulidStr(id), cs, e.pauses)
+				break
+			}
+		}
+		if len(cs) != e.pauses {
+			r.fail(invCarry, "pause job %s: %d pause effects, want %d", ulidStr(id), len(cs), e.pauses)
+		}
+	case scDedup:
+		if ec.value != e.value {
+			r.fail(invDedup, "dedup job %s: effect value %d, merged sum %d", ulidStr(id), ec.value, e.value)
+		}
+	case scTransient:
+		if ec.value < e.value {
+			r.fail(invLost, "transient job %s completed after %d failures, scripted %d", ulidStr(id), ec.value, e.value)
+		}
+	}
+}
+
+// checkStarts checks the handler starts: each belongs to a run that ended under its
+// token (invOneEnd), one per run (invDupStarts). The starts of runs whose claim an
+// asynchronous failover lost are counted apart (zombie starts).
+func (r *report) checkStarts(h *jobHistory, starts []startRow, lossy *faultRow) {
+	id := h.id
+	perRun := map[int]int{}
+	for _, s := range starts {
+		if zombieWrite(s.token, s.at, h.job.journal, lossy) {
+			r.zombieStarts++
+			continue
+		}
+		perRun[s.run]++
+		if perRun[s.run] == 2 {
+			r.fail(invDupStarts, "job %s run %d started twice", ulidStr(id), s.run)
+		}
+		ok := false
+		for _, en := range h.ends[s.run] {
+			ok = ok || en.Token == s.token
+		}
+		if !ok {
+			r.fail(invOneEnd, "job %s: start of run %d token %d has no journal end", ulidStr(id), s.run, s.token)
+		}
+	}
+}
+
+// checkDisturbedRuns checks invDupStarts on the disturbed runs: every end that is not the
+// script's own outcome was cut by a recorded fault. It counts them by cause, and gathers
+// into p the runs cut by a kill or a half-open connection while their handler ran, whose
+// recovery is measured later.
+func (r *report) checkDisturbedRuns(h *jobHistory, e expectRow, d *runRecords, cfg checkConfig, p *perJobEvidence) {
+	id, faults, starts := h.id, d.faults, d.starts[h.id]
+	for run, es := range h.ends {
+		for _, en := range es {
+			scripted := en.Event == venturi.EventCompleted || en.Event == venturi.EventPaused || en.Event == venturi.EventReplaced || en.Event == venturi.EventWaiting ||
+				en.Event == venturi.EventDead && en.Note != "" && !strings.HasPrefix(en.Note, "backstop") ||
+				en.Event == venturi.EventFailed && en.Note == transientNote
+			if scripted {
+				continue
+			}
+			started := false
+			for _, s := range starts {
+				started = started || (s.run == run && s.token == en.Token)
+			}
+			fi := attribute(en, faults, cfg.lease)
+			cause := "UNATTRIBUTED"
+			if fi >= 0 {
+				cause = faults[fi].kind
+			} else if !started {
+				// A claim that timed out right after a restart may still have
+				// committed (see README.md, "Bugs found"): its runs never start.
+				if fi = orphanedClaim(en, faults); fi >= 0 {
+					cause = faults[fi].kind + " (orphaned claim)"
+				}
+			}
+			r.disturbed[cause]++
+			if started {
+				r.dupStarts[cause]++
+			}
+			if fi < 0 {
+				r.unattributed++
+				r.fail(invDupStarts, "job %s run %d ended %s (%q) on %s with no fault to explain it",
+					ulidStr(id), run, en.Event, trunc(en.Note, 120), en.Worker)
+			} else if started && faults[fi].kind == "sigkill" {
+				if isFlow(e.scenario) {
+					r.killGated++ // its next start waits for its gate: not a recovery time
+				} else {
+					p.cuts = append(p.cuts, cut{fault: fi, job: id, run: run, rescued: en.At})
+				}
+			} else if started && faults[fi].kind == "half-open" && !isFlow(e.scenario) {
+				p.hoCuts = append(p.hoCuts, cut{fault: fi, job: id, run: run, rescued: en.At})
+			}
+		}
+	}
+}
+
+// checkCoordination checks durable coordination: invSteps for the memoized steps of a
+// steps job (coordcheck.go), invSignals for the signals of a wait job.
+func (r *report) checkCoordination(h *jobHistory, e expectRow, coord *coordEvidence) {
+	completion := h.completion()
+	switch e.scenario {
+	case scSteps:
+		r.checkStepJob(h.id, e, h.job, coord, completion)
+	case scWait:
+		r.checkWaitJob(h.id, h.job, coord, completion)
+	}
+}
+
+// checkControl checks invControl: a fault-free run has no duplicate starts.
+func (r *report) checkControl(cfg checkConfig) {
 	dups := 0
 	for _, n := range r.dupStarts {
 		dups += n
@@ -570,8 +713,13 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 	if cfg.control && dups > 0 {
 		r.fail(invControl, "%d duplicate starts in a fault-free run", dups)
 	}
+}
 
-	// ---- recovery ----------------------------------------------------------------
+// measureKillRecovery measures, for each run a kill cut while its handler ran, the time
+// from the kill to the job's next start, and (for isolated kills) its breakdown: kill to
+// rescue, rescue to claim. checkKillRecovery checks the result.
+func (r *report) measureKillRecovery(cuts []cut, d *runRecords, cfg checkConfig) {
+	faults, starts, jobs := d.faults, d.starts, d.jobs
 	for _, c := range cuts {
 		f := faults[c.fault]
 		var next time.Time
@@ -635,7 +783,11 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 			r.killClaim = append(r.killClaim, claimed.Sub(c.rescued))
 		}
 	}
-	r.checkHalfOpen(hoCuts, faults, starts, cfg)
+}
+
+// checkKillRecovery checks invKillRec on what measureKillRecovery measured: in a faulty
+// run, the p99 of isolated kill -> next start is at most lease + 2s.
+func (r *report) checkKillRecovery(cfg checkConfig) {
 	slices.Sort(r.killRecoveryAll)
 	slices.Sort(r.killRecovery)
 	slices.Sort(r.killRescue)
@@ -645,12 +797,18 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 			r.fail(invKillRec, "p99 %v > %v", p99.Round(time.Millisecond), cfg.lease+2*time.Second)
 		}
 	}
-	for _, f := range faults {
+}
+
+// checkPGRecovery checks invPGRec: claiming resumes at most 10s after PostgreSQL is back
+// from each outage (restart, promotion, disk freed). It describes each recovery for the
+// report.
+func (r *report) checkPGRecovery(d *runRecords) {
+	for _, f := range d.faults {
 		if !backFromOutage(f.kind) {
 			continue
 		}
 		var first time.Time
-		for _, j := range jobs {
+		for _, j := range d.jobs {
 			for _, en := range j.journal {
 				if endEvents[en.Event] && en.StartedAt.After(f.until) && (first.IsZero() || en.StartedAt.Before(first)) {
 					first = en.StartedAt
@@ -662,10 +820,10 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 				f.kind, f.at.Format("15:04:05"), f.until.Sub(f.at).Round(time.Millisecond)))
 			continue
 		}
-		d := first.Sub(f.until)
-		r.pgWorst = max(r.pgWorst, d)
+		sinceBack := first.Sub(f.until)
+		r.pgWorst = max(r.pgWorst, sinceBack)
 		var firstStart time.Time // the first handler that began after it (a start row)
-		for _, ss := range starts {
+		for _, ss := range d.starts {
 			for _, s := range ss {
 				if s.at.After(f.until) && (firstStart.IsZero() || s.at.Before(firstStart)) {
 					firstStart = s.at
@@ -677,29 +835,22 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 			handler = fmt.Sprintf(", first handler start %v", firstStart.Sub(f.until).Round(time.Millisecond))
 		}
 		r.pgRecovery = append(r.pgRecovery, fmt.Sprintf("%s at %s: down %v, first claim %v%s after it was back%s",
-			f.kind, f.at.Format("15:04:05"), f.until.Sub(f.at).Round(time.Millisecond), d.Round(time.Millisecond), handler,
+			f.kind, f.at.Format("15:04:05"), f.until.Sub(f.at).Round(time.Millisecond), sinceBack.Round(time.Millisecond), handler,
 			map[bool]string{true: " (promoted)", false: ""}[strings.HasPrefix(f.kind, "failover")]))
-		if d > 10*time.Second {
-			r.fail(invPGRec, "%s at %s: first claim %v after PostgreSQL was back", f.kind, f.at.Format("15:04:05"), d.Round(time.Millisecond))
+		if sinceBack > 10*time.Second {
+			r.fail(invPGRec, "%s at %s: first claim %v after PostgreSQL was back", f.kind, f.at.Format("15:04:05"), sinceBack.Round(time.Millisecond))
 		}
 	}
-	if err := r.checkSingleton(ctx, pool); err != nil {
-		return nil, err
-	}
-	if err := r.checkCron(ctx, pool); err != nil {
-		return nil, err
-	}
-	if err := r.checkEvents(ctx, pool); err != nil {
-		return nil, err
-	}
-	if cfg.checkLedger {
-		st, violations := checkLedger(cfg.ledger, effects, lossy != nil)
-		st.torn = cfg.ledgerTorn
-		r.ledger = st.String()
-		r.require(invLedger, violations)
-		r.require(invLedgerOnce, violations)
-	}
-	return r, nil
+}
+
+// checkLedgerRecords checks invLedger and invLedgerOnce: the completion ledger the
+// workers wrote (ledger.go) against the committed effects.
+func (r *report) checkLedgerRecords(cfg checkConfig, d *runRecords) {
+	st, violations := checkLedger(cfg.ledger, d.effects, d.lossy != nil)
+	st.torn = cfg.ledgerTorn
+	r.ledger = st.String()
+	r.require(invLedger, violations)
+	r.require(invLedgerOnce, violations)
 }
 
 // require adds an invariant and fails it once for each of the violations that name it

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+
 	"github.com/venturi-dev/venturi"
 )
 

@@ -229,7 +229,7 @@ max_connections = 300
 shared_buffers = 256MB
 max_wal_size = 2GB
 # A job queue's table churns: look for tables to vacuum every 10s instead of every minute
-# (bench/sustained-naptime10s.md: most dead tuples 2.4M -> 380k, p99 due->handler 465 -> 125 ms
+# (bench/results/2026-11-30-sustained-naptime10s/sustained-naptime10s.md: most dead tuples 2.4M -> 380k, p99 due->handler 465 -> 125 ms
 # at 10,000 jobs/s).
 autovacuum_naptime = 10s
 log_min_messages = warning

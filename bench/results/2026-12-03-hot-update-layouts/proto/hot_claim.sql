@@ -1,15 +1,15 @@
 -- A prototype, not venturi's schema: bench/FINDINGS.md section 12. Storage layouts for the
 -- claim and the finish of plain jobs, drained by one session (proto.drain), to compare WAL
--- bytes, WAL records and time per job. Load it, then run hot_claim_run.sql once per
+-- bytes, WAL records and time per job. Load it from this folder, then run hot_claim_run.sql once per
 -- layout:
 --
---   psql "$BENCH_DATABASE_URL" -f proto/hot_claim.sql
---   psql "$BENCH_DATABASE_URL" -v tbl=j0 -v hot=false -v lease=NULL -f proto/hot_claim_run.sql       # P0: today
---   psql "$BENCH_DATABASE_URL" -v tbl=j1 -v hot=true -v lease=NULL -f proto/hot_claim_run.sql        # P1: HOT claim, no rescue
---   psql "$BENCH_DATABASE_URL" -v tbl=j1 -v hot=true -v lease="'lease_l'" -f proto/hot_claim_run.sql # P2: + logged lease rows
---   psql "$BENCH_DATABASE_URL" -v tbl=j1 -v hot=true -v lease="'lease_u'" -f proto/hot_claim_run.sql # P3: + unlogged lease rows
---   psql "$BENCH_DATABASE_URL" -v tbl=j1 -v hot=true -v lease="'wclaims'" -f proto/hot_claim_run.sql # P4: + a job list per worker
---   psql "$BENCH_DATABASE_URL" -v tbl=j1 -v hot=true -v lease="'cbatch'" -f proto/hot_claim_run.sql  # P5: + a row per claim batch
+--   psql "$BENCH_DATABASE_URL" -f hot_claim.sql
+--   psql "$BENCH_DATABASE_URL" -v tbl=j0 -v hot=false -v lease=NULL -f hot_claim_run.sql       # P0: today
+--   psql "$BENCH_DATABASE_URL" -v tbl=j1 -v hot=true -v lease=NULL -f hot_claim_run.sql        # P1: HOT claim, no rescue
+--   psql "$BENCH_DATABASE_URL" -v tbl=j1 -v hot=true -v lease="'lease_l'" -f hot_claim_run.sql # P2: + logged lease rows
+--   psql "$BENCH_DATABASE_URL" -v tbl=j1 -v hot=true -v lease="'lease_u'" -f hot_claim_run.sql # P3: + unlogged lease rows
+--   psql "$BENCH_DATABASE_URL" -v tbl=j1 -v hot=true -v lease="'wclaims'" -f hot_claim_run.sql # P4: + a job list per worker
+--   psql "$BENCH_DATABASE_URL" -v tbl=j1 -v hot=true -v lease="'cbatch'" -f hot_claim_run.sql  # P5: + a row per claim batch
 --
 -- It works in schema proto (dropped and made again), never in venturi's.
 DROP SCHEMA IF EXISTS proto CASCADE;
