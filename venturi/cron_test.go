@@ -463,32 +463,6 @@ type keyedTick struct{}
 func (keyedTick) Kind() string               { return "keyed_tick" }
 func (keyedTick) DedupKey() venturi.DedupKey { return "the-one" }
 
-// TestMigration9UpgradesAVersion8Schema: a schema of version 8 with jobs in it gets the
-// cron tables and nothing else changes: its job runs, and a schedule fires.
-func TestMigration9UpgradesAVersion8Schema(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := newEmptyDB(t)
-	migrateTo(t, pool, 8)
-	id := ulid.Make()
-	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, queue, state, payload, run_at)
-		VALUES ($1, 'queued', 'default', 'available', '{"Q":"default","Name":"a"}', now())`, id[:]); err != nil {
-		t.Fatal(err)
-	}
-	applied, err := venturi.Migrate(ctx, pool)
-	if err != nil || len(applied) == 0 || applied[0] != 9 {
-		t.Fatalf("Migrate = %v, %v; want version 9 applied first", applied, err)
-	}
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	schedule(t, q, venturi.Schedule{Name: "s", Cron: "* * * * * *", Task: tick{Name: "upgraded"}})
-	seen := make(chan string, 4)
-	startWorkerFor[queued](t, pool, (chan<- string)(seen), fastConfig())
-	if j := waitFinished(t, q, id); j.State != venturi.StateCompleted {
-		t.Fatalf("job ended %s", j.State)
-	}
-	eventually(t, within, "a fire", func() bool { return len(fires(t, q, "s")) >= 1 })
-}
-
 // TestCronMissedPoliciesAfterARealOutage: a per-second schedule (grace 1 s) fires, its only
 // worker stops for six seconds of database time, and another worker starts. Whatever the
 // policy, every fire time from the first fire to the last is accounted for exactly once in

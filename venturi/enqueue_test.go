@@ -369,3 +369,27 @@ func TestEnqueueTxDedupNeedsReadCommitted(t *testing.T) {
 	}
 	jobByID(t, q, r.ID)
 }
+
+// TestEnqueueManyTxRefusalWritesNoPlainTasks: an EnqueueManyTx whose keyed task is refused
+// (ErrIsolation under REPEATABLE READ) writes nothing into the caller's transaction, not
+// even the batch's plain tasks, so a caller that logs the error and commits gets no
+// partial batch.
+func TestEnqueueManyTxRefusalWritesNoPlainTasks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, q := newQueue(t)
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = q.EnqueueManyTx(ctx, tx, []venturi.Task{plainTask{N: 1}, keyedTask{Key: "k"}})
+	if !errors.Is(err, venturi.ErrIsolation) {
+		t.Fatalf("EnqueueManyTx: %v, want ErrIsolation", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := countJobs(t, pool, "true"); n != 0 {
+		t.Fatalf("a refused EnqueueManyTx left %d rows in the caller's transaction", n)
+	}
+}

@@ -692,40 +692,6 @@ func TestFlowControlRefusesBadInput(t *testing.T) {
 	}
 }
 
-// TestMigration6UpgradesAVersion5Schema: jobs of a version-5 schema (available,
-// scheduled, running with an expired lease) are plain after the upgrade and all run.
-func TestMigration6UpgradesAVersion5Schema(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := newEmptyDB(t)
-	migrateTo(t, pool, 5)
-	ids := []ulid.ULID{ulid.Make(), ulid.Make(), ulid.Make()}
-	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, queue, state, payload, run_at) VALUES
-		($1, 'queued', 'default', 'available', '{"Q":"default","Name":"a"}', now()),
-		($2, 'queued', 'default', 'scheduled', '{"Q":"default","Name":"b"}', now() + interval '100 milliseconds')`,
-		ids[0][:], ids[1][:]); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, runs, lease_token, lease_expires_at, worker_id)
-		VALUES ($1, 'queued', 'default', 'running', '{"Q":"default","Name":"c"}', now(), 1, 7, now() - interval '1 hour', 'v5-worker')`, ids[2][:]); err != nil {
-		t.Fatal(err)
-	}
-	if applied, err := venturi.Migrate(ctx, pool); err != nil || len(applied) == 0 || applied[0] != 6 {
-		t.Fatalf("Migrate = %v, %v; want version 6 first", applied, err)
-	}
-	if n := countJobs(t, pool, "part IS NULL"); n != 3 {
-		t.Fatalf("%d plain jobs after the upgrade, want 3", n)
-	}
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	seen := make(chan string, 4)
-	startWorkerFor[queued](t, pool, (chan<- string)(seen), fastConfig())
-	for _, id := range ids {
-		if j := waitFinished(t, q, id); j.State != venturi.StateCompleted {
-			t.Fatalf("job %s ended %s", id, j.State)
-		}
-	}
-}
-
 // TestRateLimitedJobsStartWhenTheWindowFrees: a worker that neither polls (an hour) nor
 // listens runs rate-limited jobs as the window frees: the claim tells it when.
 func TestRateLimitedJobsStartWhenTheWindowFrees(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"testing/fstest"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
@@ -175,60 +174,6 @@ func TestAttachmentBound(t *testing.T) {
 	err := run.SetAttachment(strings.Repeat("x", venturi.MaxAttachmentBytes))
 	if err == nil || !strings.Contains(err.Error(), "MaxAttachmentBytes") {
 		t.Fatalf("oversized attachment: %v", err)
-	}
-}
-
-// TestMigration3UpgradesAVersion2Schema: jobs of a version-2 schema, one with a journal
-// longer than the bound and one running under a lease, survive the upgrade: the long
-// journal is moved (nothing lost, numbered in order), and both jobs still finish.
-func TestMigration3UpgradesAVersion2Schema(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := newEmptyDB(t)
-	all, err := venturi.ReadMigrations(venturi.MigrationsFS())
-	if err != nil {
-		t.Fatal(err)
-	}
-	v2 := fstest.MapFS{}
-	for _, m := range all[:2] {
-		v2[m.Name+".up.sql"] = &fstest.MapFile{Data: []byte(m.SQL)}
-	}
-	if _, err := venturi.MigrateFS(ctx, pool, v2, "venturi_migration"); err != nil {
-		t.Fatal(err)
-	}
-	long := ulid.Make()
-	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, state, payload, run_at, runs, journal)
-		SELECT $1, 'note', 'available', '{"msg":"long"}', now(), 50,
-		       jsonb_agg(jsonb_build_object('event', 'paused', 'run', i, 'note', 'v2 run ' || i) ORDER BY i)
-		FROM generate_series(1, 50) i`, long[:]); err != nil {
-		t.Fatal(err)
-	}
-	running := ulid.Make()
-	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, state, payload, run_at, runs, lease_token, lease_expires_at, worker_id)
-		VALUES ($1, 'note', 'running', '{"msg":"running"}', now(), 1, 7, now() - interval '1 hour', 'v2-worker')`, running[:]); err != nil {
-		t.Fatal(err)
-	}
-	applied, err := venturi.Migrate(ctx, pool)
-	if err != nil || len(applied) == 0 || applied[0] != 3 {
-		t.Fatalf("Migrate = %v, %v; want version 3 applied", applied, err)
-	}
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	j := jobByID(t, q, long)
-	if j.JournalLen != 50 || len(j.Journal) != venturi.JournalRecentAfterMove || j.Journal[0].Seq != 35 {
-		t.Fatalf("after the upgrade: JournalLen %d, recent %v", j.JournalLen, seqs(j.Journal))
-	}
-	older, err := q.Journal(ctx, long, 35, 100)
-	if err != nil || len(older) != 34 || older[0].Note != "v2 run 1" || older[33].Seq != 34 {
-		t.Fatalf("moved entries: %v, %v", seqs(older), err)
-	}
-	w := newWorker(t, pool, struct{}{}, fastConfig())
-	venturi.MustRegister[noteTask](w)
-	startWorker(t, w)
-	if j := waitFinished(t, q, long); j.State != venturi.StateCompleted || j.JournalLen != 51 {
-		t.Fatalf("long job after the upgrade: %s, JournalLen %d", j.State, j.JournalLen)
-	}
-	if j := waitFinished(t, q, running); j.State != venturi.StateCompleted || j.Journal[0].Event != venturi.EventAbandoned {
-		t.Fatalf("rescued job after the upgrade: %s, %s", j.State, eventsOf(j))
 	}
 }
 

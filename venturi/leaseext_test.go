@@ -3,6 +3,7 @@ package venturi_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -122,4 +123,70 @@ func TestLeaseExtensionDoesNotWaitForAResultBeingWritten(t *testing.T) {
 		t.Fatalf("the long run ended: %v", err)
 	default:
 	}
+}
+
+// stallTask's first run stalls (ignoring ctx) until released; its second run blocks
+// until released too; later runs complete at once.
+type stallTask struct{}
+
+type stallApp struct {
+	started  chan int
+	release1 chan struct{}
+	release2 chan struct{}
+}
+
+func (stallTask) Kind() string { return "stall" }
+
+func (stallTask) Handle(ctx context.Context, run *venturi.Run[struct{}], app *stallApp) (venturi.Outcome, error) {
+	app.started <- run.RunCount()
+	switch run.RunCount() {
+	case 1:
+		<-app.release1
+		return venturi.CompletedWith("stale run 1"), nil
+	case 2:
+		<-app.release2
+		return venturi.CompletedWith("run 2"), nil
+	}
+	return venturi.CompletedWith(fmt.Sprintf("run %d", run.RunCount())), nil
+}
+
+// TestStaleRunDoesNotUntrackTheNewRunOfTheSameJob: a run that lost its lease and returns
+// after the same worker claimed the job again leaves the new run tracked (the worker's
+// running jobs are keyed by job and lease token), so the lease loop keeps extending the
+// new run's lease: it is not rescued while it works, and the job does not run a third time.
+func TestStaleRunDoesNotUntrackTheNewRunOfTheSameJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, q := newQueue(t)
+	app := &stallApp{started: make(chan int, 4), release1: make(chan struct{}), release2: make(chan struct{})}
+	cfg := fastConfig()
+	cfg.Lease = 2 * time.Second
+	cfg.Concurrency = 2
+	startWorkerFor[stallTask](t, pool, app, cfg)
+	t.Cleanup(func() { close(app.release2) }) // before the worker stops
+	r := enqueue(t, q, stallTask{})
+	if n := recv(t, app.started, "run 1"); n != 1 {
+		t.Fatalf("started run %d", n)
+	}
+	forceLeaseLoss(t, pool, r.ID)
+	if n := recv(t, app.started, "run 2 on the same worker"); n != 2 {
+		t.Fatalf("started run %d", n)
+	}
+	close(app.release1) // the stale run returns while run 2 is healthy and running
+	// Run 2 must keep its lease for as long as it runs: wait until it has held the job for
+	// three lease periods.
+	eventually(t, within, "run 2 to hold its lease for three lease periods", func() bool {
+		var ok bool
+		var entries int
+		if err := pool.QueryRow(ctx, `SELECT state = 'running' AND runs = 2 AND lease_expires_at > now()
+				AND now() - attempted_at > interval '6 seconds', jsonb_array_length(journal)
+			FROM venturi_job WHERE id = $1`, r.ID[:]).Scan(&ok, &entries); err != nil {
+			t.Fatal(err)
+		}
+		if entries > 1 {
+			j := jobByID(t, q, r.ID)
+			t.Fatalf("the healthy run 2 lost its lease after the stale run 1 returned: journal %s %+v", eventsOf(j), j.Journal)
+		}
+		return ok
+	})
 }

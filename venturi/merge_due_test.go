@@ -2,7 +2,6 @@ package venturi_test
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -236,51 +235,5 @@ func TestMergeDueDefaultsAndRefusals(t *testing.T) {
 	}
 	if j := jobByID(t, q, first.ID); j.JournalLen != before {
 		t.Fatalf("a refused merge wrote the journal: %d -> %d entries", before, j.JournalLen)
-	}
-}
-
-// TestMigration8UpgradesAVersion6Schema: a version-6 schema with jobs in it (a pending
-// dedup job created two hours ago, a running job of another kind) takes migration 8; the
-// pending job's first debounced merge starts its burst at its creation (so a one-minute
-// maximum wait makes it due at once), the running job finishes, and a singleton is
-// ensured once.
-func TestMigration8UpgradesAVersion6Schema(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := newEmptyDB(t)
-	migrateTo(t, pool, 6)
-	pending, running := ulid.Make(), ulid.Make()
-	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, queue, state, dedup_key, payload, run_at, created_at) VALUES
-		($1, 'due_policy', 'default', 'scheduled', 'k', '{"n":1}', now() + interval '1 hour', now() - interval '2 hours')`, pending[:]); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, runs, lease_token, lease_expires_at, worker_id)
-		VALUES ($1, 'due_policy', 'default', 'running', '{"n":2}', now(), 1, 7, now() - interval '1 hour', 'v6-worker')`, running[:]); err != nil {
-		t.Fatal(err)
-	}
-	applied, err := venturi.Migrate(ctx, pool)
-	if err != nil || len(applied) == 0 || applied[0] != 7 || !slices.Contains(applied, 8) {
-		t.Fatalf("Migrate = %v, %v; want versions 7 and 8 applied", applied, err)
-	}
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	r := enqueue(t, q, duePolicyTask{N: 3, Rule: "debounce", Delay: time.Hour, MaxWait: time.Minute})
-	if r.ID != pending || r.Action != venturi.ActionReplaced {
-		t.Fatalf("merge after the upgrade: %+v", r)
-	}
-	e, j := lastMerge(t, q, pending)
-	if j.State != venturi.StateAvailable || !e.DueAfter.Equal(j.CreatedAt.Add(time.Minute)) {
-		t.Fatalf("entry %+v, state %s, created %v", e, j.State, j.CreatedAt)
-	}
-	ran := make(chan int, 4)
-	startWorkerFor[duePolicyTask](t, pool, (chan<- int)(ran), fastConfig())
-	waitFinished(t, q, pending)
-	waitFinished(t, q, running)
-	for range 2 {
-		if _, err := q.EnsureSingleton(ctx, supNever{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := countJobs(t, pool, "kind = 'sup_never'"); n != 1 {
-		t.Fatalf("%d singleton jobs, want 1", n)
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oklog/ulid/v2"
-
 	"github.com/venturi-dev/venturi"
 )
 
@@ -186,49 +184,5 @@ func TestStatsHistoryKeeps24Hours(t *testing.T) {
 	})
 	if n := countRows(t, pool, "venturi_stats_history WHERE queue = 'old'"); n != 23 {
 		t.Fatalf("%d samples of the last day left, want 23", n)
-	}
-}
-
-// TestMigration13UpgradesAVersion12Schema: a version-12 schema with jobs in it gets the
-// ops tables; the first sample counts the jobs that finished before the upgrade (a full
-// recount), the dead-job listing uses the new index, and a version-12 worker's statements
-// (an insert, a retention delete that knows nothing of the stats) keep working.
-func TestMigration13UpgradesAVersion12Schema(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := newEmptyDB(t)
-	migrateTo(t, pool, 12)
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO venturi_queue (name, paused) VALUES ('held', true);
-		INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, finished_at, runs)
-		SELECT (lpad(to_hex((extract(epoch FROM now()) * 1000)::bigint), 12, '0') || lpad(to_hex(i), 20, '0'))::uuid,
-		       'ops', CASE WHEN i = 6 THEN 'held' ELSE 'default' END,
-		       (CASE WHEN i <= 3 THEN 'completed' WHEN i <= 5 THEN 'dead' ELSE 'available' END)::venturi_job_state,
-		       '{}', now(), CASE WHEN i <= 5 THEN now() - interval '1 hour' END, 1
-		FROM generate_series(1, 6) i`); err != nil {
-		t.Fatal(err)
-	}
-	if applied, err := venturi.Migrate(ctx, pool); err != nil || len(applied) == 0 || applied[0] != 13 {
-		t.Fatalf("Migrate = %v, %v; want version 13 first", applied, err)
-	}
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	if s := readStats(t, q); !s.SampledAt.IsZero() {
-		t.Fatalf("a sample before any worker: %+v", s)
-	}
-	startOpsWorker(t, pool, statsConfig("w13"))
-	waitStats(t, q, "the jobs of before the upgrade", func(s venturi.Stats) bool {
-		d, h := queueStats(s, venturi.DefaultQueue), queueStats(s, "held")
-		return d.Counts[venturi.StateCompleted] == 3 && d.Counts[venturi.StateDead] == 2 && h.Counts[venturi.StateAvailable] == 1 && h.Paused
-	})
-	if dead := listAll(t, q, mustFilter(t, "state:dead"), 1); len(dead) != 2 {
-		t.Fatalf("dead listing: %+v", dead)
-	}
-	// A version-12 worker: its insert and its retention's plain DELETE.
-	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, queue, state, payload, run_at)
-		VALUES ($1, 'ops', 'held', 'available', '{}', now())`, ulid.Make().Bytes()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `DELETE FROM venturi_job WHERE state = 'completed'`); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -3,11 +3,13 @@ package venturi_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi"
@@ -234,5 +236,161 @@ func TestJobTimeoutFailsTheRunAndRetries(t *testing.T) {
 	j := waitState(t, q, r, venturi.StateCompleted)
 	if eventsOf(j) != "failed,completed" || j.Failures != 1 || !strings.Contains(j.Journal[0].Note, "job timeout") {
 		t.Fatalf("journal %+v", j.Journal)
+	}
+}
+
+// ---- unstorable carry -----------------------------------------------------------------
+
+// unstorableCarry holds text with a NUL character, which jsonb cannot store.
+type unstorableCarry struct {
+	Raw string `json:"raw"`
+}
+
+// completeWithBadCarryTask puts unstorable text in its carry and completes, directly or
+// through CompleteTx.
+type completeWithBadCarryTask struct {
+	UseTx bool `json:"use_tx"`
+}
+
+func (completeWithBadCarryTask) Kind() string { return "bad-carry-complete" }
+
+type badCarryApp struct {
+	pool       *pgxpool.Pool
+	completeTx chan error
+}
+
+func (c completeWithBadCarryTask) Handle(ctx context.Context, run *venturi.Run[unstorableCarry], app *badCarryApp) (venturi.Outcome, error) {
+	run.CarryMut().Raw = "scraped bytes \x00 with a NUL"
+	if !c.UseTx {
+		return venturi.CompletedWith("all done"), nil
+	}
+	tx, err := app.pool.Begin(ctx)
+	if err != nil {
+		return venturi.Outcome{}, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if err := writeEffect(ctx, tx, run); err != nil {
+		return venturi.Outcome{}, err
+	}
+	o, err := run.CompleteTx(ctx, tx, venturi.CompletedWith("all done in tx"))
+	if run.RunCount() == 1 {
+		app.completeTx <- err
+	}
+	if err != nil {
+		return venturi.Outcome{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return venturi.Outcome{}, err
+	}
+	return o, nil
+}
+
+// TestUnstorableCarryDoesNotFailACompletedRun: a handler that completes with a carry
+// jsonb cannot store completes: the carry is not persisted when a job completes or dies
+// (Run.CarryMut), so it is not encoded for a Completed outcome, and the run is not
+// recorded as failed, re-run and ended dead for a carry that would never be read again.
+func TestUnstorableCarryDoesNotFailACompletedRun(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	cfg := fastConfig()
+	cfg.MaxFailures = 3
+	startWorkerFor[completeWithBadCarryTask](t, pool, &badCarryApp{pool: pool}, cfg)
+	r := enqueue(t, q, completeWithBadCarryTask{})
+	j := waitFinished(t, q, r.ID)
+	if j.State != venturi.StateCompleted || eventsOf(j) != "completed" || j.Journal[0].Note != "all done" {
+		t.Fatalf("a handler that returned Completed ended %s after %d runs; journal %s: %+v",
+			j.State, j.RunCount, eventsOf(j), j.Journal)
+	}
+}
+
+// TestCompleteTxWithAnUnstorableCarryWritesTheOutcomeAsked: CompleteTx(Completed) with a
+// carry jsonb cannot store either completes the job or returns an error; it never writes
+// another outcome (a failure that re-runs the job) inside the handler's transaction while
+// returning nil, which would apply the handler's committed effects twice.
+func TestCompleteTxWithAnUnstorableCarryWritesTheOutcomeAsked(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	createEffects(t, pool)
+	app := &badCarryApp{pool: pool, completeTx: make(chan error, 1)}
+	cfg := fastConfig()
+	cfg.MaxFailures = 2
+	startWorkerFor[completeWithBadCarryTask](t, pool, app, cfg)
+	r := enqueue(t, q, completeWithBadCarryTask{UseTx: true})
+	txErr := recv(t, app.completeTx, "the first run's CompleteTx")
+	j := waitFinished(t, q, r.ID)
+	effects := effectsOf(t, pool, r.ID)
+	if txErr == nil && (j.State != venturi.StateCompleted || len(effects) != 1) {
+		t.Fatalf("CompleteTx(Completed) returned nil and the handler committed, yet the job ended %s with journal %s (%+v) and %d committed effects",
+			j.State, eventsOf(j), j.Journal, len(effects))
+	}
+}
+
+// pauseWithBadCarryTask pauses with a carry that jsonb refuses (a NUL), after checking
+// that Checkpoint refuses it too.
+type pauseWithBadCarryTask struct{}
+
+func (pauseWithBadCarryTask) Kind() string { return "bad-carry-pause" }
+
+func (pauseWithBadCarryTask) Handle(ctx context.Context, run *venturi.Run[unstorableCarry], errs chan error) (venturi.Outcome, error) {
+	run.CarryMut().Raw = "scraped bytes \x00 with a NUL"
+	errs <- run.Checkpoint(ctx)
+	return venturi.PauseIn(time.Hour), nil
+}
+
+// TestUnstorableCarryIsNamedAsTheCarry: a carry that cannot be stored fails the run with a
+// note that names the carry (not the payload), and Checkpoint returns ErrInvalidCarry.
+func TestUnstorableCarryIsNamedAsTheCarry(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	errs := make(chan error, 4)
+	cfg := fastConfig()
+	cfg.MaxFailures = 2
+	startWorkerFor[pauseWithBadCarryTask](t, pool, errs, cfg)
+	r := enqueue(t, q, pauseWithBadCarryTask{})
+	if err := recv(t, errs, "the run's Checkpoint"); !errors.Is(err, venturi.ErrInvalidCarry) {
+		t.Fatalf("Checkpoint of a carry with a NUL: %v, want ErrInvalidCarry", err)
+	}
+	j := waitFinished(t, q, r.ID) // dead at the second failure
+	note := j.Journal[0].Note
+	if j.Journal[0].Event != venturi.EventFailed || !strings.HasPrefix(note, "venturi: carry cannot be stored: ") ||
+		strings.Contains(note, "payload") {
+		t.Fatalf("run ended %s noted %q; want a failure naming the carry", j.Journal[0].Event, note)
+	}
+}
+
+// ---- zero-delay pauses and retries ------------------------------------------------------
+
+// yieldTask yields once with PauseIn(0), fails once with a retryable error (whose first
+// retry has zero backoff), then completes.
+type yieldTask struct{}
+
+func (yieldTask) Kind() string { return "yield" }
+
+func (yieldTask) Handle(ctx context.Context, run *venturi.Run[struct{}], _ struct{}) (venturi.Outcome, error) {
+	switch run.RunCount() {
+	case 1:
+		return venturi.PauseIn(0), nil
+	case 2:
+		return venturi.Outcome{}, errors.New("first failure: the retry is immediate")
+	}
+	return venturi.Completed(), nil
+}
+
+// TestPauseZeroAndImmediateRetryDoNotWaitForThePoll: a run that returns its job to
+// available (PauseIn(0), or a retry whose backoff is zero, as the first two are) wakes
+// the worker, so an otherwise idle worker runs the job again at once and not at its next
+// poll (an hour here).
+func TestPauseZeroAndImmediateRetryDoNotWaitForThePoll(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	cfg := fastConfig()
+	cfg.PollInterval = time.Hour // NOTIFY wakes the worker for the enqueue
+	startWorkerFor[yieldTask](t, pool, struct{}{}, cfg)
+	r := enqueue(t, q, yieldTask{})
+	j := waitJob(t, q, r.ID, "the available job to run again (the idle worker was not woken)", func(j *venturi.Job) bool {
+		return j.State == venturi.StateCompleted
+	})
+	if eventsOf(j) != "paused,failed,completed" {
+		t.Fatalf("journal %s", eventsOf(j))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/venturi-dev/venturi"
 )
 
@@ -71,21 +72,25 @@ func decideClaim(ctx context.Context, tx pgx.Tx, fn string, max int) claimDecisi
 	return d
 }
 
-// TestLeanGatedClaimDecidesAsMigration19: migration 20 gives the gated claim's
-// slots-and-rates path a cheaper statement. On random states (slots of limits 1-3 with
-// running jobs, Queue, Replace and DropIfRunning policies, rates per kind and per
-// partition with starts already in their windows, a kind without a rate beside one with,
-// claims of 1 to 100 jobs), migration 19's function and migration 20's, run one after the
-// other on the same state, take the same jobs in the same order, drop and stop the same,
-// record the same starts and ask for the same wake-ups. The schema is upgraded from 19
-// with a slot's running job and a job waiting for it, which the new claim leaves waiting.
-func TestLeanGatedClaimDecidesAsMigration19(t *testing.T) {
+// TestSlotsAndRatesClaimDecidesAsTheReferenceClaim: the slots-and-rates path of
+// venturi_claim_gated (schema/functions/venturi_claim_gated.sql: one statement, two window
+// passes) decides as the reference claim, the function as
+// 019_venturi_slot_policy_recheck.up.sql creates it (five window passes). On random states
+// (slots of limits 1-3 with running jobs, Queue, Replace and DropIfRunning policies, rates
+// per kind and per partition with starts already in their windows, a kind without a rate
+// beside one with, claims of 1 to 100 jobs), the reference and the current function, run
+// one after the other on the same state, take the same jobs in the same order, drop and
+// stop the same, record the same starts and ask for the same wake-ups. The schema is
+// upgraded from version 19 with a slot's running job and a job waiting for it, which the
+// current claim leaves waiting.
+func TestSlotsAndRatesClaimDecidesAsTheReferenceClaim(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	pool := newEmptyDB(t)
 	migrateTo(t, pool, 19)
-	// Keep migration 19's body under another name; migration 20 then creates the new one.
+	// Keep the reference (the function as version 19 creates it) under another name; the
+	// upgrade then creates the current one.
 	if _, err := pool.Exec(ctx, `ALTER FUNCTION venturi_claim_gated(text, text[], integer, bigint, text, integer, text)
 		RENAME TO venturi_claim_gated_v19`); err != nil {
 		t.Fatal(err)
@@ -133,7 +138,7 @@ func TestLeanGatedClaimDecidesAsMigration19(t *testing.T) {
 		lean := decideClaim(ctx, tx, "venturi_claim_gated", setup.max)
 		tx.Rollback(ctx)
 		if old.failed != nil || lean.failed != nil || old.String() != lean.String() {
-			t.Fatalf("round %d (seed %d): the claims decide differently\nstate:\n%s\nmigration 19:\n%s\nmigration 20:\n%s",
+			t.Fatalf("round %d (seed %d): the claims decide differently\nstate:\n%s\nreference (019_venturi_slot_policy_recheck.up.sql):\n%s\nventuri_claim_gated:\n%s",
 				round, seed, setup.sql, old, lean)
 		}
 		if setup.policies {

@@ -5,30 +5,119 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"testing/fstest"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi"
 )
 
-// migrateTo applies venturi's migrations up to version v only.
-func migrateTo(t *testing.T, pool *pgxpool.Pool, v int) {
-	t.Helper()
-	all, err := venturi.ReadMigrations(venturi.MigrationsFS())
+// Which jobs a worker claims, and in what order: only the kinds it registered, by
+// priority and then by due time.
+
+// ---- unknown kinds and disjoint registries -------------------------------------------
+
+type orphanTask struct{}
+
+func (orphanTask) Kind() string               { return "nobody-handles-this" }
+func (orphanTask) Priority() venturi.Priority { return venturi.PriorityMax }
+
+func TestUnknownKindIsNeverClaimed(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	orphan := enqueue(t, q, orphanTask{})
+	startWorkerFor[noteTask](t, pool, struct{}{}, fastConfig())
+	completeNotes(t, q, 10)
+	j := jobByID(t, q, orphan.ID)
+	if j.State != venturi.StateAvailable || j.RunCount != 0 || len(j.Journal) != 0 || j.AttemptedAt != nil {
+		t.Fatalf("job of an unregistered kind was touched: %+v", j)
+	}
+}
+
+type kindATask struct{ N int }
+
+func (kindATask) Kind() string { return "kind-a" }
+func (kindATask) Handle(ctx context.Context, run *venturi.Run[struct{}], who string) (venturi.Outcome, error) {
+	return venturi.CompletedWith(who), nil
+}
+
+type kindBTask struct{ N int }
+
+func (kindBTask) Kind() string { return "kind-b" }
+func (kindBTask) Handle(ctx context.Context, run *venturi.Run[struct{}], who string) (venturi.Outcome, error) {
+	return venturi.CompletedWith(who), nil
+}
+
+func TestDisjointWorkersClaimOnlyTheirKinds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, q := newQueue(t)
+	wa := newWorker(t, pool, "a", fastConfig())
+	venturi.MustRegister[kindATask](wa)
+	wb := newWorker(t, pool, "b", fastConfig())
+	venturi.MustRegister[kindBTask](wb)
+	if wa.ID() == wb.ID() || wa.ID() == "" {
+		t.Fatalf("worker IDs %q and %q", wa.ID(), wb.ID())
+	}
+	startWorker(t, wa)
+	startWorker(t, wb)
+	var tasks []venturi.Task
+	for i := 0; i < 15; i++ {
+		tasks = append(tasks, kindATask{N: i}, kindBTask{N: i})
+	}
+	res, err := q.EnqueueMany(ctx, tasks)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fsys := fstest.MapFS{}
-	for _, m := range all {
-		if m.Version <= v {
-			fsys[m.Name+".up.sql"] = &fstest.MapFile{Data: []byte(m.SQL)}
+	for i, r := range res {
+		j := waitState(t, q, r, venturi.StateCompleted)
+		wantWorker, wantNote := wa.ID(), "a"
+		if tasks[i].Kind() == "kind-b" {
+			wantWorker, wantNote = wb.ID(), "b"
+		}
+		if len(j.Journal) != 1 || j.Journal[0].Worker != wantWorker || j.Journal[0].Note != wantNote {
+			t.Fatalf("%s job ran on %q with note %q, want worker %q", j.Kind, j.Journal[0].Worker, j.Journal[0].Note, wantWorker)
 		}
 	}
-	if _, err := venturi.MigrateFS(context.Background(), pool, fsys, "venturi_migration"); err != nil {
-		t.Fatal(err)
+}
+
+// ---- priority ---------------------------------------------------------------------------
+
+type prioTask struct {
+	Name string
+	P    venturi.Priority
+}
+
+func (prioTask) Kind() string                 { return "prio" }
+func (p prioTask) Priority() venturi.Priority { return p.P }
+func (p prioTask) Handle(ctx context.Context, run *venturi.Run[struct{}], order chan<- string) (venturi.Outcome, error) {
+	order <- p.Name
+	return venturi.Completed(), nil
+}
+
+func TestClaimOrderFollowsPriorityThenDueTime(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	base := time.Now().Add(-time.Hour)
+	for i, p := range []prioTask{
+		{"normal-late", venturi.PriorityNormal}, {"low", venturi.PriorityLow}, {"critical", venturi.PriorityCritical},
+		{"clamped", 30000}, {"high", venturi.PriorityHigh}, {"min", -30000},
+	} {
+		enqueue(t, q, p, venturi.At(base.Add(time.Duration(10-i)*time.Minute)))
+	}
+	enqueue(t, q, prioTask{"normal-early", venturi.PriorityNormal}, venturi.At(base))
+	if n := countJobs(t, pool, "priority = $1", int16(venturi.PriorityMax)); n != 1 {
+		t.Fatalf("priority 30000 not clamped to PriorityMax")
+	}
+	order := make(chan string, 10)
+	cfg := fastConfig()
+	cfg.Concurrency = 1
+	startWorkerFor[prioTask](t, pool, (chan<- string)(order), cfg)
+	var got []string
+	for range 7 {
+		got = append(got, recv(t, order, "the next job"))
+	}
+	want := "clamped,critical,high,normal-early,normal-late,low,min"
+	if strings.Join(got, ",") != want {
+		t.Fatalf("ran %v, want %s", got, want)
 	}
 }
 
@@ -66,55 +155,6 @@ func TestClaimOrderIsExactAcrossKinds(t *testing.T) {
 	}
 	if want := "a-high-old,b-high-new,b-normal,a-low-old,b-low-new"; strings.Join(got, ",") != want {
 		t.Fatalf("ran %v, want %s", got, want)
-	}
-}
-
-// TestMigration4UpgradesAVersion3Schema: available, scheduled and running jobs of a
-// version-3 schema survive the upgrade: they land in the default queue, the claim index
-// replaces the per-kind one, and a version-4 worker runs them all, most urgent first.
-func TestMigration4UpgradesAVersion3Schema(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := newEmptyDB(t)
-	migrateTo(t, pool, 3)
-	q := venturi.NewQueue(pool, venturi.QueueConfig{})
-	// Jobs as version 3 stores them (this version's enqueue names the queue column).
-	ids := []ulid.ULID{ulid.Make(), ulid.Make(), ulid.Make(), ulid.Make()}
-	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, state, priority, payload, run_at) VALUES
-		($1, 'prio', 'available', -10, '{"Name":"low","P":-10}', now()),
-		($2, 'prio', 'available', 10, '{"Name":"high","P":10}', now()),
-		($3, 'prio', 'scheduled', 0, '{"Name":"later","P":0}', now() + interval '300 milliseconds')`,
-		ids[0][:], ids[1][:], ids[2][:]); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, state, payload, run_at, runs, lease_token, lease_expires_at, worker_id)
-		VALUES ($1, 'prio', 'running', '{"Name":"rescued","P":0}', now(), 1, 7, now() - interval '1 hour', 'v3-worker')`, ids[3][:]); err != nil {
-		t.Fatal(err)
-	}
-	migrateTo(t, pool, 4)
-	var queues, oldIndex int
-	if err := pool.QueryRow(ctx, `SELECT count(DISTINCT queue), (SELECT count(*) FROM pg_indexes
-		WHERE indexname = 'venturi_job_claim_idx' AND schemaname = current_schema()) FROM venturi_job`).Scan(&queues, &oldIndex); err != nil {
-		t.Fatal(err)
-	}
-	if queues != 1 || oldIndex != 0 {
-		t.Fatalf("after the upgrade: %d queues, per-kind claim index present: %v", queues, oldIndex == 1)
-	}
-	// Then on to the current version, with the data in it.
-	if applied, err := venturi.Migrate(ctx, pool); err != nil || len(applied) == 0 || applied[0] != 5 {
-		t.Fatalf("Migrate = %v, %v; want the versions after 4", applied, err)
-	}
-	order := make(chan string, 8)
-	cfg := fastConfig()
-	cfg.Concurrency = 1
-	startWorkerFor[prioTask](t, pool, (chan<- string)(order), cfg)
-	if first := recv(t, order, "the first run"); first != "high" {
-		t.Fatalf("first run %q, want the high-priority job", first)
-	}
-	for _, id := range ids {
-		if j := waitFinished(t, q, id); j.State != venturi.StateCompleted {
-			t.Fatalf("job %s ended %s", id, j.State)
-		}
 	}
 }
 

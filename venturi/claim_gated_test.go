@@ -1,13 +1,18 @@
 package venturi_test
 
+// Tests of the gated claim's admission (venturi_claim_gated,
+// schema/functions/venturi_claim_gated.sql): slots and their DropIfRunning and Replace
+// policies, and partitions held back by their gates.
+
 import (
 	"context"
-	"slices"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
+
 	"github.com/venturi-dev/venturi"
 )
 
@@ -102,10 +107,11 @@ func staleSlotClaim(t *testing.T, pool *pgxpool.Pool, limit, policy int) (ran, o
 }
 
 // TestDropDecidedOnAStaleCountIsNotMade: a DropIfRunning slot whose only run ended while a
-// claim was between counting the slot and reading its candidates. Before migration 19 the
-// claim dropped both the job that had run (it met its own run in the count) and the other
-// job of the slot, so no job of the slot would ever complete (found by the chaos suite). The
-// jobs must stay available, and a next claim runs one of them.
+// claim was between counting the slot and reading its candidates: venturi_claim_gated
+// (schema/functions/venturi_claim_gated.sql) rechecks the slot before it drops, so it does
+// not drop both the job that had run (it met its own run in the count) and the other job
+// of the slot, which would leave no job of the slot to ever complete (as the chaos suite
+// once found). The jobs must stay available, and a next claim runs one of them.
 func TestDropDecidedOnAStaleCountIsNotMade(t *testing.T) {
 	t.Parallel()
 	pool := newDB(t)
@@ -143,48 +149,112 @@ func TestReplaceDecidedOnAStaleCountIsNotMade(t *testing.T) {
 	}
 }
 
-// TestMigration19UpgradesAVersion18Schema: with jobs in a full DropIfRunning slot and a
-// full Replace slot, the upgrade leaves them alone, and claims after it drop and replace as
-// before when the slots really are full.
-func TestMigration19UpgradesAVersion18Schema(t *testing.T) {
+// holdSlot inserts a job running elsewhere (a lease an hour long) that holds slot key,
+// whose limit is 1.
+func holdSlot(t *testing.T, pool *pgxpool.Pool, key string) {
+	t.Helper()
+	id := ulid.Make()
+	if _, err := pool.Exec(context.Background(), `
+		INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, runs, lease_token, lease_expires_at,
+		                         worker_id, attempted_at, part, slot_key, slot_limit, slot_policy)
+		VALUES ($1, 'slotted', 'default', 'running', $2, now(), 1, nextval('venturi_lease_token_seq'),
+		        now() + interval '1 hour', 'elsewhere', now(), $3, $3, 1, 0)`,
+		id[:], fmt.Sprintf(`{"Key":%q,"Limit":1}`, key), key); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSmallClaimsReachPartitionsBehindBlockedOnes: a claim looks at 16 more partitions
+// than it asks jobs for (at least 32), so with the first 40 partitions' slots
+// full, a worker that claims one job at a time must still reach the partition after
+// them: the round-robin cursor moves past the partitions a claim looked at, even when
+// their gates held everything back.
+func TestSmallClaimsReachPartitionsBehindBlockedOnes(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	for i := range 40 {
+		key := fmt.Sprintf("a%02d", i)
+		holdSlot(t, pool, key)
+		enqueue(t, q, slotted{N: i, Key: key, Limit: 1})
+	}
+	last := enqueue(t, q, slotted{N: 40, Key: "z", Limit: 1})
+	cfg := fastConfig()
+	cfg.Concurrency, cfg.Prefetch = 1, -1
+	startFlowWorkers[slotted](t, pool, flowState{g: newGauge()}, 1, cfg)
+	if j := waitFinished(t, q, last.ID); j.State != venturi.StateCompleted {
+		t.Fatalf("the job behind 40 full slots ended %s", j.State)
+	}
+	if n := countJobs(t, pool, "state = 'available' AND slot_key LIKE 'a%'"); n != 40 {
+		t.Fatalf("%d jobs of full slots still available, want 40 (their slots stay full)", n)
+	}
+}
+
+// TestSlotsOnlyClaimDropsAsTheAdmissionLoop: the slots-only claim of venturi_claim_gated
+// (schema/functions/venturi_claim_gated.sql: kinds without limits, a queue without a
+// limit), decided in one statement, decides drops as the function's admission loop does:
+// a DropIfRunning candidate whose slot is full is dropped, unless the claim ended (it
+// reached its maximum) before it; and two candidates of one slot take what the slot has
+// left, in order.
+func TestSlotsOnlyClaimDropsAsTheAdmissionLoop(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newEmptyDB(t)
-	migrateTo(t, pool, 18)
-	job := func(state, slot string, policy int) ulid.ULID {
+	pool := newDB(t)
+	running := func(slot string) {
 		t.Helper()
 		id := ulid.Make()
-		q := `INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, part, slot_key, slot_limit, slot_policy)
-		      VALUES ($1, 'slotted', 'default', 'available', '{}', now(), $2, $2, 1, $3)`
-		if state == "running" {
-			q = `INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, runs, lease_token, lease_expires_at,
-			                             worker_id, attempted_at, part, slot_key, slot_limit, slot_policy)
-			     VALUES ($1, 'slotted', 'default', 'running', '{}', now(), 1, nextval('venturi_lease_token_seq'),
-			             now() + interval '1 minute', 'v18', now(), $2, $2, 1, $3)`
+		if _, err := pool.Exec(ctx, `
+			INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, runs, lease_token, lease_expires_at,
+			                         worker_id, attempted_at, part, slot_key, slot_limit, slot_policy)
+			VALUES ($1, 'slotted', 'default', 'running', '{}', now(), 1, nextval('venturi_lease_token_seq'),
+			        now() + interval '1 minute', 'w0', now(), $2, $2, 1, 0)`, id[:], slot); err != nil {
+			t.Fatal(err)
 		}
-		if _, err := pool.Exec(ctx, q, id[:], slot, policy); err != nil {
+	}
+	available := func(slot string, limit, policy int) ulid.ULID {
+		t.Helper()
+		id := ulid.Make()
+		if _, err := pool.Exec(ctx, `
+			INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, part, slot_key, slot_limit, slot_policy)
+			VALUES ($1, 'slotted', 'default', 'available', '{}', now(), $2, $2, $3, $4)`, id[:], slot, limit, policy); err != nil {
 			t.Fatal(err)
 		}
 		return id
 	}
-	job("running", "d", int(venturi.SlotDropIfRunning))
-	dropped := job("available", "d", int(venturi.SlotDropIfRunning))
-	replaced := job("running", "r", int(venturi.SlotReplace))
-	job("available", "r", int(venturi.SlotReplace))
-	if applied, err := venturi.Migrate(ctx, pool); err != nil || !slices.Contains(applied, 19) {
-		t.Fatalf("Migrate = %v, %v; want version 19 applied", applied, err)
+	state := func(id ulid.ULID) string {
+		t.Helper()
+		var s string
+		if err := pool.QueryRow(ctx, `SELECT state FROM venturi_job WHERE id = $1`, id[:]).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
 	}
-	var n int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM venturi_claim_gated('default', ARRAY['slotted'], 10, 5000000, 'w', 25, 'ch')
-		WHERE id IS NOT NULL`).Scan(&n); err != nil || n != 0 {
-		t.Fatalf("claim over two full slots took %d (%v), want 0", n, err)
+	claim := func(max int) int {
+		t.Helper()
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM venturi_claim_gated('default', ARRAY['slotted'], $1, 5000000, 'w', 25, 'ch')
+			WHERE id IS NOT NULL`, max).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
 	}
-	var state string
-	var stop *string
-	if err := pool.QueryRow(ctx, `SELECT state FROM venturi_job WHERE id = $1`, dropped[:]).Scan(&state); err != nil || state != "cancelled" {
-		t.Fatalf("the DropIfRunning job of the full slot is %s (%v), want cancelled", state, err)
+	running("full")
+	free := available("free", 1, 0)
+	drop := available("full", 1, 2) // its slot holds one running job of one
+	if n := claim(1); n != 1 || state(free) != "running" || state(drop) != "available" {
+		t.Fatalf("claim of 1: %d jobs, free %s, drop %s; want 1, running, available (the claim ended before the drop job)",
+			n, state(free), state(drop))
 	}
-	if err := pool.QueryRow(ctx, `SELECT stop_event FROM venturi_job WHERE id = $1`, replaced[:]).Scan(&stop); err != nil || stop == nil || *stop != "replaced" {
-		t.Fatalf("the Replace slot's run: stop_event %v (%v), want replaced", stop, err)
+	if n := claim(5); n != 0 || state(drop) != "cancelled" {
+		t.Fatalf("claim of 5: %d jobs, drop %s; want 0, cancelled", n, state(drop))
+	}
+	var note string
+	if err := pool.QueryRow(ctx, `SELECT journal->-1->>'note' FROM venturi_job WHERE id = $1`, drop[:]).Scan(&note); err != nil ||
+		note != "dropped: slot full is full (1 of 1 running; policy DropIfRunning)" {
+		t.Fatalf("drop note %q (%v)", note, err)
+	}
+	a, b, c := available("pair", 2, 0), available("pair", 2, 2), available("pair", 2, 2)
+	if n := claim(5); n != 2 || state(a) != "running" || state(b) != "running" || state(c) != "cancelled" {
+		t.Fatalf("three jobs of a slot of 2: %d claimed, states %s %s %s; want 2: running running cancelled",
+			n, state(a), state(b), state(c))
 	}
 }

@@ -1,0 +1,900 @@
+package venturi_test
+
+// Upgrade tests: each starts from a schema at an earlier version with jobs in it, applies
+// the next migrations (migration/NNN_*.up.sql), and checks what the migration changes and
+// that the jobs of before the upgrade still run. One test per version, in version order:
+// -run 'TestUpgradeTo16_' runs one, -run TestUpgradeTo all.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/venturi-dev/venturi"
+)
+
+// migrateTo applies venturi's migrations up to version v only.
+func migrateTo(t *testing.T, pool *pgxpool.Pool, v int) {
+	t.Helper()
+	all, err := venturi.ReadMigrations(venturi.MigrationsFS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys := fstest.MapFS{}
+	for _, m := range all {
+		if m.Version <= v {
+			fsys[m.Name+".up.sql"] = &fstest.MapFile{Data: []byte(m.SQL)}
+		}
+	}
+	if _, err := venturi.MigrateFS(context.Background(), pool, fsys, "venturi_migration"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUpgradeTo2_SetsVacuumOptionsAndKeepsJobs: 002_venturi_vacuum.up.sql sets the job
+// table's vacuum and fill-factor options. A schema at version 1 with jobs in it upgrades to
+// version 2; the jobs are untouched and still run.
+func TestUpgradeTo2_SetsVacuumOptionsAndKeepsJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	v1, err := venturi.ReadMigrations(venturi.MigrationsFS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := venturi.MigrateFS(ctx, pool, fstest.MapFS{
+		"001_venturi_init.up.sql": {Data: []byte(v1[0].SQL)},
+	}, "venturi_migration"); err != nil {
+		t.Fatal(err)
+	}
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	// A job as version 1 stores it (this version's enqueue names columns version 1 lacks).
+	r := venturi.Result{ID: ulid.Make()}
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, state, payload, run_at)
+		VALUES ($1, 'note', 'available', '{"msg":"from v1"}', now())`, r.ID[:]); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := venturi.Migrate(ctx, pool)
+	if err != nil || len(applied) == 0 || applied[0] != 2 {
+		t.Fatalf("Migrate = %v, %v; want version 2 applied", applied, err)
+	}
+	var opts []string
+	if err := pool.QueryRow(ctx, "SELECT reloptions FROM pg_class WHERE oid = 'venturi_job'::regclass").Scan(&opts); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"autovacuum_vacuum_cost_delay=0": false, "fillfactor=90": false}
+	for _, o := range opts {
+		if _, ok := want[o]; ok {
+			want[o] = true
+		}
+	}
+	for o, seen := range want {
+		if !seen {
+			t.Errorf("reloptions %v lack %s", opts, o)
+		}
+	}
+	w := newWorker(t, pool, struct{}{}, fastConfig())
+	venturi.MustRegister[noteTask](w)
+	startWorker(t, w)
+	if j := waitState(t, q, r, venturi.StateCompleted); j.RunCount != 1 {
+		t.Fatalf("job after the upgrade: %+v", j)
+	}
+	if _, err := q.Job(ctx, r.ID); errors.Is(err, venturi.ErrNotFound) {
+		t.Fatal("job lost")
+	}
+}
+
+// TestUpgradeTo3_MovesLongJournalsOutOfTheRow: 003_venturi_journal.up.sql keeps only a
+// job's recent journal entries in its row and moves the rest to venturi_journal. Jobs of a
+// version-2 schema, one with a journal longer than the bound and one running under a lease,
+// survive the upgrade: the long journal is moved (nothing lost, numbered in order), and both
+// jobs still finish.
+func TestUpgradeTo3_MovesLongJournalsOutOfTheRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	all, err := venturi.ReadMigrations(venturi.MigrationsFS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := fstest.MapFS{}
+	for _, m := range all[:2] {
+		v2[m.Name+".up.sql"] = &fstest.MapFile{Data: []byte(m.SQL)}
+	}
+	if _, err := venturi.MigrateFS(ctx, pool, v2, "venturi_migration"); err != nil {
+		t.Fatal(err)
+	}
+	long := ulid.Make()
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, state, payload, run_at, runs, journal)
+		SELECT $1, 'note', 'available', '{"msg":"long"}', now(), 50,
+		       jsonb_agg(jsonb_build_object('event', 'paused', 'run', i, 'note', 'v2 run ' || i) ORDER BY i)
+		FROM generate_series(1, 50) i`, long[:]); err != nil {
+		t.Fatal(err)
+	}
+	running := ulid.Make()
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, state, payload, run_at, runs, lease_token, lease_expires_at, worker_id)
+		VALUES ($1, 'note', 'running', '{"msg":"running"}', now(), 1, 7, now() - interval '1 hour', 'v2-worker')`, running[:]); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := venturi.Migrate(ctx, pool)
+	if err != nil || len(applied) == 0 || applied[0] != 3 {
+		t.Fatalf("Migrate = %v, %v; want version 3 applied", applied, err)
+	}
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	j := jobByID(t, q, long)
+	if j.JournalLen != 50 || len(j.Journal) != venturi.JournalRecentAfterMove || j.Journal[0].Seq != 35 {
+		t.Fatalf("after the upgrade: JournalLen %d, recent %v", j.JournalLen, seqs(j.Journal))
+	}
+	older, err := q.Journal(ctx, long, 35, 100)
+	if err != nil || len(older) != 34 || older[0].Note != "v2 run 1" || older[33].Seq != 34 {
+		t.Fatalf("moved entries: %v, %v", seqs(older), err)
+	}
+	w := newWorker(t, pool, struct{}{}, fastConfig())
+	venturi.MustRegister[noteTask](w)
+	startWorker(t, w)
+	if j := waitFinished(t, q, long); j.State != venturi.StateCompleted || j.JournalLen != 51 {
+		t.Fatalf("long job after the upgrade: %s, JournalLen %d", j.State, j.JournalLen)
+	}
+	if j := waitFinished(t, q, running); j.State != venturi.StateCompleted || j.Journal[0].Event != venturi.EventAbandoned {
+		t.Fatalf("rescued job after the upgrade: %s, %s", j.State, eventsOf(j))
+	}
+}
+
+// TestUpgradeTo4_PutsJobsInTheDefaultQueue: 004_venturi_queue_claim.up.sql adds queues and
+// claims by queue through one index instead of one scan per kind. Available, scheduled and
+// running jobs of a version-3 schema survive the upgrade: they land in the default queue,
+// the claim index replaces the per-kind one, and a version-4 worker runs them all, most
+// urgent first.
+func TestUpgradeTo4_PutsJobsInTheDefaultQueue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 3)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	// Jobs as version 3 stores them (this version's enqueue names the queue column).
+	ids := []ulid.ULID{ulid.Make(), ulid.Make(), ulid.Make(), ulid.Make()}
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, state, priority, payload, run_at) VALUES
+		($1, 'prio', 'available', -10, '{"Name":"low","P":-10}', now()),
+		($2, 'prio', 'available', 10, '{"Name":"high","P":10}', now()),
+		($3, 'prio', 'scheduled', 0, '{"Name":"later","P":0}', now() + interval '300 milliseconds')`,
+		ids[0][:], ids[1][:], ids[2][:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, state, payload, run_at, runs, lease_token, lease_expires_at, worker_id)
+		VALUES ($1, 'prio', 'running', '{"Name":"rescued","P":0}', now(), 1, 7, now() - interval '1 hour', 'v3-worker')`, ids[3][:]); err != nil {
+		t.Fatal(err)
+	}
+	migrateTo(t, pool, 4)
+	var queues, oldIndex int
+	if err := pool.QueryRow(ctx, `SELECT count(DISTINCT queue), (SELECT count(*) FROM pg_indexes
+		WHERE indexname = 'venturi_job_claim_idx' AND schemaname = current_schema()) FROM venturi_job`).Scan(&queues, &oldIndex); err != nil {
+		t.Fatal(err)
+	}
+	if queues != 1 || oldIndex != 0 {
+		t.Fatalf("after the upgrade: %d queues, per-kind claim index present: %v", queues, oldIndex == 1)
+	}
+	// Then on to the current version, with the data in it.
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || len(applied) == 0 || applied[0] != 5 {
+		t.Fatalf("Migrate = %v, %v; want the versions after 4", applied, err)
+	}
+	order := make(chan string, 8)
+	cfg := fastConfig()
+	cfg.Concurrency = 1
+	startWorkerFor[prioTask](t, pool, (chan<- string)(order), cfg)
+	if first := recv(t, order, "the first run"); first != "high" {
+		t.Fatalf("first run %q, want the high-priority job", first)
+	}
+	for _, id := range ids {
+		if j := waitFinished(t, q, id); j.State != venturi.StateCompleted {
+			t.Fatalf("job %s ended %s", id, j.State)
+		}
+	}
+}
+
+// TestUpgradeTo6_KeepsJobsPlain: 006_venturi_flow.up.sql adds flow control (queue rows,
+// kind limits, partitions and slots, the gated claim). Jobs of a version-5 schema
+// (available, scheduled, running with an expired lease) are plain after the upgrade and all
+// run.
+func TestUpgradeTo6_KeepsJobsPlain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 5)
+	ids := []ulid.ULID{ulid.Make(), ulid.Make(), ulid.Make()}
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, queue, state, payload, run_at) VALUES
+		($1, 'queued', 'default', 'available', '{"Q":"default","Name":"a"}', now()),
+		($2, 'queued', 'default', 'scheduled', '{"Q":"default","Name":"b"}', now() + interval '100 milliseconds')`,
+		ids[0][:], ids[1][:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, runs, lease_token, lease_expires_at, worker_id)
+		VALUES ($1, 'queued', 'default', 'running', '{"Q":"default","Name":"c"}', now(), 1, 7, now() - interval '1 hour', 'v5-worker')`, ids[2][:]); err != nil {
+		t.Fatal(err)
+	}
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || len(applied) == 0 || applied[0] != 6 {
+		t.Fatalf("Migrate = %v, %v; want version 6 first", applied, err)
+	}
+	if n := countJobs(t, pool, "part IS NULL"); n != 3 {
+		t.Fatalf("%d plain jobs after the upgrade, want 3", n)
+	}
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	seen := make(chan string, 4)
+	startWorkerFor[queued](t, pool, (chan<- string)(seen), fastConfig())
+	for _, id := range ids {
+		if j := waitFinished(t, q, id); j.State != venturi.StateCompleted {
+			t.Fatalf("job %s ended %s", id, j.State)
+		}
+	}
+}
+
+// TestUpgradeTo7_RunsGatedJobsOnePerSlot: 007_venturi_claim_cost.up.sql replaces
+// venturi_claim_gated with a cheaper one (functions only). Gated jobs of a version-6 schema
+// (a slot held by a job whose lease expired, a round-robin cursor) all run after the
+// upgrade, one at a time per slot; and a version-6 worker's claim (the function called with
+// the same arguments, without the version-7 guard) still claims.
+func TestUpgradeTo7_RunsGatedJobsOnePerSlot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 6)
+	var ids []ulid.ULID
+	for i := range 6 {
+		id := ulid.Make()
+		key := fmt.Sprintf("s%d", i%2)
+		if _, err := pool.Exec(ctx, `
+			INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, part, slot_key, slot_limit, slot_policy)
+			VALUES ($1, 'slotted', 'default', 'available', $2, now(), $3, $3, 1, 0)`,
+			id[:], fmt.Sprintf(`{"N":%d,"Key":%q,"Limit":1,"Ms":5}`, i, key), key); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	expired := ulid.Make()
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, runs, lease_token, lease_expires_at,
+		                         worker_id, attempted_at, part, slot_key, slot_limit, slot_policy)
+		VALUES ($1, 'slotted', 'default', 'running', '{"N":9,"Key":"s0","Limit":1,"Ms":5}', now(), 1, 7,
+		        now() - interval '1 hour', 'v6-worker', now() - interval '1 hour', 's0', 's0', 1, 0)`,
+		expired[:]); err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, expired)
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_queue (name, rr_after) VALUES ('default', 's0')`); err != nil {
+		t.Fatal(err)
+	}
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || len(applied) == 0 || applied[0] != 7 {
+		t.Fatalf("Migrate = %v, %v; want version 7", applied, err)
+	}
+
+	// A version-6 worker calls the function as before (rolled back: only the call is tested).
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM venturi_claim_gated('default', ARRAY['slotted'], 10, 5000000, 'v6', 25, 'ch') WHERE id IS NOT NULL`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 { // slot s0 is held by the expired run until the rescue; s1 admits one
+		t.Fatalf("a version-6 claim got %d jobs, want 1", n)
+	}
+
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	g := newGauge()
+	startFlowWorkers[slotted](t, pool, flowState{g: g}, 2, fastConfig())
+	for _, id := range ids {
+		if j := waitFinished(t, q, id); j.State != venturi.StateCompleted {
+			t.Fatalf("job %s ended %s", id, j.State)
+		}
+	}
+	for _, key := range []string{"s0", "s1"} {
+		if m := g.max(key); m > 1 {
+			t.Fatalf("slot %s ran %d jobs at once, limit 1", key, m)
+		}
+	}
+}
+
+// TestUpgradeTo8_StartsTheDebounceBurstAtCreation: 008_venturi_supervise.up.sql adds due
+// times decided by the merge (debounce, throttle) and supervised singletons. A version-6
+// schema with jobs in it (a pending dedup job created two hours ago, a running job of
+// another kind) takes versions 7 and 8; the pending job's first debounced merge starts its
+// burst at its creation (so a one-minute maximum wait makes it due at once), the running
+// job finishes, and a singleton is ensured once.
+func TestUpgradeTo8_StartsTheDebounceBurstAtCreation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 6)
+	pending, running := ulid.Make(), ulid.Make()
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, queue, state, dedup_key, payload, run_at, created_at) VALUES
+		($1, 'due_policy', 'default', 'scheduled', 'k', '{"n":1}', now() + interval '1 hour', now() - interval '2 hours')`, pending[:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, runs, lease_token, lease_expires_at, worker_id)
+		VALUES ($1, 'due_policy', 'default', 'running', '{"n":2}', now(), 1, 7, now() - interval '1 hour', 'v6-worker')`, running[:]); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := venturi.Migrate(ctx, pool)
+	if err != nil || len(applied) == 0 || applied[0] != 7 || !slices.Contains(applied, 8) {
+		t.Fatalf("Migrate = %v, %v; want versions 7 and 8 applied", applied, err)
+	}
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	r := enqueue(t, q, duePolicyTask{N: 3, Rule: "debounce", Delay: time.Hour, MaxWait: time.Minute})
+	if r.ID != pending || r.Action != venturi.ActionReplaced {
+		t.Fatalf("merge after the upgrade: %+v", r)
+	}
+	e, j := lastMerge(t, q, pending)
+	if j.State != venturi.StateAvailable || !e.DueAfter.Equal(j.CreatedAt.Add(time.Minute)) {
+		t.Fatalf("entry %+v, state %s, created %v", e, j.State, j.CreatedAt)
+	}
+	ran := make(chan int, 4)
+	startWorkerFor[duePolicyTask](t, pool, (chan<- int)(ran), fastConfig())
+	waitFinished(t, q, pending)
+	waitFinished(t, q, running)
+	for range 2 {
+		if _, err := q.EnsureSingleton(ctx, supNever{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := countJobs(t, pool, "kind = 'sup_never'"); n != 1 {
+		t.Fatalf("%d singleton jobs, want 1", n)
+	}
+}
+
+// TestUpgradeTo9_AddsCronAndKeepsJobs: 009_venturi_cron.up.sql adds the cron tables. A
+// schema of version 8 with jobs in it gets them and nothing else changes: its job runs, and
+// a schedule fires.
+func TestUpgradeTo9_AddsCronAndKeepsJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 8)
+	id := ulid.Make()
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, queue, state, payload, run_at)
+		VALUES ($1, 'queued', 'default', 'available', '{"Q":"default","Name":"a"}', now())`, id[:]); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := venturi.Migrate(ctx, pool)
+	if err != nil || len(applied) == 0 || applied[0] != 9 {
+		t.Fatalf("Migrate = %v, %v; want version 9 applied first", applied, err)
+	}
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	schedule(t, q, venturi.Schedule{Name: "s", Cron: "* * * * * *", Task: tick{Name: "upgraded"}})
+	seen := make(chan string, 4)
+	startWorkerFor[queued](t, pool, (chan<- string)(seen), fastConfig())
+	if j := waitFinished(t, q, id); j.State != venturi.StateCompleted {
+		t.Fatalf("job ended %s", j.State)
+	}
+	eventually(t, within, "a fire", func() bool { return len(fires(t, q, "s")) >= 1 })
+}
+
+// upgradeTo10From is the version the upgrade to 10 starts from: 9, the one before it.
+const upgradeTo10From = 9
+
+// TestUpgradeTo10_OldJobsRunWithoutEvents: 010_venturi_events.up.sql adds the durable event
+// stream (a job opts in at enqueue) and job metadata. A job of the version-9 schema keeps no
+// metadata and runs without events, a job enqueued after the upgrade streams its events, and
+// an insert without the new columns still works.
+func TestUpgradeTo10_OldJobsRunWithoutEvents(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, upgradeTo10From)
+	old := ulid.Make()
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO venturi_job (id, kind, queue, state, payload, run_at)
+		VALUES ($1, 'scripted', 'default', 'available', '{"name":"old"}', now())`, old[:]); err != nil {
+		t.Fatal(err)
+	}
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || len(applied) == 0 || applied[0] != 10 {
+		t.Fatalf("Migrate = %v, %v; want version 10 first", applied, err)
+	}
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	j := jobByID(t, q, old)
+	if j.Meta != nil {
+		t.Fatalf("old job meta %v", j.Meta)
+	}
+	// The old job (enqueued before it could opt in) runs, without events; a new one streams.
+	w := newWorker(t, pool, struct{}{}, fastConfig())
+	venturi.MustRegister[scripted](w)
+	startWorker(t, w)
+	r := enqueue(t, q, scripted{Name: "new"})
+	waitState(t, q, r, venturi.StateWaiting)
+	waitState(t, q, venturi.Result{ID: old}, venturi.StateWaiting)
+	evs, _ := readAll(t, q, "")
+	if eventNames(evs, old) != "" || !strings.HasPrefix(eventNames(evs, r.ID), "enqueued started failed") {
+		t.Fatalf("events: old %q, new %q", eventNames(evs, old), eventNames(evs, r.ID))
+	}
+	// A version-9 worker's statements (an insert without the new columns) keep working.
+	v8 := ulid.Make()
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, queue, state, payload, run_at)
+		VALUES ($1, 'plain_evt', 'default', 'scheduled', '{}', now() + interval '1 hour')`, v8[:]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// upgradeTo12From is the version the upgrade to 12 starts from: 10 (version 11 is unused).
+const upgradeTo12From = 10
+
+// TestUpgradeTo12_ClaimAdmitsByTheRunningCount: 012_venturi_claim_plans.up.sql replaces
+// venturi_claim_gated with one whose statements are planned better (functions only). After
+// the upgrade, a claim of many slot jobs over many keys admits, per slot, only what its
+// limit leaves beside the jobs already running in it: the running count now comes from one
+// grouped pass over the running slot jobs instead of a per-key array test. Each claimed job
+// comes back with its row's metadata and due time.
+func TestUpgradeTo12_ClaimAdmitsByTheRunningCount(t *testing.T) {
+	t.Parallel()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, upgradeTo12From)
+	loadSlotClaim(t, pool)
+	migrateTo(t, pool, 12)
+	checkSlotClaim(t, pool)
+}
+
+// TestUpgradeTo13_FirstSampleCountsEarlierJobs: 013_venturi_ops.up.sql adds the stats
+// tables and the indexes of the operations API. A version-12 schema with jobs in it gets
+// them; the first sample counts the jobs that finished before the upgrade (a full
+// recount), the dead-job listing uses the new index, and a version-12 worker's statements
+// (an insert, a retention delete that knows nothing of the stats) keep working.
+func TestUpgradeTo13_FirstSampleCountsEarlierJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 12)
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO venturi_queue (name, paused) VALUES ('held', true);
+		INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, finished_at, runs)
+		SELECT (lpad(to_hex((extract(epoch FROM now()) * 1000)::bigint), 12, '0') || lpad(to_hex(i), 20, '0'))::uuid,
+		       'ops', CASE WHEN i = 6 THEN 'held' ELSE 'default' END,
+		       (CASE WHEN i <= 3 THEN 'completed' WHEN i <= 5 THEN 'dead' ELSE 'available' END)::venturi_job_state,
+		       '{}', now(), CASE WHEN i <= 5 THEN now() - interval '1 hour' END, 1
+		FROM generate_series(1, 6) i`); err != nil {
+		t.Fatal(err)
+	}
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || len(applied) == 0 || applied[0] != 13 {
+		t.Fatalf("Migrate = %v, %v; want version 13 first", applied, err)
+	}
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	if s := readStats(t, q); !s.SampledAt.IsZero() {
+		t.Fatalf("a sample before any worker: %+v", s)
+	}
+	startOpsWorker(t, pool, statsConfig("w13"))
+	waitStats(t, q, "the jobs of before the upgrade", func(s venturi.Stats) bool {
+		d, h := queueStats(s, venturi.DefaultQueue), queueStats(s, "held")
+		return d.Counts[venturi.StateCompleted] == 3 && d.Counts[venturi.StateDead] == 2 && h.Counts[venturi.StateAvailable] == 1 && h.Paused
+	})
+	if dead := listAll(t, q, mustFilter(t, "state:dead"), 1); len(dead) != 2 {
+		t.Fatalf("dead listing: %+v", dead)
+	}
+	// A version-12 worker: its insert and its retention's plain DELETE.
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, queue, state, payload, run_at)
+		VALUES ($1, 'ops', 'held', 'available', '{}', now())`, ulid.Make().Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM venturi_job WHERE state = 'completed'`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUpgradeTo14_ClaimAdmitsWhatEachSlotLeaves: 014_venturi_claim_cheaper.up.sql replaces
+// venturi_claim_gated with a cheaper one that looks its slots' running jobs up in a map
+// instead of joining (functions only). With running and available slot jobs in the table,
+// the claim of many slots after the upgrade admits per slot what its limit leaves.
+func TestUpgradeTo14_ClaimAdmitsWhatEachSlotLeaves(t *testing.T) {
+	t.Parallel()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 12)
+	loadSlotClaim(t, pool)
+	if applied, err := venturi.Migrate(context.Background(), pool); err != nil || !slices.Contains(applied, 14) {
+		t.Fatalf("Migrate = %v, %v; want version 14 applied", applied, err)
+	}
+	checkSlotClaim(t, pool)
+}
+
+// The slot claim scenario of the upgrades to 12 and 14: slotKeys slots of limit slotLimit, a
+// third of them with one job running elsewhere, slotPerKey available jobs each.
+const slotKeys, slotPerKey, slotLimit = 60, 4, 2
+
+func loadSlotClaim(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	for k := range slotKeys {
+		key := fmt.Sprintf("k%02d", k)
+		if k%3 == 0 { // a third of the slots have one job running elsewhere
+			if _, err := pool.Exec(ctx, `
+				INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, runs, lease_token, lease_expires_at,
+				                         worker_id, attempted_at, part, slot_key, slot_limit, slot_policy)
+				VALUES ($1, 'slotted', 'default', 'running', '{}', now(), 1, nextval('venturi_lease_token_seq'),
+				        now() + interval '1 hour', 'elsewhere', now(), $2, $2, $3, 0)`,
+				ulid.Make().Bytes(), key, slotLimit); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range slotPerKey {
+			if _, err := pool.Exec(ctx, `
+				INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, part, slot_key, slot_limit, slot_policy, meta)
+				VALUES ($1, 'slotted', 'default', 'available', '{}', now() - $4::int * interval '1 second', $2, $2, $3, 0,
+				        CASE WHEN $4::int % 2 = 0 THEN jsonb_build_object('key', $2::text) END)`,
+				ulid.Make().Bytes(), key, slotLimit, k); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// checkSlotClaim claims every slot job at once (in a transaction it rolls back) and
+// checks what each slot admitted, and that each job came back with its row's meta and
+// due time.
+func checkSlotClaim(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	rows, err := tx.Query(ctx, `
+		SELECT j.slot_key, count(*),
+		       count(*) FILTER (WHERE c.meta IS DISTINCT FROM COALESCE(j.meta, 'null'::jsonb) OR c.run_at IS DISTINCT FROM j.run_at)
+		FROM venturi_claim_gated('default', ARRAY['slotted'], 1000, 5000000, 'w', 25, 'ch') c
+		JOIN venturi_job j ON j.id = c.id -- the statement's snapshot: the rows as they were before the claim
+		GROUP BY j.slot_key`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for rows.Next() {
+		var key string
+		var n, wrong int
+		if err := rows.Scan(&key, &n, &wrong); err != nil {
+			t.Fatal(err)
+		}
+		if wrong > 0 { // the two columns 012_venturi_claim_plans.up.sql added
+			t.Errorf("slot %s: %d claimed jobs came back with another meta or run_at than their row's", key, wrong)
+		}
+		got[key] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for k := range slotKeys {
+		key, want := fmt.Sprintf("k%02d", k), slotLimit
+		if k%3 == 0 {
+			want = slotLimit - 1
+		}
+		if got[key] != want {
+			t.Errorf("slot %s: claimed %d, want %d (limit %d, %d running)", key, got[key], want, slotLimit, slotLimit-want)
+		}
+	}
+}
+
+// TestUpgradeTo15_IndexesDueJobsByDueTimeThenID: 015_venturi_due_order.up.sql indexes the
+// scheduled and waiting jobs on (run_at, id), their listing order. With scheduled and
+// waiting jobs in the table, many of them due at one time: the new indexes hold (run_at,
+// id) and the old ones are gone; the listing walks the jobs that share a due time in ID
+// order, each once; a worker still promotes and runs the scheduled jobs that are due.
+func TestUpgradeTo15_IndexesDueJobsByDueTimeThenID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 14)
+	batch := seedMany(t, pool, 40, "scheduled", venturi.DefaultQueue, func(int) bool { return false })
+	waiting := seedMany(t, pool, 15, "waiting", venturi.DefaultQueue, func(int) bool { return false })
+	due := seed(t, pool, seedJob{state: "scheduled", runAt: -time.Second}, seedJob{state: "scheduled", runAt: -time.Second})
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || !slices.Contains(applied, 15) {
+		t.Fatalf("Migrate = %v, %v; want version 15 applied", applied, err)
+	}
+	rows, err := pool.Query(ctx, `SELECT indexname, indexdef FROM pg_indexes
+		WHERE tablename = 'venturi_job' AND schemaname = current_schema() AND indexname ~ '^venturi_job_(scheduled|waiting)'
+		ORDER BY indexname`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var defs []string
+	for rows.Next() {
+		var name, def string
+		if err := rows.Scan(&name, &def); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(def, "(run_at, id)") {
+			t.Errorf("%s: %s, want (run_at, id)", name, def)
+		}
+		defs = append(defs, name)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(defs, []string{"venturi_job_scheduled_due_idx", "venturi_job_waiting_due_idx"}) {
+		t.Fatalf("indexes %v, want only the two of version 15", defs)
+	}
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	if got := summaryIDs(listAll(t, q, mustFilter(t, "state:waiting"), 4)); !slices.Equal(got, waiting) {
+		t.Fatalf("waiting jobs listed %v, want %v", got, waiting)
+	}
+	want := append(slices.Clone(due), batch...) // the due ones first, then the batch by ID
+	if got := summaryIDs(listAll(t, q, mustFilter(t, "state:scheduled"), 7)); !slices.Equal(got, want) {
+		t.Fatalf("scheduled jobs listed %v, want %v", got, want)
+	}
+	startOpsWorker(t, pool, fastConfig())
+	eventually(t, 10*time.Second, "the due scheduled jobs run", func() bool {
+		return countJobs(t, pool, "id = ANY($1) AND state = 'completed'", [][]byte{due[0][:], due[1][:]}) == 2
+	})
+}
+
+// TestUpgradeTo16_GivesGatedJobsVirtualTimes: 016_venturi_virtual_time.up.sql orders the
+// gated claim by virtual time instead of a round-robin walk over partitions. The available
+// gated jobs of a version-15 schema get virtual times in their partitions' order, so the
+// first claim after the upgrade interleaves the partitions; jobs written after it (by any
+// worker: the trigger) get theirs too; and a version-15 worker's one-time probe still finds
+// the gated jobs.
+func TestUpgradeTo16_GivesGatedJobsVirtualTimes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 15)
+	insert := func(part string, ageSeconds int) {
+		t.Helper()
+		id := ulid.Make()
+		if _, err := pool.Exec(ctx, `
+			INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, part)
+			VALUES ($1, 'fair', 'default', 'available', '{}', now() - $3::int * interval '1 second', $2)`,
+			id[:], part, ageSeconds); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 30 {
+		insert("big", 100-i) // the older ones first
+	}
+	for i := range 3 {
+		insert("small", 10-i)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_queue (name, rr_after) VALUES ('default', 'big')`); err != nil {
+		t.Fatal(err)
+	}
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || !slices.Contains(applied, 16) {
+		t.Fatalf("Migrate = %v, %v; want version 16 applied", applied, err)
+	}
+	var nullVT, maxBig, maxSmall int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE vt IS NULL),
+		max(vt) FILTER (WHERE part = 'big'), max(vt) FILTER (WHERE part = 'small') FROM venturi_job`).Scan(&nullVT, &maxBig, &maxSmall); err != nil {
+		t.Fatal(err)
+	}
+	if nullVT != 0 || maxBig != 30 || maxSmall != 3 {
+		t.Fatalf("after the upgrade: %d jobs without a virtual time, big up to %d, small up to %d; want 0, 30, 3", nullVT, maxBig, maxSmall)
+	}
+	if got, want := claimOrder(t, pool, "fair", 6), []string{"big", "small", "big", "small", "big", "small"}; !slices.Equal(got, want) {
+		t.Fatalf("first claim after the upgrade %v, want %v", got, want)
+	}
+	insert("new", 0) // a write as a version-15 worker makes it: the trigger gives it its place
+	if got := claimOrder(t, pool, "fair", 3); !slices.Contains(got, "new") {
+		t.Fatalf("a new partition's job is not among the first 3 claimed: %v", got)
+	}
+	var probe *string // the version-15 ClaimGated guard
+	if err := pool.QueryRow(ctx, `SELECT x.part FROM venturi_job x
+		WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = 'default' ORDER BY x.part LIMIT 1`).Scan(&probe); err != nil || probe == nil {
+		t.Fatalf("the version-15 probe: %v, %v", probe, err)
+	}
+}
+
+// TestUpgradeTo17_RescuedJobKeepsItsVirtualTime: 017_venturi_vt_keep_place.up.sql keeps
+// the virtual time of a gated job whose run ends straight back to available (functions
+// only). After the upgrade, a running gated job of the version-16 schema that its run
+// returns to available at once keeps its virtual time.
+func TestUpgradeTo17_RescuedJobKeepsItsVirtualTime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 16)
+	id := ulid.Make()
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, runs, lease_token, lease_expires_at,
+		                         worker_id, attempted_at, part, vt)
+		VALUES ($1, 'fair', 'default', 'running', '{}', now(), 1, nextval('venturi_lease_token_seq'),
+		        now() - interval '1 minute', 'v16', now(), 'a', 7)`, id[:]); err != nil {
+		t.Fatal(err)
+	}
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || !slices.Contains(applied, 17) {
+		t.Fatalf("Migrate = %v, %v; want version 17 applied", applied, err)
+	}
+	// As the lease rescue returns it.
+	if _, err := pool.Exec(ctx, `UPDATE venturi_job SET state = 'available', failures = failures + 1, lease_token = NULL,
+		lease_expires_at = NULL WHERE id = $1`, id[:]); err != nil {
+		t.Fatal(err)
+	}
+	if got := vtOf(t, pool, id); got[0] != 7 {
+		t.Fatalf("rescued job's virtual time %d, want 7 (kept)", got[0])
+	}
+}
+
+// TestUpgradeTo18_ClaimCountsSlotsWithoutTheRunningIndex: 018_venturi_claim_admission.up.sql
+// drops the index of running slot jobs and decides a slots-only claim in one statement.
+// After the upgrade the index is gone, and the gated claim still counts a slot's running
+// jobs (one running under a version-17 worker, the other claimed after the upgrade): it
+// admits up to the slot's limit, passes over the full slot, and a Replace job asks the
+// slot's oldest run to stop.
+func TestUpgradeTo18_ClaimCountsSlotsWithoutTheRunningIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 17)
+	job := func(state string, policy int, age int) ulid.ULID {
+		t.Helper()
+		id := ulid.Make()
+		if state == "running" {
+			if _, err := pool.Exec(ctx, `
+				INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, runs, lease_token, lease_expires_at,
+				                         worker_id, attempted_at, part, slot_key, slot_limit, slot_policy)
+				VALUES ($1, 'slotted', 'default', 'running', '{}', now(), 1, nextval('venturi_lease_token_seq'),
+				        now() + interval '1 minute', 'v17', now() - $2::int * interval '1 second', 's', 's', 2, 0)`,
+				id[:], age); err != nil {
+				t.Fatal(err)
+			}
+			return id
+		}
+		if _, err := pool.Exec(ctx, `
+			INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, part, slot_key, slot_limit, slot_policy)
+			VALUES ($1, 'slotted', 'default', 'available', '{}', now() - $3::int * interval '1 second', 's', 's', 2, $2)`,
+			id[:], policy, age); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	oldest := job("running", 0, 60)
+	for i := range 3 {
+		job("available", 0, 30-i)
+	}
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || !slices.Contains(applied, 18) {
+		t.Fatalf("Migrate = %v, %v; want version 18 applied", applied, err)
+	}
+	var idx int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema()
+		AND indexname = 'venturi_job_running_slot_idx'`).Scan(&idx); err != nil || idx != 0 {
+		t.Fatalf("venturi_job_running_slot_idx: %d (%v), want dropped", idx, err)
+	}
+	claim := func(max int) int {
+		t.Helper()
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM venturi_claim_gated('default', ARRAY['slotted'], $1, 5000000, 'w', 25, 'ch')
+			WHERE id IS NOT NULL`, max).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := claim(10); n != 1 {
+		t.Fatalf("first claim after the upgrade took %d jobs of slot s (limit 2, 1 running), want 1", n)
+	}
+	if n := claim(10); n != 0 {
+		t.Fatalf("the full slot gave %d more jobs, want 0", n)
+	}
+	job("available", 1, 0) // Replace: the slot's oldest run is asked to stop
+	if n := claim(10); n != 0 {
+		t.Fatalf("a Replace job of the full slot was admitted (%d)", n)
+	}
+	var stop *string
+	if err := pool.QueryRow(ctx, `SELECT stop_event FROM venturi_job WHERE id = $1`, oldest[:]).Scan(&stop); err != nil || stop == nil || *stop != "replaced" {
+		t.Fatalf("the slot's oldest run: stop_event %v (%v), want replaced", stop, err)
+	}
+}
+
+// TestUpgradeTo19_FullSlotsStillDropAndReplace: 019_venturi_slot_policy_recheck.up.sql
+// makes DropIfRunning and Replace act only on a slot that is full when they act. With jobs
+// in a full DropIfRunning slot and a full Replace slot, the upgrade leaves them alone, and
+// claims after it drop and replace as before when the slots really are full.
+func TestUpgradeTo19_FullSlotsStillDropAndReplace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 18)
+	job := func(state, slot string, policy int) ulid.ULID {
+		t.Helper()
+		id := ulid.Make()
+		q := `INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, part, slot_key, slot_limit, slot_policy)
+		      VALUES ($1, 'slotted', 'default', 'available', '{}', now(), $2, $2, 1, $3)`
+		if state == "running" {
+			q = `INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, runs, lease_token, lease_expires_at,
+			                             worker_id, attempted_at, part, slot_key, slot_limit, slot_policy)
+			     VALUES ($1, 'slotted', 'default', 'running', '{}', now(), 1, nextval('venturi_lease_token_seq'),
+			             now() + interval '1 minute', 'v18', now(), $2, $2, 1, $3)`
+		}
+		if _, err := pool.Exec(ctx, q, id[:], slot, policy); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	job("running", "d", int(venturi.SlotDropIfRunning))
+	dropped := job("available", "d", int(venturi.SlotDropIfRunning))
+	replaced := job("running", "r", int(venturi.SlotReplace))
+	job("available", "r", int(venturi.SlotReplace))
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || !slices.Contains(applied, 19) {
+		t.Fatalf("Migrate = %v, %v; want version 19 applied", applied, err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM venturi_claim_gated('default', ARRAY['slotted'], 10, 5000000, 'w', 25, 'ch')
+		WHERE id IS NOT NULL`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("claim over two full slots took %d (%v), want 0", n, err)
+	}
+	var state string
+	var stop *string
+	if err := pool.QueryRow(ctx, `SELECT state FROM venturi_job WHERE id = $1`, dropped[:]).Scan(&state); err != nil || state != "cancelled" {
+		t.Fatalf("the DropIfRunning job of the full slot is %s (%v), want cancelled", state, err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT stop_event FROM venturi_job WHERE id = $1`, replaced[:]).Scan(&stop); err != nil || stop == nil || *stop != "replaced" {
+		t.Fatalf("the Replace slot's run: stop_event %v (%v), want replaced", stop, err)
+	}
+}
+
+// TestUpgradeTo21_DropsUnusedGateFunctions: 021_venturi_drop_unused_functions.up.sql drops
+// venturi_gated_heads and venturi_gated_heads_upto, which nothing calls. The upgrade of a
+// version-20 schema with jobs in it (a plain one, a gated one, a scheduled one that came
+// due) drops them, keeps venturi_gate_lock, and a worker started after it claims and
+// completes every job, the gated one through venturi_claim_gated.
+func TestUpgradeTo21_DropsUnusedGateFunctions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 20)
+	functions := func() []string {
+		t.Helper()
+		rows, err := pool.Query(ctx, `SELECT proname::text FROM pg_proc
+			WHERE pronamespace = current_schema()::regnamespace AND proname ~ '^venturi_gate'
+			ORDER BY proname`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, n)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	if got, want := functions(), []string{"venturi_gate_lock", "venturi_gated_heads", "venturi_gated_heads_upto"}; !slices.Equal(got, want) {
+		t.Fatalf("version 20 has functions %v, want %v", got, want)
+	}
+	var ids [][]byte
+	insert := func(state, part string, runAt time.Duration) {
+		t.Helper()
+		id := ulid.Make()
+		var p *string
+		if part != "" {
+			p = &part
+		}
+		if _, err := pool.Exec(ctx, `
+			INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, part)
+			VALUES ($1, 'ops', 'default', $2::venturi_job_state, '{"n": 1}', now() + $3::bigint * interval '1 microsecond', $4)`,
+			id[:], state, runAt.Microseconds(), p); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id[:])
+	}
+	insert("available", "", 0)
+	insert("available", "p", 0) // gated: venturi_claim_gated claims it
+	insert("scheduled", "", -time.Second)
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || !slices.Equal(applied, []int{21}) {
+		t.Fatalf("Migrate = %v, %v; want version 21 applied", applied, err)
+	}
+	if got, want := functions(), []string{"venturi_gate_lock"}; !slices.Equal(got, want) {
+		t.Fatalf("after the upgrade: functions %v, want %v", got, want)
+	}
+	startOpsWorker(t, pool, fastConfig())
+	eventually(t, 10*time.Second, "the jobs of the version-20 schema complete", func() bool {
+		return countJobs(t, pool, "id = ANY($1) AND state = 'completed'", ids) == len(ids)
+	})
+}
