@@ -1,4 +1,4 @@
-package venturi
+package maintenance_test
 
 import (
 	"context"
@@ -7,11 +7,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/venturi-dev/venturi"
 	"github.com/venturi-dev/venturi/internal/cronexpr"
-	"github.com/venturi-dev/venturi/internal/dbsqlc"
-	"github.com/venturi-dev/venturi/internal/testdb"
+	"github.com/venturi-dev/venturi/internal/maintenance"
 )
 
+// newCronFirer returns a firer on the bundle's schema configured as a polling worker's
+// (no NOTIFY) with venturi's limits.
+func newCronFirer(b *testBundle, log *slog.Logger) *maintenance.CronFirer {
+	return maintenance.NewCronFirer(maintenance.CronFirerConfig{
+		Interval: time.Second, Batch: 1000, CountLimit: 100000, LockedRetry: 20 * time.Millisecond,
+		PruneBatch: 5000, RetainFires: 24 * time.Hour, InTx: b.txFunc, Logger: log,
+	}, b.pool, b.q)
+}
+
+// mustLoc loads the time zone name or fails the test.
 func mustLoc(t testing.TB, name string) *time.Location {
 	t.Helper()
 	loc, err := time.LoadLocation(name)
@@ -21,48 +31,17 @@ func mustLoc(t testing.TB, name string) *time.Location {
 	return loc
 }
 
-func TestCronPlanFires(t *testing.T) {
-	c, _ := cronexpr.Parse("0 * * * *")
-	h := func(n int) time.Time { return time.Date(2026, 5, 1, n, 0, 0, 0, time.UTC) }
-	now := h(10).Add(30 * time.Second)
-	// next = 05:00: 05..09 missed, 10:00 on time (grace 1 min).
-	p := planFires(c, time.UTC, h(5), now, MissedOnce, 0, time.Minute, cronBatch)
-	if len(p.fires) != 2 || !p.fires[0].at.Equal(h(9)) || p.fires[0].covers != 5 || !p.fires[1].at.Equal(h(10)) ||
-		p.coalesced != 4 || !p.next.Equal(h(11)) {
-		t.Errorf("once: %+v", p)
-	}
-	p = planFires(c, time.UTC, h(5), now, MissedSkip, 0, time.Minute, cronBatch)
-	if len(p.fires) != 1 || !p.fires[0].at.Equal(h(10)) || p.skipped != 5 {
-		t.Errorf("skip: %+v", p)
-	}
-	p = planFires(c, time.UTC, h(5), now, MissedBackfill, 3, time.Minute, cronBatch)
-	if len(p.fires) != 4 || !p.fires[0].at.Equal(h(7)) || p.skipped != 2 {
-		t.Errorf("backfill: %+v", p)
-	}
-	p = planFires(c, time.UTC, h(5), now, MissedBackfill, 10, time.Minute, 2)
-	if len(p.fires) != 2 || !p.next.Equal(h(7)) {
-		t.Errorf("batch: %+v", p)
-	}
-	// A per-second schedule after a day's outage: the window search stays cheap.
-	sec, _ := cronexpr.Parse("* * * * * *")
-	p = planFires(sec, time.UTC, h(5).Add(-24*time.Hour), now, MissedBackfill, 3, time.Second, cronBatch)
-	if len(p.fires) != 3+2 || p.skipped != cronCountLimit-3 {
-		t.Errorf("per-second backfill: %d fires, skipped %d", len(p.fires), p.skipped)
-	}
-}
-
-// TestCronFireDueWithDatabaseTime drives the firing transaction through New York's
+// TestCronFirerFiresAtTheDatabaseTime drives the firing transaction through New York's
 // spring-forward and fall-back days with the database time injected, in 10-minute steps,
 // and reads the ledger: the daily schedules in the gap and in the overlap fire once a
 // day, the hourly one once per real hour, each fire once.
-func TestCronFireDueWithDatabaseTime(t *testing.T) {
+func TestCronFirerFiresAtTheDatabaseTime(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	pool := testdb.Pool(t, testdb.Schema(t), 4)
-	if _, err := Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	q := NewQueue(pool, QueueConfig{NoNotify: true})
-	s := newCronService(Config{MaintenanceInterval: time.Second, PollOnly: true}, slog.New(slog.DiscardHandler), pool, dbsqlc.New())
+	b := setup(t)
+	pool := b.pool
+	q := venturi.NewQueue(pool, venturi.QueueConfig{NoNotify: true})
+	s := newCronFirer(b, b.log)
 	ny := mustLoc(t, "America/New_York")
 	for _, tc := range []struct {
 		from, to time.Time
@@ -83,8 +62,8 @@ func TestCronFireDueWithDatabaseTime(t *testing.T) {
 			if _, err := q.RemoveSchedule(ctx, name); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := q.Schedule(ctx, Schedule{Name: name, Cron: expr, TimeZone: "America/New_York",
-				Task: cronProbe{Name: name}, Missed: MissedSkip}); err != nil {
+			if _, err := q.Schedule(ctx, venturi.Schedule{Name: name, Cron: expr, TimeZone: "America/New_York",
+				Task: cronProbe{Name: name}, Missed: venturi.MissedSkip}); err != nil {
 				t.Fatal(err)
 			}
 			c, _ := cronexpr.Parse(expr)
@@ -93,7 +72,7 @@ func TestCronFireDueWithDatabaseTime(t *testing.T) {
 			}
 		}
 		for now := tc.from; !now.After(tc.to); now = now.Add(10 * time.Minute) {
-			if _, _, err := s.fireDue(ctx, &now); err != nil {
+			if _, _, err := s.FireDueAt(ctx, now); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -123,26 +102,27 @@ func TestCronFireDueWithDatabaseTime(t *testing.T) {
 	}
 }
 
+// cronProbe is the task the test schedules enqueue.
 type cronProbe struct {
 	Name string `json:"name"`
 }
 
+// Kind names the task.
 func (cronProbe) Kind() string { return "cron_probe" }
 
-// TestCronUnloadableScheduleIsLeftToOthers: a due schedule whose time zone this worker
+// TestCronFirerLeavesAnUnloadableScheduleToOthers: a due schedule whose time zone this worker
 // cannot load (a host without that zone) is skipped and logged once; the other due
 // schedules fire, and the worker does not spin on it (no due time reported).
-func TestCronUnloadableScheduleIsLeftToOthers(t *testing.T) {
+func TestCronFirerLeavesAnUnloadableScheduleToOthers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	pool := testdb.Pool(t, testdb.Schema(t), 4)
-	if _, err := Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	q := NewQueue(pool, QueueConfig{NoNotify: true})
+	b := setup(t)
+	pool := b.pool
+	q := venturi.NewQueue(pool, venturi.QueueConfig{NoNotify: true})
 	var logs strings.Builder
-	s := newCronService(Config{MaintenanceInterval: time.Second, PollOnly: true}, slog.New(slog.NewTextHandler(&logs, nil)), pool, dbsqlc.New())
+	s := newCronFirer(b, slog.New(slog.NewTextHandler(&logs, nil)))
 	for _, name := range []string{"good", "bad"} {
-		if _, err := q.Schedule(ctx, Schedule{Name: name, Cron: "0 0 1 1 *", Task: cronProbe{Name: name}}); err != nil {
+		if _, err := q.Schedule(ctx, venturi.Schedule{Name: name, Cron: "0 0 1 1 *", Task: cronProbe{Name: name}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -151,9 +131,9 @@ func TestCronUnloadableScheduleIsLeftToOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		more, dueIn, err := s.fireDue(ctx, nil)
+		more, dueIn, err := s.RunOnce(ctx)
 		if err != nil || more || dueIn != nil {
-			t.Fatalf("fireDue = %v, %v, %v; want no due time while only the unloadable one is due", more, dueIn, err)
+			t.Fatalf("RunOnce = %v, %v, %v; want no due time while only the unloadable one is due", more, dueIn, err)
 		}
 	}
 	for name, want := range map[string]int{"good": 1, "bad": 0} {
