@@ -95,13 +95,19 @@ var constRE = regexp.MustCompile("(?s)const (\\w+) = `(-- name: \\w+[^\\n]*\\n.*
 
 // venturiSQL reads the SQL constants of venturi's generated dbsqlc package.
 func venturiSQL(src string) (map[string]string, error) {
-	b, err := os.ReadFile(filepath.Join(src, "internal", "dbsqlc", "queries.sql.go"))
+	files, err := filepath.Glob(filepath.Join(src, "internal", "dbsqlc", "*.sql.go"))
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]string{}
-	for _, m := range constRE.FindAllStringSubmatch(string(b), -1) {
-		out[m[1]] = m[2]
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range constRE.FindAllStringSubmatch(string(b), -1) {
+			out[m[1]] = m[2]
+		}
 	}
 	for _, k := range []string{"claim", "finishRuns", "insertJob", "insertIfNoCandidate", "promoteDue"} {
 		if out[k] == "" {

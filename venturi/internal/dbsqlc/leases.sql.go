@@ -152,7 +152,7 @@ const tryMaintenanceLock = `-- name: TryMaintenanceLock :one
 SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || '.venturi_maintenance', 0))::bool AS locked
 `
 
-// The lock of lease rescue and promotion (maintainer.go): one worker at a time does them.
+// The lock of lease rescue and promotion (internal/maintenance, runner.go): one worker at a time does them.
 // Nothing that waits for the stats or for retention holds it.
 func (q *Queries) TryMaintenanceLock(ctx context.Context, db DBTX) (bool, error) {
 	row := db.QueryRow(ctx, tryMaintenanceLock)

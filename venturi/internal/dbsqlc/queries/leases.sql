@@ -27,7 +27,7 @@ WHERE j.id = ANY(ARRAY(SELECT locked.id FROM locked))
 RETURNING j.id, COALESCE(j.stop_event, '')::text AS stop_event;
 
 -- name: TryMaintenanceLock :one
--- The lock of lease rescue and promotion (maintainer.go): one worker at a time does them.
+-- The lock of lease rescue and promotion (internal/maintenance, runner.go): one worker at a time does them.
 -- Nothing that waits for the stats or for retention holds it.
 SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || '.venturi_maintenance', 0))::bool AS locked;
 
