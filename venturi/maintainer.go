@@ -3,7 +3,6 @@ package venturi
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -38,19 +37,16 @@ const GateSweepBatch = 1000
 //     completed, dead and cancelled jobs and events past their retention, and sweeps the
 //     gates nothing uses (rate windows and breakers idle for Config.RetainIdleGates);
 //   - stats (the stats lock), on the retention loop: a sample every Config.StatsInterval
-//     (ops_stats.go).
+//     (maintenance.Sampler).
 //
 // The services and their loops live in internal/maintenance (maintenance.Maintainer); the
-// maintainer translates Config into their configs, and keeps the stats sampler and the
-// cron firer's start.
+// maintainer translates Config into their configs, and keeps the cron firer's start.
 type maintainer struct {
 	cfg   Config
 	log   *slog.Logger
 	db    *pgxpool.Pool
 	q     *dbsqlc.Queries
 	loops *maintenance.Maintainer
-
-	statsNext time.Time // when a stats sample may be due next (ops_stats.go); a hint, the database decides
 }
 
 // newMaintainer returns the maintainer of the schema db's search path names; rescued is
@@ -68,6 +64,12 @@ func newMaintainer(cfg Config, log *slog.Logger, db *pgxpool.Pool, q *dbsqlc.Que
 		Batch: PruneBatch, RetainCompleted: cfg.RetainCompleted, RetainDead: cfg.RetainDead}, q)
 	sweeper := maintenance.NewGateSweeper(maintenance.GateSweeperConfig{
 		Batch: GateSweepBatch, RetainIdleGates: cfg.RetainIdleGates, Interval: cfg.MaintenanceInterval, Logger: log}, q)
+	sampler := maintenance.NewSampler(maintenance.SamplerConfig{
+		Interval: cfg.StatsInterval, ID: cfg.ID, Logger: log,
+		InTx: func(ctx context.Context, fn func(pgx.Tx) error) error {
+			return inTx(ctx, db, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, idleTxBound(cfg.Lease), fn)
+		},
+	}, q)
 	m.loops = maintenance.NewMaintainer(maintenance.MaintainerConfig{
 		Interval: cfg.MaintenanceInterval, Lease: cfg.Lease,
 		// Idle-bounded (inHotTx): a maintainer cut off mid-round must not keep the lock, and
@@ -76,7 +78,7 @@ func newMaintainer(cfg Config, log *slog.Logger, db *pgxpool.Pool, q *dbsqlc.Que
 			return inHotTx(ctx, db, idleTxBound(cfg.Lease), fn)
 		},
 		OnRescued:      rescued,
-		AfterRetention: m.sampleStatsIfDue,
+		AfterRetention: sampler.SampleIfDue,
 		Logger:         log,
 	}, q, rescuer, promoter, pruner, sweeper)
 	return m

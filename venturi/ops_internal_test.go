@@ -6,71 +6,22 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/venturi-dev/venturi/internal/dbsqlc"
+	"github.com/venturi-dev/venturi/internal/maintenance"
 )
 
-// TestCombineSampleKeepsCountsAndRates: the finished counts carry over from the previous
-// sample plus what finished in the window (or come from a recount); the rates are the
-// window's per second; FailedPerSec is the growth of the unfinished jobs' failures plus
-// those that left with finished jobs, less the deaths; jobs finishing inside the commit
-// margin count as unfinished; empty lines are dropped.
-func TestCombineSampleKeepsCountsAndRates(t *testing.T) {
+// TestStatsStatesAreTheSamplersOrder: the sampler (maintenance.StatsStates) writes its
+// counts in the order that Queue.Stats reads them back through statsStates.
+func TestStatsStatesAreTheSamplersOrder(t *testing.T) {
 	t.Parallel()
-	old := []*dbsqlc.StatsKindsRow{
-		{Queue: "q", Kind: "a", Completed: 100, Dead: 5, Cancelled: 1, PendingFailures: 10},
-		{Queue: "q", Kind: "gone"}, // nothing left: dropped
+	if len(statsStates) != len(maintenance.StatsStates) {
+		t.Fatalf("statsStates %v, maintenance.StatsStates %v", statsStates, maintenance.StatsStates)
 	}
-	due := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	pending := []*dbsqlc.StatsPendingRow{
-		{Queue: "q", Kind: "a", State: "available", Jobs: 3, Failures: 4, Oldest: due},
-		{Queue: "q", Kind: "a", State: "scheduled", Jobs: 2, Failures: 6, Oldest: due.Add(-time.Hour)}, // not an available job
-		{Queue: "q", Kind: "a", State: "running", Jobs: 1, Failures: 1},
-	}
-	window := []*dbsqlc.StatsFinishedRow{
-		{Queue: "q", Kind: "a", State: "completed", Jobs: 20, Failures: 4},
-		{Queue: "q", Kind: "a", State: "dead", Jobs: 2, Failures: 50},
-		{Queue: "q", Kind: "a", State: "completed", Jobs: 1, Failures: 3, Recent: true},
-		{Queue: "q", Kind: "a", State: "dead", Jobs: 1, Failures: 25, Recent: true},
-	}
-	lines := combineSample(old, pending, window, nil, false, 2)
-	if len(lines) != 1 {
-		t.Fatalf("lines %v", lines)
-	}
-	l := lines[statsKey{"q", "a"}]
-	if l.counts != (statsCounts{3, 1, 2, 0, 120, 7, 1}) || l.oldest == nil || !l.oldest.Equal(due) {
-		t.Fatalf("line %+v", l)
-	}
-	// Unfinished failures: 4+6+1 = 11, plus the recent ones (3 + 25 - 1) = 38; previous 10.
-	// Failed: 38 - 10 + (4 + 50) - 2 = 80 over 2 seconds.
-	if l.pendingFailures != 38 || l.cps != 10 || l.dps != 1 || l.fps != 40 {
-		t.Fatalf("rates %+v", l)
-	}
-	// A recount replaces the carried finished counts; no window, no rates.
-	recount := []*dbsqlc.StatsFinishedRow{{Queue: "q", Kind: "a", State: "completed", Jobs: 90}}
-	l = combineSample(old, pending, nil, recount, true, 0)[statsKey{"q", "a"}]
-	if l.counts != (statsCounts{3, 1, 2, 0, 90, 0, 0}) || l.cps != 0 || l.fps != 0 {
-		t.Fatalf("recounted line %+v", l)
-	}
-	// Failures that shrink (a retry forgot them) give no negative rate.
-	l = combineSample([]*dbsqlc.StatsKindsRow{{Queue: "q", Kind: "a", PendingFailures: 500}}, pending, nil, nil, false, 1)[statsKey{"q", "a"}]
-	if l.fps != 0 {
-		t.Fatalf("negative failures: %+v", l)
-	}
-}
-
-func TestStretchedKeepsTheSamplerUnderItsShare(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct{ every, cost, want time.Duration }{
-		{5 * time.Second, 10 * time.Millisecond, 5 * time.Second},
-		{5 * time.Second, time.Second, 20 * time.Second},
-		{statsRecountEvery, time.Minute, 20 * time.Minute},
-	} {
-		if got := stretched(tc.every, tc.cost); got != tc.want {
-			t.Errorf("stretched(%v, %v) = %v, want %v", tc.every, tc.cost, got, tc.want)
+	for i, s := range statsStates {
+		if string(s) != maintenance.StatsStates[i] {
+			t.Errorf("state %d: statsStates %q, maintenance.StatsStates %q", i, s, maintenance.StatsStates[i])
 		}
 	}
 }

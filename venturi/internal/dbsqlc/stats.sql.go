@@ -541,7 +541,7 @@ const tryStatsLock = `-- name: TryStatsLock :one
 SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || '.venturi_stats', 0))::bool AS locked
 `
 
-// The lock of the stats sample (ops_stats.go): one worker at a time samples.
+// The lock of the stats sample (internal/maintenance, stats.go): one worker at a time samples.
 func (q *Queries) TryStatsLock(ctx context.Context, db DBTX) (bool, error) {
 	row := db.QueryRow(ctx, tryStatsLock)
 	var locked bool

@@ -1,5 +1,5 @@
 -- name: TryStatsLock :one
--- The lock of the stats sample (ops_stats.go): one worker at a time samples.
+-- The lock of the stats sample (internal/maintenance, stats.go): one worker at a time samples.
 SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || '.venturi_stats', 0))::bool AS locked;
 
 -- name: StatsBegin :one
