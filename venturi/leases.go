@@ -10,65 +10,44 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
+	"github.com/venturi-dev/venturi/internal/leases"
 )
 
-// leaseExtender extends the leases of every job the worker holds (running or buffered)
-// in one statement per tick (every Lease/3), and cancels the handlers whose lease is
-// lost, would expire unextended, or ran past JobTimeout.
-type leaseExtender struct {
-	cfg     Config
-	log     *slog.Logger
-	db      *pgxpool.Pool
-	q       *dbsqlc.Queries
+// leaseRuns is the run tracker as the lease extender's tracker (internal/leases): the
+// extender calls it from its one goroutine, once or twice per tick. It keeps the runs of
+// the last Leased until Extended reports their result.
+type leaseRuns struct {
 	tracker *runTracker
+	runs    []*claimed // the runs the last Leased returned
 }
 
-func (l *leaseExtender) run(ctx context.Context) {
-	every := l.cfg.Lease / 3
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		l.extend(ctx)
-		l.tracker.enforce(every/2, l.cfg.JobTimeout)
-	}
+// newLeaseExtender returns the worker's lease extender over tracker, sending through db's
+// sendIndexed.
+func newLeaseExtender(cfg Config, log *slog.Logger, db *pgxpool.Pool, tracker *runTracker) *leases.Extender {
+	return leases.NewExtender(leases.Config{
+		Lease: cfg.Lease, JobTimeout: cfg.JobTimeout, Logger: log, Tracker: &leaseRuns{tracker: tracker},
+		Send: func(ctx context.Context, queue func(*pgx.Batch)) error { return sendIndexed(ctx, db, queue) },
+	})
 }
 
-func (l *leaseExtender) extend(ctx context.Context) {
-	runs := l.tracker.leased()
-	if len(runs) == 0 {
-		return
-	}
-	p := dbsqlc.ExtendLeasesParams{LeaseUs: delayOf(l.cfg.Lease)}
-	for _, j := range runs {
+// Leased implements leases.Tracker: the tracker's leased runs, in ID order.
+func (l *leaseRuns) Leased(p *dbsqlc.ExtendLeasesParams) {
+	l.runs = l.tracker.leased()
+	for _, j := range l.runs {
 		p.Ids = append(p.Ids, uuidOf(j.id))
 		p.Tokens = append(p.Tokens, j.token)
 	}
-	sent := time.Now()
-	// The statement may take up to half a lease (a loaded server, a pool wait); a later
-	// tick or the self-fencing in enforce covers what it could not extend.
-	cctx, cancel := context.WithTimeout(ctx, l.cfg.Lease/2)
-	var kept []*dbsqlc.ExtendLeasesRow
-	err := sendIndexed(cctx, l.db, func(b *pgx.Batch) {
-		dbsqlc.QueueExtendLeases(b, p, func(r *dbsqlc.ExtendLeasesRow) { kept = append(kept, r) })
-	})
-	cancel()
-	if err != nil {
-		if ctx.Err() == nil {
-			l.log.Warn("venturi: lease extension failed", "err", err, "runs", len(runs), "transient", IsTransient(err))
-		}
-		return
-	}
-	ok := make(map[ulid.ULID]bool, len(kept))
-	for _, r := range kept {
-		ok[ulidOf(r.ID)] = true
-		if r.StopEvent != "" { // the notification may have been missed
-			l.tracker.requestStop(ulidOf(r.ID), Event(r.StopEvent))
-		}
-	}
-	l.tracker.extended(runs, ok, sent)
 }
+
+// Extended implements leases.Tracker: the tracker records the result for the last
+// Leased's runs.
+func (l *leaseRuns) Extended(kept map[ulid.ULID]bool, sent time.Time) {
+	l.tracker.extended(l.runs, kept, sent)
+	l.runs = nil
+}
+
+// RequestStop implements leases.Tracker.
+func (l *leaseRuns) RequestStop(id ulid.ULID, ev string) { l.tracker.requestStop(id, Event(ev)) }
+
+// Enforce implements leases.Tracker.
+func (l *leaseRuns) Enforce(margin, jobTimeout time.Duration) { l.tracker.enforce(margin, jobTimeout) }

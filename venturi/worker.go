@@ -139,9 +139,9 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 	}
 	go func() { fetching.Wait(); close(w.fetchDone) }()
 	go w.fin.run()
-	leases := &leaseExtender{cfg: w.cfg, log: w.log, db: ctl, q: w.q, tracker: w.tracker}
+	leases := newLeaseExtender(w.cfg, w.log, ctl, w.tracker)
 	maint := newMaintainer(w.cfg, w.log, ctl, w.q, w.pokeAll)
-	w.goBg(func() { leases.run(bgCtx) })
+	w.goBg(func() { leases.Run(bgCtx) })
 	w.goBg(func() { maint.run(bgCtx) })
 	if !w.cfg.PollOnly {
 		kinds := make(map[string]bool, len(w.kinds))
