@@ -84,29 +84,76 @@ verify/deps: ## Every go.mod pins go.work's toolchain; each module alone (GOWORK
 verify/sqlc: $(SQLC) ## Fail when committed sqlc output differs from what the queries generate
 	cd venturi/internal/dbsqlc && $(SQLC) diff
 
-verify/standalone: ## venturi builds and vets with GOWORK=off; its go.mod needs only pgx and ulid
-	cd venturi && GOWORK=off go build ./... && GOWORK=off go vet ./...
+verify/standalone: ## venturi builds with GOWORK=off (make lint vets it); its go.mod needs only pgx and ulid
+	cd venturi && GOWORK=off go build ./...
 	@cd venturi && deps=$$(GOWORK=off go list -m -f '{{if not .Indirect}}{{.Path}}{{end}}' all | grep -v '^github.com/venturi-dev/venturi$$' | sort | tr '\n' ' '); \
 	  [ "$$deps" = "github.com/jackc/pgx/v5 github.com/oklog/ulid/v2 " ] \
 	  || { echo "venturi/go.mod must require only pgx/v5 and ulid/v2, found: $$deps"; exit 1; }
 
 # ---- lint and audit ---------------------------------------------------------------------
 
-.PHONY: lint audit
-lint: $(STATICCHECK) ## go vet and staticcheck (default checks, tests included) in every module on its own (GOWORK=off)
-	@rc=0; for m in $(MODULES); do echo "go vet + staticcheck $(STATICCHECK_VERSION): $$m"; \
-	  (cd $$m && GOWORK=off go vet ./... && GOWORK=off $(STATICCHECK) ./...) || rc=1; done; \
-	  [ $$rc = 0 ] || { echo "lint: FAIL (findings above)"; exit 1; }
+# Each module is vetted and staticchecked once, on its own (GOWORK=off), in a target of its
+# own (lint/m/MODULE) so that `make -j` (make test, make checks) runs them side by side. go
+# vet's results and staticcheck's (STATICCHECK_CACHE, default $$XDG_CACHE_HOME/staticcheck)
+# are cached per package, so a dependency shared by several modules is analysed once.
+.PHONY: lint lint/imports audit checks
+# tools/importorder: a module of its own (std only), outside go.work; make lint/imports runs it.
+TOOL_MODULES := tools/importorder
+LINT_MODULES := $(addprefix lint/m/,$(MODULES) $(TOOL_MODULES))
+# This repository's import path prefix (github.com/venturi-dev/ until scripts/rename.sh).
+LOCAL_IMPORTS := $(shell sed -n 's|^module \(.*\)/venturi$$|\1/|p' $(CURDIR)/venturi/go.mod)
+.PHONY: $(LINT_MODULES)
+lint: $(LINT_MODULES) lint/imports ## go vet and staticcheck (default checks, tests included) in every module on its own (GOWORK=off); import order (tools/importorder)
+
+$(LINT_MODULES): lint/m/%: $(STATICCHECK)
+	@echo "go vet + staticcheck $(STATICCHECK_VERSION): $*"
+	@cd $* && GOWORK=off go vet ./... && GOWORK=off $(STATICCHECK) ./... || { echo "lint: FAIL in $* (findings above)"; exit 1; }
+
+IMPORTORDER := $(CURDIR)/.bin/importorder
+$(IMPORTORDER): $(wildcard tools/importorder/*.go) tools/importorder/go.mod
+	@mkdir -p .bin
+	cd tools/importorder && GOWORK=off go build -o $(IMPORTORDER) .
+
+lint/imports: $(IMPORTORDER) ## Imports in three groups, std / third-party / github.com/venturi-dev/..., blank-line separated, each sorted (fix: make fix/imports)
+	@$(IMPORTORDER) -local $(LOCAL_IMPORTS) $$(git ls-files --cached --others --exclude-standard '*.go')
+
+.PHONY: test/tools
+test/tools: ## The unit tests of the repository's own tools (tools/importorder)
+	cd tools/importorder && GOWORK=off go test $(GOTEST_FLAGS) .
+
+.PHONY: fix/imports
+fix/imports: $(IMPORTORDER) ## Rewrite import blocks into make lint/imports' order (FIX_PATHS='dir …' to limit it; default every tracked .go file)
+	@$(IMPORTORDER) -local $(LOCAL_IMPORTS) -fix $$(git ls-files --cached --others --exclude-standard $(foreach p,$(or $(FIX_PATHS),.),'$(p)/*.go'))
 
 VULNDB_VERSION ?= latest
 audit: $(GOVULNCHECK) ## govulncheck every module and the pinned tools (GOWORK=off) against the Go vulnerability database fetched from the module proxy
-	@$(CURDIR)/scripts/audit.sh $(GOVULNCHECK) $(VULNDB_VERSION) $(MODULES) tools
+	@$(CURDIR)/scripts/audit.sh $(GOVULNCHECK) $(VULNDB_VERSION) $(MODULES) tools $(TOOL_MODULES)
 
 # ---- tests -------------------------------------------------------------------------------
 
 .PHONY: test test/venturi test/venturiotel test/bench
-test: verify lint audit ## Run every check and test: pins, lint, audit, venturi, venturiotel, the dashboard in Chromium, the app, e2e, the short chaos run (starts PostgreSQL when DATABASE_URL is unset)
-	@$(PG) with -- $(MAKE) --no-print-directory test/venturi test/venturiotel test/dashboard test/app test/bench test/e2e test/run test/copy test/rename test/chaos
+# make test runs in two phases. First `make checks`: verify, lint, audit and the tests that
+# need no database and time nothing (test/bench, test/copy, test/rename, test/tools), side by side
+# (CHECK_JOBS at once, -k: every failure is reported, --output-sync: each target's output
+# in one piece when it ends); the pinned tools build in parallel with each other and with
+# the checks that do not need them. Then the database tests, one after another (they time
+# leases and restarts, and share one cluster).
+CHECK_JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
+CHECKS := $(SQLC) $(STATICCHECK) $(GOVULNCHECK) verify lint audit test/bench test/copy test/rename test/tools
+checks: ## verify, lint, audit and the database-free tests, CHECK_JOBS (nproc+1) at once: make test's first phase
+	@$(MAKE) --no-print-directory -k -j$(CHECK_JOBS) --output-sync=target $(CHECKS)
+
+DB_TESTS := test/venturi test/venturiotel test/dashboard test/app test/e2e test/run test/chaos
+test: ## Run every check and test: pins, lint, audit, venturi, venturiotel, the dashboard in Chromium, the app, e2e, the short chaos run (starts PostgreSQL when DATABASE_URL is unset)
+	@$(MAKE) --no-print-directory checks
+	@$(PG) with -- $(MAKE) --no-print-directory $(DB_TESTS)
+
+# The quick loop: venturi's and the app's tests with -short (no race detector, no browser,
+# no e2e/chaos/process suites). Tests that take long should skip under testing.Short().
+QUICK_MODULES = venturi $(APP_MODULES)
+.PHONY: test/quick
+test/quick: ## venturi's and the app modules' tests, -short, no race detector (~1-3 min warm; starts PostgreSQL when DATABASE_URL is unset)
+	@$(PG) with -- bash -c 'rc=0; for m in $(QUICK_MODULES); do echo "go test -short $$m"; (cd $(CURDIR)/$$m && GOWORK=off go test -short $(GOTEST_FLAGS) ./...) || rc=1; done; exit $$rc'
 
 test/venturi: ## venturi's unit and integration tests, with the race detector
 	cd venturi && GOWORK=off go test -race $(GOTEST_FLAGS) ./...

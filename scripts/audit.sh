@@ -52,16 +52,35 @@ accepted_file=$here/scripts/audit-accepted.txt
 # accepted MODULE prints the IDs accepted for MODULE, one a line.
 accepted() { [ -f "$accepted_file" ] && awk -v m="$1" '$1 == m { print $2 }' "$accepted_file" | sort -u; }
 
-vulnerable=() broken=()
-for m in "$@"; do
-  echo "audit: $m"
-  rc=0
-  # Exit status 3: vulnerable code is reachable. The output is printed below, in full unless
-  # every finding is accepted.
-  # A module with no packages of its own (tools/) is audited for its tool directives.
-  pattern=./...
+# check MODULE runs govulncheck in MODULE, its output into $tmp/N.out and its exit status
+# into $tmp/N.rc (N: the module's place in the arguments). Exit status 3: vulnerable code
+# is reachable. A module with no packages of its own (tools/) is audited for its tool
+# directives.
+check() {
+  local m=$1 n=$2 rc=0 pattern=./...
   [ -n "$(cd "$here/$m" && GOWORK=off go list ./... 2>/dev/null)" ] || pattern=tool
-  (cd "$here/$m" && GOWORK=off "$govulncheck" -db "file://$dir/data/osv" "$pattern") >"$tmp/out" 2>&1 || rc=$?
+  (cd "$here/$m" && GOWORK=off "$govulncheck" -db "file://$dir/data/osv" "$pattern") >"$tmp/$n.out" 2>&1 || rc=$?
+  echo "$rc" >"$tmp/$n.rc"
+}
+# AUDIT_JOBS modules at once (default: the number of CPUs); the reports are printed in the
+# order of the arguments, each in one piece.
+njobs=${AUDIT_JOBS:-$(nproc 2>/dev/null || echo 2)}
+n=0
+for m in "$@"; do
+  n=$((n + 1))
+  while [ "$(jobs -rp | wc -l)" -ge "$njobs" ]; do wait -n || true; done
+  check "$m" "$n" &
+done
+wait
+
+vulnerable=() broken=()
+n=0
+for m in "$@"; do
+  n=$((n + 1))
+  echo "audit: $m"
+  rc=$(cat "$tmp/$n.rc" 2>/dev/null || echo 2)
+  cp "$tmp/$n.out" "$tmp/out" 2>/dev/null || : >"$tmp/out"
+  # The output is printed below, in full unless every finding is accepted.
   found=$(sed -n 's/^Vulnerability #[0-9]*: \(GO-[0-9]*-[0-9]*\).*/\1/p' "$tmp/out" | sort -u)
   for id in $(comm -13 <(echo "$found") <(accepted "$m")); do
     echo "audit: note: $id is accepted for $m in scripts/audit-accepted.txt but no longer reported: remove the line"

@@ -3,7 +3,6 @@ package venturi
 import (
 	"fmt"
 	"reflect"
-
 	"time"
 	"unicode/utf8"
 )

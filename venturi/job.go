@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/oklog/ulid/v2"
+
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
 )
 

@@ -1,13 +1,12 @@
 package venturi_test
 
 import (
-	"time"
-
 	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 

@@ -1,9 +1,8 @@
 package venturi
 
-import "unicode/utf8"
-
 import (
 	"fmt"
+	"unicode/utf8"
 )
 
 // Task is the producer side of a unit of work: a payload struct that names its kind.

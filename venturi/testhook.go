@@ -1,18 +1,16 @@
 package venturi
 
 import (
-	"slices"
-	"sort"
-
-	"github.com/venturi-dev/venturi/internal/dbsqlc"
-
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"sort"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/venturi-dev/venturi/internal/dbsqlc"
 	"github.com/venturi-dev/venturi/internal/testhook"
 )
 

@@ -5,11 +5,11 @@
 package testhook
 
 import (
-	"github.com/venturi-dev/venturi/internal/dbsqlc"
-
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/venturi-dev/venturi/internal/dbsqlc"
 )
 
 // RunSpec describes a run built outside a worker. Carry is a C for a *venturi.Run[C]
