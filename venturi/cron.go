@@ -274,7 +274,7 @@ func (q *Queue) Schedule(ctx context.Context, s Schedule) (ScheduleResult, error
 				if err != nil {
 					return err
 				}
-				next := nextOrNever(d.cron, now, d.loc)
+				next := d.cron.NextOrNever(now, d.loc)
 				n, err := q.q.CronInsert(ctx, tx, dbsqlc.CronInsertParams{
 					Name: d.name, Spec: d.spec, TimeZone: d.tz, Kind: p.kind, Queue: p.queue, Priority: int16(p.priority),
 					Payload: string(p.payload), DedupKey: p.key, Part: p.part, SlotKey: sk, SlotLimit: sl, SlotPolicy: sp,
@@ -306,7 +306,7 @@ func (q *Queue) Schedule(ctx context.Context, s Schedule) (ScheduleResult, error
 				if row.LastFire != nil && row.LastFire.After(from) {
 					from = *row.LastFire
 				}
-				next, pending = nextOrNever(d.cron, from, d.loc), 0
+				next, pending = d.cron.NextOrNever(from, d.loc), 0
 			}
 			err = q.q.CronUpdate(ctx, tx, dbsqlc.CronUpdateParams{
 				Name: d.name, Spec: d.spec, TimeZone: d.tz, Kind: p.kind, Queue: p.queue, Priority: int16(p.priority),
@@ -326,15 +326,6 @@ func (q *Queue) Schedule(ctx context.Context, s Schedule) (ScheduleResult, error
 		return ScheduleResult{}, fmt.Errorf("venturi: schedule %q: %w", s.Name, err)
 	}
 	return res, nil
-}
-
-// nextOrNever is the next fire after t, or a time far in the future when the expression
-// matches nothing within its horizon (next_fire is never NULL).
-func nextOrNever(c *cronexpr.Spec, t time.Time, loc *time.Location) time.Time {
-	if n := c.Next(t, loc); !n.IsZero() {
-		return n
-	}
-	return t.AddDate(100, 0, 0)
 }
 
 // PauseSchedule pauses a schedule: no worker fires it until ResumeSchedule. Pausing a
@@ -376,7 +367,7 @@ func (q *Queue) setSchedulePaused(ctx context.Context, name string, paused bool)
 			if err != nil {
 				return err
 			}
-			next = nextOrNever(c, row.Now, loc)
+			next = c.NextOrNever(row.Now, loc)
 		}
 		return q.q.CronSetPaused(ctx, tx, dbsqlc.CronSetPausedParams{Name: name, Paused: paused, NextFire: next})
 	})

@@ -315,3 +315,13 @@ func (c *Spec) Next(t time.Time, loc *time.Location) time.Time {
 	}
 	return time.Time{}
 }
+
+// NextOrNever is [Spec.Next], or a time a hundred years after t when the expression
+// matches nothing within its horizon: venturi's rule for a schedule's next_fire, which is
+// never NULL; the firer and the schedule API apply it alike.
+func (s *Spec) NextOrNever(t time.Time, loc *time.Location) time.Time {
+	if n := s.Next(t, loc); !n.IsZero() {
+		return n
+	}
+	return t.AddDate(100, 0, 0)
+}

@@ -89,7 +89,7 @@ func planFires(c *cronexpr.Spec, loc *time.Location, next, now time.Time, policy
 		p.fires = p.fires[:batch]
 		p.next = c.Next(p.fires[batch-1].at, loc)
 	} else {
-		p.next = nextOrNever(c, now, loc)
+		p.next = c.NextOrNever(now, loc)
 	}
 	return p
 }
@@ -129,16 +129,6 @@ func lastFires(c *cronexpr.Spec, loc *time.Location, from, until time.Time, k in
 		}
 	}
 	return []time.Time{from}
-}
-
-// nextOrNever is the next fire after t, or a time far in the future when the expression
-// matches nothing within its horizon (next_fire is never NULL). It is venturi's rule for
-// a schedule's next_fire, which the schedule API applies alike.
-func nextOrNever(c *cronexpr.Spec, t time.Time, loc *time.Location) time.Time {
-	if n := c.Next(t, loc); !n.IsZero() {
-		return n
-	}
-	return t.AddDate(100, 0, 0)
 }
 
 // CronFirerConfig configures a CronFirer.
