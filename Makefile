@@ -152,7 +152,7 @@ test: ## Run every check and test: pins, lint, audit, venturi, venturiotel, the 
 # no e2e/chaos/process suites). Tests that take long should skip under testing.Short().
 QUICK_MODULES = venturi $(APP_MODULES)
 .PHONY: test/quick
-test/quick: ## venturi's and the app modules' tests, -short, no race detector (~1-3 min warm; starts PostgreSQL when DATABASE_URL is unset)
+test/quick: ## venturi's and the app modules' tests, -short, no race detector (no test skips itself under -short yet, so it still runs them all; starts PostgreSQL when DATABASE_URL is unset)
 	@$(PG) with -- bash -c 'rc=0; for m in $(QUICK_MODULES); do echo "go test -short $$m"; (cd $(CURDIR)/$$m && GOWORK=off go test -short $(GOTEST_FLAGS) ./...) || rc=1; done; exit $$rc'
 
 test/venturi: ## venturi's unit and integration tests, with the race detector
