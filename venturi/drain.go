@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/venturi-dev/venturi/internal/jobrun"
 	"github.com/venturi-dev/venturi/internal/testhook"
 )
 
@@ -40,7 +41,8 @@ func (w *Worker[S]) drain(ctx context.Context, kinds []string, maxRuns int) ([]t
 			return nil, fmt.Errorf("venturi: Drain of kind %q, which the worker did not register", k)
 		}
 	}
-	tracker := newRunTracker(w.cfg.Lease, w.cfg.ShutdownGrace, w.log)
+	tracker := newTracker(w.cfg, w.log)
+	writer := newWriter(w.cfg, w.channel, w.pool, w.q, w.log)
 	exec := &executor{cfg: w.cfg, q: w.q, reg: w.reg, tracker: tracker, shutdown: make(chan struct{}), channel: w.channel}
 	exec.useDB(w.pool)
 	var fetchers []*fetcher
@@ -54,7 +56,7 @@ func (w *Worker[S]) drain(ctx context.Context, kinds []string, maxRuns int) ([]t
 		// One job at a time, from the first queue that has one. A claim may return a
 		// gated and a plain job: the second goes back.
 		var (
-			jobs []*claimed
+			jobs []*jobrun.Job
 			f    *fetcher
 		)
 		for _, f = range fetchers {
@@ -76,20 +78,20 @@ func (w *Worker[S]) drain(ctx context.Context, kinds []string, maxRuns int) ([]t
 		j := jobs[0]
 		f.release(jobs[1:])
 		rctx, cancel := context.WithCancelCause(ctx)
-		tracker.begin(j, cancel)
-		req := w.reg[j.kind].run(rctx, exec, j)
+		tracker.Begin(j, cancel)
+		req := w.reg[j.Kind].run(rctx, exec, j)
 		cancel(nil)
-		tracker.remove(j)
-		if !req.finalized && !req.lost {
-			if _, err := finishRuns(ctx, w.pool, w.q, w.cfg, w.channel, []*finishReq{req}, true, w.log); err != nil {
+		tracker.Remove(j)
+		if !req.Finalized && !req.Lost {
+			if _, err := writer.Write(ctx, []*jobrun.End{req}, true); err != nil {
 				return out, err
 			}
 		}
-		row, err := w.q.GetJob(ctx, w.pool, uuidOf(j.id))
+		row, err := w.q.GetJob(ctx, w.pool, uuidOf(j.ID))
 		if err != nil {
 			return out, err
 		}
-		d := testhook.Drained{ID: j.id, Kind: j.kind, State: string(row.State)}
+		d := testhook.Drained{ID: j.ID, Kind: j.Kind, State: string(row.State)}
 		if job, err := jobFromRow(row); err == nil && len(job.Journal) > 0 {
 			d.Entry = job.Journal[len(job.Journal)-1]
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
+	"github.com/venturi-dev/venturi/internal/journalenc"
 )
 
 // enqueueTx is the dedup path inside a transaction that holds (or takes) the key's lock.
@@ -147,7 +148,7 @@ func (q *Queue) lockAndInsert(ctx context.Context, db batcher, p *plan) (iso str
 
 // mergedEntry is the journal entry an enqueue leaves in the pending job it merged into.
 func mergedEntry(merge string, due DuePolicy, id ulid.ULID) string {
-	return string(appendEntry(nil, &JournalEntry{Event: EventMerged, Merge: merge, Due: due.String(), Note: "merged enqueue " + id.String()}))
+	return string(journalenc.Append(nil, &journalenc.Entry{Event: string(EventMerged), Merge: merge, Due: due.String(), Note: "merged enqueue " + id.String()}))
 }
 
 // candidate is a pending job found under a dedup key, as stored.

@@ -16,7 +16,10 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/venturi-dev/venturi/internal/completer"
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
+	"github.com/venturi-dev/venturi/internal/jobrun"
+	"github.com/venturi-dev/venturi/internal/journalenc"
 )
 
 var (
@@ -26,8 +29,8 @@ var (
 )
 
 // executor runs handlers: Concurrency long-lived goroutines take claimed jobs, run the
-// registered handler with panic capture, turn its result into a finishReq and hand that
-// to the finisher. Reusing goroutines keeps their grown stacks: a goroutine per job would
+// registered handler with panic capture, turn its result into a jobrun.End and hand that
+// to the completer. Reusing goroutines keeps their grown stacks: a goroutine per job would
 // grow a fresh stack every time.
 type executor struct {
 	cfg       Config
@@ -40,9 +43,9 @@ type executor struct {
 	q         *dbsqlc.Queries
 	db        dbsqlc.DBTX // the application's pool
 	reg       map[string]*registration
-	tracker   *runTracker
-	finish    func(*finishReq) // the finisher's submit
-	slots     chan struct{}    // one token per running handler
+	tracker   *jobrun.Tracker
+	finish    func(*jobrun.End) // the completer's submit
+	slots     chan struct{}     // one token per running handler
 	starts    chan start
 	freed     chan struct{}   // a slot was freed (capacity 1: a wake-up, not a count)
 	shutdown  chan struct{}   // closed when graceful shutdown begins
@@ -54,12 +57,12 @@ type executor struct {
 
 // start hands a claimed job to a handler goroutine.
 type start struct {
-	job    *claimed
+	job    *jobrun.Job
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 }
 
-func newExecutor(parent context.Context, cfg Config, db dbsqlc.DBTX, q *dbsqlc.Queries, reg map[string]*registration, tracker *runTracker, finish func(*finishReq)) *executor {
+func newExecutor(parent context.Context, cfg Config, db dbsqlc.DBTX, q *dbsqlc.Queries, reg map[string]*registration, tracker *jobrun.Tracker, finish func(*jobrun.End)) *executor {
 	e := &executor{
 		cfg: cfg, q: q, reg: reg, tracker: tracker, finish: finish,
 		slots:    make(chan struct{}, cfg.Concurrency),
@@ -111,17 +114,17 @@ func (e *executor) free() int { return cap(e.slots) - len(e.slots) }
 // start runs j on a free slot; the caller has checked that one is free. A job whose
 // lease ran out while it waited in the prefetch buffer does not start: it is (or will
 // be) rescued, and its writes would be discarded.
-func (e *executor) start(j *claimed) {
+func (e *executor) start(j *jobrun.Job) {
 	e.slots <- struct{}{}
 	ctx, cancel := context.WithCancelCause(e.hardCtx)
-	if !e.tracker.begin(j, cancel) {
+	if !e.tracker.Begin(j, cancel) {
 		cancel(ErrLeaseLost)
-		e.tracker.remove(j)
+		e.tracker.Remove(j)
 		<-e.slots
 		return
 	}
-	if reg := e.reg[j.kind]; reg != nil && reg.singleton != nil {
-		e.tracker.untimed(j) // a service runs for as long as it likes: no JobTimeout
+	if reg := e.reg[j.Kind]; reg != nil && reg.singleton != nil {
+		e.tracker.Untimed(j) // a service runs for as long as it likes: no JobTimeout
 	}
 	e.handlers.Add(1)
 	e.starts <- start{job: j, ctx: ctx, cancel: cancel}
@@ -136,20 +139,20 @@ func (e *executor) runHandler(s start) {
 		default:
 		}
 	}()
-	req := e.reg[s.job.kind].run(s.ctx, e, s.job)
+	req := e.reg[s.job.Kind].run(s.ctx, e, s.job)
 	s.cancel(nil)
-	e.tracker.ended(s.job)
-	if req.finalized || req.lost {
-		e.tracker.remove(s.job)
+	e.tracker.Ended(s.job)
+	if req.Finalized || req.Lost {
+		e.tracker.Remove(s.job)
 		if e.hub.active() {
-			if req.lost {
-				req.entry.Event, req.state = EventLeaseLost, dbsqlc.VenturiJobStateRunning
+			if req.Lost {
+				req.Entry.Event, req.State = string(EventLeaseLost), dbsqlc.VenturiJobStateRunning
 			}
 			e.hub.publish(endEvent(req, e.cfg.ID))
 		}
 		return
 	}
-	e.hub.endPending(s.job.id) // its end comes from the finisher: hold a next start until then
+	e.hub.endPending(s.job.ID) // its end comes from the completer: hold a next start until then
 	e.finish(req)
 }
 
@@ -167,29 +170,12 @@ func (e *executor) idle() <-chan struct{} {
 	return done
 }
 
-// finishReq is the end of one run, as the FinishRuns statement takes it.
-type finishReq struct {
-	job       *claimed
-	state     dbsqlc.VenturiJobState
-	delay     time.Duration
-	failed    bool
-	setCarry  bool
-	carry     []byte
-	entry     JournalEntry
-	ended     time.Time // local clock when the run ended
-	wait      []string  // the signals a waiting job waits for
-	consumed  []int64   // the signals the run read (Run.Signals)
-	finalized bool      // written by Run.CompleteTx in the handler's transaction
-	lost      bool      // the lease was lost: write nothing
-	degraded  bool      // the database refused the full result; stored without carry and attachment
-}
-
 // runTask decodes j into T and its carry into C, runs handle, and returns the job's
 // next state. Undecodable payloads, carries and journals send the job to dead, but for a
 // singleton's carry, whose run fails under its restart policy with the carry kept.
-func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, state S, handle HandlerFunc[T, S, C]) *finishReq {
+func runTask[T Task, S, C any](ctx context.Context, e *executor, j *jobrun.Job, state S, handle HandlerFunc[T, S, C]) *jobrun.End {
 	var task T
-	if err := json.Unmarshal(j.payload, &task); err != nil {
+	if err := json.Unmarshal(j.Payload, &task); err != nil {
 		return deadReq(j, fmt.Sprintf("decode payload into %s: %v", reflect.TypeFor[T](), err))
 	}
 	backoff := e.cfg.Backoff
@@ -197,12 +183,12 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 		backoff = bp.Backoff().merged(e.cfg.Backoff)
 	}
 	var sup *Singleton
-	if reg := e.reg[j.kind]; reg != nil {
+	if reg := e.reg[j.Kind]; reg != nil {
 		sup = reg.singleton
 	}
 	var carry C
-	if len(j.carry) > 0 {
-		if err := json.Unmarshal(j.carry, &carry); err != nil {
+	if len(j.Carry) > 0 {
+		if err := json.Unmarshal(j.Carry, &carry); err != nil {
 			msg := fmt.Sprintf("decode carry into %s: %v", reflect.TypeFor[C](), err)
 			if sup == nil {
 				return deadReq(j, msg)
@@ -215,94 +201,94 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 			return req
 		}
 	}
-	history, err := decodeJournal(j.journal, j.journalMoved)
+	history, err := decodeJournal(j.Journal, j.JournalMoved)
 	if err != nil {
 		return deadReq(j, fmt.Sprintf("decode journal: %v", err))
 	}
-	if len(j.meta) > 0 {
-		if string(j.meta) == "?" { // a gated claim's row committed after its snapshot
-			if b, err := e.q.JobMeta(ctx, e.db, uuidOf(j.id)); err == nil {
-				j.meta = b
+	if len(j.MetaJSON) > 0 {
+		if string(j.MetaJSON) == "?" { // a gated claim's row committed after its snapshot
+			if b, err := e.q.JobMeta(ctx, e.db, uuidOf(j.ID)); err == nil {
+				j.MetaJSON = b
 			}
 		}
-		j.metaMap = decodeMeta(j.meta)
+		j.Meta = decodeMeta(j.MetaJSON)
 	}
 	if e.hub.active() {
-		e.hub.publishStart(JobEvent{Event: EventStarted, JobID: j.id, Kind: j.kind, Queue: j.queue, Run: j.runs,
-			State: StateRunning, Worker: e.cfg.ID, At: time.Now(), StartedAt: j.started, Meta: j.metaMap})
+		e.hub.publishStart(JobEvent{Event: EventStarted, JobID: j.ID, Kind: j.Kind, Queue: j.Queue, Run: j.Runs,
+			State: StateRunning, Worker: e.cfg.ID, At: time.Now(), StartedAt: j.Started, Meta: j.Meta})
 	}
 	run := &Run[C]{
-		meta: j.metaMap, queue: j.queue,
-		id: j.id, kind: j.kind, token: j.token, runs: j.runs, failures: j.failures,
+		meta: j.Meta, queue: j.Queue,
+		id: j.ID, kind: j.Kind, token: j.Token, runs: j.Runs, failures: j.Failures,
 		history: history, carry: carry, shutdown: e.shutdown, earlier: e.journal, signals: e.signals, hooks: e.hooks, steps: e.steps,
 		saveCarry: e.saveCarry,
 	}
-	if j.stop != nil { // every claim gives its runs one
-		run.shutdown = j.stop.ch
+	if j.Stop != nil { // every claim gives its runs one
+		run.shutdown = j.Stop.Done()
 	}
 	keepCarry := reflect.TypeFor[C]().Size() > 0
 	// build turns a result into the job's next state. The carry is stored only when the
 	// job goes back to pending (pause, retry, interruption): a completed or dead job has
 	// no next run. It reports a carry that cannot be stored.
-	decide := func(o Outcome, err error, attachment json.RawMessage) *finishReq {
+	decide := func(o Outcome, err error, attachment json.RawMessage) *jobrun.End {
 		req := e.outcomeReq(ctx, j, o, err, attachment, backoff)
 		if sup != nil {
 			supervise(req, sup)
 		}
 		return req
 	}
-	build := func(o Outcome, err error, c *C, attachment json.RawMessage) (*finishReq, error) {
+	build := func(o Outcome, err error, c *C, attachment json.RawMessage) (*jobrun.End, error) {
 		req := decide(o, err, attachment)
-		req.consumed = run.consumed
+		req.Consumed = run.consumed
 		// A run asked to stop that paused keeps its checkpoint: its job ends cancelled, with
 		// the carry it reached.
-		stoppedPause := req.state == dbsqlc.VenturiJobStateCancelled && j.stopEvent.Load() != nil && o.kind == outcomePause
-		if !keepCarry || c == nil || (req.state != dbsqlc.VenturiJobStateAvailable && req.state != dbsqlc.VenturiJobStateScheduled &&
-			req.state != dbsqlc.VenturiJobStateWaiting && !stoppedPause) {
+		stoppedPause := req.State == dbsqlc.VenturiJobStateCancelled && j.StopEvent.Load() != nil && o.kind == outcomePause
+		if !keepCarry || c == nil || (req.State != dbsqlc.VenturiJobStateAvailable && req.State != dbsqlc.VenturiJobStateScheduled &&
+			req.State != dbsqlc.VenturiJobStateWaiting && !stoppedPause) {
 			return req, nil
 		}
 		cb, cerr := encodeCarry(c)
 		if cerr != nil {
 			return req, cerr // the run fails, noted with what is wrong with its carry
 		}
-		req.carry, req.setCarry = cb, true
+		req.Carry, req.SetCarry = cb, true
 		return req, nil
 	}
-	var final *finishReq // what CompleteTx wrote
+	var final *jobrun.End // what CompleteTx wrote
 	run.finish = func(fctx context.Context, tx pgx.Tx, o Outcome, c *C, attachment json.RawMessage) error {
 		req, err := build(o, nil, c, attachment)
 		if err != nil {
 			return fmt.Errorf("venturi: %w", err)
 		}
 		final = req
-		ids, err := e.q.FinishRuns(fctx, tx, finishParams(e.cfg.ID, []*finishReq{req}))
+		ids, err := e.q.FinishRuns(fctx, tx, completer.Params(e.cfg.ID, []*jobrun.End{req}))
 		if err != nil {
 			return err
 		}
 		if len(ids) != 1 {
 			return ErrLeaseLost
 		}
-		return afterFinish(fctx, tx, e.q, e.channel, []*finishReq{req}, ids, true, e.log())
+		return completer.AfterFinish(fctx, tx, e.q, e.channel, []*jobrun.End{req}, ids, true, e.log())
 	}
 	if sup != nil {
-		e.log().Info("venturi singleton started", "kind", j.kind, "job_id", j.id, "run", j.runs,
+		e.log().Info("venturi singleton started", "kind", j.Kind, "job_id", j.ID, "run", j.Runs,
 			"owner", e.cfg.ID, "restart", sup.Restart.String())
 	}
 	var o Outcome
 	if len(e.cfg.Middleware) == 0 {
 		o, err = safeHandle(ctx, handle, task, run, state)
 	} else {
-		info := &JobInfo{ID: j.id, Kind: j.kind, Queue: j.queue, Run: j.runs, Token: j.token, Worker: e.cfg.ID, Meta: j.metaMap,
-			Due: j.due, StartedAt: j.started}
+		info := &JobInfo{ID: j.ID, Kind: j.Kind, Queue: j.Queue, Run: j.Runs, Token: j.Token, Worker: e.cfg.ID, Meta: j.Meta,
+			Due: j.Due, StartedAt: j.Started}
 		info.end = func(o Outcome, err error) Event {
 			if err == nil && run.finalized { // CompleteTx wrote the result
 				if final != nil {
-					return final.entry.Event
+					return Event(final.Entry.Event)
 				}
 				return EventCompleted
 			}
-			if req := decide(o, err, nil); !req.lost {
-				return req.entry.Event
+			if req := decide(o, err, nil); !req.Lost {
+				return Event(req.Entry.Event)
 			}
 			return ""
 		}
@@ -311,9 +297,9 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 		})
 	}
 	if err == nil && run.finalized {
-		req := &finishReq{job: j, finalized: true}
+		req := &jobrun.End{Job: j, Finalized: true}
 		if final != nil {
-			req.state, req.entry = final.state, final.entry
+			req.State, req.Entry = final.State, final.Entry
 		}
 		if sup != nil {
 			logSingletonStop(e.log(), j, req)
@@ -333,10 +319,10 @@ func runTask[T Task, S, C any](ctx context.Context, e *executor, j *claimed, sta
 }
 
 // endEvent is the in-process event of a run's end.
-func endEvent(r *finishReq, worker string) JobEvent {
-	return JobEvent{Event: r.entry.Event, JobID: r.job.id, Kind: r.job.kind, Queue: r.job.queue, Run: r.job.runs,
-		State: State(r.state), Note: r.entry.Note, Worker: worker, At: time.Now(), StartedAt: r.job.started,
-		Delay: r.entry.ResumeIn, Meta: r.job.metaMap}
+func endEvent(r *jobrun.End, worker string) JobEvent {
+	return JobEvent{Event: Event(r.Entry.Event), JobID: r.Job.ID, Kind: r.Job.Kind, Queue: r.Job.Queue, Run: r.Job.Runs,
+		State: State(r.State), Note: r.Entry.Note, Worker: worker, At: time.Now(), StartedAt: r.Job.Started,
+		Delay: r.Entry.ResumeIn, Meta: r.Job.Meta}
 }
 
 // safeHandle runs handle and turns a panic into an error carrying the stack.
@@ -353,73 +339,73 @@ func safeHandle[T Task, S, C any](ctx context.Context, handle HandlerFunc[T, S, 
 	return handle(ctx, task, run, state)
 }
 
-func deadReq(j *claimed, note string) *finishReq {
-	return &finishReq{job: j, state: dbsqlc.VenturiJobStateDead, failed: true, ended: time.Now(),
-		entry: JournalEntry{Event: EventDead, Note: cleanNote(note)}}
+func deadReq(j *jobrun.Job, note string) *jobrun.End {
+	return &jobrun.End{Job: j, State: dbsqlc.VenturiJobStateDead, Failed: true, Ended: time.Now(),
+		Entry: journalenc.Entry{Event: string(EventDead), Note: cleanNote(note)}}
 }
 
 // outcomeReq turns a handler's result into the job's next state.
-func (e *executor) outcomeReq(ctx context.Context, j *claimed, o Outcome, err error, attachment json.RawMessage, backoff Backoff) *finishReq {
-	req := &finishReq{job: j}
-	entry := JournalEntry{Attachment: attachment}
+func (e *executor) outcomeReq(ctx context.Context, j *jobrun.Job, o Outcome, err error, attachment json.RawMessage, backoff Backoff) *jobrun.End {
+	req := &jobrun.End{Job: j}
+	entry := journalenc.Entry{Attachment: attachment}
 	switch {
 	case context.Cause(ctx) == ErrLeaseLost:
-		req.lost = true
-	case j.stopEvent.Load() != nil && (err != nil || o.kind != outcomeCompleted):
+		req.Lost = true
+	case j.StopEvent.Load() != nil && (err != nil || o.kind != outcomeCompleted):
 		// Replaced by a newer job of its slot, or cancelled: not a failure, and not to be
 		// run again. FinishRuns puts the request's reason before the note.
-		entry.Event = *j.stopEvent.Load()
+		entry.Event = *j.StopEvent.Load()
 		switch {
 		case err != nil:
 			entry.Note = err.Error()
 		default:
 			entry.Note = o.note
 		}
-		req.state = dbsqlc.VenturiJobStateCancelled
+		req.State = dbsqlc.VenturiJobStateCancelled
 	case err == nil && o.kind == outcomeCancel:
-		entry.Event, entry.Note = EventCancelled, o.note
-		req.state = dbsqlc.VenturiJobStateCancelled
+		entry.Event, entry.Note = string(EventCancelled), o.note
+		req.State = dbsqlc.VenturiJobStateCancelled
 	case err == nil && o.kind == outcomeWait:
 		if werr := validWait(o.wait); werr != nil {
 			return e.outcomeReq(ctx, j, Outcome{}, Permanent(werr), attachment, backoff)
 		}
-		entry.Event, entry.Note, entry.ResumeIn, entry.Wait = EventWaiting, o.note, o.resumeIn, o.wait
-		req.state, req.delay, req.wait = dbsqlc.VenturiJobStateWaiting, o.resumeIn, o.wait
+		entry.Event, entry.Note, entry.ResumeIn, entry.Wait = string(EventWaiting), o.note, o.resumeIn, o.wait
+		req.State, req.Delay, req.Wait = dbsqlc.VenturiJobStateWaiting, o.resumeIn, o.wait
 	case err == nil && o.kind == outcomePause:
-		entry.Event, entry.Note, entry.ResumeIn = EventPaused, o.note, o.resumeIn
-		req.state, req.delay = pendingState(o.resumeIn), o.resumeIn
+		entry.Event, entry.Note, entry.ResumeIn = string(EventPaused), o.note, o.resumeIn
+		req.State, req.Delay = pendingState(o.resumeIn), o.resumeIn
 	case err == nil:
-		entry.Event, entry.Note = EventCompleted, o.note
-		req.state = dbsqlc.VenturiJobStateCompleted
+		entry.Event, entry.Note = string(EventCompleted), o.note
+		req.State = dbsqlc.VenturiJobStateCompleted
 	case context.Cause(ctx) == errShutdown:
-		entry.Event, entry.Note = EventInterrupted, "interrupted by shutdown: "+err.Error()
-		req.state = dbsqlc.VenturiJobStateAvailable
+		entry.Event, entry.Note = string(EventInterrupted), "interrupted by shutdown: "+err.Error()
+		req.State = dbsqlc.VenturiJobStateAvailable
 	default:
 		if context.Cause(ctx) == errJobTimeout {
 			err = fmt.Errorf("%w after %v: %w", errJobTimeout, e.cfg.JobTimeout, err)
 		}
-		failures := j.failures + 1
-		req.failed = true
+		failures := j.Failures + 1
+		req.Failed = true
 		entry.Note = err.Error()
 		switch {
 		case IsPermanent(err):
-			entry.Event = EventDead
-			req.state = dbsqlc.VenturiJobStateDead
+			entry.Event = string(EventDead)
+			req.State = dbsqlc.VenturiJobStateDead
 		case e.cfg.MaxFailures > 0 && failures >= e.cfg.MaxFailures:
-			entry.Event = EventDead
+			entry.Event = string(EventDead)
 			entry.Note = fmt.Sprintf("backstop reached after %d failures: %s", failures, entry.Note)
-			req.state = dbsqlc.VenturiJobStateDead
+			req.State = dbsqlc.VenturiJobStateDead
 		default:
 			d, explicit := retryDelay(err)
 			if !explicit {
-				d = retryBackoff(backoff, e.cfg.JitterFraction, j.id, failures)
+				d = retryBackoff(backoff, e.cfg.JitterFraction, j.ID, failures)
 			}
-			entry.Event, entry.ResumeIn = EventFailed, d
-			req.state, req.delay = pendingState(d), d
+			entry.Event, entry.ResumeIn = string(EventFailed), d
+			req.State, req.Delay = pendingState(d), d
 		}
 	}
 	entry.Note = cleanNote(entry.Note)
-	req.entry, req.ended = entry, time.Now()
+	req.Entry, req.Ended = entry, time.Now()
 	return req
 }
 

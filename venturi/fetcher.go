@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
+	"github.com/venturi-dev/venturi/internal/jobrun"
 )
 
 // fetcher claims jobs while there is room and feeds them to the executor. One claim is
@@ -27,7 +28,7 @@ type fetcher struct {
 	q       *dbsqlc.Queries
 	kinds   []string
 	exec    *executor
-	tracker *runTracker
+	tracker *jobrun.Tracker
 	dbCtx   context.Context // cancelled when Stop gives up: no statement outlives it
 	channel string          // the notification channel (the gated claim notifies replaced runs)
 
@@ -35,7 +36,7 @@ type fetcher struct {
 	lastWake atomic.Int64  // UnixNano of the last notification for this worker's kinds
 
 	// The loop's state, owned by run's goroutine.
-	buffer    []*claimed // claimed, not started, oldest first
+	buffer    []*jobrun.Job // claimed, not started, oldest first
 	window    prefetchWindow
 	claiming  bool      // a claim is in flight
 	lastClaim time.Time // when it (or the last one) was sent
@@ -51,7 +52,7 @@ type fetcher struct {
 
 const firstClaimRetry = 50 * time.Millisecond
 
-func newFetcher(cfg Config, db *pgxpool.Pool, q *dbsqlc.Queries, kinds []string, exec *executor, tracker *runTracker, dbCtx context.Context, log *slog.Logger) *fetcher {
+func newFetcher(cfg Config, db *pgxpool.Pool, q *dbsqlc.Queries, kinds []string, exec *executor, tracker *jobrun.Tracker, dbCtx context.Context, log *slog.Logger) *fetcher {
 	return &fetcher{
 		cfg: cfg, log: log, db: db, q: q, kinds: kinds, exec: exec, tracker: tracker, dbCtx: dbCtx,
 		wake:     make(chan struct{}, 1),
@@ -76,7 +77,7 @@ func (f *fetcher) notified() {
 
 // claimResult is what a claim returned.
 type claimResult struct {
-	jobs []*claimed
+	jobs []*jobrun.Job
 	// nextDue is when the next scheduled job of the worker's kinds in its queue is due, by the local
 	// clock (zero: none is scheduled), as the database saw it when the claim ran.
 	nextDue time.Time
@@ -120,7 +121,7 @@ func (f *fetcher) run(ctx context.Context) {
 			after(wait)
 		}
 		if len(f.buffer) > 0 {
-			after(f.cfg.prefetchWait() - time.Since(f.buffer[0].sent)) // release stale prefetches
+			after(f.cfg.prefetchWait() - time.Since(f.buffer[0].Sent)) // release stale prefetches
 		}
 		polling := f.idle && !f.claiming && len(f.buffer) == 0
 		if polling {
@@ -160,7 +161,7 @@ func (f *fetcher) run(ctx context.Context) {
 func (f *fetcher) feed() {
 	for len(f.buffer) > 0 && f.exec.free() > 0 && !f.paused {
 		j := f.buffer[0]
-		f.window.started(time.Since(j.sent))
+		f.window.started(time.Since(j.Sent))
 		f.exec.start(j)
 		f.buffer[0] = nil // the backing array outlives the slice: do not keep the job alive
 		f.buffer = f.buffer[1:]
@@ -203,7 +204,7 @@ func (f *fetcher) claimed(r claimResult) {
 // releaseStale returns buffered jobs that waited longer than prefetchWait to the queue.
 func (f *fetcher) releaseStale() {
 	n := 0
-	for n < len(f.buffer) && time.Since(f.buffer[n].sent) > f.cfg.prefetchWait() {
+	for n < len(f.buffer) && time.Since(f.buffer[n].Sent) > f.cfg.prefetchWait() {
 		n++
 	}
 	if n == 0 {
@@ -220,7 +221,7 @@ func (f *fetcher) releaseStale() {
 // the promotion made available).
 func (f *fetcher) claim(n int) claimResult {
 	var (
-		jobs     []*claimed
+		jobs     []*jobrun.Job
 		dueInUs  int64
 		wakeInUs int64 = -1
 		paused   bool
@@ -246,14 +247,14 @@ func (f *fetcher) claim(n int) claimResult {
 			}
 			return
 		}
-		j := &claimed{
-			id: ulidOf(row.ID), kind: row.Kind, payload: row.Payload, carry: row.Carry,
-			runs: int(row.Runs), failures: int(row.Failures), token: row.LeaseToken,
-			journal: row.Journal, journalMoved: row.JournalMoved, sent: sent, started: row.AttemptedAt,
-			breaker: row.Breaker, gated: true, stop: newRunStop(), queue: f.cfg.Queue, meta: row.Meta, due: row.RunAt,
+		j := &jobrun.Job{
+			ID: ulidOf(row.ID), Kind: row.Kind, Payload: row.Payload, Carry: row.Carry,
+			Runs: int(row.Runs), Failures: int(row.Failures), Token: row.LeaseToken,
+			Journal: row.Journal, JournalMoved: row.JournalMoved, Sent: sent, Started: row.AttemptedAt,
+			Breaker: row.Breaker, Gated: true, Stop: jobrun.NewStop(), Queue: f.cfg.Queue, MetaJSON: row.Meta, Due: row.RunAt,
 		}
 		if row.Meta == nil { // committed after the statement's snapshot: read it on its own
-			j.meta = []byte("?")
+			j.MetaJSON = []byte("?")
 		}
 		jobs = append(jobs, j)
 	})
@@ -261,14 +262,14 @@ func (f *fetcher) claim(n int) claimResult {
 		LeaseUs: delayOf(f.cfg.Lease), WorkerID: f.cfg.ID, MaxFailures: int32(max(f.cfg.MaxFailures, 0)),
 		Queue: f.cfg.Queue, Kinds: f.kinds, Max: int32(n),
 	}, func(row *dbsqlc.ClaimRow) {
-		j := &claimed{
-			id: ulidOf(row.ID), kind: row.Kind, payload: row.Payload, carry: row.Carry,
-			runs: int(row.Runs), failures: int(row.Failures), token: row.LeaseToken.Int64,
-			journal: row.Journal, journalMoved: row.JournalMoved, sent: sent, stop: newRunStop(),
-			queue: f.cfg.Queue, meta: row.Meta, due: row.RunAt,
+		j := &jobrun.Job{
+			ID: ulidOf(row.ID), Kind: row.Kind, Payload: row.Payload, Carry: row.Carry,
+			Runs: int(row.Runs), Failures: int(row.Failures), Token: row.LeaseToken.Int64,
+			Journal: row.Journal, JournalMoved: row.JournalMoved, Sent: sent, Stop: jobrun.NewStop(),
+			Queue: f.cfg.Queue, MetaJSON: row.Meta, Due: row.RunAt,
 		}
 		if row.AttemptedAt != nil {
-			j.started = *row.AttemptedAt
+			j.Started = *row.AttemptedAt
 		}
 		jobs = append(jobs, j)
 	})
@@ -282,9 +283,9 @@ func (f *fetcher) claim(n int) claimResult {
 	dueInUs, paused = next.DueInUs, next.Paused
 	received := time.Now()
 	for _, j := range jobs {
-		j.received = received
+		j.Received = received
 	}
-	f.tracker.add(jobs)
+	f.tracker.Add(jobs)
 	r := claimResult{jobs: jobs, paused: paused}
 	if wakeInUs >= 0 && (dueInUs < 0 || wakeInUs < dueInUs) {
 		dueInUs = wakeInUs
@@ -320,18 +321,18 @@ func (f *fetcher) send(ctx context.Context, b *pgx.Batch) error {
 
 // release returns claimed jobs that never started, without recording a run. When it
 // fails, their leases expire and the rescuer returns them.
-func (f *fetcher) release(jobs []*claimed) {
+func (f *fetcher) release(jobs []*jobrun.Job) {
 	if len(jobs) == 0 {
 		return
 	}
 	// In ID order, the lock order of every statement that takes many running jobs (the
 	// lease extension): two of them in different orders deadlock.
-	jobs = slices.SortedFunc(slices.Values(jobs), func(a, b *claimed) int { return a.id.Compare(b.id) })
+	jobs = slices.SortedFunc(slices.Values(jobs), func(a, b *jobrun.Job) int { return a.ID.Compare(b.ID) })
 	var p dbsqlc.ReleaseUnstartedParams
 	for _, j := range jobs {
-		p.Ids = append(p.Ids, uuidOf(j.id))
-		p.Tokens = append(p.Tokens, j.token)
-		f.tracker.remove(j)
+		p.Ids = append(p.Ids, uuidOf(j.ID))
+		p.Tokens = append(p.Tokens, j.Token)
+		f.tracker.Remove(j)
 	}
 	ctx, cancel := context.WithTimeout(f.dbCtx, 5*time.Second)
 	defer cancel()

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/venturi-dev/venturi/internal/completer"
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
 	"github.com/venturi-dev/venturi/internal/maintenance"
 )
@@ -56,7 +57,7 @@ func newMaintainer(cfg Config, log *slog.Logger, db *pgxpool.Pool, q *dbsqlc.Que
 	rescuer := maintenance.NewRescuer(maintenance.RescuerConfig{
 		Batch: RescueBatch, Lease: cfg.Lease, Logger: log,
 		RecordBreakers: func(ctx context.Context, tx pgx.Tx, p dbsqlc.BreakerRecordParams) error {
-			return recordBreakers(ctx, tx, q, p, log)
+			return completer.RecordBreakers(ctx, tx, q, p, log)
 		},
 	}, q)
 	promoter := maintenance.NewPromoter(maintenance.PromoterConfig{Batch: PromoteBatch}, q)

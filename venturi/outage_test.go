@@ -43,8 +43,8 @@ func (l logWatch) WithGroup(string) slog.Handler      { return l }
 // TestResultOfARunThatEndedInAnOutageLongerThanTheLeaseIsWritten: a run ends while the
 // database is unreachable (connections reset, new ones refused, as during a restart) for
 // longer than the lease. Its result is written when the database is back: the job is
-// completed by that run, not rescued as abandoned (a failure) and run again. The
-// finisher used to give up once the worker's estimate of the lease ran out (the chaos
+// completed by that run, not rescued as abandoned (a failure) and run again: a completer
+// that gave up once the worker's estimate of the lease ran out would fail it (the chaos
 // suite's "abandoned runs after a long restart").
 func TestResultOfARunThatEndedInAnOutageLongerThanTheLeaseIsWritten(t *testing.T) {
 	t.Parallel()
@@ -88,7 +88,7 @@ func TestResultOfARunThatEndedInAnOutageLongerThanTheLeaseIsWritten(t *testing.T
 	for {
 		msg := recv(t, (<-chan string)(warnings), "a write attempt after the lease expired")
 		if strings.Contains(msg, "gave up writing a run result") {
-			t.Fatalf("the finisher gave up on the result during the outage: %q", msg)
+			t.Fatalf("the completer gave up on the result during the outage: %q", msg)
 		}
 		if strings.Contains(msg, "writing run results failed; retrying") {
 			break

@@ -77,12 +77,12 @@ func (c ckptTask) Handle(ctx context.Context, run *venturi.Run[ckptCarry], relea
 	return venturi.PauseInWith(time.Hour, "checkpoint"), nil
 }
 
-// TestFinisherBackendTerminatedMidStatement is the regression test for the chaos run
-// that lost a carry: the finisher's FinishRuns is held on a row lock, its backend is
+// TestCompleterBackendTerminatedMidStatement is the regression test for the chaos run
+// that lost a carry: the completer's FinishRuns is held on a row lock, its backend is
 // terminated (SQLSTATE 57P01, what a restart or pg_terminate_backend sends), and the
 // result must land unchanged on the retry, not be stored "degraded" without its carry,
 // attachment and note.
-func TestFinisherBackendTerminatedMidStatement(t *testing.T) {
+func TestCompleterBackendTerminatedMidStatement(t *testing.T) {
 	t.Parallel()
 	for _, permanent := range []bool{false, true} {
 		t.Run(fmt.Sprintf("permanent=%v", permanent), func(t *testing.T) {
@@ -92,7 +92,7 @@ func TestFinisherBackendTerminatedMidStatement(t *testing.T) {
 			q := venturi.NewQueue(pool, venturi.QueueConfig{})
 			release := make(chan struct{})
 			cfg := fastConfig()
-			cfg.ID = "finisher-kill-" + ulid.Make().String()
+			cfg.ID = "completer-kill-" + ulid.Make().String()
 			w := newWorker(t, pool, (<-chan struct{})(release), cfg)
 			venturi.MustRegister[ckptTask](w)
 			startWorker(t, w)
@@ -102,7 +102,7 @@ func TestFinisherBackendTerminatedMidStatement(t *testing.T) {
 			}
 			waitState(t, q, r, venturi.StateRunning)
 
-			// Hold the job's row so that the finisher's statement waits on it.
+			// Hold the job's row so that the completer's statement waits on it.
 			tx, err := pool.Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -115,7 +115,7 @@ func TestFinisherBackendTerminatedMidStatement(t *testing.T) {
 			pid := waitBlockedFinisher(t, pool, "venturi "+cfg.ID)
 			var killed bool
 			if err := pool.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&killed); err != nil || !killed {
-				t.Fatalf("terminate finisher backend %d: %v %v", pid, killed, err)
+				t.Fatalf("terminate completer backend %d: %v %v", pid, killed, err)
 			}
 			// The retry waits on the same lock; let it through.
 			if err := tx.Rollback(ctx); err != nil {
@@ -152,7 +152,7 @@ func TestFinisherBackendTerminatedMidStatement(t *testing.T) {
 func waitBlockedFinisher(t *testing.T, pool *pgxpool.Pool, app string) int32 {
 	t.Helper()
 	var pid int32
-	eventually(t, within, "the finisher to wait on the row lock", func() bool {
+	eventually(t, within, "the completer to wait on the row lock", func() bool {
 		err := pool.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity
 			WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '-- name: FinishRuns%'`, app).Scan(&pid)
 		return err == nil

@@ -12,6 +12,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
+	"github.com/venturi-dev/venturi/internal/jobrun"
 )
 
 // Supervised is implemented by task types that are supervised singleton services: a feed
@@ -208,44 +209,44 @@ func (q *Queue) Singletons(ctx context.Context) ([]SingletonStatus, error) {
 }
 
 // supervise applies a singleton's restart policy to the end of one of its runs.
-func supervise(req *finishReq, s *Singleton) {
-	if req.lost || req.finalized {
+func supervise(req *jobrun.End, s *Singleton) {
+	if req.Lost || req.Finalized {
 		return
 	}
-	failedRetry := req.failed && (req.state == dbsqlc.VenturiJobStateAvailable || req.state == dbsqlc.VenturiJobStateScheduled) &&
-		req.entry.Event == EventFailed
-	ended := req.state == dbsqlc.VenturiJobStateCompleted || req.state == dbsqlc.VenturiJobStateDead
+	failedRetry := req.Failed && (req.State == dbsqlc.VenturiJobStateAvailable || req.State == dbsqlc.VenturiJobStateScheduled) &&
+		req.Entry.Event == string(EventFailed)
+	ended := req.State == dbsqlc.VenturiJobStateCompleted || req.State == dbsqlc.VenturiJobStateDead
 	switch s.Restart {
 	case RestartAlways:
 		if ended || failedRetry {
-			req.state, req.delay = pendingState(s.Delay), s.Delay
-			req.entry.ResumeIn = s.Delay
-			if req.entry.Event == EventDead {
-				req.entry.Event = EventFailed // the run failed; the job does not end
+			req.State, req.Delay = pendingState(s.Delay), s.Delay
+			req.Entry.ResumeIn = s.Delay
+			if req.Entry.Event == string(EventDead) {
+				req.Entry.Event = string(EventFailed) // the run failed; the job does not end
 			}
 		}
 	case RestartNever:
 		if failedRetry {
-			req.state, req.delay = dbsqlc.VenturiJobStateDead, 0
-			req.entry.Event, req.entry.ResumeIn = EventDead, 0
-			req.entry.Note = cleanNote("restart policy never: " + req.entry.Note)
+			req.State, req.Delay = dbsqlc.VenturiJobStateDead, 0
+			req.Entry.Event, req.Entry.ResumeIn = string(EventDead), 0
+			req.Entry.Note = cleanNote("restart policy never: " + req.Entry.Note)
 		}
 	}
 }
 
 // logSingletonStop logs how a singleton's run ended and what its job does next.
-func logSingletonStop(log *slog.Logger, j *claimed, req *finishReq) {
-	if req.lost {
-		log.Warn("venturi singleton lost its lease", "kind", j.kind, "job_id", j.id, "run", j.runs)
+func logSingletonStop(log *slog.Logger, j *jobrun.Job, req *jobrun.End) {
+	if req.Lost {
+		log.Warn("venturi singleton lost its lease", "kind", j.Kind, "job_id", j.ID, "run", j.Runs)
 		return
 	}
-	if req.finalized {
-		log.Info("venturi singleton stopped", "kind", j.kind, "job_id", j.id, "run", j.runs, "next", "written by CompleteTx")
+	if req.Finalized {
+		log.Info("venturi singleton stopped", "kind", j.Kind, "job_id", j.ID, "run", j.Runs, "next", "written by CompleteTx")
 		return
 	}
-	attrs := []any{"kind", j.kind, "job_id", j.id, "run", j.runs, "event", req.entry.Event, "next", string(req.state)}
-	if req.state == dbsqlc.VenturiJobStateScheduled || req.state == dbsqlc.VenturiJobStateWaiting {
-		attrs = append(attrs, "in", req.delay)
+	attrs := []any{"kind", j.Kind, "job_id", j.ID, "run", j.Runs, "event", Event(req.Entry.Event), "next", string(req.State)}
+	if req.State == dbsqlc.VenturiJobStateScheduled || req.State == dbsqlc.VenturiJobStateWaiting {
+		attrs = append(attrs, "in", req.Delay)
 	}
 	log.Info("venturi singleton stopped", attrs...)
 }

@@ -57,17 +57,17 @@ func (s *Subscription) wants(e Event) bool {
 
 // eventHub fans events out to subscriptions. With none, publishing costs an atomic load.
 //
-// A run's end is published by the finisher once its result is durable; by then the job
+// A run's end is published by the completer once its result is durable; by then the job
 // may be due again (a retry without delay) and claimed by this worker's next fetch, whose
 // started event could overtake the end. So the executor marks each run it hands to the
-// finisher (endPending), and a started event of a job with an end still to come is held
+// completer (endPending), and a started event of a job with an end still to come is held
 // until that end is published (or given up): a subscriber sees each job's events in order.
 type eventHub struct {
 	log  *slog.Logger
 	n    atomic.Int32
 	mu   sync.Mutex
 	subs []*Subscription
-	// ends counts, per job, the runs handed to the finisher whose end is not published
+	// ends counts, per job, the runs handed to the completer whose end is not published
 	// yet; held, the started events waiting for them. Both guarded by mu; pendingEnds is
 	// their total, read without the lock.
 	ends        map[ulid.ULID]int
@@ -114,7 +114,7 @@ func (h *eventHub) publish(e JobEvent) {
 	h.deliver(e)
 }
 
-// endPending records that a run of job id was handed to the finisher: its end is to come.
+// endPending records that a run of job id was handed to the completer: its end is to come.
 func (h *eventHub) endPending(id ulid.ULID) {
 	if !h.active() {
 		return
@@ -152,7 +152,7 @@ func (h *eventHub) publishStart(e JobEvent) {
 	h.deliver(e)
 }
 
-// publishEnd publishes the end of a run of job id that the finisher settled (e nil: its
+// publishEnd publishes the end of a run of job id that the completer settled (e nil: its
 // result was given up, nothing to publish), then the started events it held back.
 func (h *eventHub) publishEnd(id ulid.ULID, e *JobEvent) {
 	if !h.tracksEnds() {

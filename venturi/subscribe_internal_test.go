@@ -6,7 +6,7 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// TestHubHoldsAStartUntilThePreviousRunsEnd: the finisher publishes a run's end after its
+// TestHubHoldsAStartUntilThePreviousRunsEnd: the completer publishes a run's end after its
 // result is durable, by which time the job may have been claimed again; the next run's
 // started event waits for that end, so a subscriber sees each job's events in order. Other
 // jobs' events are not held, an end given up releases what it held, and ends handed over
@@ -42,7 +42,7 @@ func TestHubHoldsAStartUntilThePreviousRunsEnd(t *testing.T) {
 	}
 
 	h.publishStart(JobEvent{Event: EventStarted, JobID: a})
-	h.endPending(a) // run 1 ends, handed to the finisher
+	h.endPending(a) // run 1 ends, handed to the completer
 	h.publishStart(JobEvent{Event: EventStarted, JobID: a, Run: 2})
 	h.publishStart(JobEvent{Event: EventStarted, JobID: b})
 	check("before the end", name(a, EventStarted), name(b, EventStarted))

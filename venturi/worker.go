@@ -10,16 +10,20 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oklog/ulid/v2"
 
+	"github.com/venturi-dev/venturi/internal/completer"
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
+	"github.com/venturi-dev/venturi/internal/jobrun"
+	"github.com/venturi-dev/venturi/internal/journalenc"
 )
 
 // Worker runs the handlers registered on it against state S. It claims only the kinds it
 // registered, so worker binaries with different registries can share one database.
 //
-// A started worker is a handful of services around one set of claimed jobs (runTracker):
+// A started worker is a handful of services around one set of claimed jobs (the run tracker):
 // the fetcher claims jobs and feeds them to the executor, which runs handlers and hands
-// their results to the finisher, which writes them in batches; the lease extender keeps
+// their results to the completer, which writes them in batches; the lease extender keeps
 // the claims alive, the maintainer rescues, promotes and prunes, and the listener turns
 // notifications into fetches.
 type Worker[S any] struct {
@@ -39,10 +43,10 @@ type Worker[S any] struct {
 
 	// Built by Start.
 	ctl       *pgxpool.Pool // the worker's own connections: claims, results, leases, maintenance
-	tracker   *runTracker
+	tracker   *jobrun.Tracker
 	execs     []*executor // one per queue served, in Config.Queues order
 	fetchers  []*fetcher  // the same
-	fin       *finisher
+	fin       *completer.Completer
 	dbCtx     context.Context // every statement's parent; cancelled when Stop gives up
 	abortDB   context.CancelFunc
 	stopFetch context.CancelFunc
@@ -114,13 +118,12 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 		w.ctl, w.started = nil, false
 		return err
 	}
-	w.tracker = newRunTracker(w.cfg.Lease, w.cfg.ShutdownGrace, w.log)
-	w.fin = newFinisher(w.cfg, ctl, w.q, w.tracker, w.pokeAll, w.channel, w.dbCtx, w.log)
-	w.fin.hub, w.fin.worker = &w.hub, w.cfg.ID
+	w.tracker = newTracker(w.cfg, w.log)
+	w.fin = newCompleter(w.cfg, ctl, w.q, w.tracker, w.pokeAll, w.channel, &w.hub, w.log)
 	queues := make(map[string]*fetcher, len(w.cfg.Queues))
 	for _, wq := range w.cfg.Queues {
 		qcfg := w.cfg.forQueue(wq)
-		e := newExecutor(base, qcfg, w.pool, w.q, w.reg, w.tracker, w.fin.submit)
+		e := newExecutor(base, qcfg, w.pool, w.q, w.reg, w.tracker, w.fin.Submit)
 		e.channel, e.hub = w.channel, &w.hub
 		f := newFetcher(qcfg, ctl, w.q, w.kinds, e, w.tracker, w.dbCtx, w.log)
 		f.channel = w.channel
@@ -138,7 +141,7 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 		go func() { defer fetching.Done(); f.run(fetchCtx) }()
 	}
 	go func() { fetching.Wait(); close(w.fetchDone) }()
-	go w.fin.run()
+	go w.fin.Run(w.dbCtx)
 	leases := newLeaseExtender(w.cfg, w.log, ctl, w.tracker)
 	maint := newMaintainer(w.cfg, w.log, ctl, w.q, w.pokeAll)
 	w.goBg(func() { leases.Run(bgCtx) })
@@ -155,7 +158,7 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 					f.notified()
 				}
 			},
-			stop: w.tracker.requestStop}
+			stop: func(id ulid.ULID, ev Event) { w.tracker.RequestStop(id, string(ev)) }}
 		w.goBg(func() { l.run(bgCtx) })
 	}
 	w.log.Info("venturi worker started", "queues", w.cfg.Queues, "kinds", w.kinds)
@@ -305,7 +308,7 @@ func (w *Worker[S]) shutdown() {
 	for _, e := range w.execs {
 		e.beginShutdown()
 	}
-	w.tracker.stopAll() // gated runs have a stop signal of their own
+	w.tracker.StopAll() // gated runs have a stop signal of their own
 	idle := w.idle()
 	grace := time.NewTimer(w.cfg.ShutdownGrace)
 	select {
@@ -327,7 +330,7 @@ func (w *Worker[S]) shutdown() {
 	case <-w.dbCtx.Done():
 	}
 	stuck.Stop()
-	w.fin.close()
+	w.fin.Close()
 	w.stopBg()
 	w.bg.Wait()
 	w.abortDB()
@@ -360,23 +363,23 @@ func (w *Worker[S]) Run(ctx context.Context) error {
 // releaseStuck returns the jobs of handlers that did not return after cancellation to
 // available, with an interrupted entry.
 func (w *Worker[S]) releaseStuck() {
-	runs := w.tracker.stuck()
+	runs := w.tracker.Stuck()
 	if len(runs) == 0 {
 		return
 	}
-	reqs := make([]*finishReq, len(runs))
+	reqs := make([]*jobrun.End, len(runs))
 	for i, j := range runs {
-		reqs[i] = &finishReq{job: j, state: dbsqlc.VenturiJobStateAvailable, ended: time.Now(),
-			entry: JournalEntry{Event: EventInterrupted, Note: "interrupted by shutdown: handler did not return after cancellation"}}
+		reqs[i] = &jobrun.End{Job: j, State: dbsqlc.VenturiJobStateAvailable, Ended: time.Now(),
+			Entry: journalenc.Entry{Event: string(EventInterrupted), Note: "interrupted by shutdown: handler did not return after cancellation"}}
 	}
 	ctx, cancel := context.WithTimeout(w.dbCtx, 5*time.Second)
 	defer cancel()
-	err := sendIndexed(ctx, w.ctl, func(b *pgx.Batch) { dbsqlc.QueueFinishRuns(b, finishParams(w.cfg.ID, reqs), nil) })
+	err := sendIndexed(ctx, w.ctl, func(b *pgx.Batch) { dbsqlc.QueueFinishRuns(b, completer.Params(w.cfg.ID, reqs), nil) })
 	if err != nil {
 		w.log.Warn("venturi: release of stuck runs failed; their leases will expire", "err", err)
 	}
 	for _, j := range runs {
-		w.tracker.remove(j)
+		w.tracker.Remove(j)
 	}
 }
 

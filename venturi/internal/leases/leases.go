@@ -3,9 +3,9 @@
 // per tick, and has the runs whose lease is lost, would expire unextended, or ran past
 // JobTimeout cancelled.
 //
-// The extender knows nothing of package venturi: the runs it extends live in the root's
-// run tracker, which it reaches through the small [Tracker] interface (called once or
-// twice per tick, never per job), and it sends its statement with a [SendFunc] the worker
+// The extender knows nothing of package venturi: the runs it extends live in the worker's
+// run tracker (internal/jobrun), which it reaches through the small [Tracker] interface
+// the root implements (called once or twice per tick, never per job), and it sends its statement with a [SendFunc] the worker
 // gives it. It imports only internal packages (internal/dbsqlc, internal/pgerr).
 package leases
 

@@ -1,20 +1,62 @@
-package venturi
+// Package journalenc encodes journal entries for the hot path: [Append] writes an [Entry]
+// as encoding/json would marshal venturi.JournalEntry (same names, same omissions), by
+// hand into the caller's buffer, so that a batch of hundreds of run ends costs a handful
+// of allocations instead of several per entry. The worker's run ends (FinishRuns) and the
+// merged entries of enqueues are written with it.
+//
+// Entry mirrors venturi.JournalEntry with plain types (Event is a string), so that the
+// internal packages that write entries need not import package venturi; the root converts
+// where the two meet.
+package journalenc
 
 import (
+	"encoding/json"
 	"strconv"
 	"time"
 	"unicode/utf8"
 )
 
-// appendEntry appends e as encoding/json would marshal it (same names, same omissions).
-func appendEntry(buf []byte, e *JournalEntry) []byte {
+// Entry is one journal entry as it is stored: venturi.JournalEntry's fields, in its
+// order, with the event as a plain string. See venturi.JournalEntry for what each means.
+type Entry struct {
+	// Event is how the run ended ("completed", "failed", ...), or "merged".
+	Event string
+	// Run is the run's number; zero for merged entries.
+	Run int
+	// Note is the run's conclusion: the outcome's note, or the error's message.
+	Note string
+	// Attachment is the run's structured evidence: JSON, copied as it is.
+	Attachment json.RawMessage
+	// Token is the run's fencing token.
+	Token int64
+	// Worker is the ID of the worker that ran it.
+	Worker string
+	// StartedAt is when the run was claimed (database clock).
+	StartedAt time.Time
+	// At is when the run ended.
+	At time.Time
+	// ResumeIn is the requested delay of a pause or the backoff of a retry.
+	ResumeIn time.Duration
+	// Merge is the decision of a merged entry.
+	Merge string
+	// Due is the due-time policy a merged entry applied; DueBefore and DueAfter the job's
+	// due time before and after the merge.
+	Due       string
+	DueBefore time.Time
+	DueAfter  time.Time
+	// Wait names the signals a waiting entry's run waits for.
+	Wait []string
+}
+
+// Append appends e as encoding/json would marshal it (same names, same omissions).
+func Append(buf []byte, e *Entry) []byte {
 	buf = append(buf, `{"event":`...)
-	buf = appendJSONString(buf, string(e.Event))
+	buf = AppendString(buf, e.Event)
 	buf = appendIntField(buf, `,"run":`, int64(e.Run))
 	buf = appendStringField(buf, `,"note":`, e.Note)
 	if len(e.Attachment) > 0 {
 		buf = append(buf, `,"attachment":`...)
-		buf = append(buf, e.Attachment...) // JSON from encodeJSON
+		buf = append(buf, e.Attachment...) // JSON already: the attachment as the run encoded it
 	}
 	buf = appendIntField(buf, `,"token":`, e.Token)
 	buf = appendStringField(buf, `,"worker":`, e.Worker)
@@ -31,7 +73,7 @@ func appendEntry(buf []byte, e *JournalEntry) []byte {
 			if i > 0 {
 				buf = append(buf, ',')
 			}
-			buf = appendJSONString(buf, name)
+			buf = AppendString(buf, name)
 		}
 		buf = append(buf, ']')
 	}
@@ -51,7 +93,7 @@ func appendStringField(buf []byte, prefix, s string) []byte {
 	if s == "" {
 		return buf
 	}
-	return appendJSONString(append(buf, prefix...), s)
+	return AppendString(append(buf, prefix...), s)
 }
 
 // appendTimeField appends prefix and t as time.Time marshals to JSON, unless t is zero.
@@ -64,9 +106,9 @@ func appendTimeField(buf []byte, prefix string, t time.Time) []byte {
 	return append(buf, '"')
 }
 
-// appendJSONString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as with
+// AppendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as with
 // encoding/json; NUL characters are dropped, because jsonb cannot store them.
-func appendJSONString(buf []byte, s string) []byte {
+func AppendString(buf []byte, s string) []byte {
 	const hexDigits = "0123456789abcdef"
 	buf = append(buf, '"')
 	start := 0
