@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/venturi-dev/venturi/internal/fetcher"
 	"github.com/venturi-dev/venturi/internal/jobrun"
 	"github.com/venturi-dev/venturi/internal/testhook"
 )
@@ -43,12 +44,11 @@ func (w *Worker[S]) drain(ctx context.Context, kinds []string, maxRuns int) ([]t
 	}
 	tracker := newTracker(w.cfg, w.log)
 	writer := newWriter(w.cfg, w.channel, w.pool, w.q, w.log)
-	exec := &executor{cfg: w.cfg, q: w.q, reg: w.reg, tracker: tracker, shutdown: make(chan struct{}), channel: w.channel}
+	exec := &runner{cfg: w.cfg, q: w.q, reg: w.reg, tracker: tracker, shutdown: make(chan struct{}), channel: w.channel}
 	exec.useDB(w.pool)
-	var fetchers []*fetcher
+	var fetchers []*fetcher.Fetcher
 	for _, wq := range w.cfg.Queues {
-		f := newFetcher(w.cfg.forQueue(wq), w.pool, w.q, kinds, exec, tracker, ctx, w.log)
-		f.channel = w.channel
+		f := newFetcher(w.cfg.forQueue(wq), w.pool, kinds, nil, tracker, ctx, w.channel, w.log)
 		fetchers = append(fetchers, f)
 	}
 	var out []testhook.Drained
@@ -57,14 +57,14 @@ func (w *Worker[S]) drain(ctx context.Context, kinds []string, maxRuns int) ([]t
 		// gated and a plain job: the second goes back.
 		var (
 			jobs []*jobrun.Job
-			f    *fetcher
+			f    *fetcher.Fetcher
 		)
 		for _, f = range fetchers {
-			r := f.claim(1)
-			if r.err != nil {
-				return out, r.err
+			r := f.Claim(1)
+			if r.Err != nil {
+				return out, r.Err
 			}
-			if jobs = r.jobs; len(jobs) > 0 {
+			if jobs = r.Jobs; len(jobs) > 0 {
 				break
 			}
 		}
@@ -72,11 +72,11 @@ func (w *Worker[S]) drain(ctx context.Context, kinds []string, maxRuns int) ([]t
 			return out, nil
 		}
 		if len(out) >= maxRuns {
-			f.release(jobs)
+			f.Release(jobs)
 			return out, fmt.Errorf("venturi: Drain stopped after %d runs with jobs still available", maxRuns)
 		}
 		j := jobs[0]
-		f.release(jobs[1:])
+		f.Release(jobs[1:])
 		rctx, cancel := context.WithCancelCause(ctx)
 		tracker.Begin(j, cancel)
 		req := w.reg[j.Kind].run(rctx, exec, j)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
+	"github.com/venturi-dev/venturi/internal/listener"
 )
 
 // delayedPrefix marks the NOTIFY payload of a delayed job ("@kind"): a worker that wakes
@@ -16,7 +17,7 @@ import (
 // as it does after a due job's notification (whose commit may have sent none, see
 // Config.PollInterval). Workers that do not know the prefix ignore such payloads, as
 // they ignored delayed jobs before.
-const delayedPrefix = "@"
+const delayedPrefix = listener.DelayedPrefix
 
 // notifyPayload is the NOTIFY payload for a job of kind, due now or later. Due and
 // delayed jobs are debounced apart, so a delayed enqueue never suppresses the

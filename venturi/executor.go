@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/venturi-dev/venturi/internal/completer"
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
+	"github.com/venturi-dev/venturi/internal/executor"
 	"github.com/venturi-dev/venturi/internal/jobrun"
 	"github.com/venturi-dev/venturi/internal/journalenc"
 )
@@ -28,11 +28,11 @@ var (
 	errStopped    = errors.New("venturi: run asked to stop (replaced or cancelled)")
 )
 
-// executor runs handlers: Concurrency long-lived goroutines take claimed jobs, run the
-// registered handler with panic capture, turn its result into a jobrun.End and hand that
-// to the completer. Reusing goroutines keeps their grown stacks: a goroutine per job would
-// grow a fresh stack every time.
-type executor struct {
+// runner binds the runs of one queue's executor (internal/executor) to the public API:
+// it runs a claimed job's registered handler (runTask builds its Run[C] from the
+// runner's database access and the executor's shutdown signal) and hands the run's end
+// to the completer, or publishes it when the run wrote its result itself.
+type runner struct {
 	cfg       Config
 	channel   string        // the notification channel (wake-ups after gated runs)
 	signals   signalReader  // Run.Signals' reads, on the application's pool
@@ -45,46 +45,29 @@ type executor struct {
 	reg       map[string]*registration
 	tracker   *jobrun.Tracker
 	finish    func(*jobrun.End) // the completer's submit
-	slots     chan struct{}     // one token per running handler
-	starts    chan start
-	freed     chan struct{}   // a slot was freed (capacity 1: a wake-up, not a count)
-	shutdown  chan struct{}   // closed when graceful shutdown begins
-	hardCtx   context.Context // parent of every run's context
-	hard      context.CancelCauseFunc
-	handlers  sync.WaitGroup
-	hub       *eventHub // the worker's subscribers
+	shutdown  <-chan struct{}   // closed when graceful shutdown begins
+	hub       *eventHub         // the worker's subscribers
 }
 
-// start hands a claimed job to a handler goroutine.
-type start struct {
-	job    *jobrun.Job
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-}
-
-func newExecutor(parent context.Context, cfg Config, db dbsqlc.DBTX, q *dbsqlc.Queries, reg map[string]*registration, tracker *jobrun.Tracker, finish func(*jobrun.End)) *executor {
-	e := &executor{
-		cfg: cfg, q: q, reg: reg, tracker: tracker, finish: finish,
-		slots:    make(chan struct{}, cfg.Concurrency),
-		starts:   make(chan start, cfg.Concurrency),
-		freed:    make(chan struct{}, 1),
-		shutdown: make(chan struct{}),
-	}
-	e.useDB(db)
-	e.hardCtx, e.hard = context.WithCancelCause(parent)
-	for range cfg.Concurrency {
-		go func() {
-			for s := range e.starts {
-				e.runHandler(s)
-			}
-		}()
-	}
+// newExecutor returns the executor (internal/executor) of the queue cfg is for (see
+// Config.forQueue): its handlers run the kinds of reg with their database access on db
+// (the application's pool), their runs held in tracker; their ends go to finish (the
+// completer's submit), and are published to hub.
+func newExecutor(parent context.Context, cfg Config, db dbsqlc.DBTX, q *dbsqlc.Queries, reg map[string]*registration, tracker *jobrun.Tracker,
+	finish func(*jobrun.End), channel string, hub *eventHub) *executor.Executor {
+	r := &runner{cfg: cfg, q: q, reg: reg, tracker: tracker, finish: finish, channel: channel, hub: hub}
+	r.useDB(db)
+	e := executor.New(parent, executor.Config{
+		Concurrency: cfg.Concurrency, Tracker: tracker, Run: r.run, Ended: r.ended, Untimed: r.untimed,
+		LeaseLost: ErrLeaseLost,
+	})
+	r.shutdown = e.ShuttingDown()
 	return e
 }
 
 // useDB gives runs their database reads and writes on db (the application's pool):
 // Run.EarlierHistory, Run.Signals, Run.CreateHook.
-func (e *executor) useDB(db dbsqlc.DBTX) {
+func (e *runner) useDB(db dbsqlc.DBTX) {
 	q := e.q
 	e.db = db
 	e.journal = func(ctx context.Context, id ulid.ULID, before int64, limit int) ([]JournalEntry, error) {
@@ -100,50 +83,31 @@ func (e *executor) useDB(db dbsqlc.DBTX) {
 	}
 }
 
-// log returns the executor's logger.
-func (e *executor) log() *slog.Logger {
+// log returns the runner's logger.
+func (e *runner) log() *slog.Logger {
 	if e.cfg.Logger == nil {
 		return slog.Default()
 	}
 	return e.cfg.Logger
 }
 
-// free reports how many handler slots are free.
-func (e *executor) free() int { return cap(e.slots) - len(e.slots) }
-
-// start runs j on a free slot; the caller has checked that one is free. A job whose
-// lease ran out while it waited in the prefetch buffer does not start: it is (or will
-// be) rescued, and its writes would be discarded.
-func (e *executor) start(j *jobrun.Job) {
-	e.slots <- struct{}{}
-	ctx, cancel := context.WithCancelCause(e.hardCtx)
-	if !e.tracker.Begin(j, cancel) {
-		cancel(ErrLeaseLost)
-		e.tracker.Remove(j)
-		<-e.slots
-		return
-	}
-	if reg := e.reg[j.Kind]; reg != nil && reg.singleton != nil {
-		e.tracker.Untimed(j) // a service runs for as long as it likes: no JobTimeout
-	}
-	e.handlers.Add(1)
-	e.starts <- start{job: j, ctx: ctx, cancel: cancel}
+// run runs j's registered handler (executor.Config.Run).
+func (e *runner) run(ctx context.Context, j *jobrun.Job) *jobrun.End {
+	return e.reg[j.Kind].run(ctx, e, j)
 }
 
-func (e *executor) runHandler(s start) {
-	defer e.handlers.Done()
-	defer func() {
-		<-e.slots
-		select {
-		case e.freed <- struct{}{}:
-		default:
-		}
-	}()
-	req := e.reg[s.job.Kind].run(s.ctx, e, s.job)
-	s.cancel(nil)
-	e.tracker.Ended(s.job)
+// untimed reports whether kind is a singleton's (executor.Config.Untimed).
+func (e *runner) untimed(kind string) bool {
+	reg := e.reg[kind]
+	return reg != nil && reg.singleton != nil
+}
+
+// ended hands a run's end on (executor.Config.Ended): a run that wrote its result itself
+// (CompleteTx) or lost its lease is settled and published here; the others go to the
+// completer.
+func (e *runner) ended(req *jobrun.End) {
 	if req.Finalized || req.Lost {
-		e.tracker.Remove(s.job)
+		e.tracker.Remove(req.Job)
 		if e.hub.active() {
 			if req.Lost {
 				req.Entry.Event, req.State = string(EventLeaseLost), dbsqlc.VenturiJobStateRunning
@@ -152,28 +116,14 @@ func (e *executor) runHandler(s start) {
 		}
 		return
 	}
-	e.hub.endPending(s.job.ID) // its end comes from the completer: hold a next start until then
+	e.hub.endPending(req.Job.ID) // its end comes from the completer: hold a next start until then
 	e.finish(req)
-}
-
-// beginShutdown signals running handlers (Run.Shutdown) and lets the handler goroutines
-// exit once their runs return. Nothing may start after it.
-func (e *executor) beginShutdown() {
-	close(e.starts)
-	close(e.shutdown)
-}
-
-// idle returns a channel closed when no handler is running.
-func (e *executor) idle() <-chan struct{} {
-	done := make(chan struct{})
-	go func() { e.handlers.Wait(); close(done) }()
-	return done
 }
 
 // runTask decodes j into T and its carry into C, runs handle, and returns the job's
 // next state. Undecodable payloads, carries and journals send the job to dead, but for a
 // singleton's carry, whose run fails under its restart policy with the carry kept.
-func runTask[T Task, S, C any](ctx context.Context, e *executor, j *jobrun.Job, state S, handle HandlerFunc[T, S, C]) *jobrun.End {
+func runTask[T Task, S, C any](ctx context.Context, e *runner, j *jobrun.Job, state S, handle HandlerFunc[T, S, C]) *jobrun.End {
 	var task T
 	if err := json.Unmarshal(j.Payload, &task); err != nil {
 		return deadReq(j, fmt.Sprintf("decode payload into %s: %v", reflect.TypeFor[T](), err))
@@ -345,7 +295,7 @@ func deadReq(j *jobrun.Job, note string) *jobrun.End {
 }
 
 // outcomeReq turns a handler's result into the job's next state.
-func (e *executor) outcomeReq(ctx context.Context, j *jobrun.Job, o Outcome, err error, attachment json.RawMessage, backoff Backoff) *jobrun.End {
+func (e *runner) outcomeReq(ctx context.Context, j *jobrun.Job, o Outcome, err error, attachment json.RawMessage, backoff Backoff) *jobrun.End {
 	req := &jobrun.End{Job: j}
 	entry := journalenc.Entry{Attachment: attachment}
 	switch {

@@ -53,7 +53,7 @@ type registration struct {
 	limits    Limits     // the type's Limits (see Limiter)
 	singleton *Singleton // the type's Singleton (see Supervised); nil for other kinds
 	zero      Task       // the zero value of the task type: a singleton's payload
-	run       func(ctx context.Context, e *executor, j *jobrun.Job) *jobrun.End
+	run       func(ctx context.Context, e *runner, j *jobrun.Job) *jobrun.End
 }
 
 // kindOf calls Kind on T's zero value, or on a new value when T is a pointer type.
@@ -100,7 +100,7 @@ func register[T Task, S, C any](w *Worker[S], handle HandlerFunc[T, S, C]) error
 	}
 	state := w.state
 	w.reg[kind] = &registration{kind: kind, limits: limits, singleton: singleton, zero: zeroTask,
-		run: func(ctx context.Context, e *executor, j *jobrun.Job) *jobrun.End {
+		run: func(ctx context.Context, e *runner, j *jobrun.Job) *jobrun.End {
 			return runTask(ctx, e, j, state, handle)
 		}}
 	w.kinds = append(w.kinds, kind)

@@ -47,7 +47,7 @@ func inTx(ctx context.Context, db beginner, opts pgx.TxOptions, idle time.Durati
 // it reach rows by index (SET LOCAL enable_seqscan = off, in the same round trip), so that
 // a plan PostgreSQL cached while venturi_job was nearly empty does not scan the whole
 // table once it has grown (see SetLocalIndexScans in queries/session.sql). The claim's transaction
-// sets the same (fetcher.claim), and so do the finish, lease-extension and release
+// sets the same (internal/fetcher's Claim), and so do the finish, lease-extension and release
 // statements sent alone (sendIndexed). It is set per transaction, not as a parameter of
 // the control pool's connections: PgBouncer refuses startup parameters it does not know,
 // and a session-level SET through transaction pooling would land on whichever server

@@ -10,10 +10,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi/internal/completer"
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
+	"github.com/venturi-dev/venturi/internal/executor"
+	"github.com/venturi-dev/venturi/internal/fetcher"
 	"github.com/venturi-dev/venturi/internal/jobrun"
 	"github.com/venturi-dev/venturi/internal/journalenc"
 )
@@ -44,8 +45,8 @@ type Worker[S any] struct {
 	// Built by Start.
 	ctl       *pgxpool.Pool // the worker's own connections: claims, results, leases, maintenance
 	tracker   *jobrun.Tracker
-	execs     []*executor // one per queue served, in Config.Queues order
-	fetchers  []*fetcher  // the same
+	execs     []*executor.Executor // one per queue served, in Config.Queues order
+	fetchers  []*fetcher.Fetcher   // the same
 	fin       *completer.Completer
 	dbCtx     context.Context // every statement's parent; cancelled when Stop gives up
 	abortDB   context.CancelFunc
@@ -120,13 +121,11 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 	}
 	w.tracker = newTracker(w.cfg, w.log)
 	w.fin = newCompleter(w.cfg, ctl, w.q, w.tracker, w.pokeAll, w.channel, &w.hub, w.log)
-	queues := make(map[string]*fetcher, len(w.cfg.Queues))
+	queues := make(map[string]*fetcher.Fetcher, len(w.cfg.Queues))
 	for _, wq := range w.cfg.Queues {
 		qcfg := w.cfg.forQueue(wq)
-		e := newExecutor(base, qcfg, w.pool, w.q, w.reg, w.tracker, w.fin.Submit)
-		e.channel, e.hub = w.channel, &w.hub
-		f := newFetcher(qcfg, ctl, w.q, w.kinds, e, w.tracker, w.dbCtx, w.log)
-		f.channel = w.channel
+		e := newExecutor(base, qcfg, w.pool, w.q, w.reg, w.tracker, w.fin.Submit, w.channel, &w.hub)
+		f := newFetcher(qcfg, ctl, w.kinds, e, w.tracker, w.dbCtx, w.channel, w.log)
 		w.execs, w.fetchers = append(w.execs, e), append(w.fetchers, f)
 		queues[wq.Name] = f
 	}
@@ -138,7 +137,7 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 	var fetching sync.WaitGroup
 	for _, f := range w.fetchers {
 		fetching.Add(1)
-		go func() { defer fetching.Done(); f.run(fetchCtx) }()
+		go func() { defer fetching.Done(); f.Run(fetchCtx) }()
 	}
 	go func() { fetching.Wait(); close(w.fetchDone) }()
 	go w.fin.Run(w.dbCtx)
@@ -147,19 +146,13 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 	w.goBg(func() { leases.Run(bgCtx) })
 	w.goBg(func() { maint.run(bgCtx) })
 	if !w.cfg.PollOnly {
-		kinds := make(map[string]bool, len(w.kinds))
-		for _, k := range w.kinds {
-			kinds[k] = true
-		}
-		l := &listener{connConfig: w.pool.Config().ConnConfig, channel: w.channel, kinds: kinds,
-			log: w.log, notified: w.notifyAll, delayed: w.pokeAll,
-			queue: func(name string) {
+		l := newListener(w.pool.Config().ConnConfig, w.channel, w.kinds, w.log, w.notifyAll, w.pokeAll,
+			func(name string) {
 				if f := queues[name]; f != nil {
-					f.notified()
+					f.Notified()
 				}
-			},
-			stop: func(id ulid.ULID, ev Event) { w.tracker.RequestStop(id, string(ev)) }}
-		w.goBg(func() { l.run(bgCtx) })
+			}, w.tracker)
+		w.goBg(func() { l.Run(bgCtx) })
 	}
 	w.log.Info("venturi worker started", "queues", w.cfg.Queues, "kinds", w.kinds)
 	return nil
@@ -186,14 +179,14 @@ func (w *Worker[S]) ensureSingletons(ctx context.Context) error {
 // pokeAll asks every fetcher to look for jobs now.
 func (w *Worker[S]) pokeAll() {
 	for _, f := range w.fetchers {
-		f.poke()
+		f.Poke()
 	}
 }
 
 // notifyAll reports a notification for one of the worker's kinds to every fetcher.
 func (w *Worker[S]) notifyAll() {
 	for _, f := range w.fetchers {
-		f.notified()
+		f.Notified()
 	}
 }
 
@@ -294,7 +287,7 @@ func (w *Worker[S]) Stop(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		for _, e := range w.execs {
-			e.hard(errShutdown)
+			e.Cancel(errShutdown)
 		}
 		w.abortDB()
 		return ctx.Err()
@@ -306,7 +299,7 @@ func (w *Worker[S]) shutdown() {
 	w.stopFetch()
 	<-w.fetchDone // releases the prefetch buffer; no handler starts after this
 	for _, e := range w.execs {
-		e.beginShutdown()
+		e.Shutdown()
 	}
 	w.tracker.StopAll() // gated runs have a stop signal of their own
 	idle := w.idle()
@@ -318,7 +311,7 @@ func (w *Worker[S]) shutdown() {
 	}
 	grace.Stop()
 	for _, e := range w.execs {
-		e.hard(errShutdown)
+		e.Cancel(errShutdown)
 	}
 	stuck := time.NewTimer(min(5*time.Second, w.cfg.Lease/2))
 	select {
@@ -343,7 +336,7 @@ func (w *Worker[S]) idle() <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		for _, e := range w.execs {
-			<-e.idle()
+			<-e.Idle()
 		}
 		close(done)
 	}()

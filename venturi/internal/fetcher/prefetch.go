@@ -1,27 +1,27 @@
-package venturi
+package fetcher
 
 import "time"
 
 // prefetchWindow decides how many claimed jobs may wait in the fetcher's buffer for a
-// free handler slot (see Config.Prefetch). It is pure arithmetic over what the fetcher
+// free handler slot (see [Config].Prefetch). It is pure arithmetic over what the fetcher
 // observes, so its policy is tested with tables:
 //
 //   - it starts at base = min(Concurrency, Prefetch) and never leaves [base, max];
 //   - it doubles when a claim came back full while handlers had run through everything
 //     the previous claim brought and slots were free: handlers are faster than claims;
 //   - it halves (once per claim) when a buffered job waited more than four claim round
-//     trips (and at least 10ms, and at most half of prefetchWait) before it started:
+//     trips (and at least 10ms, and at most half of PrefetchWait) before it started:
 //     handlers are the bottleneck, and other workers could run the jobs this one hoards.
-//     The bound by prefetchWait matters when claims are slow (a loaded database): four
+//     The bound by PrefetchWait matters when claims are slow (a loaded database): four
 //     round trips of 300ms exceed the wait after which buffered jobs are released, and
 //     without it the window would never shrink and keep claiming jobs it then releases;
 //   - it halves and closes when buffered jobs had to be released because no slot freed
-//     in time (prefetchWait), and reopens when a slot frees: a worker whose handlers are
-//     all stuck claims nothing, instead of claiming jobs, holding them for prefetchWait,
+//     in time (PrefetchWait), and reopens when a slot frees: a worker whose handlers are
+//     all stuck claims nothing, instead of claiming jobs, holding them for PrefetchWait,
 //     releasing them and claiming them again, which would keep them from idle workers.
 type prefetchWindow struct {
 	base, max int
-	wait      time.Duration // prefetchWait: a buffered job older than this is released
+	wait      time.Duration // PrefetchWait: a buffered job older than this is released
 	limit     int           // the buffer's current limit
 	rtt       time.Duration // how long the last claim took
 	shrink    bool          // the limit may halve (once per claim)

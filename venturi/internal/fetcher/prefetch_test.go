@@ -1,4 +1,4 @@
-package venturi
+package fetcher
 
 import (
 	"testing"
