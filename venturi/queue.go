@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/venturi-dev/venturi/internal/awaiter"
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
 	"github.com/venturi-dev/venturi/internal/notifier"
 )
@@ -80,7 +81,7 @@ type Queue struct {
 	notify      *notifyLimiter
 	poll        bool
 	awaitOnce   sync.Once
-	await       *awaiter
+	await       *awaiter.Awaiter
 	listenOnce  sync.Once
 	listen      *notifier.Notifier // the process's LISTEN connection for Await and WaitEvents
 	eventsMu    sync.Mutex
