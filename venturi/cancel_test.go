@@ -104,6 +104,7 @@ func TestCancelRunningJob(t *testing.T) {
 // notifications, a long lease) and whose run then fails still ends the job cancelled:
 // the statement that writes the run's end enforces the request.
 func TestCancelIsEnforcedByTheDatabase(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	ctx := context.Background()

@@ -84,6 +84,7 @@ func decideClaim(ctx context.Context, tx pgx.Tx, fn string, max int) claimDecisi
 // upgraded from version 19 with a slot's running job and a job waiting for it, which the
 // current claim leaves waiting.
 func TestSlotsAndRatesClaimDecidesAsTheReferenceClaim(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -21,6 +21,7 @@ func (orphanTask) Kind() string               { return "nobody-handles-this" }
 func (orphanTask) Priority() venturi.Priority { return venturi.PriorityMax }
 
 func TestUnknownKindIsNeverClaimed(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	orphan := enqueue(t, q, orphanTask{})
@@ -94,6 +95,7 @@ func (p prioTask) Handle(ctx context.Context, run *venturi.Run[struct{}], order 
 }
 
 func TestClaimOrderFollowsPriorityThenDueTime(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	base := time.Now().Add(-time.Hour)
@@ -134,6 +136,7 @@ func (p prioTask2) Handle(ctx context.Context, run *venturi.Run[struct{}], order
 // TestClaimOrderIsExactAcrossKinds: jobs of two kinds run in one order, by priority, then
 // due time, whatever their kind.
 func TestClaimOrderIsExactAcrossKinds(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	base := time.Now().Add(-time.Hour)
@@ -188,6 +191,7 @@ func (badQueueTask) Queue() string { return "" }
 // queue that registered the kinds leaves them alone, and a worker of that queue runs them.
 // An invalid queue name is refused, by Enqueue and by NewWorker.
 func TestNamedQueueSeparatesWorkers(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	ctx := context.Background()
 	pool, q := newQueue(t)

@@ -73,6 +73,7 @@ func TestConfigReportsEveryInvalidField(t *testing.T) {
 // TestConfigValidEdges: zero, the documented "negative disables" values and the minimums
 // are accepted, and a worker built from them starts and stops.
 func TestConfigValidEdges(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool := newDB(t)
 	for _, cfg := range []venturi.Config{

@@ -103,6 +103,7 @@ func (c *clientProc) wait(t *testing.T) string {
 // signal another process sends; the repeated send (same delivery ID) stores nothing, and
 // a send after the end is refused.
 func TestSignalFromAnotherProcess(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	startWorkerFor[approval](t, pool, struct{}{}, fastConfig())
@@ -127,6 +128,7 @@ func TestSignalFromAnotherProcess(t *testing.T) {
 // TestHookResumedFromAnotherProcess: the token a run handed out resumes its job from
 // another process, once; the replay is refused there too.
 func TestHookResumedFromAnotherProcess(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	st := hookState{tokens: make(chan string, 1)}
@@ -148,6 +150,7 @@ func TestHookResumedFromAnotherProcess(t *testing.T) {
 // TestCancelFromAnotherProcess: a run in this process's worker stops when another process
 // cancels its job; the job ends cancelled with the reason and the run's checkpoint note.
 func TestCancelFromAnotherProcess(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	st := flowState{g: newGauge(), hold: make(chan struct{})}
@@ -169,6 +172,7 @@ func TestCancelFromAnotherProcess(t *testing.T) {
 // TestAwaitFromAnotherProcess: another process awaits a job this process runs, and one
 // that ended before its call.
 func TestAwaitFromAnotherProcess(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	st := flowState{g: newGauge(), hold: make(chan struct{})}
@@ -222,6 +226,7 @@ func execStep(ctx context.Context, run *venturi.Run[struct{}], name string) erro
 // committed and before the next step; the job's next run, in this process, reads the
 // first step back and runs only the second.
 func TestStepsResumeAfterTheirWorkerProcessDies(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	ctx := context.Background()
@@ -258,6 +263,7 @@ func TestStepsResumeAfterTheirWorkerProcessDies(t *testing.T) {
 // TestSignalAWaitInAnotherProcess: a job waits in a worker process; this process signals
 // it, and the waiting process's next run reads the signal.
 func TestSignalAWaitInAnotherProcess(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	startChild(t, pool)

@@ -18,6 +18,7 @@ import (
 // CancelRequested a run that then ended cancelled or completed first (the request stays
 // visible on the job), ErrJobFinished a completed job.
 func TestCancelRaceResultsAgreeWithTheJournal(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	ctx := context.Background()

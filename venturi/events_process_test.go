@@ -39,6 +39,7 @@ func eventsReader(ctx context.Context, q *venturi.Queue, cur venturi.EventCursor
 // overlapping transactions while a reader process reads a few events, exits, and a new
 // process resumes from its last printed cursor. Together they see every event once.
 func TestEventStreamReaderRestartedAcrossProcesses(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	ctx := context.Background()
 	pool, q := newQueue(t)

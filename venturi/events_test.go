@@ -219,6 +219,7 @@ func TestEventsCursorSurvivesOutOfOrderCommits(t *testing.T) {
 // TestEventsConcurrentWritersMissNothingRepeatNothing reads the stream while writers
 // commit in random order, resuming from the cursor every page.
 func TestEventsConcurrentWritersMissNothingRepeatNothing(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	ctx := context.Background()
 	pool, q := newQueue(t)

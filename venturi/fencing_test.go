@@ -162,6 +162,7 @@ func forceLeaseLoss(t *testing.T, pool *pgxpool.Pool, id ulid.ULID) {
 // TestLostLeaseFencesCompleteTx: a run whose job was rescued cannot complete it; its
 // CompleteTx returns ErrLeaseLost and its application write rolls back with it.
 func TestLostLeaseFencesCompleteTx(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	createEffects(t, pool)
@@ -205,6 +206,7 @@ func TestLostLeaseFencesCompleteTx(t *testing.T) {
 // TestLostLeaseFencesPlainResults: without CompleteTx, a stale run's returned outcome,
 // carry and attachment are discarded too.
 func TestLostLeaseFencesPlainResults(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	cfg := fastConfig()
@@ -263,6 +265,7 @@ func (blockTask) Handle(ctx context.Context, run *venturi.Run[blockCarry], app *
 // TestExpiredLeaseRescuedByAnotherWorker: worker A stalls on a job whose lease then
 // expires; worker B's maintenance rescues it (abandoned, one failure) and B completes it.
 func TestExpiredLeaseRescuedByAnotherWorker(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	appA := &blockApp{started: make(chan ulid.ULID, 4), release: make(chan struct{})}
@@ -309,6 +312,7 @@ func TestExpiredLeaseRescuedByAnotherWorker(t *testing.T) {
 // TestRescueAtTheBackstopGoesDead: an abandoned run counts as a failure; at the backstop
 // (of the worker that claimed it) the rescue sends the job to dead.
 func TestRescueAtTheBackstopGoesDead(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	cfg := fastConfig()

@@ -173,6 +173,7 @@ func maxOverlap(iv [][2]time.Time) int {
 // limits 2 and 1: no more run at once than the limit, by the handlers' own count and by
 // the journal's run times, and every job completes.
 func TestSlotQueueLimitsRunningJobsAcrossWorkers(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	var ids []ulid.ULID
@@ -204,6 +205,7 @@ func TestSlotQueueLimitsRunningJobsAcrossWorkers(t *testing.T) {
 // TestSlotDropIfRunning: a job that becomes runnable while its slot is full ends at once,
 // cancelled, with a dropped entry naming the slot; it never runs.
 func TestSlotDropIfRunning(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	st := flowState{g: newGauge(), hold: make(chan struct{})}
@@ -225,6 +227,7 @@ func TestSlotDropIfRunning(t *testing.T) {
 // one sees Run.Shutdown, ends cancelled with a replaced entry and no failure, and the
 // newer one runs.
 func TestSlotReplace(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	st := flowState{g: newGauge(), hold: make(chan struct{})}
@@ -258,6 +261,7 @@ func (s stubborn) Handle(ctx context.Context, run *venturi.Run[struct{}], st flo
 // TestSlotReplaceCancelsAfterGrace: a run that ignores the stop signal is cancelled after
 // the worker's ShutdownGrace and still ends replaced, not failed.
 func TestSlotReplaceCancelsAfterGrace(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	cfg := fastConfig()
@@ -292,6 +296,7 @@ func (l limitedKind) Handle(ctx context.Context, run *venturi.Run[struct{}], st 
 // TestKindConcurrencyAcrossWorkers: a kind's concurrency holds across three workers of
 // four handlers each, including for jobs enqueued before its limits were recorded.
 func TestKindConcurrencyAcrossWorkers(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	var ids []ulid.ULID
@@ -337,6 +342,7 @@ func (r rated) Handle(ctx context.Context, run *venturi.Run[struct{}], st flowSt
 // TestRateLimitPerPartition: no window of the period holds more than N starts of one
 // partition, by the journal's start times (the database clock), with two workers.
 func TestRateLimitPerPartition(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	st := flowState{g: newGauge()}
@@ -392,6 +398,7 @@ func (f flaky) Handle(ctx context.Context, run *venturi.Run[struct{}], st *flaky
 // jobs keep running; after the cooldown a probe runs, and once the host is healthy the
 // probe closes the breaker and the waiting job completes.
 func TestBreakerPerPartition(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	st := &flakyState{}
@@ -491,6 +498,7 @@ func (q queued) Handle(ctx context.Context, run *venturi.Run[struct{}], seen cha
 // TestPauseQueueIsDurable: a paused queue starts nothing, across a worker restart, while
 // another queue of the same worker keeps running; resume starts its jobs at once.
 func TestPauseQueueIsDurable(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	ctx := context.Background()
@@ -540,6 +548,7 @@ func TestPauseQueueIsDurable(t *testing.T) {
 // TestPauseReleasesPrefetchedJobs: jobs a worker holds in its buffer when the queue is
 // paused go back to available instead of starting.
 func TestPauseReleasesPrefetchedJobs(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	ctx := context.Background()
@@ -591,6 +600,7 @@ func (p plainLimited) Handle(ctx context.Context, run *venturi.Run[struct{}], st
 // TestQueueConcurrencyAcrossWorkers: a queue's concurrency limit holds for plain jobs
 // across two workers; removing it lets the plain claim take over again.
 func TestQueueConcurrencyAcrossWorkers(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	ctx := context.Background()

@@ -36,6 +36,7 @@ func (holdTask) Handle(ctx context.Context, run *venturi.Run[struct{}], s holdSt
 // half-open invariant failed when the cut worker happened to be the maintainer: rescue
 // waited for the heal.)
 func TestMaintainerCutOffMidTransactionDoesNotHoldUpRescue(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	ctx := context.Background()
 	direct := newDB(t)
@@ -103,6 +104,7 @@ func (slottedHold) Slot() venturi.Slot { return venturi.Slot{Key: "the-slot"} }
 // for a fraction of the lease, and another worker claims and runs the job. Before, every
 // other worker's gated claim waited for the stripe and timed out until the heal.
 func TestClaimCutOffBeforeItsCommitDoesNotHoldUpOtherWorkers(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	ctx := context.Background()
 	direct := newDB(t)

@@ -164,6 +164,16 @@ func completeNotes(t *testing.T, q *venturi.Queue, n int) {
 
 // ---- waiting -----------------------------------------------------------------------------
 
+// slow marks a test that takes seconds (other processes, outages, leases that must run
+// out, bursts, several workers; 4.5 s or more among eight at once): go test -short (make
+// test/quick) skips it; make test runs it.
+func slow(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("slow: make test runs it; -short (make test/quick) skips it")
+	}
+}
+
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()

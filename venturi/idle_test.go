@@ -42,6 +42,7 @@ func (c *claimCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchE
 // poll interval here) are the clock: over 10 of them a polling worker makes about 20
 // claims.
 func TestIdleWorkerPollsAtItsInterval(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	direct := newDB(t)
 	cfg, err := pgxpool.ParseConfig(testdb.URL(t))

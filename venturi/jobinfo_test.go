@@ -83,6 +83,7 @@ func (r *infoRuns) of(id ulid.ULID) map[int]infoRun {
 // clock), by either claim; EndEvent names the event that the worker then journals, the
 // backstop's dead included.
 func TestJobInfoDueStartedAtAndEndEvent(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	runs := &infoRuns{pool: pool, runs: map[ulid.ULID]map[int]infoRun{}}

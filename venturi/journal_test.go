@@ -64,6 +64,7 @@ func (p pager) Handle(ctx context.Context, run *venturi.Run[struct{}], seen chan
 // order; Queue.Journal does the same from outside; retention deletes the moved entries
 // with the job.
 func TestJournalStaysInBoundAcrossRuns(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	ctx := context.Background()
 	pool, q := newQueue(t)
@@ -107,6 +108,7 @@ func TestJournalStaysInBoundAcrossRuns(t *testing.T) {
 // JournalRecent entries and JournalMovedKept moved ones, and a summary of the dropped
 // rest, whose count adds up.
 func TestJournalBoundHoldsForAMergeBurst(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	ctx := context.Background()
 	pool, q := newQueue(t)

@@ -44,6 +44,7 @@ func (longRun) Handle(ctx context.Context, _ *venturi.Run[struct{}], s longRunSt
 // extension's whole budget, so a healthy worker's runs were rescued as abandoned (chaos,
 // failover-sync mode, under load).
 func TestLeaseExtensionDoesNotWaitForAResultBeingWritten(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	ctx := context.Background()
 	pool, q := newQueue(t)
@@ -155,6 +156,7 @@ func (stallTask) Handle(ctx context.Context, run *venturi.Run[struct{}], app *st
 // running jobs are keyed by job and lease token), so the lease loop keeps extending the
 // new run's lease: it is not rescued while it works, and the job does not run a third time.
 func TestStaleRunDoesNotUntrackTheNewRunOfTheSameJob(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	ctx := context.Background()
 	pool, q := newQueue(t)

@@ -18,6 +18,7 @@ import (
 // TestMaintenancePrunesFinishedJobs: completed and dead jobs older than their retention
 // are deleted; pending jobs and recent ones stay.
 func TestMaintenancePrunesFinishedJobs(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	ctx := context.Background()
 	pool, q := newQueue(t)

@@ -147,6 +147,7 @@ func TestConcurrentDedupEnqueueWithRollbacks(t *testing.T) {
 // TestConcurrentDedupEnqueueFastPath races plain Enqueue calls (the one-round-trip path)
 // on one key.
 func TestConcurrentDedupEnqueueFastPath(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	const n = 40

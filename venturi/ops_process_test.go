@@ -54,6 +54,7 @@ func sampledBy(t *testing.T, pool *pgxpool.Pool) (string, time.Time) {
 // interval, and when the process that sampled is killed (SIGKILL: its maintenance lock goes
 // with its connections) the other worker samples on, so the stats stay current.
 func TestStatsSamplerMovesWhenItsProcessDies(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	ctx := context.Background()
 	pool, q := newQueue(t)

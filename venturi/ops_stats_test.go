@@ -16,6 +16,7 @@ import (
 // rates (integrated over the samples: every completion, retried failure and death counted
 // once) come out of the stats table.
 func TestStatsSampledByOneOfTwoWorkers(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	ctx := context.Background()
 	pool, q := newQueue(t)
@@ -104,6 +105,7 @@ func TestStatsSampledByOneOfTwoWorkers(t *testing.T) {
 // a recount: a bulk retry takes its dead jobs out of the dead count in its transaction,
 // and retention takes pruned jobs out of the completed count.
 func TestStatsForgetRetriedAndPrunedJobs(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	ctx := context.Background()
 	pool, q := newQueue(t)

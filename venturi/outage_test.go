@@ -47,6 +47,7 @@ func (l logWatch) WithGroup(string) slog.Handler      { return l }
 // that gave up once the worker's estimate of the lease ran out would fail it (the chaos
 // suite's "abandoned runs after a long restart").
 func TestResultOfARunThatEndedInAnOutageLongerThanTheLeaseIsWritten(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	ctx := context.Background()
 	direct := newDB(t)

@@ -30,6 +30,7 @@ func (planTask) Handle(ctx context.Context, run *venturi.Run[struct{}], _ struct
 // comes; the scans are counted in pg_stat_user_tables once the worker's backends have
 // exited (a backend reports its counts at the latest when it exits).
 func TestHotPathFindsJobsByIndexOnAFreshSchema(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	ctx := context.Background()
 	schema := testdb.Schema(t)

@@ -94,6 +94,7 @@ func startSingletonChild(t *testing.T, pool *pgxpool.Pool, id string) *child {
 // third process takes over without waiting for a lease. By the journal's run times, no two
 // runs ever overlapped.
 func TestSingletonAcrossProcesses(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	ctx := context.Background()

@@ -123,6 +123,7 @@ func (p procSlot) Handle(ctx context.Context, run *venturi.Run[struct{}], _ stru
 // (limit 1) keeps the slot until the lease rescue returns the job; then another worker
 // runs the waiting job and the rescued one, never two at once by the journal.
 func TestKilledWorkerFreesItsSlot(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	c := startChild(t, pool)
@@ -150,6 +151,7 @@ func TestKilledWorkerFreesItsSlot(t *testing.T) {
 // runs its slot's job stops that run through a notification: the other process's handler
 // sees Run.Shutdown, its job ends replaced (cancelled, not failed), and the newer one runs.
 func TestReplaceStopsARunInAnotherProcess(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	c := startChild(t, pool)
@@ -219,6 +221,7 @@ func startRescuer(t *testing.T, pool *pgxpool.Pool) {
 // TestKilledWorkerProcess: a worker process killed with SIGKILL mid-run has its job
 // rescued (abandoned entry, counted as a failure) and completed by another worker.
 func TestKilledWorkerProcess(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	c := startChild(t, pool)
@@ -246,6 +249,7 @@ func TestKilledWorkerProcess(t *testing.T) {
 // rescued; when it resumes (SIGCONT) and its handler finishes, its result is discarded:
 // the journal keeps exactly the rescuer's completion.
 func TestStalledWorkerProcessIsFenced(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	c := startChild(t, pool)

@@ -13,6 +13,7 @@ import (
 // jobs still within retention stay. Before, one prune of 10,000 rows per state every 30s
 // capped retention at ~333 jobs/s.
 func TestPruneKeepsPace(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	ctx := context.Background()
 	pool := newDB(t)

@@ -90,6 +90,7 @@ func (quickTask) Handle(ctx context.Context, run *venturi.Run[struct{}], _ struc
 // TestListenerConnectionKilled: the worker's LISTEN connection is terminated by the
 // server; jobs keep flowing (polling, then a reconnected listener).
 func TestListenerConnectionKilled(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	startWorkerFor[quickTask](t, pool, struct{}{}, venturi.Config{PollInterval: 200 * time.Millisecond})
@@ -118,6 +119,7 @@ func TestListenerConnectionKilled(t *testing.T) {
 // TestGracefulShutdownUnderLoad: a worker stopped in the middle of a backlog leaves no
 // job running or lost; a second worker finishes the rest; each job completes exactly once.
 func TestGracefulShutdownUnderLoad(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	tasks := make([]venturi.Task, 400)

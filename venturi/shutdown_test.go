@@ -95,6 +95,7 @@ func (politeTask) Handle(ctx context.Context, run *venturi.Run[checkpointCarry],
 }
 
 func TestShutdownSignalLetsHandlerPause(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	app := &politeApp{started: make(chan ulid.ULID, 1), sawFlag: make(chan bool, 1)}

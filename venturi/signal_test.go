@@ -60,6 +60,7 @@ func cmp(d, def time.Duration) time.Duration {
 // signal arrives from another pool; the next run reads the typed payload. A repeated
 // delivery ID is delivered once; a signal to an ended job is refused.
 func TestWaitForSignal(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	ctx := context.Background()
@@ -95,6 +96,7 @@ func TestWaitForSignal(t *testing.T) {
 // TestSignalBeforeTheWait: a signal sent before the job waits is kept; the wait ends at
 // once.
 func TestSignalBeforeTheWait(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	ctx := context.Background()
@@ -124,6 +126,7 @@ func TestWaitTimesOut(t *testing.T) {
 // twice. A run that timed out before its signal committed waits again, and the signal
 // wakes that wait.
 func TestSignalRacesTimeout(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	ctx := context.Background()
@@ -167,6 +170,7 @@ func TestSignalRacesTimeout(t *testing.T) {
 
 // TestCancelWaitingJob: a waiting job is cancelled at once.
 func TestCancelWaitingJob(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	startWorkerFor[approval](t, pool, struct{}{}, fastConfig())

@@ -131,6 +131,7 @@ func TestSingletonRestartOnFailure(t *testing.T) {
 // TestSingletonRestartAlways: every run's end, completed, failed or permanently failed,
 // schedules the next run after the fixed delay (not a backoff); the job never ends.
 func TestSingletonRestartAlways(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	st := supState{runs: make(chan int, 64), script: func(n int) error {
@@ -164,6 +165,7 @@ func TestSingletonRestartAlways(t *testing.T) {
 // TestSingletonRestartNever: a failed run ends the service dead without a retry; a
 // completed one ends it completed; the next worker start creates it anew.
 func TestSingletonRestartNever(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	st := supState{runs: make(chan int, 16), script: func(n int) error { return errors.New("broken") }}
@@ -251,6 +253,7 @@ func overlaps(runs []venturi.JournalEntry) string {
 // before the 30 s lease could have expired), continuing from the carry; the owner is
 // visible throughout.
 func TestSingletonHandsOverOnGracefulStop(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	var ticks atomic.Int64

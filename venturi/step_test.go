@@ -223,6 +223,7 @@ func (s heldStep) Handle(ctx context.Context, run *venturi.Run[struct{}], st hel
 // and the holding run itself keep their leases while the transaction is open, and the run
 // that holds it completes.
 func TestLeaseExtensionDoesNotWaitForAnOpenStepTx(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool, q := newQueue(t)
 	st := heldState{pool: pool, locked: make(chan struct{}), release: make(chan struct{}), blocking: make(chan struct{})}

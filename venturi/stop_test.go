@@ -31,6 +31,7 @@ func (cutTask) Handle(ctx context.Context, run *venturi.Run[struct{}], started c
 // deadline returns by then (it took 12.4s before), and the job its running handler held
 // is not lost: once the network heals, another worker rescues and completes it.
 func TestStopKeepsDeadlineWhilePostgresUnreachable(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	ctx := context.Background()
 	direct := newDB(t)

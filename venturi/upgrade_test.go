@@ -498,6 +498,7 @@ func TestUpgradeTo13_FirstSampleCountsEarlierJobs(t *testing.T) {
 // instead of joining (functions only). With running and available slot jobs in the table,
 // the claim of many slots after the upgrade admits per slot what its limit leaves.
 func TestUpgradeTo14_ClaimAdmitsWhatEachSlotLeaves(t *testing.T) {
+	slow(t)
 	t.Parallel()
 	pool := newEmptyDB(t)
 	migrateTo(t, pool, 12)
