@@ -56,20 +56,21 @@ build/cli: ## Build the venturi CLI (venturi/cmd/venturi) into .bin/venturi
 
 # ---- code generation -------------------------------------------------------------------
 
-$(SQLC):
+# The pinned tools are built together, in one `go build` of every one missing, so that the
+# dependencies they share (golang.org/x/tools, ...) compile once; built side by side, each
+# compiled its own copy (docs/development.md "How long make test takes"). sqlc is built
+# without cgo: its PostgreSQL parser is then libpg_query compiled to WebAssembly (run by
+# wazero) instead of C compiled here, so no C compiler is needed, the build costs less
+# (227 s of CPU against 262, cold) and the generated code is the same.
+TOOL_PKGS := $(SQLC)=github.com/sqlc-dev/sqlc/cmd/sqlc $(STATICCHECK)=honnef.co/go/tools/cmd/staticcheck $(GOVULNCHECK)=golang.org/x/vuln/cmd/govulncheck
+$(SQLC) $(STATICCHECK) $(GOVULNCHECK) &:
 	@mkdir -p .bin
-	@echo "building sqlc $(SQLC_VERSION) (pinned in tools/go.mod; takes a few minutes once)"
-	cd tools && GOWORK=off go build -o $(SQLC) github.com/sqlc-dev/sqlc/cmd/sqlc
-
-$(STATICCHECK):
-	@mkdir -p .bin
-	@echo "building staticcheck $(STATICCHECK_VERSION) (pinned in tools/go.mod)"
-	cd tools && GOWORK=off go build -o $(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
-
-$(GOVULNCHECK):
-	@mkdir -p .bin
-	@echo "building govulncheck $(GOVULNCHECK_VERSION) (pinned in tools/go.mod)"
-	cd tools && GOWORK=off go build -o $(GOVULNCHECK) golang.org/x/vuln/cmd/govulncheck
+	@pkgs=; for tp in $(TOOL_PKGS); do [ -x "$${tp%%=*}" ] || pkgs="$$pkgs $${tp#*=}"; done; \
+	  [ -n "$$pkgs" ] || exit 0; \
+	  echo "building$$pkgs (pinned in tools/go.mod; a few minutes once)"; \
+	  out=$$(mktemp -d); trap 'rm -rf "$$out"' EXIT; \
+	  (cd tools && GOWORK=off CGO_ENABLED=0 go build -o "$$out/" $$pkgs); \
+	  for tp in $(TOOL_PKGS); do bin=$${tp%%=*}; f=$$out/$$(basename $${tp#*=}); [ ! -f "$$f" ] || mv "$$f" "$$bin"; done
 
 .PHONY: generate verify verify/sqlc verify/standalone verify/deps
 generate: $(SQLC) generate/app ## Regenerate all generated code: sqlc (venturi and the app) and venturi's schema snapshot, venturi/schema (starts PostgreSQL when DATABASE_URL is unset)
@@ -92,18 +93,26 @@ verify/standalone: ## venturi builds with GOWORK=off (make lint vets it); its go
 
 # ---- lint and audit ---------------------------------------------------------------------
 
-# Each module is vetted and staticchecked once, on its own (GOWORK=off), in a target of its
-# own (lint/m/MODULE) so that `make -j` (make test, make checks) runs them side by side. go
-# vet's results and staticcheck's (STATICCHECK_CACHE, default $$XDG_CACHE_HOME/staticcheck)
-# are cached per package, so a dependency shared by several modules is analysed once.
-.PHONY: lint lint/imports audit checks
+# Each module is vetted and staticchecked on its own (GOWORK=off): make vet and make lint run
+# the modules one after another, each using every core. go vet's results and staticcheck's
+# (STATICCHECK_CACHE, default $$XDG_CACHE_HOME/staticcheck) are cached per package, so a
+# dependency shared by several modules is compiled and analysed once, by the first module
+# that needs it; run side by side, modules compiled and analysed their shared dependencies
+# once each (docs/development.md "How long make test takes"). lint/m/MODULE checks one.
+.PHONY: vet lint lint/imports audit checks
 # tools/importorder: a module of its own (std only), outside go.work; make lint/imports runs it.
 TOOL_MODULES := tools/importorder
 LINT_MODULES := $(addprefix lint/m/,$(MODULES) $(TOOL_MODULES))
 # This repository's import path prefix (github.com/venturi-dev/ until scripts/rename.sh).
 LOCAL_IMPORTS := $(shell sed -n 's|^module \(.*\)/venturi$$|\1/|p' $(CURDIR)/venturi/go.mod)
 .PHONY: $(LINT_MODULES)
-lint: $(LINT_MODULES) lint/imports ## go vet and staticcheck (default checks, tests included) in every module on its own (GOWORK=off); import order (tools/importorder)
+vet: ## go vet (tests included) in every module on its own (GOWORK=off), one after another: it compiles every dependency once, for the checks that follow
+	@rc=0; for m in $(MODULES) $(TOOL_MODULES); do echo "go vet: $$m"; \
+	  (cd $$m && GOWORK=off go vet ./...) || { echo "vet: FAIL in $$m (findings above)"; rc=1; }; done; exit $$rc
+
+lint: vet lint/imports $(STATICCHECK) ## go vet and staticcheck (default checks, tests included) in every module on its own (GOWORK=off), one after another; import order (tools/importorder)
+	@rc=0; for m in $(MODULES) $(TOOL_MODULES); do echo "staticcheck $(STATICCHECK_VERSION): $$m"; \
+	  (cd $$m && GOWORK=off $(STATICCHECK) ./...) || { echo "lint: FAIL in $$m (findings above)"; rc=1; }; done; exit $$rc
 
 $(LINT_MODULES): lint/m/%: $(STATICCHECK)
 	@echo "go vet + staticcheck $(STATICCHECK_VERSION): $*"
@@ -132,31 +141,57 @@ audit: $(GOVULNCHECK) ## govulncheck every module and the pinned tools (GOWORK=o
 # ---- tests -------------------------------------------------------------------------------
 
 .PHONY: test test/venturi test/venturiotel test/bench
-# make test runs in two phases. First `make checks`: verify, lint, audit and the tests that
-# need no database and time nothing (test/bench, test/copy, test/rename, test/tools), side by side
-# (CHECK_JOBS at once, -k: every failure is reported, --output-sync: each target's output
-# in one piece when it ends); the pinned tools build in parallel with each other and with
-# the checks that do not need them. Then the database tests, one after another (they time
-# leases and restarts, and share one cluster).
+# make test runs everything on one `make -j` (TEST_JOBS at once, -k: every failure is
+# reported, --output-sync: each target's output in one piece when it ends). First, side by
+# side: the pinned tools (one go build), make vet (every module's dependencies compiled
+# once, one module after another) and the database tests in two lanes (test/db). The other
+# checks (staticcheck, audit, verify, and the tests that need no database and time
+# nothing: test/bench, test/copy, test/rename, test/tools) start once vet has filled the
+# build cache (AFTER_VET=vet), so that no two of them compile the same dependency at once.
+# The database tests spend most of their time waiting on the database and on leases, so
+# the checks fill the cores meanwhile (docs/development.md "How long make test takes").
 CHECK_JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
+TEST_JOBS ?= $(shell echo $$(( $(CHECK_JOBS) + 2 )))
 CHECKS := $(SQLC) $(STATICCHECK) $(GOVULNCHECK) verify lint audit test/bench test/copy test/rename test/tools
-checks: ## verify, lint, audit and the database-free tests, CHECK_JOBS (nproc+1) at once: make test's first phase
-	@$(MAKE) --no-print-directory -k -j$(CHECK_JOBS) --output-sync=target $(CHECKS)
+checks: ## verify, lint, audit and the database-free tests, CHECK_JOBS (nproc+1) at once
+	@$(MAKE) --no-print-directory -k -j$(CHECK_JOBS) --output-sync=target AFTER_VET=vet $(CHECKS)
 
+# Set by make test and make checks: what the compiling checks wait for.
+AFTER_VET ?=
+verify/standalone verify/app audit test/bench test/copy test/rename: | $(AFTER_VET)
+
+# The database tests in two lanes, each one test after another: venturi's own (the
+# longest), and the rest. They share one cluster (test/chaos starts one of its own).
 DB_TESTS := test/venturi test/venturiotel test/dashboard test/app test/e2e test/run test/chaos
+DB_LANE2 := test/chaos test/e2e test/run test/dashboard test/app test/venturiotel
 test: ## Run every check and test: pins, lint, audit, venturi, venturiotel, the dashboard in Chromium, the app, e2e, the short chaos run (starts PostgreSQL when DATABASE_URL is unset)
-	@$(MAKE) --no-print-directory checks
-	@$(PG) with -- $(MAKE) --no-print-directory $(DB_TESTS)
+	@$(PG) with -- $(MAKE) --no-print-directory -k -j$(TEST_JOBS) --output-sync=target AFTER_VET=vet $(CHECKS) test/db
+
+.PHONY: test/db test/db/others
+test/db: test/venturi test/db/others ## The database tests: test/venturi beside the others, which run one after another (needs TEST_DATABASE_URL; make test starts PostgreSQL)
+test/db/others:
+	@rc=0; for t in $(DB_LANE2); do $(MAKE) --no-print-directory $$t || rc=1; done; exit $$rc
 
 # The quick loop: venturi's and the app's tests with -short (no race detector, no browser,
-# no e2e/chaos/process suites). Tests that take long should skip under testing.Short().
+# no e2e or chaos), eight tests at once, the modules side by side (each one's output in one
+# piece when all have ended). Tests that take seconds on their own (other
+# processes, outages, leases that must run out) skip under -short (venturi: slow(t)).
 QUICK_MODULES = venturi $(APP_MODULES)
+QUICK_PARALLEL ?= 8
 .PHONY: test/quick
-test/quick: ## venturi's and the app modules' tests, -short, no race detector (no test skips itself under -short yet, so it still runs them all; starts PostgreSQL when DATABASE_URL is unset)
-	@$(PG) with -- bash -c 'rc=0; for m in $(QUICK_MODULES); do echo "go test -short $$m"; (cd $(CURDIR)/$$m && GOWORK=off go test -short $(GOTEST_FLAGS) ./...) || rc=1; done; exit $$rc'
+test/quick: ## venturi's and the app modules' tests, -short (slow tests skip), no race detector, QUICK_PARALLEL (8) at once, the modules side by side (starts PostgreSQL when DATABASE_URL is unset)
+	@$(PG) with -- bash -c 'out=$$(mktemp -d); trap "rm -rf $$out" EXIT; n=0; \
+	  for m in $(QUICK_MODULES); do n=$$((n + 1)); \
+	    (cd $(CURDIR)/$$m && GOWORK=off go test -short -parallel $(QUICK_PARALLEL) $(GOTEST_FLAGS) ./... >$$out/$$n.log 2>&1; echo $$? >$$out/$$n.rc) & done; \
+	  wait; rc=0; n=0; \
+	  for m in $(QUICK_MODULES); do n=$$((n + 1)); echo "go test -short $$m"; cat $$out/$$n.log; [ "$$(cat $$out/$$n.rc)" = 0 ] || rc=1; done; exit $$rc'
 
-test/venturi: ## venturi's unit and integration tests, with the race detector
-	cd venturi && GOWORK=off go test -race $(GOTEST_FLAGS) ./...
+# The root package's tests mostly wait (on the database, on leases running out): four at a
+# time instead of GOMAXPROCS (2 here) halves its time (280 s -> 139 s at six; sixteen
+# starved the cores and timed a lease out).
+VENTURI_TEST_PARALLEL ?= 4
+test/venturi: ## venturi's unit and integration tests, with the race detector, VENTURI_TEST_PARALLEL (4) tests at once
+	cd venturi && GOWORK=off go test -race -parallel $(VENTURI_TEST_PARALLEL) $(GOTEST_FLAGS) ./...
 
 test/venturiotel: ## The OpenTelemetry adapter's tests (module venturi/venturiotel), with the race detector
 	cd venturi/venturiotel && GOWORK=off go test -race $(GOTEST_FLAGS) ./...
