@@ -1,7 +1,6 @@
 package completer_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,30 +33,12 @@ type settled struct {
 	fate completer.Fate
 }
 
-// logBuffer collects the completer's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // testBundle is a completer on a fresh, migrated schema, with what it reports.
 type testBundle struct {
 	pool    *pgxpool.Pool
 	tracker *jobrun.Tracker
 	c       *completer.Completer
-	logs    *logBuffer
+	logs    *testdb.LogBuffer
 	settled chan settled  // Publish's calls
 	again   chan struct{} // Again's calls (capacity 1: whether it was called)
 	// failSends, when positive, fails that many Sends with a transient error (a broken
@@ -78,7 +59,7 @@ func setup(t *testing.T) *testBundle {
 	if _, err := venturi.Migrate(context.Background(), pool); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	b := &testBundle{pool: pool, logs: &logBuffer{}, settled: make(chan settled, 64), again: make(chan struct{}, 1)}
+	b := &testBundle{pool: pool, logs: &testdb.LogBuffer{}, settled: make(chan settled, 64), again: make(chan struct{}, 1)}
 	log := slog.New(slog.NewTextHandler(b.logs, nil))
 	b.tracker = jobrun.NewTracker(jobrun.TrackerConfig{
 		Lease: time.Minute, Grace: time.Second, Logger: log,

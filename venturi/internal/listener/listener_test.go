@@ -1,13 +1,11 @@
 package listener_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,24 +25,6 @@ type stopped struct {
 	event string
 }
 
-// logBuffer collects the listener's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // TestListener runs a listener for kind "k" and sends it every kind of payload: each
 // calls its function, other kinds' call none, and a reconnect after its backend was
 // terminated reports a wake-up. Notifications of one session on one channel arrive in
@@ -62,7 +42,7 @@ func TestListener(t *testing.T) {
 
 	notified, delayed := make(chan struct{}, 16), make(chan struct{}, 16)
 	queues, stops := make(chan string, 16), make(chan stopped, 16)
-	logs := &logBuffer{}
+	logs := &testdb.LogBuffer{}
 	l := listener.New(listener.Config{
 		ConnConfig: cc, Channel: channel, Kinds: []string{"k"},
 		Logger:   slog.New(slog.NewTextHandler(logs, nil)),
