@@ -58,7 +58,7 @@ build/cli: ## Build the venturi CLI (venturi/cmd/venturi) into .bin/venturi
 
 # The pinned tools are built together, in one `go build` of every one missing, so that the
 # dependencies they share (golang.org/x/tools, ...) compile once; built side by side, each
-# compiled its own copy (docs/development.md "How long make test takes"). sqlc is built
+# compiled its own copy (docs/development.md, "make test, and how long it takes"). sqlc is built
 # without cgo: its PostgreSQL parser is then libpg_query compiled to WebAssembly (run by
 # wazero) instead of C compiled here, so no C compiler is needed, the build costs less
 # (227 s of CPU against 262, cold) and the generated code is the same.
@@ -98,7 +98,7 @@ verify/standalone: ## venturi builds with GOWORK=off (make lint vets it); its go
 # (STATICCHECK_CACHE, default $$XDG_CACHE_HOME/staticcheck) are cached per package, so a
 # dependency shared by several modules is compiled and analysed once, by the first module
 # that needs it; run side by side, modules compiled and analysed their shared dependencies
-# once each (docs/development.md "How long make test takes"). lint/m/MODULE checks one.
+# once each (docs/development.md, "make test, and how long it takes"). lint/m/MODULE checks one.
 .PHONY: vet lint lint/imports audit checks
 # tools/importorder: a module of its own (std only), outside go.work; make lint/imports runs it.
 TOOL_MODULES := tools/importorder
@@ -149,7 +149,7 @@ audit: $(GOVULNCHECK) ## govulncheck every module and the pinned tools (GOWORK=o
 # nothing: test/bench, test/copy, test/rename, test/tools) start once vet has filled the
 # build cache (AFTER_VET=vet), so that no two of them compile the same dependency at once.
 # The database tests spend most of their time waiting on the database and on leases, so
-# the checks fill the cores meanwhile (docs/development.md "How long make test takes").
+# the checks fill the cores meanwhile (docs/development.md, "make test, and how long it takes").
 CHECK_JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
 TEST_JOBS ?= $(shell echo $$(( $(CHECK_JOBS) + 2 )))
 CHECKS := $(SQLC) $(STATICCHECK) $(GOVULNCHECK) verify lint audit test/bench test/copy test/rename test/tools
