@@ -153,6 +153,12 @@ audit: $(GOVULNCHECK) ## govulncheck every module and the pinned tools (GOWORK=o
 CHECK_JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
 TEST_JOBS ?= $(shell echo $$(( $(CHECK_JOBS) + 2 )))
 CHECKS := $(SQLC) $(STATICCHECK) $(GOVULNCHECK) verify lint audit test/bench test/copy test/rename test/tools
+# The checks run at a lower CPU priority (nice CHECK_NICE) than the database tests beside
+# them: those wait on leases and deadlines (the chaos run's recovery bounds are a few
+# seconds), the checks only on the cores. Children inherit it (go build, vet, staticcheck).
+CHECK_NICE ?= 10
+$(CHECKS) vet: SHELL := nice
+$(CHECKS) vet: .SHELLFLAGS := -n $(CHECK_NICE) bash -eu -o pipefail -c
 checks: ## verify, lint, audit and the database-free tests, CHECK_JOBS (nproc+1) at once
 	@$(MAKE) --no-print-directory -k -j$(CHECK_JOBS) --output-sync=target AFTER_VET=vet $(CHECKS)
 
