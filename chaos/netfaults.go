@@ -169,7 +169,14 @@ func (d *driver) halfOpen(ctx context.Context) {
 		release() // the sample goes on on the server, and idles there
 	}
 	d.logf("half-open network: worker %d (pid %d; %s) cut off for %v", p.slot, p.pid, what, hold)
-	sleepCtx(ctx, hold)
+	// Once the cut worker's leases have run out and a rescue tick has passed, say what
+	// still holds its runs: each run whose lease expired but is not rescued, and what the
+	// worker's backends are doing (a transaction left open on the server holds its rows,
+	// which the rescue skips).
+	probe := d.o.lease + 1500*time.Millisecond
+	sleepCtx(ctx, probe)
+	d.probeCut(ctx, p.slot)
+	sleepCtx(ctx, hold-probe)
 	b.heal()
 	until := time.Now()
 	detail := fmt.Sprintf("%s; %v, %d transfers held (data, connects, closes)", what, hold, b.held.Load()-held)
@@ -250,4 +257,37 @@ func (d *driver) catchSampler(ctx context.Context) (*proc, func()) {
 	}
 	release()
 	return nil, nil
+}
+
+// probeCut logs the runs of worker slot whose lease expired and that nobody rescued yet,
+// and what that worker's backends are doing (state, transaction age, last statement).
+func (d *driver) probeCut(ctx context.Context, slot int) {
+	var expired, locked int
+	err := d.pool.QueryRow(ctx, `
+		SELECT count(*), count(*) - (SELECT count(*) FROM (
+		    SELECT 1 FROM venturi_job x WHERE x.state = 'running' AND x.lease_expires_at < now()
+		      AND x.worker_id LIKE $1 FOR UPDATE SKIP LOCKED) s)
+		FROM venturi_job WHERE state = 'running' AND lease_expires_at < now() AND worker_id LIKE $1`,
+		fmt.Sprintf("chaos-worker-%d-%%", slot)).Scan(&expired, &locked)
+	if err != nil {
+		d.logf("half-open network: probe of worker %d: %v", slot, err)
+		return
+	}
+	rows, err := d.pool.Query(ctx, `
+		SELECT state, COALESCE(round(extract(epoch FROM now() - xact_start)::numeric, 1)::text, '-'),
+		       left(regexp_replace(query, '\s+', ' ', 'g'), 70)
+		FROM pg_stat_activity WHERE application_name = $1 AND state <> 'idle' ORDER BY xact_start`,
+		fmt.Sprintf("chaos-worker-%d", slot))
+	var backends []string
+	if err == nil {
+		for rows.Next() {
+			var st, age, q string
+			if rows.Scan(&st, &age, &q) == nil {
+				backends = append(backends, fmt.Sprintf("%s %ss: %s", st, age, q))
+			}
+		}
+		rows.Close()
+	}
+	d.logf("half-open network: worker %d after a lease: %d runs expired, not rescued (%d of them locked); %d backends not idle: %s",
+		slot, expired, locked, len(backends), strings.Join(backends, " | "))
 }

@@ -211,8 +211,14 @@ func runTask[T Task, S, C any](ctx context.Context, e *runner, j *jobrun.Job, st
 			return fmt.Errorf("venturi: %w", err)
 		}
 		final = req
-		ids, err := e.q.FinishRuns(fctx, tx, completer.Params(e.cfg.ID, []*jobrun.End{req}))
-		if err != nil {
+		// The result and, in the same round trip, a bound on how long the caller's
+		// transaction may then sit idle: it holds the job's row until it ends, and rescue
+		// skips a held row, so a caller cut off before its COMMIT must not keep it.
+		var ids []pgtype.UUID
+		b := &pgx.Batch{}
+		dbsqlc.QueueBoundLocalIdleTimeout(b, idleTxBound(e.cfg.Lease).Milliseconds())
+		dbsqlc.QueueFinishRuns(b, completer.Params(e.cfg.ID, []*jobrun.End{req}), &ids)
+		if err := tx.SendBatch(fctx, b).Close(); err != nil {
 			return err
 		}
 		if len(ids) != 1 {

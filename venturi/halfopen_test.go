@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/venturi-dev/venturi"
 )
 
@@ -147,5 +149,79 @@ func TestClaimCutOffBeforeItsCommitDoesNotHoldUpOtherWorkers(t *testing.T) {
 	startWorker(t, other)
 	if n := recv(t, st.started, "another worker to run the job while the network is cut"); n != 1 {
 		t.Fatalf("run %d, want 1 (the cut claim never ran its job)", n)
+	}
+}
+
+// txHold completes its first run in a transaction of its own (CompleteTx) and then
+// reports, and the test cuts the network before the handler's COMMIT; the next run
+// completes plainly.
+type txHold struct{}
+
+func (txHold) Kind() string { return "tx-hold" }
+
+type txHoldState struct {
+	pool    *pgxpool.Pool // the cut worker's pool: the handler's transaction goes through the proxy
+	started chan int      // the run's number
+	wroteTx chan struct{} // the first run's CompleteTx returned
+	proceed chan struct{} // closed by the test once the network is cut
+}
+
+func (txHold) Handle(ctx context.Context, run *venturi.Run[struct{}], s txHoldState) (venturi.Outcome, error) {
+	s.started <- run.RunCount()
+	if run.RunCount() > 1 {
+		return venturi.Completed(), nil
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return venturi.Outcome{}, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	o, err := run.CompleteTx(ctx, tx, venturi.Completed())
+	if err != nil {
+		return o, err
+	}
+	s.wroteTx <- struct{}{}
+	<-s.proceed
+	return o, tx.Commit(ctx) // held by the cut until the run's context ends
+}
+
+// TestCompleteTxCutOffBeforeItsCommitDoesNotHoldUpRescue: a handler's own transaction has
+// written the run's result (CompleteTx), which locks the job's row, and the network is cut
+// (half-open: nothing forwarded, nothing closed) before its COMMIT reaches the server. The
+// server session sits idle in the handler's transaction. It must not keep the job's row
+// until the network heals, or no other worker can rescue the run once its lease runs out:
+// CompleteTx bounds the transaction's idle time from then on, and another worker rescues
+// the run and runs the job again before any heal.
+func TestCompleteTxCutOffBeforeItsCommitDoesNotHoldUpRescue(t *testing.T) {
+	slow(t)
+	t.Parallel()
+	direct := newDB(t)
+	q := venturi.NewQueue(direct, venturi.QueueConfig{})
+	viaProxy, proxy := proxiedPool(t, direct)
+	defer proxy.Heal() // before the workers stop (cleanups run after this)
+
+	st := txHoldState{pool: viaProxy, started: make(chan int, 4), wroteTx: make(chan struct{}, 1), proceed: make(chan struct{})}
+	cfg := fastConfig()
+	cfg.Lease = 2 * time.Second
+	cut := newWorker(t, viaProxy, st, cfg)
+	venturi.MustRegister[txHold](cut)
+	startWorker(t, cut)
+	r := enqueue(t, q, txHold{})
+	if n := recv(t, st.started, "the first run"); n != 1 {
+		t.Fatalf("run %d, want 1", n)
+	}
+	recv(t, st.wroteTx, "the first run's CompleteTx")
+	proxy.Cut()
+	close(st.proceed)
+
+	other := newWorker(t, direct, st, cfg)
+	venturi.MustRegister[txHold](other)
+	startWorker(t, other)
+	if n := recv(t, st.started, "the run to be rescued and run again while the network is cut"); n != 2 {
+		t.Fatalf("run %d, want 2", n)
+	}
+	j := waitState(t, q, r, venturi.StateCompleted)
+	if j.Journal[0].Event != venturi.EventAbandoned {
+		t.Fatalf("first run ended %q, want abandoned; journal %+v", j.Journal[0].Event, j.Journal)
 	}
 }

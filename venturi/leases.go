@@ -42,8 +42,8 @@ func (l *leaseRuns) Leased(p *dbsqlc.ExtendLeasesParams) {
 
 // Extended implements leases.Tracker: the tracker records the result for the last
 // Leased's runs.
-func (l *leaseRuns) Extended(kept map[ulid.ULID]bool, sent time.Time) {
-	l.tracker.Extended(l.runs, kept, sent)
+func (l *leaseRuns) Extended(found map[ulid.ULID]bool, sent time.Time) {
+	l.tracker.Extended(l.runs, found, sent)
 	l.runs = nil
 }
 

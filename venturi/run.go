@@ -194,6 +194,13 @@ func (r *Run[C]) Shutdown() <-chan struct{} { return r.shutdown }
 // holds the job it returns [ErrLeaseLost] and the caller must roll tx back. Return the
 // outcome from Handle after committing; the worker then writes nothing more for this run.
 // If tx rolls back instead, return an error from Handle and the run fails as usual.
+//
+// From then on tx holds the job's row, which no other worker can rescue while it is
+// held: CompleteTx therefore bounds how long tx may sit idle between statements to half
+// the lease (at least a second; a shorter idle_in_transaction_session_timeout already set
+// stays), and the server ends tx if it idles longer. Commit promptly: a caller cut off
+// from the database before its COMMIT (a half-open network) then releases the job a
+// moment after its lease runs out instead of when the network heals.
 func (r *Run[C]) CompleteTx(ctx context.Context, tx pgx.Tx, o Outcome) (Outcome, error) {
 	if r.finalized {
 		return o, errors.New("venturi: CompleteTx called twice for one run")

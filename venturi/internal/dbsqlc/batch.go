@@ -34,6 +34,11 @@ func QueueSetLocalIdleTimeout(b *pgx.Batch, ms string) {
 	b.Queue(setLocalIdleTimeout, ms)
 }
 
+// QueueBoundLocalIdleTimeout is BoundLocalIdleTimeout in a batch.
+func QueueBoundLocalIdleTimeout(b *pgx.Batch, ms int64) {
+	b.Queue(boundLocalIdleTimeout, ms)
+}
+
 // QueueSetLocalIndexScans is SetLocalIndexScans in a batch: it holds for the statements
 // queued after it, which share the batch's transaction (its implicit one without BEGIN).
 func QueueSetLocalIndexScans(b *pgx.Batch) {
@@ -49,10 +54,10 @@ func QueueFinishRuns(b *pgx.Batch, arg FinishRunsParams, ids *[]pgtype.UUID) {
 
 // QueueExtendLeases is ExtendLeases in a batch; each row is passed to add.
 func QueueExtendLeases(b *pgx.Batch, arg ExtendLeasesParams, add func(*ExtendLeasesRow)) {
-	b.Queue(extendLeases, arg.LeaseUs, arg.Ids, arg.Tokens).Query(func(rows pgx.Rows) error {
+	b.Queue(extendLeases, arg.Ids, arg.Tokens, arg.LeaseUs).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var i ExtendLeasesRow
-			if err := rows.Scan(&i.ID, &i.StopEvent); err != nil {
+			if err := rows.Scan(&i.ID, &i.Extended, &i.StopEvent); err != nil {
 				return err
 			}
 			add(&i)

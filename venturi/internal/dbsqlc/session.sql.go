@@ -9,6 +9,23 @@ import (
 	"context"
 )
 
+const boundLocalIdleTimeout = `-- name: BoundLocalIdleTimeout :exec
+SELECT set_config('idle_in_transaction_session_timeout', (CASE
+    WHEN cur.ms = 0 THEN $1::bigint ELSE least(cur.ms, $1::bigint) END)::text, true)
+FROM (SELECT (extract(epoch FROM current_setting('idle_in_transaction_session_timeout')::interval) * 1000)::bigint AS ms) cur
+`
+
+// Bounds how long the rest of the transaction may sit idle between statements to ms,
+// unless a shorter bound is set already (the setting reads as an interval: '0', '1s',
+// '1500ms', '5min'; 0 is none). Run.CompleteTx sends it in the caller's transaction with
+// the run's result: from then on that transaction holds the job's row, which no other
+// worker can rescue while it is held, so a caller cut off by a half-open network before
+// its COMMIT must not keep it until the network heals.
+func (q *Queries) BoundLocalIdleTimeout(ctx context.Context, db DBTX, ms int64) error {
+	_, err := db.Exec(ctx, boundLocalIdleTimeout, ms)
+	return err
+}
+
 const setLocalIdleTimeout = `-- name: SetLocalIdleTimeout :exec
 SELECT set_config('idle_in_transaction_session_timeout', $1::text, true),
        set_config('enable_seqscan', 'off', true)

@@ -197,10 +197,12 @@ func (t *Tracker) Leased() []*Job {
 	return runs
 }
 
-// Extended records the result of a lease extension sent at sent for runs: the kept runs'
-// leases now end a lease after sent; a started run that was not kept lost its job and is
-// cancelled.
-func (t *Tracker) Extended(runs []*Job, kept map[ulid.ULID]bool, sent time.Time) {
+// Extended records the result of a lease extension sent at sent for runs. found holds the
+// runs whose job still holds their token: true, extended (its lease now ends a lease after
+// sent); false, not extended this time because another transaction held the job's row (its
+// lease runs on; Enforce stops it if that runs out). A run not found lost its job: started,
+// it is cancelled; buffered, it will not start.
+func (t *Tracker) Extended(runs []*Job, found map[ulid.ULID]bool, sent time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, j := range runs {
@@ -208,9 +210,12 @@ func (t *Tracker) Extended(runs []*Job, kept map[ulid.ULID]bool, sent time.Time)
 		if a == nil || a.job != j {
 			continue // the run ended meanwhile, and the job may run again under a new token
 		}
+		extended, ok := found[j.ID]
 		switch {
-		case kept[j.ID]:
+		case ok && extended:
 			a.deadline = sent.Add(t.lease)
+		case ok:
+			// Held by another transaction: the lease it has still stands.
 		case a.cancel == nil:
 			a.deadline = time.Time{} // buffered, not started: it will not start
 		case a.finished:

@@ -139,19 +139,28 @@ func TestTrackerWritingLeavesRunsOutOfLeased(t *testing.T) {
 
 func TestTrackerExtended(t *testing.T) {
 	tr := newTestTracker(time.Minute)
-	kept, lost, buffered, finished := claim(), claim(), claim(), claim()
-	tr.Add([]*Job{kept, lost, buffered, finished})
-	keptCtx, lostCtx, finishedCtx := started(t, tr, kept), started(t, tr, lost), started(t, tr, finished)
+	kept, held, lost, buffered, finished := claim(), claim(), claim(), claim(), claim()
+	tr.Add([]*Job{kept, held, lost, buffered, finished})
+	keptCtx, heldCtx, lostCtx, finishedCtx := started(t, tr, kept), started(t, tr, held), started(t, tr, lost), started(t, tr, finished)
 	tr.Ended(finished)
-	tr.Extended(tr.Leased(), map[ulid.ULID]bool{kept.ID: true}, time.Now())
+	tr.mu.Lock()
+	heldDeadline := tr.active[held.ID].deadline
+	tr.mu.Unlock()
+	tr.Extended(tr.Leased(), map[ulid.ULID]bool{kept.ID: true, held.ID: false}, time.Now().Add(time.Second))
 	if cause := cancelledWith(t, lostCtx); cause != errLeaseLost {
-		t.Errorf("a started run that was not kept: cancelled with %v, want the lease-lost cause", cause)
+		t.Errorf("a started run that was not found: cancelled with %v, want the lease-lost cause", cause)
 	}
-	if keptCtx.Err() != nil || finishedCtx.Err() != nil {
-		t.Errorf("kept run cancelled %v, finished run cancelled %v; want neither", keptCtx.Err(), finishedCtx.Err())
+	if keptCtx.Err() != nil || heldCtx.Err() != nil || finishedCtx.Err() != nil {
+		t.Errorf("kept run cancelled %v, held run cancelled %v, finished run cancelled %v; want none",
+			keptCtx.Err(), heldCtx.Err(), finishedCtx.Err())
 	}
+	tr.mu.Lock()
+	if d := tr.active[held.ID].deadline; !d.Equal(heldDeadline) {
+		t.Errorf("a run whose row another transaction held: deadline moved from %v to %v, want it kept", heldDeadline, d)
+	}
+	tr.mu.Unlock()
 	if tr.Begin(buffered, func(error) {}) {
-		t.Error("a buffered run that was not kept may still start")
+		t.Error("a buffered run that was not found may still start")
 	}
 	// An extension sent long ago leaves the kept lease ending a lease after it was sent.
 	tr.Extended([]*Job{kept}, map[ulid.ULID]bool{kept.ID: true}, time.Now().Add(-time.Hour))

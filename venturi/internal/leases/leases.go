@@ -29,9 +29,11 @@ type Tracker interface {
 	// them). It leaves them empty when there is none.
 	Leased(p *dbsqlc.ExtendLeasesParams)
 	// Extended records the result of the extension sent at sent for the runs the last
-	// Leased returned: kept holds the IDs whose lease now ends a lease after sent; the
-	// others were fenced (their token no longer matches).
-	Extended(kept map[ulid.ULID]bool, sent time.Time)
+	// Leased returned. found holds the IDs whose job still holds the run's token: true
+	// when the lease now ends a lease after sent, false when another transaction held the
+	// job's row and the lease was not extended this time (the lease it had still stands).
+	// The others were fenced: their token no longer matches.
+	Extended(found map[ulid.ULID]bool, sent time.Time)
 	// RequestStop reports that the extension found id's run asked to stop (ev: the job's
 	// stop_event, "replaced" or "cancelled"): its notification may have been missed.
 	RequestStop(id ulid.ULID, ev string)
@@ -102,9 +104,9 @@ func (e *Extender) RunOnce(ctx context.Context) {
 	// The statement may take up to half a lease (a loaded server, a pool wait); a later
 	// tick or the self-fencing in enforce covers what it could not extend.
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.Lease/2)
-	var kept []*dbsqlc.ExtendLeasesRow
+	var rows []*dbsqlc.ExtendLeasesRow
 	err := e.cfg.Send(cctx, func(b *pgx.Batch) {
-		dbsqlc.QueueExtendLeases(b, p, func(r *dbsqlc.ExtendLeasesRow) { kept = append(kept, r) })
+		dbsqlc.QueueExtendLeases(b, p, func(r *dbsqlc.ExtendLeasesRow) { rows = append(rows, r) })
 	})
 	cancel()
 	if err != nil {
@@ -113,14 +115,14 @@ func (e *Extender) RunOnce(ctx context.Context) {
 		}
 		return
 	}
-	ok := make(map[ulid.ULID]bool, len(kept))
-	for _, r := range kept {
-		ok[ulid.ULID(r.ID.Bytes)] = true
+	found := make(map[ulid.ULID]bool, len(rows))
+	for _, r := range rows {
+		found[ulid.ULID(r.ID.Bytes)] = r.Extended
 		if r.StopEvent != "" { // the notification may have been missed
 			e.cfg.Tracker.RequestStop(ulid.ULID(r.ID.Bytes), r.StopEvent)
 		}
 	}
-	e.cfg.Tracker.Extended(ok, sent)
+	e.cfg.Tracker.Extended(found, sent)
 }
 
 // delayOf converts a duration into the microseconds the SQL layer takes.

@@ -28,7 +28,7 @@ type run struct {
 // extender reports.
 type testTracker struct {
 	runs     []run
-	kept     map[ulid.ULID]bool // Extended's kept; nil until it is called
+	found    map[ulid.ULID]bool // Extended's found; nil until it is called
 	stops    map[ulid.ULID]string
 	extended int // calls of Extended
 }
@@ -42,8 +42,8 @@ func (t *testTracker) Leased(p *dbsqlc.ExtendLeasesParams) {
 }
 
 // Extended implements leases.Tracker.
-func (t *testTracker) Extended(kept map[ulid.ULID]bool, _ time.Time) {
-	t.kept = kept
+func (t *testTracker) Extended(found map[ulid.ULID]bool, _ time.Time) {
+	t.found = found
 	t.extended++
 }
 
@@ -107,15 +107,18 @@ func (b *testBundle) leaseLeft(t *testing.T, kind string) time.Duration {
 // newExtender returns an extender with a lease of an hour over tracker, sending on the
 // bundle's pool.
 func (b *testBundle) newExtender(tracker leases.Tracker) *leases.Extender {
-	return leases.NewExtender(leases.Config{
-		Lease: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tracker: tracker,
-		Send: func(ctx context.Context, queue func(*pgx.Batch)) error {
-			batch := &pgx.Batch{}
-			dbsqlc.QueueSetLocalIndexScans(batch)
-			queue(batch)
-			return b.pool.SendBatch(ctx, batch).Close()
-		},
-	})
+	return leases.NewExtender(leases.Config{Lease: time.Hour, Logger: b.logger(), Tracker: tracker, Send: b.send})
+}
+
+// logger discards what the extender logs.
+func (b *testBundle) logger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// send is the worker's leases.SendFunc on the bundle's pool.
+func (b *testBundle) send(ctx context.Context, queue func(*pgx.Batch)) error {
+	batch := &pgx.Batch{}
+	dbsqlc.QueueSetLocalIndexScans(batch)
+	queue(batch)
+	return b.pool.SendBatch(ctx, batch).Close()
 }
 
 // TestExtender runs extension passes against running jobs set up in the schema.
@@ -133,11 +136,11 @@ func TestExtender(t *testing.T) {
 		if tr.extended != 1 {
 			t.Fatalf("Extended called %d times, want 1", tr.extended)
 		}
-		if !tr.kept[live.id] {
-			t.Errorf("live run not kept: %v", tr.kept)
+		if !tr.found[live.id] {
+			t.Errorf("live run not extended: %v", tr.found)
 		}
-		if tr.kept[stale.id] {
-			t.Errorf("stale run kept; want it fenced")
+		if _, found := tr.found[stale.id]; found {
+			t.Errorf("stale run found; want it fenced")
 		}
 		if left := b.leaseLeft(t, "live"); left < 30*time.Minute {
 			t.Errorf("live lease has %v left, want about an hour", left)
@@ -156,11 +159,46 @@ func TestExtender(t *testing.T) {
 		r := b.insertRunning(t, "cancelled", "cancelled")
 		tr := &testTracker{runs: []run{r}}
 		b.newExtender(tr).RunOnce(context.Background())
-		if !tr.kept[r.id] {
-			t.Errorf("run not kept: %v", tr.kept)
+		if !tr.found[r.id] {
+			t.Errorf("run not extended: %v", tr.found)
 		}
 		if got := tr.stops[r.id]; got != "cancelled" {
 			t.Errorf("stop event %q, want cancelled", got)
+		}
+	})
+
+	t.Run("ARowHeldByAnotherTransactionStallsNoOtherRun", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		live := b.insertRunning(t, "live", "")
+		held := b.insertRunning(t, "held", "")
+		// Another transaction holds the held job's row, as a handler's transaction does
+		// between Run.CompleteTx and its COMMIT.
+		ctx := context.Background()
+		tx, err := b.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		if _, err := tx.Exec(ctx, `UPDATE venturi_job SET stop_note = 'held' WHERE kind = 'held'`); err != nil {
+			t.Fatal(err)
+		}
+		tr := &testTracker{runs: []run{held, live}}
+		// A lease of two seconds gives the statement one: before, it waited for the held
+		// row until then, and extended nothing.
+		e := leases.NewExtender(leases.Config{Lease: 2 * time.Second, Logger: b.logger(), Tracker: tr, Send: b.send})
+		e.RunOnce(ctx)
+		if tr.extended != 1 {
+			t.Fatalf("Extended called %d times, want 1", tr.extended)
+		}
+		if extended, found := tr.found[live.id]; !found || !extended {
+			t.Errorf("live run: extended %v, found %v; want extended", extended, found)
+		}
+		if extended, found := tr.found[held.id]; !found || extended {
+			t.Errorf("held run: extended %v, found %v; want found and not extended (its lease stands)", extended, found)
+		}
+		if left := b.leaseLeft(t, "held"); left > 2*time.Minute {
+			t.Errorf("held lease has %v left, want it untouched (about a minute)", left)
 		}
 	})
 

@@ -1,30 +1,44 @@
 -- name: ExtendLeases :many
 -- Extends the leases of one worker's running jobs in one statement, and reports which of
--- them were asked to stop (stop_event: replaced, cancelled). It does not wait for a run's
--- open StepTx: SaveStep holds only a key-share lock, which a no-key update does not
--- conflict with.
+-- them were asked to stop (stop_event: replaced, cancelled). It returns a row for every
+-- run whose job still holds its token: extended, or not extended this time because another
+-- transaction holds the job's row (a handler's transaction between Run.CompleteTx and its
+-- COMMIT, the completer's batch writing the run's result, a cancel request being written).
+-- A run with no row was fenced: its token no longer matches.
 --
--- The rows are locked in ID order before they are updated, whatever plan finds them. An
--- UPDATE ... FROM unnest(ids) locks rows in its plan's order: with some 50 to 100 IDs the
--- planner hashed the array and scanned the table (heap order), so the extension and a
--- ReleaseUnstarted of the same worker, both given sorted IDs, deadlocked, and PostgreSQL
--- broke it only after deadlock_timeout, the extension's whole budget with a short lease:
--- every prefetched job's lease expired on a healthy worker (chaos/README.md, "Bugs
--- found"). The rows are found by primary key (ANY of a subquery's array, not a join the
--- planner may run as a table scan), and the LockRows above the sort takes them in order.
+-- It waits for no lock: rows another transaction holds are skipped (SKIP LOCKED), so one
+-- held row cannot stall the extension of the worker's other runs past their leases (the
+-- statement has half a lease: a handler's transaction left idle after CompleteTx made
+-- every run of its worker lose its lease). A skipped run keeps the lease it has; if its
+-- row stays held until that runs out, the worker stops its handler, as for any lease it
+-- cannot extend. Nor does it wait for a run's open StepTx: SaveStep holds only a key-share
+-- lock, which a no-key update does not conflict with.
+--
+-- The rows are locked in ID order, whatever plan finds them (found by primary key: ANY of
+-- a subquery's array, not a join the planner may run as a table scan; the LockRows above
+-- the sort takes them in order).
 WITH u AS (
     SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token
+), held AS (
+    -- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease).
+    SELECT j.id, j.stop_event FROM venturi_job j
+    WHERE j.id = ANY(ARRAY(SELECT u.id FROM u))
+      AND (j.id, j.lease_token) IN (SELECT u.id, u.token FROM u)
 ), locked AS (
     SELECT j.id FROM venturi_job j
-    WHERE j.id = ANY(ARRAY(SELECT u.id FROM u))
-      -- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease).
+    WHERE j.id = ANY(ARRAY(SELECT held.id FROM held))
       AND (j.id, j.lease_token) IN (SELECT u.id, u.token FROM u)
     ORDER BY j.id
-    FOR NO KEY UPDATE OF j
+    FOR NO KEY UPDATE OF j SKIP LOCKED
+), extended AS (
+    UPDATE venturi_job j SET lease_expires_at = now() + interval '1 microsecond' * @lease_us::bigint
+    WHERE j.id = ANY(ARRAY(SELECT locked.id FROM locked))
+    RETURNING j.id, j.stop_event
 )
-UPDATE venturi_job j SET lease_expires_at = now() + interval '1 microsecond' * @lease_us::bigint
-WHERE j.id = ANY(ARRAY(SELECT locked.id FROM locked))
-RETURNING j.id, COALESCE(j.stop_event, '')::text AS stop_event;
+SELECT e.id, true AS extended, COALESCE(e.stop_event, '')::text AS stop_event FROM extended e
+UNION ALL
+SELECT h.id, false AS extended, COALESCE(h.stop_event, '')::text AS stop_event FROM held h
+WHERE h.id <> ALL(ARRAY(SELECT e.id FROM extended e));
 
 -- name: TryMaintenanceLock :one
 -- The lock of lease rescue and promotion (internal/maintenance, runner.go): one worker at a time does them.

@@ -20,3 +20,14 @@ SELECT set_config('idle_in_transaction_session_timeout', @ms::text, true),
 -- worker fell 56,000 jobs behind in the first 10 s of a 10,000 jobs/s load
 -- (bench/FINDINGS.md section 14).
 SELECT set_config('enable_seqscan', 'off', true);
+
+-- name: BoundLocalIdleTimeout :exec
+-- Bounds how long the rest of the transaction may sit idle between statements to ms,
+-- unless a shorter bound is set already (the setting reads as an interval: '0', '1s',
+-- '1500ms', '5min'; 0 is none). Run.CompleteTx sends it in the caller's transaction with
+-- the run's result: from then on that transaction holds the job's row, which no other
+-- worker can rescue while it is held, so a caller cut off by a half-open network before
+-- its COMMIT must not keep it until the network heals.
+SELECT set_config('idle_in_transaction_session_timeout', (CASE
+    WHEN cur.ms = 0 THEN @ms::bigint ELSE least(cur.ms, @ms::bigint) END)::text, true)
+FROM (SELECT (extract(epoch FROM current_setting('idle_in_transaction_session_timeout')::interval) * 1000)::bigint AS ms) cur;
