@@ -62,19 +62,26 @@ build/cli: ## Build the venturi CLI (venturi/cmd/venturi) into .bin/venturi
 # without cgo: its PostgreSQL parser is then libpg_query compiled to WebAssembly (run by
 # wazero) instead of C compiled here, so no C compiler is needed, the build costs less
 # (227 s of CPU against 262, cold) and the generated code is the same.
+#
+# make test needs sqlc only when its inputs or outputs changed since make generate (the
+# digests in sqlc.sum, scripts/sqlc-sum.sh): verify/sqlc and verify/app build it then.
 TOOL_PKGS := $(SQLC)=github.com/sqlc-dev/sqlc/cmd/sqlc $(STATICCHECK)=honnef.co/go/tools/cmd/staticcheck $(GOVULNCHECK)=golang.org/x/vuln/cmd/govulncheck
-$(SQLC) $(STATICCHECK) $(GOVULNCHECK) &:
-	@mkdir -p .bin
-	@pkgs=; for tp in $(TOOL_PKGS); do [ -x "$${tp%%=*}" ] || pkgs="$$pkgs $${tp#*=}"; done; \
+BUILD_TOOLS = mkdir -p .bin; \
+	  pkgs=; for tp in $(filter $(foreach t,$(1),$(t)=%),$(TOOL_PKGS)); do [ -x "$${tp%%=*}" ] || pkgs="$$pkgs $${tp\#*=}"; done; \
 	  [ -n "$$pkgs" ] || exit 0; \
 	  echo "building$$pkgs (pinned in tools/go.mod; a few minutes once)"; \
 	  out=$$(mktemp -d); trap 'rm -rf "$$out"' EXIT; \
 	  (cd tools && GOWORK=off CGO_ENABLED=0 go build -o "$$out/" $$pkgs); \
-	  for tp in $(TOOL_PKGS); do bin=$${tp%%=*}; f=$$out/$$(basename $${tp#*=}); [ ! -f "$$f" ] || mv "$$f" "$$bin"; done
+	  for tp in $(TOOL_PKGS); do bin=$${tp%%=*}; f=$$out/$$(basename $${tp\#*=}); [ ! -f "$$f" ] || mv "$$f" "$$bin"; done
+$(STATICCHECK) $(GOVULNCHECK) &:
+	@$(call BUILD_TOOLS,$(STATICCHECK) $(GOVULNCHECK))
+$(SQLC):
+	@$(call BUILD_TOOLS,$(SQLC))
 
 .PHONY: generate verify verify/sqlc verify/standalone verify/deps
-generate: $(SQLC) generate/app ## Regenerate all generated code: sqlc (venturi and the app) and venturi's schema snapshot, venturi/schema (starts PostgreSQL when DATABASE_URL is unset)
+generate: $(SQLC) generate/app ## Regenerate all generated code: sqlc (venturi and the app, and their sqlc.sum) and venturi's schema snapshot, venturi/schema (starts PostgreSQL when DATABASE_URL is unset)
 	cd venturi/internal/dbsqlc && $(SQLC) generate
+	@$(CURDIR)/scripts/sqlc-sum.sh write venturi/internal/dbsqlc
 	cd venturi && $(PG) with -- env GOWORK=off go test ./internal/schemasnap -run '^TestSnapshotIsUpToDate$$' -count=1 -update
 
 verify: verify/deps verify/sqlc verify/standalone verify/app ## Check toolchain and dependency pins, generated code, every module standing alone
@@ -82,8 +89,11 @@ verify: verify/deps verify/sqlc verify/standalone verify/app ## Check toolchain 
 verify/deps: ## Every go.mod pins go.work's toolchain; each module alone (GOWORK=off) compiles the same dependency versions as the workspace
 	@$(CURDIR)/scripts/check-deps.sh $(MODULES) tools
 
-verify/sqlc: $(SQLC) ## Fail when committed sqlc output differs from what the queries generate
-	cd venturi/internal/dbsqlc && $(SQLC) diff
+# SQLC_CHECK DIR: the sqlc project in DIR is fresh: by its digest, or else by sqlc diff.
+SQLC_CHECK = $(CURDIR)/scripts/sqlc-sum.sh check $(1) || { [ $$? = 3 ] && $(MAKE) --no-print-directory $(SQLC) \
+	  && $(CURDIR)/scripts/sqlc-sum.sh check $(1) $(SQLC); }
+verify/sqlc: ## Fail when committed sqlc output differs from what the queries generate (sqlc.sum's digest, or sqlc diff when it differs)
+	@$(call SQLC_CHECK,venturi/internal/dbsqlc)
 
 verify/standalone: ## venturi builds with GOWORK=off (make lint vets it); its go.mod needs only pgx and ulid
 	cd venturi && GOWORK=off go build ./...
@@ -152,7 +162,7 @@ audit: $(GOVULNCHECK) ## govulncheck every module and the pinned tools (GOWORK=o
 # the checks fill the cores meanwhile (docs/development.md, "make test, and how long it takes").
 CHECK_JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
 TEST_JOBS ?= $(shell echo $$(( $(CHECK_JOBS) + 2 )))
-CHECKS := $(SQLC) $(STATICCHECK) $(GOVULNCHECK) verify lint audit test/bench test/copy test/rename test/tools
+CHECKS := $(STATICCHECK) $(GOVULNCHECK) verify lint audit test/bench test/copy test/rename test/tools
 # The checks run at a lower CPU priority (nice CHECK_NICE) than the database tests beside
 # them: those wait on leases and deadlines (the chaos run's recovery bounds are a few
 # seconds), the checks only on the cores. Children inherit it (go build, vet, staticcheck).

@@ -4,11 +4,12 @@ APP_BIN     := $(CURDIR)/.bin/app
 
 .PHONY: generate/app verify/app verify/docker-go test/app test/e2e test/run test/copy test/rename test/docker run keys build/app docker/build docker/up docker/down
 
-generate/app: $(SQLC) ## Regenerate the app's sqlc code (sql/ → bookmarks-api, bookmarks-worker)
+generate/app: $(SQLC) ## Regenerate the app's sqlc code (sql/ → bookmarks-api, bookmarks-worker) and sql/sqlc.sum
 	cd sql && $(SQLC) generate
+	@$(CURDIR)/scripts/sqlc-sum.sh write sql
 
-verify/app: $(SQLC) verify/docker-go ## App sqlc output fresh; every app module builds on its own (make lint vets them)
-	cd sql && $(SQLC) diff
+verify/app: verify/docker-go ## App sqlc output fresh (as verify/sqlc); every app module builds on its own (make lint vets them)
+	@$(call SQLC_CHECK,sql)
 	@for m in $(APP_MODULES) e2e; do echo "GOWORK=off go build $$m"; \
 	  (cd $$m && GOWORK=off go build ./...) || exit 1; done
 
