@@ -18,11 +18,11 @@ import (
 // TestLeaseExtensionBesideAReleaseWaitsForNothing: a worker holds 300 running jobs among
 // 5,000 (as after a large claim); its release of stale prefetched jobs takes 100 of them
 // and waits for a job a third session holds, keeping the rows it took before that one.
-// The lease extension of all 300 beside it must neither wait nor deadlock: it extends
-// every run whose row nobody holds and reports the held ones as not extended this time.
-// (An extension that waited for locks deadlocked with such a release when their plans
-// took rows in different orders, and a single held row stalled it past the worker's
-// leases: chaos/README.md, "Bugs found".)
+// The lease extension of all 300 beside it must not wait: it extends every run whose row
+// nobody holds and reports the held ones (a single held row stalled an extension that
+// waited past the worker's leases: chaos/README.md, "Bugs found"). The extension of the
+// held ones alone, which waits, must not deadlock with the release: both lock in ID order
+// (with UPDATE ... FROM unnest(ids) they took rows in their plans' orders, and deadlocked).
 func TestLeaseExtensionBesideAReleaseWaitsForNothing(t *testing.T) {
 	t.Parallel()
 	testExtensionBeside(t, "ReleaseUnstarted", func(ctx context.Context, db dbsqlc.DBTX, ids []pgtype.UUID, tokens []int64) error {
@@ -143,7 +143,7 @@ func testExtensionBeside(t *testing.T, name string, other func(ctx context.Conte
 			var got int
 			if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 				WHERE wait_event_type = 'Lock' AND backend_type = 'client backend' AND datname = current_database()
-				  AND query LIKE '%name: ' || $1 || '%'`, name).Scan(&got); err != nil {
+				  AND (query LIKE '%name: ExtendHeldLeases%' OR query LIKE '%name: ' || $1 || '%')`, name).Scan(&got); err != nil {
 				t.Fatal(err)
 			}
 			if got >= n {
@@ -156,7 +156,7 @@ func testExtensionBeside(t *testing.T, name string, other func(ctx context.Conte
 			}
 		}
 	}
-	results := make(chan error, 1)
+	results := make(chan error, 2)
 	go func() { results <- other(ctx, pool, rel.Ids, rel.Tokens) }()
 	waiting(1)
 	// The extension returns while the holder and the other statement still hold their
@@ -187,11 +187,31 @@ func testExtensionBeside(t *testing.T, name string, other func(ctx context.Conte
 	if len(got) != len(ext.Ids) || notExtended == 0 {
 		t.Fatalf("the extension reported %d of %d runs, %d of them held; want all, some held", len(got), len(ext.Ids), notExtended)
 	}
+	// The worker then extends the held ones alone, waiting for them (ExtendHeldLeases):
+	// in ID order, so that it and the other statement, both waiting, do not deadlock.
+	heldP := dbsqlc.ExtendHeldLeasesParams{LeaseUs: ext.LeaseUs}
+	heldIDs := map[pgtype.UUID]bool{}
+	for _, r := range got {
+		heldIDs[r.ID] = !r.Extended
+	}
+	for i, id := range ext.Ids {
+		if heldIDs[id] {
+			heldP.Ids, heldP.Tokens = append(heldP.Ids, id), append(heldP.Tokens, ext.Tokens[i])
+		}
+	}
+	go func() { _, err := q.ExtendHeldLeases(ctx, pool, heldP); results <- err }()
+	waiting(2)
 	if err := holder.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-results; err != nil {
-		t.Fatal(err)
+	for range 2 {
+		if err := <-results; err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "40P01" {
+				t.Fatalf("%s and the extension of the held leases deadlocked: %v", name, err)
+			}
+			t.Fatal(err)
+		}
 	}
 	var released, extended int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = $2::venturi_job_state AND id = ANY($1)),

@@ -66,6 +66,20 @@ func QueueExtendLeases(b *pgx.Batch, arg ExtendLeasesParams, add func(*ExtendLea
 	})
 }
 
+// QueueExtendHeldLeases is ExtendHeldLeases in a batch; each row is passed to add.
+func QueueExtendHeldLeases(b *pgx.Batch, arg ExtendHeldLeasesParams, add func(*ExtendHeldLeasesRow)) {
+	b.Queue(extendHeldLeases, arg.LeaseUs, arg.Ids, arg.Tokens).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var i ExtendHeldLeasesRow
+			if err := rows.Scan(&i.ID, &i.StopEvent); err != nil {
+				return err
+			}
+			add(&i)
+		}
+		return rows.Err()
+	})
+}
+
 // QueueReleaseUnstarted is ReleaseUnstarted in a batch; the IDs of the jobs released land
 // in ids (nil: read and dropped).
 func QueueReleaseUnstarted(b *pgx.Batch, arg ReleaseUnstartedParams, ids *[]pgtype.UUID) {

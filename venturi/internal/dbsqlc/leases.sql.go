@@ -11,6 +11,62 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const extendHeldLeases = `-- name: ExtendHeldLeases :many
+WITH u AS (
+    SELECT unnest($2::uuid[]) AS id, unnest($3::bigint[]) AS token
+), locked AS (
+    SELECT j.id FROM venturi_job j
+    WHERE j.id = ANY(ARRAY(SELECT u.id FROM u))
+      -- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease).
+      AND (j.id, j.lease_token) IN (SELECT u.id, u.token FROM u)
+    ORDER BY j.id
+    FOR NO KEY UPDATE OF j
+)
+UPDATE venturi_job j SET lease_expires_at = now() + interval '1 microsecond' * $1::bigint
+WHERE j.id = ANY(ARRAY(SELECT locked.id FROM locked))
+RETURNING j.id, COALESCE(j.stop_event, '')::text AS stop_event
+`
+
+type ExtendHeldLeasesParams struct {
+	LeaseUs int64
+	Ids     []pgtype.UUID
+	Tokens  []int64
+}
+
+type ExtendHeldLeasesRow struct {
+	ID        pgtype.UUID
+	StopEvent string
+}
+
+// ExtendLeases for the runs whose rows it found held by another transaction: it waits for
+// them (within what is left of the extension's half lease), so that a run whose row is
+// held often but briefly keeps its lease. Only those few rows can hold it up.
+//
+// The rows are locked in ID order before they are updated, whatever plan finds them (by
+// primary key: ANY of a subquery's array, not a join the planner may run as a table scan;
+// the LockRows above the sort takes them in order): an UPDATE ... FROM unnest(ids) locked
+// them in its plan's order, and deadlocked with the worker's ReleaseUnstarted, which
+// locks in ID order (chaos/README.md, "Bugs found").
+func (q *Queries) ExtendHeldLeases(ctx context.Context, db DBTX, arg ExtendHeldLeasesParams) ([]*ExtendHeldLeasesRow, error) {
+	rows, err := db.Query(ctx, extendHeldLeases, arg.LeaseUs, arg.Ids, arg.Tokens)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*ExtendHeldLeasesRow
+	for rows.Next() {
+		var i ExtendHeldLeasesRow
+		if err := rows.Scan(&i.ID, &i.StopEvent); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const extendLeases = `-- name: ExtendLeases :many
 WITH u AS (
     SELECT unnest($1::uuid[]) AS id, unnest($2::bigint[]) AS token
@@ -23,7 +79,6 @@ WITH u AS (
     SELECT j.id FROM venturi_job j
     WHERE j.id = ANY(ARRAY(SELECT held.id FROM held))
       AND (j.id, j.lease_token) IN (SELECT u.id, u.token FROM u)
-    ORDER BY j.id
     FOR NO KEY UPDATE OF j SKIP LOCKED
 ), extended AS (
     UPDATE venturi_job j SET lease_expires_at = now() + interval '1 microsecond' * $3::bigint
@@ -50,22 +105,17 @@ type ExtendLeasesRow struct {
 
 // Extends the leases of one worker's running jobs in one statement, and reports which of
 // them were asked to stop (stop_event: replaced, cancelled). It returns a row for every
-// run whose job still holds its token: extended, or not extended this time because another
+// run whose job still holds its token: extended, or not extended because another
 // transaction holds the job's row (a handler's transaction between Run.CompleteTx and its
-// COMMIT, the completer's batch writing the run's result, a cancel request being written).
-// A run with no row was fenced: its token no longer matches.
+// COMMIT, a cancel request being written). A run with no row was fenced: its token no
+// longer matches.
 //
-// It waits for no lock: rows another transaction holds are skipped (SKIP LOCKED), so one
-// held row cannot stall the extension of the worker's other runs past their leases (the
-// statement has half a lease: a handler's transaction left idle after CompleteTx made
-// every run of its worker lose its lease). A skipped run keeps the lease it has; if its
-// row stays held until that runs out, the worker stops its handler, as for any lease it
-// cannot extend. Nor does it wait for a run's open StepTx: SaveStep holds only a key-share
-// lock, which a no-key update does not conflict with.
-//
-// The rows are locked in ID order, whatever plan finds them (found by primary key: ANY of
-// a subquery's array, not a join the planner may run as a table scan; the LockRows above
-// the sort takes them in order).
+// It waits for no lock: held rows are skipped (SKIP LOCKED), so that one held row cannot
+// stall the extension of the worker's other runs past their leases (the statement has half
+// a lease: a handler's transaction left idle after CompleteTx made every run of its worker
+// lose its lease). The worker then extends the held ones alone, waiting for them
+// (ExtendHeldLeases). Nor does it wait for a run's open StepTx: SaveStep holds only a
+// key-share lock, which a no-key update does not conflict with.
 func (q *Queries) ExtendLeases(ctx context.Context, db DBTX, arg ExtendLeasesParams) ([]*ExtendLeasesRow, error) {
 	rows, err := db.Query(ctx, extendLeases, arg.Ids, arg.Tokens, arg.LeaseUs)
 	if err != nil {

@@ -91,9 +91,12 @@ func (e *Extender) Run(ctx context.Context) {
 }
 
 // RunOnce sends one extension of the leases the tracker holds, and reports its result to
-// the tracker (Extended; RequestStop for the runs asked to stop). When the statement
-// fails it logs a warning (unless ctx is done) and reports nothing: a later pass or the
-// self-fencing in Enforce covers what it could not extend.
+// the tracker (Extended; RequestStop for the runs asked to stop). The extension takes the
+// rows no other transaction holds without waiting for any; then, if some were held, a
+// second statement extends those alone and waits for them, within the same budget (half a
+// lease), so that one held row delays no other run's extension. When a statement fails
+// it logs a warning (unless ctx is done): what the first one extended is reported all the
+// same, and a later pass or the self-fencing in Enforce covers the rest.
 func (e *Extender) RunOnce(ctx context.Context) {
 	p := dbsqlc.ExtendLeasesParams{LeaseUs: delayOf(e.cfg.Lease)}
 	e.cfg.Tracker.Leased(&p)
@@ -101,28 +104,60 @@ func (e *Extender) RunOnce(ctx context.Context) {
 		return
 	}
 	sent := time.Now()
-	// The statement may take up to half a lease (a loaded server, a pool wait); a later
-	// tick or the self-fencing in enforce covers what it could not extend.
+	// The statements may take up to half a lease (a loaded server, a pool wait); a later
+	// tick or the self-fencing in enforce covers what they could not extend.
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.Lease/2)
+	defer cancel()
 	var rows []*dbsqlc.ExtendLeasesRow
 	err := e.cfg.Send(cctx, func(b *pgx.Batch) {
 		dbsqlc.QueueExtendLeases(b, p, func(r *dbsqlc.ExtendLeasesRow) { rows = append(rows, r) })
 	})
-	cancel()
 	if err != nil {
-		if ctx.Err() == nil {
-			e.cfg.Logger.Warn("venturi: lease extension failed", "err", err, "runs", len(p.Ids), "transient", pgerr.IsTransient(err))
-		}
+		e.warn(ctx, err, len(p.Ids))
 		return
 	}
 	found := make(map[ulid.ULID]bool, len(rows))
+	held := dbsqlc.ExtendHeldLeasesParams{LeaseUs: p.LeaseUs}
 	for _, r := range rows {
-		found[ulid.ULID(r.ID.Bytes)] = r.Extended
+		id := ulid.ULID(r.ID.Bytes)
+		found[id] = r.Extended
 		if r.StopEvent != "" { // the notification may have been missed
-			e.cfg.Tracker.RequestStop(ulid.ULID(r.ID.Bytes), r.StopEvent)
+			e.cfg.Tracker.RequestStop(id, r.StopEvent)
+		}
+	}
+	for i, id := range p.Ids { // in the tracker's order: ID order, the lock order
+		if extended, ok := found[ulid.ULID(id.Bytes)]; ok && !extended {
+			held.Ids, held.Tokens = append(held.Ids, id), append(held.Tokens, p.Tokens[i])
+		}
+	}
+	if len(held.Ids) > 0 {
+		kept := map[ulid.ULID]bool{}
+		err := e.cfg.Send(cctx, func(b *pgx.Batch) {
+			dbsqlc.QueueExtendHeldLeases(b, held, func(r *dbsqlc.ExtendHeldLeasesRow) {
+				kept[ulid.ULID(r.ID.Bytes)] = true
+			})
+		})
+		switch {
+		case err != nil: // the held ones keep the lease they have
+			e.warn(ctx, err, len(held.Ids))
+		default:
+			for _, id := range held.Ids {
+				if kept[id.Bytes] {
+					found[id.Bytes] = true
+				} else {
+					delete(found, id.Bytes) // fenced while it was held (its run ended)
+				}
+			}
 		}
 	}
 	e.cfg.Tracker.Extended(found, sent)
+}
+
+// warn logs a failed extension statement of n runs, unless ctx is done.
+func (e *Extender) warn(ctx context.Context, err error, n int) {
+	if ctx.Err() == nil {
+		e.cfg.Logger.Warn("venturi: lease extension failed", "err", err, "runs", n, "transient", pgerr.IsTransient(err))
+	}
 }
 
 // delayOf converts a duration into the microseconds the SQL layer takes.

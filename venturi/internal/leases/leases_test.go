@@ -202,6 +202,44 @@ func TestExtender(t *testing.T) {
 		}
 	})
 
+	t.Run("ARowHeldBrieflyIsExtendedOnceReleased", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		live := b.insertRunning(t, "live", "")
+		held := b.insertRunning(t, "held", "")
+		ctx := context.Background()
+		tx, err := b.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		if _, err := tx.Exec(ctx, `UPDATE venturi_job SET stop_note = 'held' WHERE kind = 'held'`); err != nil {
+			t.Fatal(err)
+		}
+		// Release the row once the extension waits for it.
+		go func() {
+			for {
+				var waiting bool
+				err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
+					WHERE wait_event_type = 'Lock' AND query LIKE '%name: ExtendHeldLeases%' AND datname = current_database())`).Scan(&waiting)
+				if err != nil || waiting {
+					_ = tx.Rollback(ctx)
+					return
+				}
+			}
+		}()
+		tr := &testTracker{runs: []run{held, live}}
+		b.newExtender(tr).RunOnce(ctx)
+		for _, r := range []run{live, held} {
+			if extended, found := tr.found[r.id]; !found || !extended {
+				t.Errorf("run %s: extended %v, found %v; want extended", r.id, extended, found)
+			}
+		}
+		if left := b.leaseLeft(t, "held"); left < 30*time.Minute {
+			t.Errorf("held lease has %v left, want about an hour", left)
+		}
+	})
+
 	t.Run("NoRunsSendNothing", func(t *testing.T) {
 		t.Parallel()
 		tr := &testTracker{}

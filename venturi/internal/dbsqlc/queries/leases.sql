@@ -1,22 +1,17 @@
 -- name: ExtendLeases :many
 -- Extends the leases of one worker's running jobs in one statement, and reports which of
 -- them were asked to stop (stop_event: replaced, cancelled). It returns a row for every
--- run whose job still holds its token: extended, or not extended this time because another
+-- run whose job still holds its token: extended, or not extended because another
 -- transaction holds the job's row (a handler's transaction between Run.CompleteTx and its
--- COMMIT, the completer's batch writing the run's result, a cancel request being written).
--- A run with no row was fenced: its token no longer matches.
+-- COMMIT, a cancel request being written). A run with no row was fenced: its token no
+-- longer matches.
 --
--- It waits for no lock: rows another transaction holds are skipped (SKIP LOCKED), so one
--- held row cannot stall the extension of the worker's other runs past their leases (the
--- statement has half a lease: a handler's transaction left idle after CompleteTx made
--- every run of its worker lose its lease). A skipped run keeps the lease it has; if its
--- row stays held until that runs out, the worker stops its handler, as for any lease it
--- cannot extend. Nor does it wait for a run's open StepTx: SaveStep holds only a key-share
--- lock, which a no-key update does not conflict with.
---
--- The rows are locked in ID order, whatever plan finds them (found by primary key: ANY of
--- a subquery's array, not a join the planner may run as a table scan; the LockRows above
--- the sort takes them in order).
+-- It waits for no lock: held rows are skipped (SKIP LOCKED), so that one held row cannot
+-- stall the extension of the worker's other runs past their leases (the statement has half
+-- a lease: a handler's transaction left idle after CompleteTx made every run of its worker
+-- lose its lease). The worker then extends the held ones alone, waiting for them
+-- (ExtendHeldLeases). Nor does it wait for a run's open StepTx: SaveStep holds only a
+-- key-share lock, which a no-key update does not conflict with.
 WITH u AS (
     SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token
 ), held AS (
@@ -28,7 +23,6 @@ WITH u AS (
     SELECT j.id FROM venturi_job j
     WHERE j.id = ANY(ARRAY(SELECT held.id FROM held))
       AND (j.id, j.lease_token) IN (SELECT u.id, u.token FROM u)
-    ORDER BY j.id
     FOR NO KEY UPDATE OF j SKIP LOCKED
 ), extended AS (
     UPDATE venturi_job j SET lease_expires_at = now() + interval '1 microsecond' * @lease_us::bigint
@@ -39,6 +33,30 @@ SELECT e.id, true AS extended, COALESCE(e.stop_event, '')::text AS stop_event FR
 UNION ALL
 SELECT h.id, false AS extended, COALESCE(h.stop_event, '')::text AS stop_event FROM held h
 WHERE h.id <> ALL(ARRAY(SELECT e.id FROM extended e));
+
+-- name: ExtendHeldLeases :many
+-- ExtendLeases for the runs whose rows it found held by another transaction: it waits for
+-- them (within what is left of the extension's half lease), so that a run whose row is
+-- held often but briefly keeps its lease. Only those few rows can hold it up.
+--
+-- The rows are locked in ID order before they are updated, whatever plan finds them (by
+-- primary key: ANY of a subquery's array, not a join the planner may run as a table scan;
+-- the LockRows above the sort takes them in order): an UPDATE ... FROM unnest(ids) locked
+-- them in its plan's order, and deadlocked with the worker's ReleaseUnstarted, which
+-- locks in ID order (chaos/README.md, "Bugs found").
+WITH u AS (
+    SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token
+), locked AS (
+    SELECT j.id FROM venturi_job j
+    WHERE j.id = ANY(ARRAY(SELECT u.id FROM u))
+      -- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease).
+      AND (j.id, j.lease_token) IN (SELECT u.id, u.token FROM u)
+    ORDER BY j.id
+    FOR NO KEY UPDATE OF j
+)
+UPDATE venturi_job j SET lease_expires_at = now() + interval '1 microsecond' * @lease_us::bigint
+WHERE j.id = ANY(ARRAY(SELECT locked.id FROM locked))
+RETURNING j.id, COALESCE(j.stop_event, '')::text AS stop_event;
 
 -- name: TryMaintenanceLock :one
 -- The lock of lease rescue and promotion (internal/maintenance, runner.go): one worker at a time does them.
