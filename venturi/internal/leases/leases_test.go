@@ -212,24 +212,29 @@ func TestExtender(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer func() { _ = tx.Rollback(ctx) }()
 		if _, err := tx.Exec(ctx, `UPDATE venturi_job SET stop_note = 'held' WHERE kind = 'held'`); err != nil {
+			_ = tx.Rollback(ctx)
 			t.Fatal(err)
 		}
 		// Release the row once the extension waits for it.
+		released := make(chan struct{})
 		go func() {
-			for {
+			defer close(released)
+			defer func() { _ = tx.Rollback(ctx) }()
+			tick := time.NewTicker(5 * time.Millisecond)
+			defer tick.Stop()
+			for range tick.C {
 				var waiting bool
 				err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
 					WHERE wait_event_type = 'Lock' AND query LIKE '%name: ExtendHeldLeases%' AND datname = current_database())`).Scan(&waiting)
 				if err != nil || waiting {
-					_ = tx.Rollback(ctx)
 					return
 				}
 			}
 		}()
 		tr := &testTracker{runs: []run{held, live}}
 		b.newExtender(tr).RunOnce(ctx)
+		<-released
 		for _, r := range []run{live, held} {
 			if extended, found := tr.found[r.id]; !found || !extended {
 				t.Errorf("run %s: extended %v, found %v; want extended", r.id, extended, found)
