@@ -175,7 +175,7 @@ func ensureDatabase(ctx context.Context, u, db string) error {
 // compareMarkdown writes the report of bench compare; builds[0] is the baseline.
 func compareMarkdown(builds []compareBuild, jobs int, target float64, took time.Duration, command string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Plain path: end to end, before and after flow control\n\n")
+	fmt.Fprintf(&b, "# Plain path: end to end, %s against %s\n\n", builds[1].label, builds[0].label)
 	fmt.Fprintf(&b, "`%s`, run %s, took %s. Scenario 4 (venturi only: %d no-op jobs enqueued first, one worker process with `venturi.Config{}`) "+
 		"of each build, alternately (the order flips every repetition), on one PostgreSQL cluster, each build in its own database with its own migrations. "+
 		"Cells: median (min–max) over the repetitions.\n\n",

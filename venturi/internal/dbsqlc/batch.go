@@ -128,11 +128,11 @@ func QueueInsertOrReplace(b *pgx.Batch, arg InsertOrReplaceParams, out *InsertOr
 
 // QueueClaim is Claim in a batch; each claimed row is passed to add.
 func QueueClaim(b *pgx.Batch, arg ClaimParams, add func(*ClaimRow)) {
-	b.Queue(claim, arg.Queue, arg.Kinds, arg.Max, arg.LeaseUs, arg.WorkerID, arg.MaxFailures).Query(func(rows pgx.Rows) error {
+	b.Queue(claim, arg.LeaseUs, arg.WorkerID, arg.MaxFailures, arg.Queue, arg.Kinds, arg.Max).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var i ClaimRow
 			if err := rows.Scan(&i.ID, &i.Kind, &i.Payload, &i.Carry, &i.Runs, &i.Failures,
-				&i.LeaseToken, &i.Journal, &i.JournalMoved, &i.AttemptedAt, &i.Meta, &i.RunAt); err != nil {
+				&i.LeaseToken, &i.Journal, &i.JournalMoved, &i.AttemptedAt, &i.Meta, &i.RunAt, &i.Priority); err != nil {
 				return err
 			}
 			add(&i)

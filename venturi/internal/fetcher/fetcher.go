@@ -16,6 +16,7 @@
 package fetcher
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"slices"
@@ -317,6 +318,7 @@ func (f *Fetcher) Claim(n int) ClaimResult {
 		dueInUs  int64
 		wakeInUs int64 = -1
 		paused   bool
+		plain    []plainClaim
 	)
 	sent := time.Now()
 	b := &pgx.Batch{}
@@ -363,7 +365,7 @@ func (f *Fetcher) Claim(n int) ClaimResult {
 		if row.AttemptedAt != nil {
 			j.Started = *row.AttemptedAt
 		}
-		jobs = append(jobs, j)
+		plain = append(plain, plainClaim{job: j, priority: row.Priority})
 	})
 	var next dbsqlc.NextDueRow
 	dbsqlc.QueueNextDue(b, dbsqlc.NextDueParams{Queue: f.cfg.Queue, Kinds: f.kinds}, &next)
@@ -373,6 +375,11 @@ func (f *Fetcher) Claim(n int) ClaimResult {
 		return ClaimResult{Err: err}
 	}
 	dueInUs, paused = next.DueInUs, next.Paused
+	// The plain claim returns its rows unordered: start them in the order it picked them.
+	slices.SortFunc(plain, comparePlain)
+	for _, p := range plain {
+		jobs = append(jobs, p.job)
+	}
 	received := time.Now()
 	for _, j := range jobs {
 		j.Received = received
@@ -386,6 +393,24 @@ func (f *Fetcher) Claim(n int) ClaimResult {
 		r.NextDue = received.Add(time.Duration(dueInUs) * time.Microsecond)
 	}
 	return r
+}
+
+// plainClaim is a job the plain claim returned, with its priority for the sort.
+type plainClaim struct {
+	job      *jobrun.Job
+	priority int16
+}
+
+// comparePlain orders plain claims as the claim picks them: most urgent first, then by
+// due time, then by ID.
+func comparePlain(a, b plainClaim) int {
+	if c := cmp.Compare(b.priority, a.priority); c != 0 {
+		return c
+	}
+	if c := a.job.Due.Compare(b.job.Due); c != 0 {
+		return c
+	}
+	return a.job.ID.Compare(b.job.ID)
 }
 
 // send runs a claim batch in an explicit transaction, committed only once its results

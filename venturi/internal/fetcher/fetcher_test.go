@@ -2,8 +2,10 @@ package fetcher_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -286,5 +288,49 @@ func TestFetcherPausedQueueClaimsNothing(t *testing.T) {
 	}
 	if got := b.count(t, "k", "available"); got != 5 {
 		t.Fatalf("%d jobs available, want 5", got)
+	}
+}
+
+// TestFetcherClaimOrder: a claim hands its jobs over most urgent first, then by due time,
+// then by ID, whatever order the database returned the rows in (the plain claim's UPDATE
+// returns them unordered). The jobs are inserted in an order that matches none of those.
+func TestFetcherClaimOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	// name, priority, due (seconds ago), id's last byte
+	rows := []struct {
+		name     string
+		priority int16
+		ago      int
+		id       byte
+	}{
+		{"low", -10, 50, 1}, {"normal-late", 0, 10, 2}, {"high", 10, 5, 3},
+		{"normal-early-b", 0, 40, 9}, {"normal-early-a", 0, 40, 8}, {"critical", 20, 1, 4},
+	}
+	base := time.Now().Truncate(time.Second)
+	for _, r := range rows {
+		id := [16]byte{15: r.id}
+		if _, err := b.pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, state, payload, priority, run_at)
+			VALUES ($1, 'k', 'available', jsonb_build_object('name', $2::text), $3, $4)`,
+			pgtype.UUID{Bytes: id, Valid: true}, r.name, r.priority, base.Add(-time.Duration(r.ago)*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := b.fetcher(ctx, 8, 0, nil).Claim(8)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	var got []string
+	for _, j := range r.Jobs {
+		var p struct{ Name string }
+		if err := json.Unmarshal(j.Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, p.Name)
+	}
+	want := []string{"critical", "high", "normal-early-a", "normal-early-b", "normal-late", "low"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("claimed %v, want %v", got, want)
 	}
 }
