@@ -456,7 +456,7 @@ func (a *appAPI) close() {
 
 // reset empties the app's tables (bookmarks, jobs, their events and journal) between runs.
 func (a *appAPI) reset(ctx context.Context, admin *pgxpool.Pool) error {
-	_, err := admin.Exec(ctx, "TRUNCATE "+appSchema+".bookmark, "+appSchema+".venturi_job, "+appSchema+".venturi_event, "+appSchema+".venturi_journal")
+	_, err := admin.Exec(ctx, "TRUNCATE "+appSchema+".bookmark, "+appSchema+".venturi_job, "+appSchema+".venturi_job_history, "+appSchema+".venturi_event, "+appSchema+".venturi_journal")
 	return err
 }
 

@@ -228,7 +228,7 @@ func waitUntil(ctx context.Context, limit time.Duration, what string, cond func(
 // countState counts the jobs of kind in state.
 func (b *bencher) countState(ctx context.Context, kind, state string) (int, error) {
 	var n int
-	err := b.admin.QueryRow(ctx, `SELECT count(*) FROM `+venturiSchema+`.venturi_job WHERE kind = $1 AND state = $2::`+venturiSchema+`.venturi_job_state`, kind, state).Scan(&n)
+	err := b.admin.QueryRow(ctx, `SELECT count(*) FROM `+venturiSchema+`.venturi_job_all WHERE kind = $1 AND state = $2::`+venturiSchema+`.venturi_job_state`, kind, state).Scan(&n)
 	return n, err
 }
 

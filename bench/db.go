@@ -76,7 +76,7 @@ func quietLogger() *slog.Logger {
 
 // resetJobs empties both job tables between runs.
 func resetJobs(ctx context.Context, admin *pgxpool.Pool) error {
-	_, err := admin.Exec(ctx, "TRUNCATE "+venturiSchema+".venturi_job; TRUNCATE "+riverSchema+".river_job, "+riverSchema+".river_leader")
+	_, err := admin.Exec(ctx, "TRUNCATE "+venturiSchema+".venturi_job, "+venturiSchema+".venturi_job_history; TRUNCATE "+riverSchema+".river_job, "+riverSchema+".river_leader")
 	return err
 }
 
@@ -88,6 +88,17 @@ func (b *bencher) resetAll(ctx context.Context) error {
 	return b.resetGraphile(ctx)
 }
 
+// finishedTable is where lib's finished jobs are read: venturi's pending and finished
+// jobs in one relation (venturi_job_all), the peers' job table.
+func finishedTable(lib string) string {
+	if lib == libVenturi {
+		return venturiSchema + ".venturi_job_all"
+	}
+	return jobTable(lib)
+}
+
+// jobTable is lib's job table (venturi's pending jobs: its finished ones are in
+// venturi_job_history, see finishedTable).
 func jobTable(lib string) string {
 	switch {
 	case lib == libVenturi:
@@ -139,7 +150,7 @@ func pendingCount(ctx context.Context, admin *pgxpool.Pool, lib, kind string) (i
 // completedCount counts the completed jobs of kind (of every kind when kind is "").
 func completedCount(ctx context.Context, admin *pgxpool.Pool, lib, kind string) (int64, error) {
 	var n int64
-	err := admin.QueryRow(ctx, "SELECT count(*) FROM "+jobTable(lib)+" WHERE state = 'completed' AND ($1 = '' OR kind = $1)", kind).Scan(&n)
+	err := admin.QueryRow(ctx, "SELECT count(*) FROM "+finishedTable(lib)+" WHERE state = 'completed' AND ($1 = '' OR kind = $1)", kind).Scan(&n)
 	return n, err
 }
 

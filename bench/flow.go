@@ -436,13 +436,13 @@ func (b *bencher) flowFairness(ctx context.Context, c string, n, others int) ([]
 	// the table analyzed before the run (no completed jobs) once made the planner rescan
 	// the table for every row (minutes).
 	var t0 time.Time
-	if err := b.admin.QueryRow(ctx, "SELECT min(attempted_at) FROM "+venturiSchema+".venturi_job").Scan(&t0); err != nil {
+	if err := b.admin.QueryRow(ctx, "SELECT min(attempted_at) FROM "+venturiSchema+".venturi_job_all").Scan(&t0); err != nil {
 		return nil, nil, 0, err
 	}
 	// A job's position is the number of jobs claimed before it (in earlier claims).
 	rows, err := b.admin.Query(ctx, `SELECT (EXTRACT(EPOCH FROM attempted_at - GREATEST(created_at, $2)) * 1e6)::bigint,
 		       rank() OVER (ORDER BY attempted_at) - 1, payload->>'t'
-		FROM `+venturiSchema+`.venturi_job WHERE kind = $1 AND state = 'completed'`, kindFlowFair, t0)
+		FROM `+venturiSchema+`.venturi_job_all WHERE kind = $1 AND state = 'completed'`, kindFlowFair, t0)
 	if err != nil {
 		return nil, nil, 0, err
 	}

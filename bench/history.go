@@ -215,7 +215,7 @@ func (b *bencher) historySample(ctx context.Context) (historySample, error) {
 	if err := b.admin.QueryRow(ctx, `SELECT COALESCE(min(runs), 0), COALESCE(max(runs), 0),
 		COALESCE(max(pg_column_size(j.*)), 0), COALESCE(max(jsonb_array_length(journal)), 0),
 		COALESCE(sum((to_jsonb(j)->>'journal_moved')::bigint), 0)::bigint, to_regclass($2) IS NOT NULL
-		FROM `+venturiSchema+`.venturi_job j WHERE kind = $1`, kindHistory, venturiSchema+".venturi_journal").Scan(
+		FROM `+venturiSchema+`.venturi_job_all j WHERE kind = $1`, kindHistory, venturiSchema+".venturi_journal").Scan(
 		&x.minRuns, &x.maxRuns, &x.rowBytes, &x.recent, &x.moved, &hasJournal); err != nil {
 		return x, err
 	}

@@ -282,7 +282,7 @@ func (b *bencher) pgbCheckOnce(ctx context.Context, n int) error {
 	var total, completed, once, maxRuns int64
 	err := b.admin.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE state = 'completed'),
 		count(*) FILTER (WHERE state = 'completed' AND runs = 1), coalesce(max(runs), 0)
-		FROM `+jobTable(libVenturi)+` WHERE kind = $1`, kindNoop).Scan(&total, &completed, &once, &maxRuns)
+		FROM `+finishedTable(libVenturi)+` WHERE kind = $1`, kindNoop).Scan(&total, &completed, &once, &maxRuns)
 	if err != nil {
 		return err
 	}

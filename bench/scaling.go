@@ -192,7 +192,7 @@ func scalingCheckOnce(ctx context.Context, b *bencher, lib, kind string) (scalin
 			count(*) FILTER (WHERE runs <> 1),
 			count(*) FILTER (WHERE ` + journalBad + `),
 			count(*) FILTER (WHERE state <> 'completed' OR runs <> 1 OR ` + journalBad + `)
-			FROM ` + jobTable(lib) + ` WHERE kind = $1`
+			FROM ` + finishedTable(lib) + ` WHERE kind = $1`
 	case libRiver, libRiverTuned:
 		const attemptsBad = `coalesce(cardinality(attempted_by), 0) <> 1`
 		q = `SELECT count(*),

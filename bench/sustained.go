@@ -318,20 +318,24 @@ func (b *bencher) sustainRun(ctx context.Context, lib string, rate float64, args
 	return run, nil
 }
 
-// tableStats reads the job table's size (heap, indexes and TOAST), its dead and live
-// tuples as the statistics collector last reported them, its autovacuum count, and its
-// rows by state. The counts use the libraries' partial indexes; "completed" counts every
-// terminal row (venturi: completed and dead; River: finalized), all completed here since
-// handlers never fail. On error the sample keeps statsOK false.
+// tableStats reads the job table's size (heap, indexes and TOAST; venturi's with its
+// history partitions), its dead and live tuples as the statistics collector last reported
+// them, its autovacuum count, and its rows by state. The counts use the libraries' partial
+// indexes; "completed" counts every terminal row (venturi: completed and dead, in either
+// table; River: finalized), all completed here since handlers never fail. On error the sample keeps statsOK false.
 func (b *bencher) tableStats(ctx context.Context, lib string, s *sustainSample) error {
 	t := jobTable(lib)
-	terminal := "state IN ('completed', 'dead')"
-	if lib != libVenturi {
-		terminal = "finalized_at IS NOT NULL"
+	terminal := "(SELECT count(*) FROM " + t + " WHERE finalized_at IS NOT NULL)"
+	size := "pg_total_relation_size(relid)"
+	if lib == libVenturi {
+		// Finished jobs are in the history's partitions: their rows, and their size.
+		terminal = "(SELECT count(*) FROM " + finishedTable(lib) + " WHERE state IN ('completed', 'dead'))"
+		size += " + (SELECT COALESCE(sum(pg_total_relation_size(i.inhrelid)), 0) FROM pg_inherits i " +
+			"WHERE i.inhparent = '" + venturiSchema + ".venturi_job_history'::regclass)"
 	}
 	count := func(where string) string { return "(SELECT count(*) FROM " + t + " WHERE " + where + ")" }
-	q := "SELECT pg_total_relation_size(relid), n_dead_tup, n_live_tup, autovacuum_count, " +
-		count("state = 'available'") + ", " + count("state = 'scheduled'") + ", " + count("state = 'running'") + ", " + count(terminal) +
+	q := "SELECT " + size + ", n_dead_tup, n_live_tup, autovacuum_count, " +
+		count("state = 'available'") + ", " + count("state = 'scheduled'") + ", " + count("state = 'running'") + ", " + terminal +
 		" FROM pg_stat_user_tables WHERE relid = '" + t + "'::regclass"
 	err := b.admin.QueryRow(ctx, q).Scan(&s.sizeBytes, &s.deadTuples, &s.liveTuples, &s.autovacuums,
 		&s.available, &s.scheduled, &s.running, &s.completed)

@@ -270,7 +270,7 @@ func loadRun(ctx context.Context, pool *pgxpool.Pool, r *report) (*runRecords, e
 	}
 	jobs := map[[16]byte]*jobRow{}
 	rows, err = pool.Query(ctx, `SELECT id, kind, queue, state::text, runs, failures, part, slot_key, slot_limit, slot_policy,
-		journal_moved, journal FROM venturi_job WHERE kind NOT IN ('`+singletonKind+`', '`+cronKind+`')`) // singletoncheck.go, croncheck.go check them
+		journal_moved, journal FROM venturi_job_all WHERE kind NOT IN ('`+singletonKind+`', '`+cronKind+`')`) // singletoncheck.go, croncheck.go check them
 	if err != nil {
 		return nil, err
 	}

@@ -125,7 +125,7 @@ func (r *report) checkCron(ctx context.Context, pool *pgxpool.Pool) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	rows, err = pool.Query(ctx, `SELECT id, state::text FROM venturi_job WHERE kind = $1`, cronKind)
+	rows, err = pool.Query(ctx, `SELECT id, state::text FROM venturi_job_all WHERE kind = $1`, cronKind)
 	if err != nil {
 		return err
 	}

@@ -311,7 +311,7 @@ func (r *report) checkEvents(ctx context.Context, pool *pgxpool.Pool) error {
 		return err
 	}
 	jobs := map[string]evJob{}
-	rows, err = pool.Query(ctx, `SELECT id, events, runs, journal_moved, journal FROM venturi_job WHERE kind <> '`+singletonKind+`'`)
+	rows, err = pool.Query(ctx, `SELECT id, events, runs, journal_moved, journal FROM venturi_job_all WHERE kind <> '`+singletonKind+`'`)
 	if err != nil {
 		return err
 	}

@@ -196,8 +196,8 @@ func leaseLoopAttempt(t *testing.T, dsn string, attempt int) string {
 	for {
 		var done, abandoned int
 		err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'completed' AND kind = 'chaos.flappy'),
-			(SELECT count(*) FROM venturi_job j, jsonb_array_elements(j.journal) e WHERE e->>'event' = 'abandoned')
-			FROM venturi_job`).Scan(&done, &abandoned)
+			(SELECT count(*) FROM venturi_job_all j, jsonb_array_elements(j.journal) e WHERE e->>'event' = 'abandoned')
+			FROM venturi_job_all`).Scan(&done, &abandoned)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +207,7 @@ func leaseLoopAttempt(t *testing.T, dsn string, attempt int) string {
 		}
 		if abandoned > 0 {
 			var worker, note string
-			_ = pool.QueryRow(ctx, `SELECT e->>'worker', e->>'note' FROM venturi_job j, jsonb_array_elements(j.journal) e
+			_ = pool.QueryRow(ctx, `SELECT e->>'worker', e->>'note' FROM venturi_job_all j, jsonb_array_elements(j.journal) e
 				WHERE e->>'event' = 'abandoned' LIMIT 1`).Scan(&worker, &note)
 			t.Fatalf("%d run(s) abandoned on a live, healthy worker (%s: %q): the lease loop cancelled a successor run", abandoned, worker, note)
 		}

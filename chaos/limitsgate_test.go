@@ -128,7 +128,7 @@ func waitUntil(t *testing.T, ctx context.Context, pool *pgxpool.Pool, what, cond
 func journalPeak(t *testing.T, ctx context.Context, pool *pgxpool.Pool, worker string) (peak, plain int) {
 	t.Helper()
 	rows, err := pool.Query(ctx, `SELECT (e->>'started_at')::timestamptz, (e->>'at')::timestamptz
-		FROM venturi_job j, jsonb_array_elements(j.journal) e
+		FROM venturi_job_all j, jsonb_array_elements(j.journal) e
 		WHERE j.kind = 'chaos.gatecapped' AND e->>'started_at' IS NOT NULL AND ($1 = '' OR e->>'worker' = $1)`, worker)
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +145,7 @@ func journalPeak(t *testing.T, ctx context.Context, pool *pgxpool.Pool, worker s
 		t.Fatal(err)
 	}
 	peak, _ = maxOverlap(spans)
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM venturi_job WHERE kind = 'chaos.gatecapped' AND part IS NULL`).Scan(&plain); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM venturi_job_all WHERE kind = 'chaos.gatecapped' AND part IS NULL`).Scan(&plain); err != nil {
 		t.Fatal(err)
 	}
 	return peak, plain
@@ -194,7 +194,7 @@ func TestLimitsGateStartFailsAfterRecording(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop(context.Background())
-	waitUntil(t, ctx, pool, "every job completed", `NOT EXISTS (SELECT 1 FROM venturi_job WHERE state <> 'completed')`)
+	waitUntil(t, ctx, pool, "every job completed", `NOT EXISTS (SELECT 1 FROM venturi_job_all WHERE state <> 'completed')`)
 	if peak, plain := journalPeak(t, ctx, pool, ""); peak > 1 {
 		t.Errorf("kind Concurrency 1, but the journal shows %d runs at once (%d jobs still plain)", peak, plain)
 	}
@@ -235,7 +235,7 @@ func TestLimitsGateMissesRunningJobs(t *testing.T) {
 	if err := old.Stop(ctx); err != nil {
 		t.Logf("old worker's Stop: %v", err)
 	}
-	waitUntil(t, ctx, pool, "every job completed", `NOT EXISTS (SELECT 1 FROM venturi_job WHERE state <> 'completed')`)
+	waitUntil(t, ctx, pool, "every job completed", `NOT EXISTS (SELECT 1 FROM venturi_job_all WHERE state <> 'completed')`)
 	if peak, plain := journalPeak(t, ctx, pool, "new"); peak > 1 {
 		t.Errorf("kind Concurrency 1, but the journal shows %d runs of the new version at once (%d jobs still plain)", peak, plain)
 	}
@@ -307,10 +307,10 @@ func TestClaimTimeoutOrphansJobs(t *testing.T) {
 	if err := lock.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, ctx, pool, "the job completed", `EXISTS (SELECT 1 FROM venturi_job WHERE state = 'completed')`)
+	waitUntil(t, ctx, pool, "the job completed", `EXISTS (SELECT 1 FROM venturi_job_all WHERE state = 'completed')`)
 	var journal string
 	var failures int
-	if err := pool.QueryRow(ctx, `SELECT journal::text, failures FROM venturi_job`).Scan(&journal, &failures); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT journal::text, failures FROM venturi_job_all`).Scan(&journal, &failures); err != nil {
 		t.Fatal(err)
 	}
 	if failures > 0 {

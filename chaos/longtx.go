@@ -172,7 +172,7 @@ func (lt *longTx) measureLatency(ctx context.Context) error {
 	if b.IsZero() {
 		return nil
 	}
-	rows, err := lt.d.pool.Query(ctx, `SELECT created_at, attempted_at FROM venturi_job
+	rows, err := lt.d.pool.Query(ctx, `SELECT created_at, attempted_at FROM venturi_job_all
 		WHERE kind = $1 AND runs = 1 AND attempted_at IS NOT NULL AND (payload->>'sc') = $2
 		  AND (CASE WHEN jsonb_typeof(payload->'seq') = 'number' THEN (payload->>'seq')::bigint ELSE 0 END) > $3`, Job{}.Kind(), scOK, producerSeqBase)
 	if err != nil {

@@ -188,7 +188,7 @@ func (p *producer) resolve(ctx context.Context, lossy bool) (producedResult, []s
 		ids = append(ids, uuidOf(a.id))
 	}
 	present := map[ulid.ULID]bool{}
-	rows, err := p.d.pool.Query(ctx, `SELECT id FROM venturi_job WHERE id = ANY($1)`, ids)
+	rows, err := p.d.pool.Query(ctx, `SELECT id FROM venturi_job_all WHERE id = ANY($1)`, ids)
 	if err != nil {
 		return producedResult{}, nil, err
 	}
@@ -207,7 +207,7 @@ func (p *producer) resolve(ctx context.Context, lossy bool) (producedResult, []s
 		seqs = append(seqs, strconv.FormatInt(f.seq, 10))
 	}
 	committed := map[int64]ulid.ULID{}
-	rows, err = p.d.pool.Query(ctx, `SELECT id, payload->>'seq' FROM venturi_job WHERE kind = $1 AND payload->>'seq' = ANY($2::text[])`, Job{}.Kind(), seqs)
+	rows, err = p.d.pool.Query(ctx, `SELECT id, payload->>'seq' FROM venturi_job_all WHERE kind = $1 AND payload->>'seq' = ANY($2::text[])`, Job{}.Kind(), seqs)
 	if err != nil {
 		return producedResult{}, nil, err
 	}

@@ -57,7 +57,7 @@ func ts(t time.Time) string { return t.UTC().Format("15:04:05.000") }
 // r.singleton to the summary line.
 func (r *report) checkSingleton(ctx context.Context, pool *pgxpool.Pool) error {
 	r.invariants = append(r.invariants, invariant{name: invSingleton})
-	rows, err := pool.Query(ctx, `SELECT id, state::text, journal FROM venturi_job WHERE kind = $1 ORDER BY id`, singletonKind)
+	rows, err := pool.Query(ctx, `SELECT id, state::text, journal FROM venturi_job_all WHERE kind = $1 ORDER BY id`, singletonKind)
 	if err != nil {
 		return err
 	}

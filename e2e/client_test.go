@@ -187,7 +187,7 @@ func jobRow(t *testing.T, id string) (state string, payload, carry []byte, journ
 		t.Fatal(err)
 	}
 	var raw []byte
-	err = sys.db.Pool.QueryRow(t.Context(), "SELECT state::text, payload, carry, journal FROM venturi_job WHERE id = $1",
+	err = sys.db.Pool.QueryRow(t.Context(), "SELECT state::text, payload, carry, journal FROM venturi_job_all WHERE id = $1",
 		pgtype.UUID{Bytes: u, Valid: true}).Scan(&state, &payload, &carry, &raw)
 	if err != nil {
 		t.Fatalf("read job %s: %v", id, err)

@@ -81,7 +81,18 @@ func (q *Queue) CancelTx(ctx context.Context, tx pgx.Tx, id ulid.ULID, reason st
 func (q *Queue) cancelTx(ctx context.Context, tx pgx.Tx, id ulid.ULID, note string) (CancelResult, error) {
 	job, err := q.q.LockJobForSignal(ctx, tx, uuidOf(id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, ErrNotFound
+		// Not pending: finished (in the history, read in a snapshot newer than the lock
+		// wait, which may have been for its move there), or not at all.
+		st, herr := q.q.FinishedJobState(ctx, tx, uuidOf(id))
+		switch {
+		case errors.Is(herr, pgx.ErrNoRows):
+			return 0, ErrNotFound
+		case herr != nil:
+			return 0, herr
+		case st == dbsqlc.VenturiJobStateCancelled:
+			return CancelAlready, nil
+		}
+		return 0, ErrJobFinished
 	}
 	if err != nil {
 		return 0, err

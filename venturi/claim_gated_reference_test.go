@@ -52,7 +52,7 @@ func decideClaim(ctx context.Context, tx pgx.Tx, fn string, max int) claimDecisi
 	if d.failed = rows.Err(); d.failed != nil {
 		return d
 	}
-	rows, err = tx.Query(ctx, `SELECT id::text || ' ' || state || ' ' || COALESCE(stop_event, '-') FROM venturi_job ORDER BY id`)
+	rows, err = tx.Query(ctx, `SELECT id::text || ' ' || state || ' ' || COALESCE(stop_event, '-') FROM venturi_job_all ORDER BY id`)
 	if err != nil {
 		d.failed = err
 		return d

@@ -98,7 +98,7 @@ func staleSlotClaim(t *testing.T, pool *pgxpool.Pool, limit, policy int) (ran, o
 	}
 	state := func(id ulid.ULID) string {
 		var s string
-		if err := pool.QueryRow(ctx, `SELECT state FROM venturi_job WHERE id = $1`, id[:]).Scan(&s); err != nil {
+		if err := pool.QueryRow(ctx, `SELECT state FROM venturi_job_all WHERE id = $1`, id[:]).Scan(&s); err != nil {
 			t.Fatal(err)
 		}
 		return s
@@ -144,7 +144,7 @@ func TestReplaceDecidedOnAStaleCountIsNotMade(t *testing.T) {
 	}
 	staleSlotClaim(t, pool, 2, int(venturi.SlotReplace))
 	var stop *string
-	if err := pool.QueryRow(ctx, `SELECT stop_event FROM venturi_job WHERE id = $1`, id[:]).Scan(&stop); err != nil || stop != nil {
+	if err := pool.QueryRow(ctx, `SELECT stop_event FROM venturi_job_all WHERE id = $1`, id[:]).Scan(&stop); err != nil || stop != nil {
 		t.Fatalf("the run that went on: stop_event %v (%v), want none (its slot had room)", stop, err)
 	}
 }
@@ -223,7 +223,7 @@ func TestSlotsOnlyClaimDropsAsTheAdmissionLoop(t *testing.T) {
 	state := func(id ulid.ULID) string {
 		t.Helper()
 		var s string
-		if err := pool.QueryRow(ctx, `SELECT state FROM venturi_job WHERE id = $1`, id[:]).Scan(&s); err != nil {
+		if err := pool.QueryRow(ctx, `SELECT state FROM venturi_job_all WHERE id = $1`, id[:]).Scan(&s); err != nil {
 			t.Fatal(err)
 		}
 		return s
@@ -248,7 +248,7 @@ func TestSlotsOnlyClaimDropsAsTheAdmissionLoop(t *testing.T) {
 		t.Fatalf("claim of 5: %d jobs, drop %s; want 0, cancelled", n, state(drop))
 	}
 	var note string
-	if err := pool.QueryRow(ctx, `SELECT journal->-1->>'note' FROM venturi_job WHERE id = $1`, drop[:]).Scan(&note); err != nil ||
+	if err := pool.QueryRow(ctx, `SELECT journal->-1->>'note' FROM venturi_job_all WHERE id = $1`, drop[:]).Scan(&note); err != nil ||
 		note != "dropped: slot full is full (1 of 1 running; policy DropIfRunning)" {
 		t.Fatalf("drop note %q (%v)", note, err)
 	}

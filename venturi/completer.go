@@ -26,7 +26,7 @@ func newTracker(cfg Config, log *slog.Logger) *jobrun.Tracker {
 // transaction bounded by the lease.
 func newWriter(cfg Config, channel string, db *pgxpool.Pool, q *dbsqlc.Queries, log *slog.Logger) completer.Writer {
 	return completer.Writer{
-		Worker: cfg.ID, Queries: q, Channel: channel, Logger: log,
+		Worker: cfg.ID, Keep: cfg.keep(), Queries: q, Channel: channel, Logger: log,
 		Send: func(ctx context.Context, queue func(*pgx.Batch)) error { return sendIndexed(ctx, db, queue) },
 		InTx: func(ctx context.Context, fn func(pgx.Tx) error) error {
 			return inHotTx(ctx, db, idleTxBound(cfg.Lease), fn)
@@ -64,4 +64,9 @@ func endPublisher(hub *eventHub, worker string) func(*jobrun.End, completer.Fate
 			hub.publishEnd(r.Job.ID, &ev)
 		}
 	}
+}
+
+// keep is how long the jobs the worker's runs end stay in the history of finished jobs.
+func (c Config) keep() completer.Retention {
+	return completer.Retention{Completed: c.RetainCompleted, Dead: c.RetainDead}
 }

@@ -14,16 +14,21 @@ import (
 
 // Defaults of the zero [Config] fields, and the bounds [NewWorker] enforces.
 const (
-	DefaultConcurrency         = 100
-	DefaultLease               = 30 * time.Second
-	DefaultShutdownGrace       = 10 * time.Second
-	DefaultPollInterval        = time.Second
-	DefaultFetchCooldown       = time.Millisecond
-	DefaultJitterFraction      = 0.25
-	DefaultMaxFailures         = 25
-	DefaultJobTimeout          = 30 * time.Minute
-	DefaultRetainCompleted     = 24 * time.Hour
-	DefaultRetainDead          = 7 * 24 * time.Hour
+	DefaultConcurrency     = 100
+	DefaultLease           = 30 * time.Second
+	DefaultShutdownGrace   = 10 * time.Second
+	DefaultPollInterval    = time.Second
+	DefaultFetchCooldown   = time.Millisecond
+	DefaultJitterFraction  = 0.25
+	DefaultMaxFailures     = 25
+	DefaultJobTimeout      = 30 * time.Minute
+	DefaultRetainCompleted = 24 * time.Hour
+	DefaultRetainDead      = 7 * 24 * time.Hour
+	// Discard, as RetainCompleted or RetainDead, keeps nothing: a job that ends in that
+	// state is deleted at once instead of moving to the history of finished jobs.
+	Discard time.Duration = -1
+	// MinHistoryPartition is the narrowest HistoryPartition.
+	MinHistoryPartition        = time.Second
 	DefaultRetainIdleGates     = time.Hour
 	DefaultMaintenanceInterval = time.Second
 	DefaultStatsInterval       = 5 * time.Second
@@ -98,11 +103,25 @@ type Config struct {
 	// at every lease tick (Lease/3), so a run is cancelled within Lease/3 after its
 	// timeout. Default DefaultJobTimeout; a negative value disables it.
 	JobTimeout time.Duration
-	// RetainCompleted is how long completed jobs are kept before pruning. Default
-	// DefaultRetainCompleted.
+	// RetainCompleted is how long completed and cancelled jobs are kept, in the history of
+	// finished jobs, after they end. The time is fixed when a job ends (a change applies to
+	// jobs that end afterwards), and rounded up to the end of its history partition (see
+	// HistoryPartition). [Discard] keeps none: a completed job is deleted as it completes,
+	// the least work per job (no history row; the stats then count no completions).
+	// Default DefaultRetainCompleted.
 	RetainCompleted time.Duration
-	// RetainDead is how long dead jobs are kept before pruning. Default DefaultRetainDead.
+	// RetainDead is how long dead jobs are kept, as RetainCompleted. Default
+	// DefaultRetainDead.
 	RetainDead time.Duration
+	// HistoryPartition is the time span of one partition of the history of finished jobs
+	// (venturi_job_history, partitioned on the time each job may be pruned): retention drops
+	// a partition once its span is past, so a job is kept up to one span longer than its
+	// retention. Partitions are made ahead by the worker that holds the retention duty, as
+	// wide as its HistoryPartition. Default: a quarter of the shorter retention, at least
+	// the longer one over 64 (so that there are at most some 70 partitions), within 1
+	// minute to 24 hours (6 hours for the default retentions). At least
+	// MinHistoryPartition.
+	HistoryPartition time.Duration
 	// RetainIdleGates is how long a rate window or a circuit breaker that nothing uses is
 	// kept: a rate gate with no start in its period and a breaker that is closed (or has
 	// cooled down) with no run going, both untouched for this long, are deleted by
@@ -186,8 +205,13 @@ func (c Config) validate() (Config, error) {
 	nonNegative("PollInterval", c.PollInterval)
 	atLeast("PollInterval", c.PollInterval, MinPollInterval)
 	nonNegative("FetchCooldown", c.FetchCooldown)
-	nonNegative("RetainCompleted", c.RetainCompleted)
-	nonNegative("RetainDead", c.RetainDead)
+	for field, d := range map[string]time.Duration{"RetainCompleted": c.RetainCompleted, "RetainDead": c.RetainDead} {
+		if d < 0 && d != Discard {
+			bad(field, "negative duration %v (Discard, -1ns, keeps nothing)", d)
+		}
+	}
+	nonNegative("HistoryPartition", c.HistoryPartition)
+	atLeast("HistoryPartition", c.HistoryPartition, MinHistoryPartition)
 	nonNegative("RetainIdleGates", c.RetainIdleGates)
 	nonNegative("MaintenanceInterval", c.MaintenanceInterval)
 	atLeast("MaintenanceInterval", c.MaintenanceInterval, MinMaintenanceInterval)
@@ -269,6 +293,7 @@ func (c Config) withDefaults() Config {
 	def(&c.RetainCompleted, DefaultRetainCompleted)
 	def(&c.RetainDead, DefaultRetainDead)
 	def(&c.RetainIdleGates, DefaultRetainIdleGates)
+	def(&c.HistoryPartition, historyPartition(c.RetainCompleted, c.RetainDead))
 	def(&c.MaintenanceInterval, DefaultMaintenanceInterval)
 	def(&c.StatsInterval, DefaultStatsInterval)
 	c.Backoff = c.Backoff.merged(DefaultBackoff)
@@ -311,4 +336,21 @@ func (c Config) totalConcurrency() int {
 		n += q.Concurrency
 	}
 	return n
+}
+
+// historyPartition is the default HistoryPartition for the retentions completed and dead
+// (Discard for either keeps nothing in the history): a quarter of the shorter one, at least
+// the longer over 64, within a minute to a day.
+func historyPartition(completed, dead time.Duration) time.Duration {
+	short, long := time.Duration(0), time.Duration(0)
+	for _, d := range []time.Duration{completed, dead} {
+		if d <= 0 {
+			continue
+		}
+		if short == 0 || d < short {
+			short = d
+		}
+		long = max(long, d)
+	}
+	return min(max(short/4, long/64, time.Minute), 24*time.Hour)
 }

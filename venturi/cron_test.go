@@ -131,7 +131,7 @@ func TestCronFiresOnceAcrossRestartingWorkerProcesses(t *testing.T) {
 	}
 	checkContiguous(t, pool, fs, time.Second, "tick_procs")
 	// The jobs, independently of the ledger: one per fire time.
-	rows, err := pool.Query(ctx, `SELECT run_at, count(*) FROM venturi_job WHERE kind = 'tick_procs' GROUP BY run_at ORDER BY run_at`)
+	rows, err := pool.Query(ctx, `SELECT run_at, count(*) FROM venturi_job_all WHERE kind = 'tick_procs' GROUP BY run_at ORDER BY run_at`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,9 @@ func (w *Worker[S]) drain(ctx context.Context, kinds []string, maxRuns int) ([]t
 			return nil, fmt.Errorf("venturi: Drain of kind %q, which the worker did not register", k)
 		}
 	}
+	if err := ensureHistory(ctx, w.cfg, w.log, w.pool, w.q); err != nil {
+		return nil, err
+	}
 	tracker := newTracker(w.cfg, w.log)
 	writer := newWriter(w.cfg, w.channel, w.pool, w.q, w.log)
 	exec := &runner{cfg: w.cfg, q: w.q, reg: w.reg, tracker: tracker, shutdown: make(chan struct{}), channel: w.channel}

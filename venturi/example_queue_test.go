@@ -54,7 +54,7 @@ func ExampleQueuer() {
 	}
 	job := awaitFinished(q, res.ID)
 	var queue string
-	if err := pool.QueryRow(ctx, "SELECT queue FROM venturi_job WHERE id = $1", res.ID[:]).Scan(&queue); err != nil {
+	if err := pool.QueryRow(ctx, "SELECT queue FROM venturi_job_all WHERE id = $1", res.ID[:]).Scan(&queue); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Printf("%s in queue %s: %s\n", job.State, queue, job.Journal[0].Note)

@@ -217,7 +217,7 @@ func runTask[T Task, S, C any](ctx context.Context, e *runner, j *jobrun.Job, st
 		var ids []pgtype.UUID
 		b := &pgx.Batch{}
 		dbsqlc.QueueBoundLocalIdleTimeout(b, idleTxBound(e.cfg.Lease).Milliseconds())
-		dbsqlc.QueueFinishRuns(b, completer.Params(e.cfg.ID, []*jobrun.End{req}), &ids)
+		dbsqlc.QueueFinishRuns(b, completer.Params(e.cfg.ID, e.cfg.keep(), []*jobrun.End{req}), &ids)
 		if err := tx.SendBatch(fctx, b).Close(); err != nil {
 			return err
 		}

@@ -111,7 +111,7 @@ func startFlowWorkers[T venturi.Handler[flowState, struct{}]](t *testing.T, pool
 // runIntervals returns the (start, end) of every run in the jobs' journals, by key.
 func runIntervals(t *testing.T, pool *pgxpool.Pool, q *venturi.Queue, key func(*venturi.Job) string) map[string][][2]time.Time {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT id FROM venturi_job`)
+	rows, err := pool.Query(context.Background(), `SELECT id FROM venturi_job_all`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,11 +61,12 @@ func enqueue(t *testing.T, q *venturi.Queue, task venturi.Task, opts ...venturi.
 	return r
 }
 
-// countJobs counts venturi_job rows matching the SQL condition where.
+// countJobs counts the jobs, pending or finished (venturi_job_all), matching the SQL
+// condition where.
 func countJobs(t *testing.T, pool *pgxpool.Pool, where string, args ...any) int {
 	t.Helper()
 	var n int
-	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM venturi_job WHERE "+where, args...).Scan(&n); err != nil {
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM venturi_job_all WHERE "+where, args...).Scan(&n); err != nil {
 		t.Fatalf("count jobs where %s: %v", where, err)
 	}
 	return n
@@ -75,7 +76,7 @@ func countJobs(t *testing.T, pool *pgxpool.Pool, where string, args ...any) int 
 func idWhere(t *testing.T, pool *pgxpool.Pool, where string, args ...any) ulid.ULID {
 	t.Helper()
 	var u pgtype.UUID
-	if err := pool.QueryRow(context.Background(), "SELECT id FROM venturi_job WHERE "+where, args...).Scan(&u); err != nil {
+	if err := pool.QueryRow(context.Background(), "SELECT id FROM venturi_job_all WHERE "+where, args...).Scan(&u); err != nil {
 		t.Fatalf("job where %s: %v", where, err)
 	}
 	return ulid.ULID(u.Bytes)
@@ -88,6 +89,10 @@ func idWhere(t *testing.T, pool *pgxpool.Pool, where string, args ...any) ulid.U
 // cannot lose it by accident; tests about lease loss force it through SQL.
 func fastConfig() venturi.Config {
 	return venturi.Config{
+		// An hour of retention: a handful of history partitions, not the defaults' thirty
+		// (each test schema's first worker creates them).
+		RetainCompleted:     time.Hour,
+		RetainDead:          time.Hour,
 		Concurrency:         4,
 		Lease:               5 * time.Second,
 		PollInterval:        50 * time.Millisecond,

@@ -134,7 +134,10 @@ func (j *Job) fillJournal(journal []byte, moved int64, dropped []byte) error {
 	if err != nil {
 		return fmt.Errorf("venturi: decode journal of %s: %w", j.ID, err)
 	}
-	j.Journal, j.JournalLen = entries, moved+int64(len(entries))
+	// A finished job's row may hold one entry more than JournalRecent (its final one, added
+	// as it moved to the history, where no trigger moves entries out): Job shows the most
+	// recent ones; Queue.Journal pages through them all.
+	j.Journal, j.JournalLen = entries[max(len(entries)-JournalRecent, 0):], moved+int64(len(entries))
 	if len(dropped) > 0 {
 		j.JournalDropped = new(JournalSummary)
 		if err := json.Unmarshal(dropped, j.JournalDropped); err != nil {

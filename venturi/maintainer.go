@@ -2,7 +2,9 @@ package venturi
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -21,9 +23,22 @@ const (
 	RescueBatch = 1000
 	// PromoteBatch is the most scheduled jobs one promotion statement makes available.
 	PromoteBatch = 1000
-	// PruneBatch is the most finished jobs one prune statement deletes.
+	// PruneBatch is the most ended jobs one statement of the retention duty moves into
+	// the history of finished jobs (or deletes), and the most events one deletes.
 	PruneBatch = 5000
 )
+
+// OrphanSweepBatch is the most jobs one statement of the orphan sweep reads (journal
+// entries, signals, hooks and steps of jobs that are gone), and OrphanSweepEvery how long
+// after one pass over them the next starts.
+const (
+	OrphanSweepBatch = 1000
+	OrphanSweepEvery = time.Minute
+)
+
+// historyLockTimeout bounds how long attaching or dropping a history partition waits for
+// the history table's lock, during which the finishes that insert into it wait too.
+const historyLockTimeout = 200 * time.Millisecond
 
 // GateSweepBatch is the most gates one statement of the idle gates' sweep reads.
 const GateSweepBatch = 1000
@@ -34,9 +49,12 @@ const GateSweepBatch = 1000
 //
 //   - leases and due work (the maintenance lock), every Config.MaintenanceInterval: it
 //     rescues runs whose lease expired and promotes scheduled jobs that came due;
-//   - retention (the retention lock), on a loop of its own at the same interval: it prunes
-//     completed, dead and cancelled jobs and events past their retention, and sweeps the
-//     gates nothing uses (rate windows and breakers idle for Config.RetainIdleGates);
+//   - retention (the retention lock), on a loop of its own at the same interval: it
+//     creates the history's partitions ahead, moves the jobs that ended in venturi_job
+//     other than by a finish into the history, drops the history's partitions past
+//     their retention, prunes events, sweeps the gates nothing uses (rate windows and
+//     breakers idle for Config.RetainIdleGates) and what gone jobs left (journal
+//     entries, signals, hooks, steps);
 //   - stats (the stats lock), on the retention loop: a sample every Config.StatsInterval
 //     (maintenance.Sampler).
 //
@@ -61,8 +79,9 @@ func newMaintainer(cfg Config, log *slog.Logger, db *pgxpool.Pool, q *dbsqlc.Que
 		},
 	}, q)
 	promoter := maintenance.NewPromoter(maintenance.PromoterConfig{Batch: PromoteBatch}, q)
-	pruner := maintenance.NewPruner(maintenance.PrunerConfig{
-		Batch: PruneBatch, RetainCompleted: cfg.RetainCompleted, RetainDead: cfg.RetainDead}, q)
+	pruner := newPruner(cfg, log, q)
+	orphans := maintenance.NewOrphanSweeper(maintenance.OrphanSweeperConfig{
+		Batch: OrphanSweepBatch, Every: max(OrphanSweepEvery, cfg.MaintenanceInterval), Logger: log}, q)
 	sweeper := maintenance.NewGateSweeper(maintenance.GateSweeperConfig{
 		Batch: GateSweepBatch, RetainIdleGates: cfg.RetainIdleGates, Interval: cfg.MaintenanceInterval, Logger: log}, q)
 	sampler := maintenance.NewSampler(maintenance.SamplerConfig{
@@ -81,8 +100,16 @@ func newMaintainer(cfg Config, log *slog.Logger, db *pgxpool.Pool, q *dbsqlc.Que
 		OnRescued:      rescued,
 		AfterRetention: sampler.SampleIfDue,
 		Logger:         log,
-	}, q, rescuer, promoter, pruner, sweeper)
+	}, q, rescuer, promoter, pruner, sweeper, orphans)
 	return m
+}
+
+// newPruner returns the retention duty's pruner (internal/maintenance): the history's
+// partitions as wide as cfg.HistoryPartition, the retentions of cfg.
+func newPruner(cfg Config, log *slog.Logger, q *dbsqlc.Queries) *maintenance.Pruner {
+	return maintenance.NewPruner(maintenance.PrunerConfig{
+		Batch: PruneBatch, RetainCompleted: cfg.RetainCompleted, RetainDead: cfg.RetainDead,
+		Partition: cfg.HistoryPartition, LockTimeout: historyLockTimeout, Logger: log}, q)
 }
 
 // run does the maintainer's duties until ctx ends: the maintenance loops, and cron beside
@@ -90,4 +117,18 @@ func newMaintainer(cfg Config, log *slog.Logger, db *pgxpool.Pool, q *dbsqlc.Que
 func (m *maintainer) run(ctx context.Context) {
 	defer m.startCron(ctx)() // durable cron: fires due schedules beside the ticks
 	m.loops.Run(ctx)
+}
+
+// ensureHistory creates the history partitions that the jobs the worker's runs end need,
+// before its first run: the retention duty keeps them ahead from then on.
+func ensureHistory(ctx context.Context, cfg Config, log *slog.Logger, db *pgxpool.Pool, q *dbsqlc.Queries) error {
+	p := newPruner(cfg, log, q)
+	err := inHotTx(ctx, db, idleTxBound(cfg.Lease), func(tx pgx.Tx) error {
+		_, err := p.Extend(ctx, tx)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("venturi: history partitions: %w", err)
+	}
+	return nil
 }

@@ -15,38 +15,46 @@ import (
 	"github.com/venturi-dev/venturi"
 )
 
-// TestMaintenancePrunesFinishedJobs: completed and dead jobs older than their retention
-// are deleted; pending jobs and recent ones stay.
+// TestMaintenancePrunesFinishedJobs: a job that ends moves to the history with its prune
+// time, when it ended plus the retention of its state as the ending worker had it; once
+// that time is past, the history partition holding it is dropped. Pending jobs stay.
 func TestMaintenancePrunesFinishedJobs(t *testing.T) {
 	slow(t)
 	t.Parallel()
 	ctx := context.Background()
 	pool, q := newQueue(t)
-	// Worker 1 (default retention) finishes a completed and a dead job.
-	w1 := startWorkerFor[failTask](t, pool, &failApp{}, fastConfig())
-	done := enqueue(t, q, failTask{})
-	dead := enqueue(t, q, failTask{FailRuns: 1, Permanent: true})
-	waitState(t, q, done, venturi.StateCompleted)
-	waitState(t, q, dead, venturi.StateDead)
-	stopWorker(t, w1)
-	pending := enqueue(t, q, failTask{}, venturi.After(time.Hour))
-	// Worker 2 keeps completed jobs an hour but dead ones only a millisecond.
+	// Worker 1 keeps completed jobs an hour, dead ones a day.
 	cfg := fastConfig()
-	cfg.RetainCompleted = time.Hour
-	cfg.RetainDead = time.Millisecond
-	w2 := startWorkerFor[failTask](t, pool, &failApp{}, cfg)
-	waitPruned(t, q, dead, "the dead job")
-	stopWorker(t, w2)
-	for _, r := range []venturi.Result{done, pending} {
+	cfg.RetainCompleted, cfg.RetainDead = time.Hour, 24*time.Hour
+	w1 := startWorkerFor[failTask](t, pool, &failApp{}, cfg)
+	kept := enqueue(t, q, failTask{})
+	keptDead := enqueue(t, q, failTask{FailRuns: 1, Permanent: true})
+	waitState(t, q, kept, venturi.StateCompleted)
+	waitState(t, q, keptDead, venturi.StateDead)
+	stopWorker(t, w1)
+	for r, retention := range map[venturi.Result]string{kept: "1 hour", keptDead: "1 day"} {
+		if n := countRows(t, pool, fmt.Sprintf(`venturi_job_history WHERE id = '%s' AND prune_at = finished_at + interval '%s'`,
+			uuidString(r.ID), retention)); n != 1 {
+			t.Fatalf("job %s: not in the history with a prune time of its end plus %s", r.ID, retention)
+		}
+	}
+	for _, r := range []venturi.Result{kept, keptDead} {
 		if _, err := q.Job(ctx, r.ID); err != nil {
 			t.Fatalf("job %s: %v", r.ID, err)
 		}
 	}
-	// Worker 3 keeps completed jobs a millisecond.
-	cfg.RetainCompleted = time.Millisecond
-	startWorkerFor[failTask](t, pool, &failApp{}, cfg)
-	waitPruned(t, q, done, "the completed job")
-	if j := jobByID(t, q, pending.ID); j.State != venturi.StateScheduled {
+	// On a schema of its own (partitions are made ahead, as wide as the worker that made
+	// them had them: a narrower span applies beyond them), worker 2 keeps both two seconds,
+	// in partitions of a second.
+	pool2, q2 := newQueue(t)
+	pending := enqueue(t, q2, failTask{}, venturi.After(time.Hour))
+	cfg.RetainCompleted, cfg.RetainDead, cfg.HistoryPartition = 2*time.Second, 2*time.Second, time.Second
+	startWorkerFor[failTask](t, pool2, &failApp{}, cfg)
+	done := enqueue(t, q2, failTask{})
+	dead := enqueue(t, q2, failTask{FailRuns: 1, Permanent: true})
+	waitPruned(t, q2, done, "the completed job")
+	waitPruned(t, q2, dead, "the dead job")
+	if j := jobByID(t, q2, pending.ID); j.State != venturi.StateScheduled {
 		t.Fatalf("pending job %s", j.State)
 	}
 }

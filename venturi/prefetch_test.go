@@ -44,7 +44,7 @@ func TestPrefetchGrowsForFastHandlers(t *testing.T) {
 	})
 	var largest int
 	if err := pool.QueryRow(ctx, `SELECT max(n) FROM (
-		SELECT count(*) AS n FROM venturi_job WHERE kind = 'prefetch' GROUP BY attempted_at) c`).Scan(&largest); err != nil {
+		SELECT count(*) AS n FROM venturi_job_all WHERE kind = 'prefetch' GROUP BY attempted_at) c`).Scan(&largest); err != nil {
 		t.Fatal(err)
 	}
 	if window := cfg.Concurrency * 2; largest <= window {

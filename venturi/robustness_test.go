@@ -64,7 +64,7 @@ func TestExhaustedPoolDoesNotStopLeaseExtension(t *testing.T) {
 	})
 	var abandoned int
 	if err := pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM venturi_job, jsonb_array_elements(journal) e WHERE e->>'event' = 'abandoned'`).Scan(&abandoned); err != nil {
+		`SELECT count(*) FROM venturi_job_all, jsonb_array_elements(journal) e WHERE e->>'event' = 'abandoned'`).Scan(&abandoned); err != nil {
 		t.Fatal(err)
 	}
 	if abandoned != 0 {
@@ -139,7 +139,7 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 	eventually(t, 60*time.Second, "every job to complete", func() bool { return countJobs(t, pool, "state = 'completed'") == len(tasks) })
 	var multi int
 	if err := pool.QueryRow(context.Background(), `
-		SELECT count(*) FROM venturi_job
+		SELECT count(*) FROM venturi_job_all
 		WHERE (SELECT count(*) FROM jsonb_array_elements(journal) e WHERE e->>'event' = 'completed') <> 1`).Scan(&multi); err != nil {
 		t.Fatal(err)
 	}

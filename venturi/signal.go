@@ -114,7 +114,16 @@ func signalArgs(name string, payload any, deliveryID string) ([]byte, string, er
 func (q *Queue) signalTx(ctx context.Context, tx pgx.Tx, id ulid.ULID, name string, body []byte, deliveryID string) (SignalResult, error) {
 	job, err := q.q.LockJobForSignal(ctx, tx, uuidOf(id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return SignalResult{}, ErrNotFound
+		// Not pending: finished (in the history, read in a snapshot newer than the lock
+		// wait, which may have been for its move there), or not at all.
+		st, herr := q.q.FinishedJobState(ctx, tx, uuidOf(id))
+		switch {
+		case errors.Is(herr, pgx.ErrNoRows):
+			return SignalResult{}, ErrNotFound
+		case herr != nil:
+			return SignalResult{}, herr
+		}
+		return SignalResult{}, fmt.Errorf("%w (%s): signal %q not delivered", ErrJobFinished, st, name)
 	}
 	if err != nil {
 		return SignalResult{}, err

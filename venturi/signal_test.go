@@ -192,7 +192,9 @@ func countSignals(t *testing.T, pool *pgxpool.Pool, where string) int {
 	return n
 }
 
-// TestSignalsGoWithTheirJob: deleting a job (retention, an operator) deletes its signals.
+// TestSignalsGoWithTheirJob: deleting a job (an operator's bulk delete) deletes its
+// signals. (Retention drops finished jobs by partition; the retention duty's orphan sweep
+// deletes what they leave: internal/maintenance's TestOrphanSweeper.)
 func TestSignalsGoWithTheirJob(t *testing.T) {
 	t.Parallel()
 	pool, q := newQueue(t)
@@ -204,8 +206,8 @@ func TestSignalsGoWithTheirJob(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := pool.Exec(ctx, "DELETE FROM venturi_job WHERE id = $1", r.ID[:]); err != nil {
-		t.Fatal(err)
+	if res, err := q.DeleteJobs(ctx, venturi.JobFilter{IDs: []ulid.ULID{r.ID}}, venturi.BulkOptions{}); err != nil || res.Changed != 1 {
+		t.Fatalf("DeleteJobs: %+v, %v", res, err)
 	}
 	if n := countSignals(t, pool, "true"); n != 1 {
 		t.Fatalf("%d signals left, want the other job's 1", n)

@@ -364,7 +364,7 @@ func TestSingletonKeepsACheckpointItCannotDecode(t *testing.T) {
 		t.Fatalf("state %s, entry %+v; want a failed run and the service scheduled again", j.State, e)
 	}
 	var kept string
-	if err := pool.QueryRow(ctx, `SELECT carry::text FROM venturi_job WHERE id = $1`, uuidString(r.ID)).Scan(&kept); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT carry::text FROM venturi_job_all WHERE id = $1`, uuidString(r.ID)).Scan(&kept); err != nil {
 		t.Fatal(err)
 	}
 	if kept != `{"N": "seven"}` {

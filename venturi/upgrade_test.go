@@ -475,7 +475,9 @@ func TestUpgradeTo13_FirstSampleCountsEarlierJobs(t *testing.T) {
 	if s := readStats(t, q); !s.SampledAt.IsZero() {
 		t.Fatalf("a sample before any worker: %+v", s)
 	}
-	startOpsWorker(t, pool, statsConfig("w13"))
+	cfg := statsConfig("w13")
+	cfg.RetainCompleted, cfg.RetainDead = 24*time.Hour, 24*time.Hour // they ended an hour ago
+	startOpsWorker(t, pool, cfg)
 	waitStats(t, q, "the jobs of before the upgrade", func(s venturi.Stats) bool {
 		d, h := queueStats(s, venturi.DefaultQueue), queueStats(s, "held")
 		return d.Counts[venturi.StateCompleted] == 3 && d.Counts[venturi.StateDead] == 2 && h.Counts[venturi.StateAvailable] == 1 && h.Paused
@@ -789,7 +791,7 @@ func TestUpgradeTo18_ClaimCountsSlotsWithoutTheRunningIndex(t *testing.T) {
 		t.Fatalf("a Replace job of the full slot was admitted (%d)", n)
 	}
 	var stop *string
-	if err := pool.QueryRow(ctx, `SELECT stop_event FROM venturi_job WHERE id = $1`, oldest[:]).Scan(&stop); err != nil || stop == nil || *stop != "replaced" {
+	if err := pool.QueryRow(ctx, `SELECT stop_event FROM venturi_job_all WHERE id = $1`, oldest[:]).Scan(&stop); err != nil || stop == nil || *stop != "replaced" {
 		t.Fatalf("the slot's oldest run: stop_event %v (%v), want replaced", stop, err)
 	}
 }
@@ -833,10 +835,10 @@ func TestUpgradeTo19_FullSlotsStillDropAndReplace(t *testing.T) {
 	}
 	var state string
 	var stop *string
-	if err := pool.QueryRow(ctx, `SELECT state FROM venturi_job WHERE id = $1`, dropped[:]).Scan(&state); err != nil || state != "cancelled" {
+	if err := pool.QueryRow(ctx, `SELECT state FROM venturi_job_all WHERE id = $1`, dropped[:]).Scan(&state); err != nil || state != "cancelled" {
 		t.Fatalf("the DropIfRunning job of the full slot is %s (%v), want cancelled", state, err)
 	}
-	if err := pool.QueryRow(ctx, `SELECT stop_event FROM venturi_job WHERE id = $1`, replaced[:]).Scan(&stop); err != nil || stop == nil || *stop != "replaced" {
+	if err := pool.QueryRow(ctx, `SELECT stop_event FROM venturi_job_all WHERE id = $1`, replaced[:]).Scan(&stop); err != nil || stop == nil || *stop != "replaced" {
 		t.Fatalf("the Replace slot's run: stop_event %v (%v), want replaced", stop, err)
 	}
 }
@@ -894,14 +896,99 @@ func TestUpgradeTo21_DropsUnusedGateFunctions(t *testing.T) {
 	insert("available", "", 0)
 	insert("available", "p", 0) // gated: venturi_claim_gated claims it
 	insert("scheduled", "", -time.Second)
-	if applied, err := venturi.Migrate(ctx, pool); err != nil || !slices.Equal(applied, []int{21}) {
-		t.Fatalf("Migrate = %v, %v; want version 21 applied", applied, err)
-	}
+	migrateTo(t, pool, 21)
 	if got, want := functions(), []string{"venturi_gate_lock"}; !slices.Equal(got, want) {
 		t.Fatalf("after the upgrade: functions %v, want %v", got, want)
+	}
+	if _, err := venturi.Migrate(ctx, pool); err != nil { // this worker's version
+		t.Fatal(err)
 	}
 	startOpsWorker(t, pool, fastConfig())
 	eventually(t, 10*time.Second, "the jobs of the version-20 schema complete", func() bool {
 		return countJobs(t, pool, "id = ANY($1) AND state = 'completed'", ids) == len(ids)
 	})
+}
+
+// TestUpgradeTo22_EndedJobsMoveToTheHistory: 022_venturi_job_history.up.sql adds the
+// history of finished jobs, venturi_job_all, and drops venturi_job's delete triggers. A
+// version-21 schema holds ended jobs (completed with journal entries moved out of its row
+// and a signal, dead, cancelled, and one completed two days ago) and a pending one. Right
+// after the upgrade nothing has moved and every job reads as before. A worker started
+// after it makes the history's partitions; its retention duty moves the ended jobs there
+// with their journal entries and signals kept, deletes the one past its retention, and the
+// pending job completes into the history.
+func TestUpgradeTo22_EndedJobsMoveToTheHistory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 21)
+	ids := map[string]ulid.ULID{}
+	insert := func(name, state string, finishedAgo time.Duration) {
+		t.Helper()
+		id := ulid.Make()
+		ids[name] = id
+		var finished any
+		if state != "available" {
+			finished = time.Now().Add(-finishedAgo)
+		}
+		if _, err := pool.Exec(ctx, `
+			INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, runs, finished_at, journal)
+			VALUES ($1, 'ops', 'default', $2::venturi_job_state, '{"n": 1}', now(), $3, $4, $5)`,
+			id[:], state, map[bool]int{true: 0, false: 1}[state == "available"], finished,
+			fmt.Sprintf(`[{"event": %q, "run": 1, "at": "2026-01-01T00:00:00Z"}]`, map[string]string{
+				"available": "merged", "completed": "completed", "dead": "failed", "cancelled": "cancelled"}[state])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert("completed", "completed", time.Minute)
+	insert("dead", "dead", time.Minute)
+	insert("cancelled", "cancelled", time.Minute)
+	insert("expired", "completed", 48*time.Hour)
+	insert("pending", "available", 0)
+	// The completed job's earlier entries were moved out of its row, and it got a signal.
+	done := ids["completed"]
+	if _, err := pool.Exec(ctx, `UPDATE venturi_job SET journal_moved = 2 WHERE id = $1`, done[:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_journal (job_id, seq, entry) VALUES ($1, 1, '{"event": "failed"}'), ($1, 2, '{"event": "failed"}')`, done[:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_signal (job_id, name, payload, delivery_id) VALUES ($1, 'go', 'null', 'd')`, done[:]); err != nil {
+		t.Fatal(err)
+	}
+
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || !slices.Equal(applied, []int{22}) {
+		t.Fatalf("Migrate = %v, %v; want version 22 applied", applied, err)
+	}
+	var triggers int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgrelid = 'venturi_job'::regclass
+		AND tgname IN ('venturi_journal_delete', 'venturi_job_extras_delete')`).Scan(&triggers); err != nil || triggers != 0 {
+		t.Fatalf("%d delete triggers left on venturi_job (%v)", triggers, err)
+	}
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	before := jobByID(t, q, ids["completed"])
+	if before.State != venturi.StateCompleted || before.JournalLen != 3 || countRows(t, pool, "venturi_job_history") != 0 {
+		t.Fatalf("right after the upgrade: %s, %d entries, %d in the history", before.State, before.JournalLen, countRows(t, pool, "venturi_job_history"))
+	}
+
+	startOpsWorker(t, pool, fastConfig())
+	eventually(t, within, "the ended jobs in the history and the pending one completed there", func() bool {
+		return countRows(t, pool, "venturi_job") == 0 && countRows(t, pool, "venturi_job_history") == 4
+	})
+	if _, err := q.Job(ctx, ids["expired"]); !errors.Is(err, venturi.ErrNotFound) {
+		t.Fatalf("the job past its retention: %v, want ErrNotFound", err)
+	}
+	for name, state := range map[string]venturi.State{"completed": venturi.StateCompleted, "dead": venturi.StateDead,
+		"cancelled": venturi.StateCancelled, "pending": venturi.StateCompleted} {
+		if j := jobByID(t, q, ids[name]); j.State != state {
+			t.Errorf("%s: %s, want %s", name, j.State, state)
+		}
+	}
+	page, err := q.Journal(ctx, ids["completed"], 0, 10)
+	if err != nil || len(page) != 3 || page[0].Event != venturi.EventFailed || page[2].Event != venturi.EventCompleted {
+		t.Fatalf("the moved job's journal: %v, %v", seqs(page), err)
+	}
+	if n := countSignals(t, pool, "true"); n != 1 {
+		t.Fatalf("%d signals, want the moved job's", n)
+	}
 }

@@ -114,6 +114,11 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 		w.ctl, w.started = nil, false
 		return err
 	}
+	if err := ensureHistory(ctx, w.cfg, w.log, ctl, w.q); err != nil {
+		ctl.Close()
+		w.ctl, w.started = nil, false
+		return err
+	}
 	if err := w.ensureSingletons(ctx); err != nil {
 		ctl.Close()
 		w.ctl, w.started = nil, false
@@ -367,7 +372,7 @@ func (w *Worker[S]) releaseStuck() {
 	}
 	ctx, cancel := context.WithTimeout(w.dbCtx, 5*time.Second)
 	defer cancel()
-	err := sendIndexed(ctx, w.ctl, func(b *pgx.Batch) { dbsqlc.QueueFinishRuns(b, completer.Params(w.cfg.ID, reqs), nil) })
+	err := sendIndexed(ctx, w.ctl, func(b *pgx.Batch) { dbsqlc.QueueFinishRuns(b, completer.Params(w.cfg.ID, w.cfg.keep(), reqs), nil) })
 	if err != nil {
 		w.log.Warn("venturi: release of stuck runs failed; their leases will expire", "err", err)
 	}

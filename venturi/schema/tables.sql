@@ -138,6 +138,18 @@ CREATE TABLE venturi_gate (
 CREATE INDEX venturi_gate_full_idx ON venturi_gate USING btree (kind) WHERE full_until IS NOT NULL;
 CREATE INDEX venturi_gate_open_idx ON venturi_gate USING btree (kind) WHERE open_until IS NOT NULL;
 
+-- venturi_history_partition
+
+CREATE TABLE venturi_history_partition (
+    name text                     NOT NULL,
+    lo   timestamp with time zone NOT NULL,
+    hi   timestamp with time zone NOT NULL,
+    CONSTRAINT venturi_history_partition_pkey PRIMARY KEY (name),
+    CONSTRAINT venturi_history_partition_bounds CHECK (lo < hi)
+);
+
+CREATE INDEX venturi_history_partition_hi_idx ON venturi_history_partition USING btree (hi);
+
 -- venturi_hook
 
 CREATE TABLE venturi_hook (
@@ -234,10 +246,6 @@ CREATE TRIGGER venturi_job_done AFTER UPDATE OF state ON venturi_job
     WHEN (new.await_channel IS NOT NULL AND (new.state = ANY (ARRAY['completed'::venturi_job_state, 'dead'::venturi_job_state, 'cancelled'::venturi_job_state])) AND old.state IS DISTINCT FROM new.state)
     EXECUTE FUNCTION venturi_job_done();
 
-CREATE TRIGGER venturi_job_extras_delete AFTER DELETE ON venturi_job REFERENCING OLD TABLE AS gone
-    FOR EACH STATEMENT
-    EXECUTE FUNCTION venturi_job_extras_delete();
-
 CREATE TRIGGER venturi_job_vt_insert BEFORE INSERT ON venturi_job
     FOR EACH ROW
     WHEN (new.state = 'available'::venturi_job_state AND new.part IS NOT NULL)
@@ -248,15 +256,49 @@ CREATE TRIGGER venturi_job_vt_update BEFORE UPDATE OF state, part, queue, priori
     WHEN (new.state = 'available'::venturi_job_state AND new.part IS NOT NULL AND (old.state <> 'available'::venturi_job_state OR old.part IS DISTINCT FROM new.part OR old.queue <> new.queue OR old.priority <> new.priority))
     EXECUTE FUNCTION venturi_job_vt();
 
-CREATE TRIGGER venturi_journal_delete AFTER DELETE ON venturi_job
-    FOR EACH ROW
-    WHEN (old.journal_moved > 0)
-    EXECUTE FUNCTION venturi_journal_delete();
-
 CREATE TRIGGER venturi_journal_move AFTER UPDATE OF journal ON venturi_job
     FOR EACH ROW
     WHEN (jsonb_array_length(new.journal) > 32)
     EXECUTE FUNCTION venturi_journal_move();
+
+-- venturi_job_history
+
+CREATE TABLE venturi_job_history (
+    id                uuid                     NOT NULL,
+    kind              text                     NOT NULL,
+    state             venturi_job_state        NOT NULL,
+    priority          smallint                 NOT NULL,
+    dedup_key         text,
+    payload           jsonb                    NOT NULL,
+    carry             jsonb,
+    run_at            timestamp with time zone NOT NULL,
+    runs              integer                  NOT NULL,
+    failures          integer                  NOT NULL,
+    max_failures      integer                  NOT NULL,
+    worker_id         text,
+    attempted_at      timestamp with time zone,
+    journal           jsonb                    NOT NULL,
+    created_at        timestamp with time zone NOT NULL,
+    finished_at       timestamp with time zone NOT NULL,
+    journal_moved     bigint                   NOT NULL,
+    journal_dropped   jsonb,
+    queue             text                     NOT NULL,
+    part              text,
+    slot_key          text,
+    slot_limit        integer,
+    slot_policy       smallint,
+    breaker           text,
+    stop_requested_at timestamp with time zone,
+    stop_event        text,
+    stop_note         text,
+    events            boolean                  NOT NULL,
+    meta              jsonb,
+    prune_at          timestamp with time zone NOT NULL,
+    CONSTRAINT venturi_job_history_state_check CHECK (state = ANY (ARRAY['completed'::venturi_job_state, 'dead'::venturi_job_state, 'cancelled'::venturi_job_state]))
+) PARTITION BY RANGE (prune_at);
+
+CREATE INDEX venturi_job_history_finished_idx ON venturi_job_history USING btree (state, finished_at, id);
+CREATE INDEX venturi_job_history_id_idx ON venturi_job_history USING btree (id);
 
 -- venturi_journal
 
@@ -390,3 +432,76 @@ CREATE TABLE venturi_step (
     CONSTRAINT venturi_step_pkey PRIMARY KEY (job_id, name),
     CONSTRAINT venturi_step_name_check CHECK (name <> ''::text AND length(name) <= 128)
 );
+
+-- Views
+
+CREATE VIEW venturi_job_all AS
+ SELECT j.id,
+    j.kind,
+    j.state,
+    j.priority,
+    j.dedup_key,
+    j.payload,
+    j.carry,
+    j.run_at,
+    j.runs,
+    j.failures,
+    j.max_failures,
+    j.lease_token,
+    j.lease_expires_at,
+    j.worker_id,
+    j.attempted_at,
+    j.journal,
+    j.created_at,
+    j.finished_at,
+    j.journal_moved,
+    j.journal_dropped,
+    j.queue,
+    j.part,
+    j.slot_key,
+    j.slot_limit,
+    j.slot_policy,
+    j.breaker,
+    j.stop_requested_at,
+    j.stop_event,
+    j.stop_note,
+    j.await_channel,
+    j.wait_signals,
+    j.events,
+    j.meta
+   FROM venturi_job j
+UNION ALL
+ SELECT h.id,
+    h.kind,
+    h.state,
+    h.priority,
+    h.dedup_key,
+    h.payload,
+    h.carry,
+    h.run_at,
+    h.runs,
+    h.failures,
+    h.max_failures,
+    NULL::bigint AS lease_token,
+    NULL::timestamp with time zone AS lease_expires_at,
+    h.worker_id,
+    h.attempted_at,
+    h.journal,
+    h.created_at,
+    h.finished_at,
+    h.journal_moved,
+    h.journal_dropped,
+    h.queue,
+    h.part,
+    h.slot_key,
+    h.slot_limit,
+    h.slot_policy,
+    h.breaker,
+    h.stop_requested_at,
+    h.stop_event,
+    h.stop_note,
+    NULL::text AS await_channel,
+    NULL::text[] AS wait_signals,
+    h.events,
+    h.meta
+   FROM venturi_job_history h;

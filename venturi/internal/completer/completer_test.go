@@ -167,7 +167,7 @@ func (b *testBundle) row(t *testing.T, id ulid.ULID) row {
 	var r row
 	var journal []byte
 	err := b.pool.QueryRow(context.Background(),
-		`SELECT state::text, lease_token, failures, carry, journal FROM venturi_job WHERE id = $1`,
+		`SELECT state::text, lease_token, failures, carry, journal FROM venturi_job_all WHERE id = $1`,
 		pgtype.UUID{Bytes: id, Valid: true}).Scan(&r.state, &r.token, &r.failures, &r.carry, &journal)
 	if err != nil {
 		t.Fatalf("row %s: %v", id, err)

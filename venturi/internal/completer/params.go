@@ -11,20 +11,27 @@ import (
 	"github.com/venturi-dev/venturi/internal/journalenc"
 )
 
+// Retention is how long a job that ended stays in venturi_job_history, by its state
+// (cancelled jobs as completed ones); a negative one keeps nothing.
+type Retention struct {
+	Completed, Dead time.Duration
+}
+
 // Params builds one FinishRuns statement for the ends of runs, recording worker as the
-// runs' worker. Each journal entry is complete: the run's start is the claim's database
+// runs' worker and keeping the jobs that end for keep. Each journal entry is complete: the run's start is the claim's database
 // time, and its end (the entry's At) that time plus the duration the worker measured from
 // the claim's reply to the handler's return.
 // The entries are written by hand into one buffer and sliced out of a single string, so
 // a batch of hundreds of runs costs a handful of allocations instead of several per run.
 // (One JSON parameter read with jsonb_to_recordset allocated even less, but cost the
 // server a quarter more CPU per run than these arrays: bench/FINDINGS.md.)
-func Params(worker string, ends []*jobrun.End) dbsqlc.FinishRunsParams {
+func Params(worker string, keep Retention, ends []*jobrun.End) dbsqlc.FinishRunsParams {
 	n := len(ends)
 	p := dbsqlc.FinishRunsParams{
 		Ids: make([]pgtype.UUID, n), Tokens: make([]int64, n), States: make([]string, n),
 		DelaysUs: make([]int64, n), Failed: make([]bool, n), SetCarry: make([]bool, n),
 		Carries: make([]string, n), Entries: make([]string, n),
+		RetainCompletedUs: RetainUs(keep.Completed), RetainDeadUs: RetainUs(keep.Dead),
 	}
 	var buf []byte
 	stops := make([]int, n)
@@ -47,6 +54,15 @@ func Params(worker string, ends []*jobrun.End) dbsqlc.FinishRunsParams {
 		p.Entries[i], start = all[start:end], end
 	}
 	return p
+}
+
+// RetainUs is a retention in the microseconds the SQL layer takes: -1 when nothing is
+// kept.
+func RetainUs(d time.Duration) int64 {
+	if d < 0 {
+		return -1
+	}
+	return d.Microseconds()
 }
 
 // delayOf converts a duration into the microseconds the SQL layer takes.

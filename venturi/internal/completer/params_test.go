@@ -48,7 +48,7 @@ func TestParamsRoundTrip(t *testing.T) {
 			Entry: journalenc.Entry{Event: string(venturi.EventDead), Note: strings.Repeat("é", 100)}},
 	}
 	const worker = `host-1-"odd"\worker`
-	p := completer.Params(worker, ends)
+	p := completer.Params(worker, completer.Retention{Completed: time.Hour, Dead: time.Hour}, ends)
 	if len(p.Ids) != len(ends) || len(p.Entries) != len(ends) || len(p.Carries) != len(ends) {
 		t.Fatalf("%d ids, %d entries, %d carries for %d runs", len(p.Ids), len(p.Entries), len(p.Carries), len(ends))
 	}
@@ -95,6 +95,6 @@ func BenchmarkParams(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = completer.Params("worker-1", ends)
+		_ = completer.Params("worker-1", completer.Retention{}, ends)
 	}
 }

@@ -33,6 +33,8 @@ type TxFunc func(ctx context.Context, fn func(pgx.Tx) error) error
 type Writer struct {
 	// Worker is the worker's ID, recorded in every journal entry. Required.
 	Worker string
+	// Keep is how long the jobs whose runs end them stay in venturi_job_history.
+	Keep Retention
 	// Queries are the generated queries. Required.
 	Queries *dbsqlc.Queries
 	// Channel is the notification channel that wakes workers ("": none).
@@ -57,12 +59,12 @@ type Writer struct {
 func (w *Writer) Write(ctx context.Context, ends []*jobrun.End, wakeGated bool) ([]pgtype.UUID, error) {
 	var ids []pgtype.UUID
 	if !slices.ContainsFunc(ends, func(r *jobrun.End) bool { return needsTx(r, wakeGated && w.Channel != "") }) {
-		err := w.Send(ctx, func(b *pgx.Batch) { dbsqlc.QueueFinishRuns(b, Params(w.Worker, ends), &ids) })
+		err := w.Send(ctx, func(b *pgx.Batch) { dbsqlc.QueueFinishRuns(b, Params(w.Worker, w.Keep, ends), &ids) })
 		return ids, err
 	}
 	err := w.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		if ids, err = w.Queries.FinishRuns(ctx, tx, Params(w.Worker, ends)); err != nil {
+		if ids, err = w.Queries.FinishRuns(ctx, tx, Params(w.Worker, w.Keep, ends)); err != nil {
 			return err
 		}
 		return AfterFinish(ctx, tx, w.Queries, w.Channel, ends, ids, wakeGated, w.Logger)

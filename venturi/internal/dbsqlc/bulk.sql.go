@@ -98,16 +98,30 @@ const deleteJobs = `-- name: DeleteJobs :one
 WITH gone AS (
     DELETE FROM venturi_job j
     WHERE j.id = ANY(ARRAY(SELECT unnest($1::uuid[]))) AND j.state <> 'running'
-    RETURNING j.queue, j.kind, j.state, j.finished_at
+    RETURNING j.id, j.queue, j.kind, j.state, j.finished_at
+), gone_finished AS (
+    DELETE FROM venturi_job_history h
+    WHERE h.id = ANY(ARRAY(SELECT unnest($1::uuid[])))
+    RETURNING h.id, h.queue, h.kind, h.state, h.finished_at
+), g AS (
+    SELECT id, queue, kind, state, finished_at FROM gone UNION ALL SELECT id, queue, kind, state, finished_at FROM gone_finished
+), journal AS (
+    DELETE FROM venturi_journal x WHERE x.job_id = ANY(ARRAY(SELECT g.id FROM g))
+), signals AS (
+    DELETE FROM venturi_signal x WHERE x.job_id = ANY(ARRAY(SELECT g.id FROM g))
+), hooks AS (
+    DELETE FROM venturi_hook x WHERE x.job_id = ANY(ARRAY(SELECT g.id FROM g))
+), steps AS (
+    DELETE FROM venturi_step x WHERE x.job_id = ANY(ARRAY(SELECT g.id FROM g))
 )
 SELECT COALESCE(venturi_stats_forget(array_agg(g.queue), array_agg(g.kind), array_agg(g.state::text),
                                      array_agg(g.finished_at)), 0)::bigint AS deleted
-FROM gone g
+FROM g
 `
 
-// Deletes the given jobs unless they are running (re-read under the row lock), with their
-// journals, signals, hooks and steps (the delete triggers), and subtracts the finished ones
-// from the stats' finished counts. Returns how many it deleted.
+// Deletes the given jobs unless they are running (re-read under the row lock), pending or
+// finished, with their moved journal entries, signals, hooks and steps, and subtracts the
+// finished ones from the stats' finished counts. Returns how many it deleted.
 func (q *Queries) DeleteJobs(ctx context.Context, db DBTX, ids []pgtype.UUID) (int64, error) {
 	row := db.QueryRow(ctx, deleteJobs, ids)
 	var deleted int64
@@ -133,12 +147,35 @@ WITH old AS (
     FROM old
     WHERE j.id = old.id
     RETURNING j.id, j.kind, j.queue, old.state AS old_state, old.finished_at AS old_finished
+), back AS (
+    DELETE FROM venturi_job_history h
+    WHERE h.id = ANY(ARRAY(SELECT unnest($1::uuid[])))
+      AND NOT COALESCE(h.slot_key, '') LIKE 'venturi.singleton:%'
+    RETURNING h.id, h.kind, h.state, h.priority, h.dedup_key, h.payload, h.carry, h.run_at, h.runs, h.failures, h.max_failures, h.worker_id, h.attempted_at, h.journal, h.created_at, h.finished_at, h.journal_moved, h.journal_dropped, h.queue, h.part, h.slot_key, h.slot_limit, h.slot_policy, h.breaker, h.stop_requested_at, h.stop_event, h.stop_note, h.events, h.meta, h.prune_at
+), ins AS (
+    INSERT INTO venturi_job (id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures,
+        max_failures, worker_id, attempted_at, journal, created_at, journal_moved, journal_dropped, queue, part,
+        slot_key, slot_limit, slot_policy, breaker, events, meta)
+    SELECT b.id, b.kind, 'available', b.priority, b.dedup_key, b.payload, b.carry, now(), b.runs, 0,
+           b.max_failures, b.worker_id, b.attempted_at,
+           b.journal || jsonb_build_array(jsonb_build_object('event', 'retried', 'note', $2::text, 'at', now())),
+           b.created_at, b.journal_moved, b.journal_dropped, b.queue,
+           CASE WHEN b.part IS NULL AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = b.kind AND vk.limited)
+                THEN '' ELSE b.part END,
+           b.slot_key, b.slot_limit, b.slot_policy, b.breaker, b.events, b.meta
+    FROM back b
+    RETURNING id
+), changed AS (
+    SELECT u.kind, u.queue, u.old_state::text AS old_state, u.old_finished FROM upd u
+    UNION ALL
+    SELECT b.kind, b.queue, b.state::text, b.finished_at FROM back b
 )
 SELECT count(*)::bigint AS changed,
-       COALESCE(array_agg(DISTINCT u.kind), '{}')::text[] AS kinds,
-       COALESCE(venturi_stats_forget(array_agg(u.queue), array_agg(u.kind), array_agg(u.old_state::text),
-                                     array_agg(u.old_finished)), 0)::bigint AS forgotten
-FROM upd u
+       COALESCE(array_agg(DISTINCT c.kind), '{}')::text[] AS kinds,
+       COALESCE(venturi_stats_forget(array_agg(c.queue), array_agg(c.kind), array_agg(c.old_state),
+                                     array_agg(c.old_finished)), 0)::bigint AS forgotten,
+       (SELECT count(*) FROM ins)::bigint AS moved_back
+FROM changed c
 `
 
 type RetryJobsParams struct {
@@ -150,17 +187,25 @@ type RetryJobsRow struct {
 	Changed   int64
 	Kinds     []string
 	Forgotten int64
+	MovedBack int64
 }
 
 // Makes the given jobs available now, with their failures forgotten and a retried entry in
 // their journals, unless they left the states a retry applies to (dead, cancelled,
 // completed, scheduled) since they were listed: the row lock re-reads each one. A finished
-// job of a supervised singleton is left alone (its workers ensure its live job). The
-// finished ones are subtracted from the stats' finished counts in the same statement.
-// Returns how many changed and their kinds (to notify the workers).
+// job moves back from the history into venturi_job (its retried event is written by
+// venturi_event_write as it is inserted). A finished job of a supervised singleton is left
+// alone (its workers ensure its live job). The finished ones are subtracted from the stats'
+// finished counts in the same statement. Returns how many changed and their kinds (to
+// notify the workers).
 func (q *Queries) RetryJobs(ctx context.Context, db DBTX, arg RetryJobsParams) (*RetryJobsRow, error) {
 	row := db.QueryRow(ctx, retryJobs, arg.Ids, arg.Note)
 	var i RetryJobsRow
-	err := row.Scan(&i.Changed, &i.Kinds, &i.Forgotten)
+	err := row.Scan(
+		&i.Changed,
+		&i.Kinds,
+		&i.Forgotten,
+		&i.MovedBack,
+	)
 	return &i, err
 }

@@ -14,7 +14,7 @@ import (
 
 const countJobs = `-- name: CountJobs :many
 SELECT kind, state, count(*)::bigint AS jobs
-FROM venturi_job
+FROM venturi_job_all
 GROUP BY kind, state
 ORDER BY kind, state
 `
@@ -25,6 +25,7 @@ type CountJobsRow struct {
 	Jobs  int64
 }
 
+// Every job, pending or finished, by kind and state (a full count: for tests and tools).
 func (q *Queries) CountJobs(ctx context.Context, db DBTX) ([]*CountJobsRow, error) {
 	rows, err := db.Query(ctx, countJobs)
 	if err != nil {
@@ -68,7 +69,7 @@ SELECT now()::timestamptz AS now,
                                                           WHERE rg.key = 'r' || chr(31) || $3::text
                                                                 || CASE WHEN k.rate_by_part THEN chr(31) || $4::text ELSE '' END) w
            WHERE w.at > now() - k.rate_period)) * 1000000)::bigint, -1)::bigint AS rate_frees_in_us,
-       COALESCE((SELECT j.max_failures FROM venturi_job j WHERE j.id = $5), 0)::int AS max_failures,
+       COALESCE((SELECT j.max_failures FROM venturi_job_all j WHERE j.id = $5), 0)::int AS max_failures,
        COALESCE((SELECT j.wait_signals FROM venturi_job j WHERE j.id = $5), '{}')::text[] AS wait_signals,
        (SELECT count(*) FROM venturi_signal s WHERE s.job_id = $5 AND s.consumed_token IS NULL)::bigint AS pending_signals
 FROM (SELECT 1) AS one
@@ -143,7 +144,7 @@ SELECT j.id, j.kind, j.state, j.priority, j.dedup_key, j.payload, j.carry, j.run
        (b.threshold IS NOT NULL)::bool AS has_breaker,
        COALESCE(b.fails, 0)::int AS brk_fails, b.open_until AS brk_open_until, b.probe_until AS brk_probe_until,
        COALESCE(b.updated_at, j.created_at)::timestamptz AS brk_updated_at, COALESCE(b.threshold, 0)::int AS brk_threshold
-FROM venturi_job j
+FROM venturi_job_all j
 LEFT JOIN LATERAL (
     SELECT g.fails, g.open_until, g.probe_until, g.updated_at, k.brk_failures::int AS threshold
     FROM venturi_kind k
@@ -189,7 +190,7 @@ type GetJobRow struct {
 	BrkThreshold    int32
 }
 
-// The job and, when its kind has a breaker that has seen a claim, the breaker it reports
+// The job, wherever it is (venturi_job_all: pending or finished), and, when its kind has a breaker that has seen a claim, the breaker it reports
 // to (CircuitOf's join, in the same statement: Queue.Job is one round trip).
 func (q *Queries) GetJob(ctx context.Context, db DBTX, id pgtype.UUID) (*GetJobRow, error) {
 	row := db.QueryRow(ctx, getJob, id)
@@ -350,7 +351,7 @@ SELECT j.id, j.kind, j.state, j.priority, j.dedup_key, j.payload, j.carry, j.run
        (b.threshold IS NOT NULL)::bool AS has_breaker,
        COALESCE(b.fails, 0)::int AS brk_fails, b.open_until AS brk_open_until, b.probe_until AS brk_probe_until,
        COALESCE(b.updated_at, j.created_at)::timestamptz AS brk_updated_at, COALESCE(b.threshold, 0)::int AS brk_threshold
-FROM venturi_job j
+FROM venturi_job_all j
 LEFT JOIN LATERAL (
     SELECT g.fails, g.open_until, g.probe_until, g.updated_at, k.brk_failures::int AS threshold
     FROM venturi_kind k
@@ -465,7 +466,7 @@ const journalPage = `-- name: JournalPage :many
 SELECT e.seq::bigint AS seq, e.entry::jsonb AS entry
 FROM (
     SELECT j.journal_moved + r.ord AS seq, r.entry
-    FROM venturi_job j, jsonb_array_elements(j.journal) WITH ORDINALITY AS r(entry, ord)
+    FROM venturi_job_all j, jsonb_array_elements(j.journal) WITH ORDINALITY AS r(entry, ord)
     WHERE j.id = $1
     UNION ALL
     SELECT m.seq, m.entry
@@ -489,8 +490,8 @@ type JournalPageRow struct {
 }
 
 // Up to max entries of one job's journal numbered below before (its whole journal when
-// before is NULL), newest first: the entries still in the job's row and those moved to
-// venturi_journal, read in one snapshot.
+// before is NULL), newest first: the entries still in the job's row (pending or finished)
+// and those moved to venturi_journal, read in one snapshot.
 func (q *Queries) JournalPage(ctx context.Context, db DBTX, arg JournalPageParams) ([]*JournalPageRow, error) {
 	rows, err := db.Query(ctx, journalPage, arg.ID, arg.Before, arg.Max)
 	if err != nil {

@@ -16,7 +16,7 @@ const countMatchingJobs = `-- name: CountMatchingJobs :many
 SELECT c.state::text AS state, c.singleton::bool AS singleton, count(*)::bigint AS n
 FROM (
     SELECT j.state, starts_with(COALESCE(j.part, ''), $1::text) AS singleton
-    FROM venturi_job j
+    FROM venturi_job_all j
     -- The one state of a filter on one, as its type: the state's partial index applies.
     WHERE ($2::venturi_job_state IS NULL OR j.state = $2::venturi_job_state)
       AND (cardinality($3::uuid[]) = 0 OR j.id = ANY($3::uuid[]))
@@ -141,7 +141,7 @@ WITH m AS NOT MATERIALIZED (
                 WHERE NOT EXISTS (SELECT 1 FROM jsonb_array_elements(j.journal) AS e(x)
                                   WHERE venturi_json_text(e.x->'attachment', string_to_array(am.p, chr(31))) = am.v)))
            ) AS hit
-    FROM venturi_job j
+    FROM venturi_job_all j
     WHERE (cardinality($19::uuid[]) = 0 OR j.id = ANY($19::uuid[]))
       AND (cardinality($20::text[]) = 0 OR j.state = ANY(($20::text[])::venturi_job_state[]))
       AND (cardinality($21::text[]) = 0 OR j.kind = ANY($21::text[]))
@@ -238,7 +238,7 @@ FROM (
      WHERE (w.hit AND w.hits <= $6::int) OR (w.rn = $5::int AND w.hits < $6::int)
      LIMIT $6::int)
 ) p
-JOIN venturi_job j ON j.id = p.id
+JOIN venturi_job_all j ON j.id = p.id
 `
 
 type ListJobsParams struct {
@@ -297,7 +297,8 @@ type ListJobsRow struct {
 	Hit            bool
 }
 
-// One page of the jobs that match a filter, in one of the listing orders (order_by): each
+// One page of the jobs that match a filter, pending or finished (venturi_job_all: venturi_job
+// and venturi_job_history in one snapshot), in one of the listing orders (order_by): each
 // branch below walks one index in its order from the cursor, and the planner drops the
 // branches and filters whose parameters rule them out (the transaction plans every
 // execution for its parameters, see ListSettings). The filter (m) is written once and
@@ -322,7 +323,7 @@ type ListJobsRow struct {
 // the page's IDs in its order; the caller sorts the rows again (the join that reads them
 // may not keep it). summary false skips the journal (the bulk actions' walk reads only
 // IDs and states).
-// The page's rows by primary key, in the listing's snapshot.
+// The page's rows by ID, in the listing's snapshot.
 func (q *Queries) ListJobs(ctx context.Context, db DBTX, arg ListJobsParams) ([]*ListJobsRow, error) {
 	rows, err := db.Query(ctx, listJobs,
 		arg.Summary,

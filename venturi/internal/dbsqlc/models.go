@@ -140,6 +140,12 @@ type VenturiGate struct {
 	FullUntil  *time.Time
 }
 
+type VenturiHistoryPartition struct {
+	Name string
+	Lo   time.Time
+	Hi   time.Time
+}
+
 type VenturiHook struct {
 	TokenHash  []byte
 	JobID      pgtype.UUID
@@ -188,6 +194,75 @@ type VenturiJob struct {
 	Events          bool
 	Meta            []byte
 	Vt              pgtype.Int8
+}
+
+type VenturiJobAll struct {
+	ID              pgtype.UUID
+	Kind            string
+	State           VenturiJobState
+	Priority        int16
+	DedupKey        pgtype.Text
+	Payload         []byte
+	Carry           []byte
+	RunAt           time.Time
+	Runs            int32
+	Failures        int32
+	MaxFailures     int32
+	LeaseToken      pgtype.Int8
+	LeaseExpiresAt  *time.Time
+	WorkerID        pgtype.Text
+	AttemptedAt     *time.Time
+	Journal         []byte
+	CreatedAt       time.Time
+	FinishedAt      *time.Time
+	JournalMoved    int64
+	JournalDropped  []byte
+	Queue           string
+	Part            pgtype.Text
+	SlotKey         pgtype.Text
+	SlotLimit       pgtype.Int4
+	SlotPolicy      pgtype.Int2
+	Breaker         pgtype.Text
+	StopRequestedAt *time.Time
+	StopEvent       pgtype.Text
+	StopNote        pgtype.Text
+	AwaitChannel    pgtype.Text
+	WaitSignals     []string
+	Events          bool
+	Meta            []byte
+}
+
+type VenturiJobHistory struct {
+	ID              pgtype.UUID
+	Kind            string
+	State           VenturiJobState
+	Priority        int16
+	DedupKey        pgtype.Text
+	Payload         []byte
+	Carry           []byte
+	RunAt           time.Time
+	Runs            int32
+	Failures        int32
+	MaxFailures     int32
+	WorkerID        pgtype.Text
+	AttemptedAt     *time.Time
+	Journal         []byte
+	CreatedAt       time.Time
+	FinishedAt      time.Time
+	JournalMoved    int64
+	JournalDropped  []byte
+	Queue           string
+	Part            pgtype.Text
+	SlotKey         pgtype.Text
+	SlotLimit       pgtype.Int4
+	SlotPolicy      pgtype.Int2
+	Breaker         pgtype.Text
+	StopRequestedAt *time.Time
+	StopEvent       pgtype.Text
+	StopNote        pgtype.Text
+	Events          bool
+	Meta            []byte
+	PruneAt         time.Time
 }
 
 type VenturiJournal struct {

@@ -117,6 +117,18 @@ func (q *Queries) DisposeHook(ctx context.Context, db DBTX, tokenHash []byte) (i
 	return result.RowsAffected(), nil
 }
 
+const finishedJobState = `-- name: FinishedJobState :one
+SELECT h.state FROM venturi_job_history h WHERE h.id = $1
+`
+
+// The state of a job in the history of finished jobs (no row: it is not there).
+func (q *Queries) FinishedJobState(ctx context.Context, db DBTX, id pgtype.UUID) (VenturiJobState, error) {
+	row := db.QueryRow(ctx, finishedJobState, id)
+	var state VenturiJobState
+	err := row.Scan(&state)
+	return state, err
+}
+
 const jobByKey = `-- name: JobByKey :one
 SELECT id FROM venturi_job
 WHERE kind = $1::text AND dedup_key = $2::text AND state IN ('scheduled', 'available', 'running', 'waiting')

@@ -44,22 +44,25 @@ type Maintainer struct {
 	cfg       MaintainerConfig // as given to the constructor
 	rescuer   *Rescuer         // counts what the leases duty rescued
 	sweeper   *GateSweeper     // says when the gates duty is due
+	orphans   *OrphanSweeper   // says when the orphans duty is due
 	leases    *Duty            // rescue and promotion
 	retention *Duty            // pruning
 	gates     *Duty            // the idle gates' sweep
+	orphaned  *Duty            // the sweep of what gone jobs left
 }
 
 // NewMaintainer returns a maintainer of the duties made of the services given, which
 // take their locks through q.
-func NewMaintainer(cfg MaintainerConfig, q *dbsqlc.Queries, rescuer *Rescuer, promoter *Promoter, pruner *Pruner, sweeper *GateSweeper) *Maintainer {
+func NewMaintainer(cfg MaintainerConfig, q *dbsqlc.Queries, rescuer *Rescuer, promoter *Promoter, pruner *Pruner, sweeper *GateSweeper, orphans *OrphanSweeper) *Maintainer {
 	budget := Budget(cfg.Interval)
 	duty := func(name string, lock LockFunc, steps ...Step) *Duty {
 		return NewDuty(DutyConfig{Name: name, Lock: lock, Steps: steps, Budget: budget, InTx: cfg.InTx, Logger: cfg.Logger})
 	}
-	return &Maintainer{cfg: cfg, rescuer: rescuer, sweeper: sweeper,
+	return &Maintainer{cfg: cfg, rescuer: rescuer, sweeper: sweeper, orphans: orphans,
 		leases:    duty("leases", q.TryMaintenanceLock, rescuer.Step(), promoter.Step()),
 		retention: duty("retention", q.TryRetentionLock, pruner.Steps()...),
 		gates:     duty("gates", q.TryRetentionLock, sweeper.Step()),
+		orphaned:  duty("orphans", q.TryRetentionLock, orphans.Step()),
 	}
 }
 
@@ -117,6 +120,13 @@ func (m *Maintainer) runRetention(ctx context.Context) {
 				m.cfg.Logger.Warn("venturi: pruning idle gates failed", "err", err, "transient", pgerr.IsTransient(err))
 			}
 			m.sweeper.Swept(err) // swept (or another worker sweeps, or it failed): later
+		}
+		if m.orphans.Due() {
+			_, err := m.orphaned.TickAll(ctx)
+			if err != nil && ctx.Err() == nil {
+				m.cfg.Logger.Warn("venturi: sweeping what gone jobs left failed", "err", err, "transient", pgerr.IsTransient(err))
+			}
+			m.orphans.Swept(err)
 		}
 		if m.cfg.AfterRetention != nil {
 			m.cfg.AfterRetention(ctx)

@@ -51,9 +51,11 @@ func TestMaintainer(t *testing.T) {
 			maintenance.NewRescuer(maintenance.RescuerConfig{Batch: 10, Lease: time.Millisecond, Logger: b.log,
 				RecordBreakers: func(context.Context, pgx.Tx, dbsqlc.BreakerRecordParams) error { return nil }}, b.q),
 			maintenance.NewPromoter(maintenance.PromoterConfig{Batch: 10}, b.q),
-			maintenance.NewPruner(maintenance.PrunerConfig{Batch: 10, RetainCompleted: time.Hour, RetainDead: time.Hour}, b.q),
+			maintenance.NewPruner(maintenance.PrunerConfig{Batch: 10, RetainCompleted: time.Hour, RetainDead: time.Hour,
+				Partition: time.Hour, LockTimeout: time.Second, Logger: b.log}, b.q),
 			maintenance.NewGateSweeper(maintenance.GateSweeperConfig{Batch: 10, RetainIdleGates: time.Hour,
-				Interval: interval, Logger: b.log}, b.q))
+				Interval: interval, Logger: b.log}, b.q),
+			maintenance.NewOrphanSweeper(maintenance.OrphanSweeperConfig{Batch: 10, Every: time.Hour, Logger: b.log}, b.q))
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); m.Run(ctx) }()
@@ -61,7 +63,7 @@ func TestMaintainer(t *testing.T) {
 		if got := b.jobState(t, "expired"); got != "available" {
 			t.Errorf("after OnRescued the job is %q, want available", got)
 		}
-		wait(t, retained, "retention tick") // the job was inserted before Run: the first tick prunes it
+		wait(t, retained, "retention tick") // the job was inserted before Run: the first tick deletes it (past its retention)
 		if got := b.jobState(t, "old"); got != "" {
 			t.Errorf("after a retention tick the finished job is still there (%q)", got)
 		}

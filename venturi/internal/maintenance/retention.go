@@ -6,26 +6,42 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
+	"github.com/venturi-dev/venturi/internal/pgerr"
 )
 
 // PrunerConfig configures a Pruner.
 type PrunerConfig struct {
-	// Batch is the most jobs, or events, one statement deletes.
+	// Batch is the most jobs, or events, one statement moves or deletes.
 	Batch int
-	// RetainCompleted is how long completed and cancelled jobs are kept after they finish.
+	// RetainCompleted is how long completed and cancelled jobs are kept in the history
+	// after they finish; negative: not kept (deleted).
 	RetainCompleted time.Duration
-	// RetainDead is how long dead jobs are kept after they finish.
+	// RetainDead is how long dead jobs are kept, as RetainCompleted.
 	RetainDead time.Duration
+	// Partition is the time span of the history partitions the pruner creates.
+	Partition time.Duration
+	// LockTimeout bounds how long attaching or dropping a partition waits for the history
+	// table's lock (a drop locks out the finishes that insert into it meanwhile); a step
+	// that times out tries again at the next round.
+	LockTimeout time.Duration
+	// Logger receives the partitions created and dropped (debug), and a warning when the
+	// partitions made ahead do not reach a retention.
+	Logger *slog.Logger
 }
 
-// A Pruner deletes finished jobs past their retention, and forgets them in the stats
-// (PruneFinished), and the events of the durable stream, which are kept as long as the
-// jobs they describe (PruneEvents).
+// A Pruner keeps the history of finished jobs (venturi_job_history): it creates its
+// partitions ahead (HistoryExtend), moves the jobs that ended in venturi_job other than
+// by a worker's finish into it (SweepEnded), and drops the partitions whose jobs are all
+// past their prune time (HistoryDrop), which is retention: no job is deleted row by row.
+// It also deletes the events of the durable stream, which are kept as long as the jobs
+// they describe (PruneEvents).
 type Pruner struct {
-	cfg PrunerConfig    // as given to the constructor
-	q   *dbsqlc.Queries // the generated statements
+	cfg    PrunerConfig    // as given to the constructor
+	q      *dbsqlc.Queries // the generated statements
+	warned time.Time       // when it last warned that the partitions fall short
 }
 
 // NewPruner returns a pruner that runs q's statements.
@@ -33,38 +49,224 @@ func NewPruner(cfg PrunerConfig, q *dbsqlc.Queries) *Pruner {
 	return &Pruner{cfg: cfg, q: q}
 }
 
-// Steps are the pruner's steps of the retention duty: completed, dead and cancelled jobs,
-// then events.
+// Steps are the pruner's steps of the retention duty: partitions ahead, the sweep of
+// ended jobs, the drop of due partitions (one a batch), then events.
 func (p *Pruner) Steps() []Step {
 	return []Step{
-		{Name: "prune_completed", Batch: p.cfg.Batch, Do: p.pruneJobs(dbsqlc.VenturiJobStateCompleted, p.cfg.RetainCompleted)},
-		{Name: "prune_dead", Batch: p.cfg.Batch, Do: p.pruneJobs(dbsqlc.VenturiJobStateDead, p.cfg.RetainDead)},
-		{Name: "prune_cancelled", Batch: p.cfg.Batch, Do: p.pruneJobs(dbsqlc.VenturiJobStateCancelled, p.cfg.RetainCompleted)},
+		{Name: "history_extend", Batch: 1, Do: p.Extend},
+		{Name: "sweep_ended", Batch: p.cfg.Batch, Do: p.SweepEnded},
+		{Name: "history_drop", Batch: 1, Do: p.DropDue},
 		{Name: "prune_events", Batch: p.cfg.Batch, Do: p.PruneEvents},
 	}
 }
 
-// pruneJobs returns the step that deletes a batch of jobs in state finished more than age
-// ago, and forgets them in the stats.
-func (p *Pruner) pruneJobs(state dbsqlc.VenturiJobState, age time.Duration) func(context.Context, pgx.Tx) (int, error) {
-	return func(ctx context.Context, tx pgx.Tx) (int, error) {
-		return p.PruneJobs(ctx, tx, state, age)
-	}
+// Ahead is how far ahead of now the partitions must reach: the longer retention (of
+// those that keep jobs), plus two partitions.
+func (p *Pruner) Ahead() time.Duration {
+	return max(p.cfg.RetainCompleted, p.cfg.RetainDead, 0) + 2*p.cfg.Partition
 }
 
-// PruneJobs deletes, in tx, a batch of jobs in state finished more than age ago, forgets
-// them in the stats, and returns how many it deleted.
-func (p *Pruner) PruneJobs(ctx context.Context, tx pgx.Tx, state dbsqlc.VenturiJobState, age time.Duration) (int, error) {
-	n, err := p.q.PruneFinished(ctx, tx, dbsqlc.PruneFinishedParams{State: state, AgeUs: micros(age), Max: int32(p.cfg.Batch)})
-	return int(n), err
+// Extend creates, in tx, the partitions that do not reach Ahead yet, and returns 0 (its
+// work is never left over). A lock timeout (another transaction held the history table
+// too long) leaves it to the next round.
+func (p *Pruner) Extend(ctx context.Context, tx pgx.Tx) (int, error) {
+	var created int32
+	err := savepoint(ctx, tx, func(tx pgx.Tx) (err error) {
+		created, err = p.q.HistoryExtend(ctx, tx, dbsqlc.HistoryExtendParams{
+			WidthUs: micros(p.cfg.Partition), AheadUs: micros(p.Ahead()), LockTimeoutMs: millis(p.cfg.LockTimeout)})
+		return err
+	})
+	switch {
+	case pgerr.Code(err) == pgerr.LockNotAvailable:
+		p.cfg.Logger.Debug("venturi: history partitions: lock timeout; next round", "err", err)
+		return 0, p.warnIfShort(ctx, tx)
+	case err != nil:
+		return 0, err
+	case created > 0:
+		p.cfg.Logger.Debug("venturi: history partitions created", "partitions", created, "span", p.cfg.Partition)
+	}
+	return 0, nil
+}
+
+// warnIfShort warns (at most every ten minutes) when the partitions do not reach the
+// longer retention: jobs that end now would be pruned sooner than asked.
+func (p *Pruner) warnIfShort(ctx context.Context, tx pgx.Tx) error {
+	h, err := p.q.HistoryHorizon(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if want := micros(p.Ahead() - 2*p.cfg.Partition); h.AheadUs < want && time.Since(p.warned) > 10*time.Minute {
+		p.warned = time.Now()
+		p.cfg.Logger.Warn("venturi: the history's partitions do not reach the retention: jobs that end now are pruned sooner",
+			"horizon", h.Horizon, "retention", p.Ahead()-2*p.cfg.Partition)
+	}
+	return nil
+}
+
+// SweepEnded moves, in tx, a batch of the jobs that ended in venturi_job into the history
+// (or deletes those kept for no time or already past their prune time), and returns how
+// many left venturi_job.
+func (p *Pruner) SweepEnded(ctx context.Context, tx pgx.Tx) (int, error) {
+	r, err := p.q.SweepEnded(ctx, tx, dbsqlc.SweepEndedParams{Max: int32(p.cfg.Batch),
+		RetainCompletedUs: retainUs(p.cfg.RetainCompleted), RetainDeadUs: retainUs(p.cfg.RetainDead)})
+	if err != nil {
+		return 0, err
+	}
+	return int(r.Ended), nil
+}
+
+// DropDue drops, in tx, the oldest partition whose jobs are all past their prune time
+// (taking them out of the stats), and returns 1 if it dropped one (so that the round
+// repeats while more are due), 0 otherwise. A lock timeout leaves it to the next round.
+func (p *Pruner) DropDue(ctx context.Context, tx pgx.Tx) (int, error) {
+	var dropped string
+	err := savepoint(ctx, tx, func(tx pgx.Tx) (err error) {
+		dropped, err = p.q.HistoryDrop(ctx, tx, millis(p.cfg.LockTimeout))
+		return err
+	})
+	switch {
+	case pgerr.Code(err) == pgerr.LockNotAvailable:
+		p.cfg.Logger.Debug("venturi: history partition drop: lock timeout; next round", "err", err)
+		return 0, nil
+	case err != nil:
+		return 0, err
+	case dropped == "":
+		return 0, nil
+	}
+	p.cfg.Logger.Debug("venturi: history partition dropped", "partition", dropped)
+	return 1, nil
 }
 
 // PruneEvents deletes, in tx, a batch of events older than the longer of the two
 // retentions, and returns how many it deleted.
 func (p *Pruner) PruneEvents(ctx context.Context, tx pgx.Tx) (int, error) {
 	n, err := p.q.PruneEvents(ctx, tx, dbsqlc.PruneEventsParams{
-		AgeUs: micros(max(p.cfg.RetainCompleted, p.cfg.RetainDead)), Max: int32(p.cfg.Batch)})
+		AgeUs: micros(max(p.cfg.RetainCompleted, p.cfg.RetainDead, 0)), Max: int32(p.cfg.Batch)})
 	return int(n), err
+}
+
+// savepoint runs fn in a savepoint of tx: an error of fn rolls back fn's work only, and is
+// returned.
+func savepoint(ctx context.Context, tx pgx.Tx, fn func(pgx.Tx) error) error {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fn(sp); err != nil {
+		_ = sp.Rollback(ctx)
+		return err
+	}
+	return sp.Commit(ctx)
+}
+
+// retainUs is a retention in the microseconds the SQL layer takes: -1 when nothing is
+// kept.
+func retainUs(d time.Duration) int64 {
+	if d < 0 {
+		return -1
+	}
+	return d.Microseconds()
+}
+
+// millis is d in whole milliseconds, at least 1.
+func millis(d time.Duration) int32 {
+	return int32(max(d.Milliseconds(), 1))
+}
+
+// OrphanSweeperConfig configures an OrphanSweeper.
+type OrphanSweeperConfig struct {
+	// Batch is the most jobs one statement of the sweep reads.
+	Batch int
+	// Every is how long after a pass over the four tables the next one starts (at least
+	// the maintenance interval).
+	Every time.Duration
+	// Logger receives a debug line for every batch that deleted rows.
+	Logger *slog.Logger
+}
+
+// An OrphanSweeper deletes what jobs that are gone left behind: the journal entries moved
+// out of their rows, their signals, hooks and memoized steps, once the job is in neither
+// venturi_job nor venturi_job_history (deleted by an operator, discarded as it ended, or
+// pruned with its partition). A pass is a keyset sweep of each table in job order, a
+// batch per statement. An OrphanSweeper is used by one goroutine at a time.
+type OrphanSweeper struct {
+	cfg   OrphanSweeperConfig // as given to the constructor
+	q     *dbsqlc.Queries     // the generated statements
+	table int                 // the table the pass is in (index into orphanSweeps)
+	after string              // the pass goes on in that table after this job ID
+	next  time.Time           // when the next pass starts
+}
+
+// orphanSweeps are the four tables' sweep statements, in the order of a pass.
+var orphanSweeps = []struct {
+	name  string
+	sweep func(q *dbsqlc.Queries, ctx context.Context, db dbsqlc.DBTX, after pgtype.UUID, max int32) (scanned, deleted int32, last string, err error)
+}{
+	{"journal", func(q *dbsqlc.Queries, ctx context.Context, db dbsqlc.DBTX, after pgtype.UUID, max int32) (int32, int32, string, error) {
+		r, err := q.SweepOrphanJournal(ctx, db, dbsqlc.SweepOrphanJournalParams{After: after, Max: max})
+		return r.Scanned, r.Deleted, r.LastJob, err
+	}},
+	{"signals", func(q *dbsqlc.Queries, ctx context.Context, db dbsqlc.DBTX, after pgtype.UUID, max int32) (int32, int32, string, error) {
+		r, err := q.SweepOrphanSignals(ctx, db, dbsqlc.SweepOrphanSignalsParams{After: after, Max: max})
+		return r.Scanned, r.Deleted, r.LastJob, err
+	}},
+	{"hooks", func(q *dbsqlc.Queries, ctx context.Context, db dbsqlc.DBTX, after pgtype.UUID, max int32) (int32, int32, string, error) {
+		r, err := q.SweepOrphanHooks(ctx, db, dbsqlc.SweepOrphanHooksParams{After: after, Max: max})
+		return r.Scanned, r.Deleted, r.LastJob, err
+	}},
+	{"steps", func(q *dbsqlc.Queries, ctx context.Context, db dbsqlc.DBTX, after pgtype.UUID, max int32) (int32, int32, string, error) {
+		r, err := q.SweepOrphanSteps(ctx, db, dbsqlc.SweepOrphanStepsParams{After: after, Max: max})
+		return r.Scanned, r.Deleted, r.LastJob, err
+	}},
+}
+
+// NewOrphanSweeper returns a sweeper that runs q's statements.
+func NewOrphanSweeper(cfg OrphanSweeperConfig, q *dbsqlc.Queries) *OrphanSweeper {
+	return &OrphanSweeper{cfg: cfg, q: q}
+}
+
+// Step is the sweeper as the step of a duty of its own.
+func (o *OrphanSweeper) Step() Step {
+	return Step{Name: "sweep_orphans", Batch: o.cfg.Batch, Do: o.RunOnce}
+}
+
+// Due reports whether a pass is under way or due to start.
+func (o *OrphanSweeper) Due() bool { return !time.Now().Before(o.next) }
+
+// Swept records the end of a tick of the sweep's duty (err: its error): once a pass
+// reached its end, or failed, or another worker had the lock, the next one starts later.
+func (o *OrphanSweeper) Swept(err error) {
+	if (o.table == 0 && o.after == "") || err != nil {
+		o.next = time.Now().Add(o.cfg.Every)
+	}
+}
+
+// RunOnce sweeps the next batch of the pass in tx and returns how many jobs it read; a
+// pass is over when it returns less than a batch from the last table.
+func (o *OrphanSweeper) RunOnce(ctx context.Context, tx pgx.Tx) (int, error) {
+	s := orphanSweeps[o.table]
+	after := pgtype.UUID{Valid: true} // the zero UUID: from the start
+	if o.after != "" {
+		if err := after.Scan(o.after); err != nil {
+			return 0, err
+		}
+	}
+	scanned, deleted, last, err := s.sweep(o.q, ctx, tx, after, int32(o.cfg.Batch))
+	if err != nil {
+		return 0, err
+	}
+	if deleted > 0 {
+		o.cfg.Logger.Debug("venturi: deleted what gone jobs left", "table", s.name, "rows", deleted)
+	}
+	if int(scanned) < o.cfg.Batch { // this table is done: the next one, or the pass is over
+		o.table, o.after = (o.table+1)%len(orphanSweeps), ""
+		if o.table != 0 {
+			return o.cfg.Batch, nil // a full batch: the round goes on with the next table
+		}
+		return int(scanned), nil
+	}
+	o.after = last
+	return int(scanned), nil
 }
 
 // GateSweeperConfig configures a GateSweeper.

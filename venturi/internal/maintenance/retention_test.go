@@ -2,12 +2,12 @@ package maintenance_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/venturi-dev/venturi/internal/dbsqlc"
 	"github.com/venturi-dev/venturi/internal/maintenance"
 )
 
@@ -29,38 +29,126 @@ func count(t *testing.T, b *testBundle, table, where string) int {
 	return n
 }
 
-// TestPruner runs the retention steps against finished jobs and events set up in the schema.
+// newPruner returns a pruner of the bundle's schema with partitions of span, keeping
+// completed and cancelled jobs for completed and dead ones for dead.
+func newPruner(b *testBundle, batch int, completed, dead, span time.Duration) *maintenance.Pruner {
+	return maintenance.NewPruner(maintenance.PrunerConfig{Batch: batch, RetainCompleted: completed, RetainDead: dead,
+		Partition: span, LockTimeout: time.Second, Logger: b.log}, b.q)
+}
+
+// table returns where the job named by its kind is: venturi_job, venturi_job_history, or
+// "" when in neither.
+func table(t *testing.T, b *testBundle, kind string) string {
+	t.Helper()
+	switch {
+	case count(t, b, "venturi_job", "kind = '"+kind+"'") > 0:
+		return "venturi_job"
+	case count(t, b, "venturi_job_history", "kind = '"+kind+"'") > 0:
+		return "venturi_job_history"
+	}
+	return ""
+}
+
+// TestPruner runs the retention steps against ended jobs, history partitions and events
+// set up in the schema.
 func TestPruner(t *testing.T) {
 	t.Parallel()
 
-	t.Run("FinishedJobsPastTheirRetentionAreDeleted", func(t *testing.T) {
+	t.Run("EndedJobsMoveToTheHistoryWithTheirPruneTime", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		insertFinished(t, b, "old_completed", "completed", 2*time.Hour)
+		insertFinished(t, b, "old_completed", "completed", 2*time.Hour) // past RetainCompleted
 		insertFinished(t, b, "new_completed", "completed", time.Minute)
-		insertFinished(t, b, "old_cancelled", "cancelled", 2*time.Hour)
-		insertFinished(t, b, "old_dead", "dead", 2*time.Hour)   // dead are kept longer
-		insertFinished(t, b, "older_dead", "dead", 4*time.Hour) // past RetainDead
-		p := maintenance.NewPruner(maintenance.PrunerConfig{Batch: 10, RetainCompleted: time.Hour, RetainDead: 3 * time.Hour}, b.q)
-		steps := p.Steps()
-		deleted := 0
+		insertFinished(t, b, "new_cancelled", "cancelled", time.Minute)
+		insertFinished(t, b, "old_dead", "dead", 2*time.Hour) // dead are kept longer
+		b.exec(t, `INSERT INTO venturi_job (id, kind, queue, state, payload, run_at)
+			VALUES (gen_random_uuid(), 'pending', 'default', 'available', '{}', now())`)
+		p := newPruner(b, 10, time.Hour, 3*time.Hour, time.Hour)
+		moved := 0
 		b.inTx(t, func(tx pgx.Tx) error {
-			for _, s := range steps {
+			for _, s := range p.Steps() {
 				n, err := s.Do(context.Background(), tx)
 				if err != nil {
-					return err
+					return fmt.Errorf("%s: %w", s.Name, err)
 				}
-				deleted += n
+				if s.Name == "sweep_ended" {
+					moved = n
+				}
 			}
 			return nil
 		})
-		if deleted != 3 {
-			t.Errorf("deleted %d rows, want 3", deleted)
+		if moved != 4 {
+			t.Errorf("%d jobs left venturi_job, want 4", moved)
 		}
-		for kind, kept := range map[string]bool{"old_completed": false, "new_completed": true, "old_cancelled": false, "old_dead": true, "older_dead": false} {
-			if got := b.jobState(t, kind) != ""; got != kept {
-				t.Errorf("%s: kept %v, want %v", kind, got, kept)
+		for kind, want := range map[string]string{"old_completed": "", "new_completed": "venturi_job_history",
+			"new_cancelled": "venturi_job_history", "old_dead": "venturi_job_history", "pending": "venturi_job"} {
+			if got := table(t, b, kind); got != want {
+				t.Errorf("%s is in %q, want %q", kind, got, want)
 			}
+		}
+		// Prune time: when it finished plus its state's retention.
+		if n := count(t, b, "venturi_job_history", `kind = 'new_completed' AND prune_at = finished_at + interval '1 hour'`); n != 1 {
+			t.Errorf("new_completed's prune time is not its end plus an hour")
+		}
+		if n := count(t, b, "venturi_job_history", `kind = 'old_dead' AND prune_at = finished_at + interval '3 hours'`); n != 1 {
+			t.Errorf("old_dead's prune time is not its end plus three hours")
+		}
+		// The partitions reach the longer retention plus two spans.
+		if n := count(t, b, "venturi_history_partition", `hi >= now() + interval '5 hours'`); n == 0 {
+			t.Errorf("no partition reaches five hours ahead")
+		}
+	})
+
+	t.Run("ADiscardedStateIsDeletedNotMoved", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		insertFinished(t, b, "completed", "completed", time.Minute)
+		insertFinished(t, b, "dead", "dead", time.Minute)
+		p := newPruner(b, 10, -1, time.Hour, time.Hour)
+		b.inTx(t, func(tx pgx.Tx) error {
+			if _, err := p.Extend(context.Background(), tx); err != nil {
+				return err
+			}
+			_, err := p.SweepEnded(context.Background(), tx)
+			return err
+		})
+		if got := table(t, b, "completed"); got != "" {
+			t.Errorf("a discarded completed job is in %s", got)
+		}
+		if got := table(t, b, "dead"); got != "venturi_job_history" {
+			t.Errorf("the dead job is in %q, want the history", got)
+		}
+	})
+
+	t.Run("APartitionPastIsDroppedWithItsJobs", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		insertFinished(t, b, "soon", "completed", 0)
+		// Partitions of a second, jobs kept for one: the job's partition is past within
+		// two seconds.
+		p := newPruner(b, 10, time.Second, time.Second, time.Second)
+		b.inTx(t, func(tx pgx.Tx) error {
+			if _, err := p.Extend(context.Background(), tx); err != nil {
+				return err
+			}
+			_, err := p.SweepEnded(context.Background(), tx)
+			return err
+		})
+		if got := table(t, b, "soon"); got != "venturi_job_history" {
+			t.Fatalf("the job is in %q, want the history", got)
+		}
+		partitions := count(t, b, "venturi_history_partition", "true")
+		dropped := 0
+		eventually(t, "the job's partition to be dropped", func() bool {
+			b.inTx(t, func(tx pgx.Tx) error {
+				n, err := p.DropDue(context.Background(), tx)
+				dropped += n
+				return err
+			})
+			return table(t, b, "soon") == ""
+		})
+		if dropped == 0 || count(t, b, "venturi_history_partition", "true") != partitions-dropped {
+			t.Errorf("dropped %d partitions, %d left of %d", dropped, count(t, b, "venturi_history_partition", "true"), partitions)
 		}
 	})
 
@@ -70,7 +158,7 @@ func TestPruner(t *testing.T) {
 		b.exec(t, `INSERT INTO venturi_event (at, job_id, kind, queue, event, state) VALUES
 			(now() - interval '4 hours', gen_random_uuid(), 'old', 'default', 'completed', 'completed'),
 			(now() - interval '2 hours', gen_random_uuid(), 'kept', 'default', 'completed', 'completed')`)
-		p := maintenance.NewPruner(maintenance.PrunerConfig{Batch: 10, RetainCompleted: time.Hour, RetainDead: 3 * time.Hour}, b.q)
+		p := newPruner(b, 10, time.Hour, 3*time.Hour, time.Hour)
 		var n int
 		b.inTx(t, func(tx pgx.Tx) (err error) { n, err = p.PruneEvents(context.Background(), tx); return err })
 		if n != 1 || count(t, b, "venturi_event", "kind = 'old'") != 0 || count(t, b, "venturi_event", "kind = 'kept'") != 1 {
@@ -78,26 +166,81 @@ func TestPruner(t *testing.T) {
 		}
 	})
 
-	t.Run("ABatchIsAtMostBatchJobs", func(t *testing.T) {
+	t.Run("ASweepIsAtMostBatchJobs", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		for _, k := range []string{"a", "b", "c"} {
-			insertFinished(t, b, k, "completed", 2*time.Hour)
+			insertFinished(t, b, k, "completed", time.Minute)
 		}
-		p := maintenance.NewPruner(maintenance.PrunerConfig{Batch: 2, RetainCompleted: time.Hour, RetainDead: time.Hour}, b.q)
+		p := newPruner(b, 2, time.Hour, time.Hour, time.Hour)
 		var first, second int
 		b.inTx(t, func(tx pgx.Tx) (err error) {
-			first, err = p.PruneJobs(context.Background(), tx, dbsqlc.VenturiJobStateCompleted, time.Hour)
+			if _, err := p.Extend(context.Background(), tx); err != nil {
+				return err
+			}
+			first, err = p.SweepEnded(context.Background(), tx)
 			return err
 		})
 		b.inTx(t, func(tx pgx.Tx) (err error) {
-			second, err = p.PruneJobs(context.Background(), tx, dbsqlc.VenturiJobStateCompleted, time.Hour)
+			second, err = p.SweepEnded(context.Background(), tx)
 			return err
 		})
 		if first != 2 || second != 1 {
-			t.Errorf("passes deleted %d then %d jobs, want 2 then 1", first, second)
+			t.Errorf("passes moved %d then %d jobs, want 2 then 1", first, second)
 		}
 	})
+}
+
+// TestOrphanSweeper runs the sweep of what gone jobs left against rows set up in the
+// schema: the journal entries, signals, hooks and steps of a job in neither table are
+// deleted, those of a pending and of a finished job kept.
+func TestOrphanSweeper(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec(t, `INSERT INTO venturi_job (id, kind, queue, state, payload, run_at)
+		VALUES ('00000000-0000-0000-0000-00000000000a', 'pending', 'default', 'available', '{}', now())`)
+	insertFinished(t, b, "finished", "completed", time.Minute)
+	p := newPruner(b, 10, time.Hour, time.Hour, time.Hour)
+	b.inTx(t, func(tx pgx.Tx) error {
+		if _, err := p.Extend(context.Background(), tx); err != nil {
+			return err
+		}
+		_, err := p.SweepEnded(context.Background(), tx)
+		return err
+	})
+	var finished string
+	if err := b.pool.QueryRow(context.Background(), `SELECT id::text FROM venturi_job_history WHERE kind = 'finished'`).Scan(&finished); err != nil {
+		t.Fatal(err)
+	}
+	for _, job := range []string{"00000000-0000-0000-0000-00000000000a", finished, "00000000-0000-0000-0000-0000000000ff"} {
+		b.exec(t, `INSERT INTO venturi_journal (job_id, seq, entry) VALUES ($1, 1, '{}')`, job)
+		b.exec(t, `INSERT INTO venturi_signal (job_id, name, payload, delivery_id) VALUES ($1, 'go', 'null', 'd')`, job)
+		b.exec(t, `INSERT INTO venturi_hook (token_hash, job_id, name, expires_at) VALUES (decode(md5($1::text), 'hex'), $1::uuid, 'h', now() + interval '1 hour')`, job)
+		b.exec(t, `INSERT INTO venturi_step (job_id, name, run, token, result) VALUES ($1, 's', 1, 1, '{}')`, job)
+	}
+	o := maintenance.NewOrphanSweeper(maintenance.OrphanSweeperConfig{Batch: 2, Every: time.Hour, Logger: b.log}, b.q)
+	if !o.Due() {
+		t.Fatal("a new sweeper is not due")
+	}
+	for range 20 { // a pass: every table, two jobs a batch
+		var n int
+		b.inTx(t, func(tx pgx.Tx) (err error) { n, err = o.RunOnce(context.Background(), tx); return err })
+		if n < 2 {
+			break
+		}
+	}
+	o.Swept(nil)
+	if o.Due() {
+		t.Error("a pass that reached the end is due again at once")
+	}
+	for _, tb := range []string{"venturi_journal", "venturi_signal", "venturi_hook", "venturi_step"} {
+		if n := count(t, b, tb, "job_id = '00000000-0000-0000-0000-0000000000ff'"); n != 0 {
+			t.Errorf("%s: %d rows of the gone job left", tb, n)
+		}
+		if n := count(t, b, tb, "true"); n != 2 {
+			t.Errorf("%s: %d rows, want the pending and the finished job's", tb, n)
+		}
+	}
 }
 
 // TestGateSweeper runs the idle gates' sweep against gates set up in the schema.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -55,11 +56,11 @@ func (b *testBundle) txFunc(ctx context.Context, fn func(pgx.Tx) error) error {
 }
 
 // jobState returns the state of the job named by its kind (every test job has a kind of
-// its own), or "" when there is none.
+// its own), pending or finished, or "" when there is none.
 func (b *testBundle) jobState(t *testing.T, kind string) string {
 	t.Helper()
 	var state string
-	err := b.pool.QueryRow(context.Background(), `SELECT state::text FROM venturi_job WHERE kind = $1`, kind).Scan(&state)
+	err := b.pool.QueryRow(context.Background(), `SELECT state::text FROM venturi_job_all WHERE kind = $1`, kind).Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ""
 	}
@@ -67,4 +68,18 @@ func (b *testBundle) jobState(t *testing.T, kind string) string {
 		t.Fatalf("state of %s: %v", kind, err)
 	}
 	return state
+}
+
+// eventually polls cond until it holds, failing t after 30 seconds.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
 }

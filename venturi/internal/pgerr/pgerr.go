@@ -58,3 +58,16 @@ func TransientSQLState(code string) bool {
 	}
 	return false
 }
+
+// LockNotAvailable is SQLSTATE 55P03: a lock was not granted within lock_timeout (or
+// NOWAIT).
+const LockNotAvailable = "55P03"
+
+// Code returns the SQLSTATE of the PostgreSQL error err wraps, or "" when it wraps none.
+func Code(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}

@@ -50,9 +50,10 @@ type DB interface {
 
 // Take reads the schema named schema through db and returns its snapshot. It reads in a
 // read-only transaction whose search_path is that schema, so that names in it print
-// unqualified, and then strips the schema's name from what is left. It fails on an object
-// it cannot print faithfully (an aggregate, a range type, a partitioned table) rather than
-// leave it out.
+// unqualified, and then strips the schema's name from what is left. A partitioned table is
+// printed with its partition key and its indexes, without its partitions (made at run
+// time). It fails on an object it cannot print faithfully (an aggregate, a range type)
+// rather than leave it out.
 func Take(ctx context.Context, db DB, schema string) (Snapshot, error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
@@ -154,6 +155,7 @@ func (r reader) tables() (string, error) {
 		       COALESCE(array_to_string(c.reloptions, ', '), '')
 		FROM pg_class c
 		WHERE c.relnamespace = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
+		  AND NOT c.relispartition -- a partitioned table's partitions are made at run time
 		ORDER BY c.relname`, r.nsp)
 	if err != nil {
 		return "", err
@@ -169,7 +171,7 @@ func (r reader) tables() (string, error) {
 	var views []string
 	for _, t := range rels {
 		switch t.kind {
-		case "r":
+		case "r", "p":
 		case "v", "m":
 			def, err := r.strings(`SELECT pg_get_viewdef($1::oid, true)`, t.oid)
 			if err != nil {
@@ -211,6 +213,13 @@ func (r reader) tables() (string, error) {
 			b.WriteString("    " + l + sep + "\n")
 		}
 		b.WriteString(")")
+		if t.kind == "p" {
+			key, err := r.strings(`SELECT pg_get_partkeydef($1::oid)`, t.oid)
+			if err != nil {
+				return "", err
+			}
+			b.WriteString(" PARTITION BY " + key[0])
+		}
 		if t.opt != "" {
 			b.WriteString(" WITH (" + t.opt + ")")
 		}
@@ -229,7 +238,9 @@ func (r reader) tables() (string, error) {
 			b.WriteString("\n")
 		}
 		for _, s := range idx {
-			b.WriteString(s + ";\n")
+			// A partitioned table's index is defined ON ONLY the parent; it is made on
+			// every partition as well.
+			b.WriteString(strings.Replace(s, " ON ONLY ", " ON ", 1) + ";\n")
 		}
 		trg, err := r.strings(`
 			SELECT pg_get_triggerdef(oid, true) FROM pg_trigger

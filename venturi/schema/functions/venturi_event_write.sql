@@ -12,7 +12,12 @@ DECLARE
     n       int;
     wrote   boolean := false;
 BEGIN
-    IF TG_OP = 'INSERT' THEN
+    IF TG_OP = 'INSERT' AND NEW.runs > 0 AND NEW.journal->-1->>'event' = 'retried' THEN
+        -- A finished job a bulk retry moved back from venturi_job_history.
+        INSERT INTO venturi_event (job_id, kind, queue, event, run, state, note, run_at, meta)
+        VALUES (NEW.id, NEW.kind, NEW.queue, 'retried', NEW.runs, NEW.state::text,
+                left(NEW.journal->-1->>'note', 1024), NEW.run_at, NEW.meta);
+    ELSIF TG_OP = 'INSERT' THEN
         INSERT INTO venturi_event (job_id, kind, queue, event, run, state, run_at, meta)
         VALUES (NEW.id, NEW.kind, NEW.queue, 'enqueued', NEW.runs, NEW.state::text, NEW.run_at, NEW.meta);
     ELSE

@@ -18,9 +18,11 @@ LIMIT @max::int;
 -- Makes the given jobs available now, with their failures forgotten and a retried entry in
 -- their journals, unless they left the states a retry applies to (dead, cancelled,
 -- completed, scheduled) since they were listed: the row lock re-reads each one. A finished
--- job of a supervised singleton is left alone (its workers ensure its live job). The
--- finished ones are subtracted from the stats' finished counts in the same statement.
--- Returns how many changed and their kinds (to notify the workers).
+-- job moves back from the history into venturi_job (its retried event is written by
+-- venturi_event_write as it is inserted). A finished job of a supervised singleton is left
+-- alone (its workers ensure its live job). The finished ones are subtracted from the stats'
+-- finished counts in the same statement. Returns how many changed and their kinds (to
+-- notify the workers).
 WITH old AS (
     SELECT j.id, j.state, j.finished_at FROM venturi_job j
     WHERE j.id = ANY(ARRAY(SELECT unnest(@ids::uuid[])))
@@ -38,22 +40,59 @@ WITH old AS (
     FROM old
     WHERE j.id = old.id
     RETURNING j.id, j.kind, j.queue, old.state AS old_state, old.finished_at AS old_finished
+), back AS (
+    DELETE FROM venturi_job_history h
+    WHERE h.id = ANY(ARRAY(SELECT unnest(@ids::uuid[])))
+      AND NOT COALESCE(h.slot_key, '') LIKE 'venturi.singleton:%'
+    RETURNING h.*
+), ins AS (
+    INSERT INTO venturi_job (id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures,
+        max_failures, worker_id, attempted_at, journal, created_at, journal_moved, journal_dropped, queue, part,
+        slot_key, slot_limit, slot_policy, breaker, events, meta)
+    SELECT b.id, b.kind, 'available', b.priority, b.dedup_key, b.payload, b.carry, now(), b.runs, 0,
+           b.max_failures, b.worker_id, b.attempted_at,
+           b.journal || jsonb_build_array(jsonb_build_object('event', 'retried', 'note', @note::text, 'at', now())),
+           b.created_at, b.journal_moved, b.journal_dropped, b.queue,
+           CASE WHEN b.part IS NULL AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = b.kind AND vk.limited)
+                THEN '' ELSE b.part END,
+           b.slot_key, b.slot_limit, b.slot_policy, b.breaker, b.events, b.meta
+    FROM back b
+    RETURNING id
+), changed AS (
+    SELECT u.kind, u.queue, u.old_state::text AS old_state, u.old_finished FROM upd u
+    UNION ALL
+    SELECT b.kind, b.queue, b.state::text, b.finished_at FROM back b
 )
 SELECT count(*)::bigint AS changed,
-       COALESCE(array_agg(DISTINCT u.kind), '{}')::text[] AS kinds,
-       COALESCE(venturi_stats_forget(array_agg(u.queue), array_agg(u.kind), array_agg(u.old_state::text),
-                                     array_agg(u.old_finished)), 0)::bigint AS forgotten
-FROM upd u;
+       COALESCE(array_agg(DISTINCT c.kind), '{}')::text[] AS kinds,
+       COALESCE(venturi_stats_forget(array_agg(c.queue), array_agg(c.kind), array_agg(c.old_state),
+                                     array_agg(c.old_finished)), 0)::bigint AS forgotten,
+       (SELECT count(*) FROM ins)::bigint AS moved_back
+FROM changed c;
 
 -- name: DeleteJobs :one
--- Deletes the given jobs unless they are running (re-read under the row lock), with their
--- journals, signals, hooks and steps (the delete triggers), and subtracts the finished ones
--- from the stats' finished counts. Returns how many it deleted.
+-- Deletes the given jobs unless they are running (re-read under the row lock), pending or
+-- finished, with their moved journal entries, signals, hooks and steps, and subtracts the
+-- finished ones from the stats' finished counts. Returns how many it deleted.
 WITH gone AS (
     DELETE FROM venturi_job j
     WHERE j.id = ANY(ARRAY(SELECT unnest(@ids::uuid[]))) AND j.state <> 'running'
-    RETURNING j.queue, j.kind, j.state, j.finished_at
+    RETURNING j.id, j.queue, j.kind, j.state, j.finished_at
+), gone_finished AS (
+    DELETE FROM venturi_job_history h
+    WHERE h.id = ANY(ARRAY(SELECT unnest(@ids::uuid[])))
+    RETURNING h.id, h.queue, h.kind, h.state, h.finished_at
+), g AS (
+    SELECT * FROM gone UNION ALL SELECT * FROM gone_finished
+), journal AS (
+    DELETE FROM venturi_journal x WHERE x.job_id = ANY(ARRAY(SELECT g.id FROM g))
+), signals AS (
+    DELETE FROM venturi_signal x WHERE x.job_id = ANY(ARRAY(SELECT g.id FROM g))
+), hooks AS (
+    DELETE FROM venturi_hook x WHERE x.job_id = ANY(ARRAY(SELECT g.id FROM g))
+), steps AS (
+    DELETE FROM venturi_step x WHERE x.job_id = ANY(ARRAY(SELECT g.id FROM g))
 )
 SELECT COALESCE(venturi_stats_forget(array_agg(g.queue), array_agg(g.kind), array_agg(g.state::text),
                                      array_agg(g.finished_at)), 0)::bigint AS deleted
-FROM gone g;
+FROM g;

@@ -4,52 +4,117 @@
 -- is a one-element JSON array, built by the worker from the run's claim time (database
 -- clock) plus its measured duration.
 --
--- A run that was asked to stop (stop_event: replaced or cancelled) and reports anything
--- short of completing ends its job cancelled, whether or not its worker heard of the
--- request: its entry's event becomes the request's and its note starts with the reason.
+-- A run that ends its job (completed, dead, cancelled) moves the job out of venturi_job:
+-- the row is deleted and its final record, journal included, is inserted into
+-- venturi_job_history with its prune time (now plus the retention of its state:
+-- retain_completed_us for completed and cancelled jobs, retain_dead_us for dead ones,
+-- clamped below the newest partition's end). A negative retention keeps nothing: the row is
+-- only deleted. The job's awaiters are notified and, when it records events, its final
+-- event is written, as venturi_job's update triggers do for the runs that stay.
+--
+-- The other runs (retried, paused, waiting) update the row in place, as do those that end
+-- their job while the history has no partition yet (a schema no worker has started on:
+-- the retention duty's sweep moves them later). A run that was asked to stop (stop_event:
+-- replaced or cancelled) and reports anything short of completing ends its job
+-- cancelled, whether or not its worker heard of the request: its entry's event becomes
+-- the request's and its note starts with the reason. (Such a job stays in venturi_job
+-- until the sweep moves it.)
 --
 -- The rows are found by the primary key (ANY of a subquery's array): a join alone was
 -- planned, with some 50 to 100 runs on a small table, as a table scan. The plan is usually
 -- a bitmap scan, which locks the rows in heap order, not ID order: no other statement may
--- wait for these rows while holding one of them. The worker's lease extension (ExtendLeases,
--- ID order) therefore leaves out the runs whose results are being written (it deadlocked
--- with this statement before); the rescue skips locked rows. Locking first in a CTE, as
--- ExtendLeases does, would cost a run a third more buffers and a WAL record on this hot
--- path.
+-- wait for these rows while holding one of them. The worker's lease extension therefore
+-- leaves out the runs whose results are being written; the rescue skips locked rows.
 WITH u AS (
     SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token, unnest(@states::text[]) AS state, unnest(@delays_us::bigint[]) AS delay_us, unnest(@failed::bool[]) AS failed, unnest(@set_carry::bool[]) AS set_carry, unnest(@carries::text[]) AS carry, unnest(@entries::text[]) AS entry
+), ended AS (
+    -- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease).
+    DELETE FROM venturi_job j USING u
+    WHERE j.id = ANY(ARRAY(SELECT u.id FROM u WHERE u.state IN ('completed', 'dead', 'cancelled')))
+      AND j.id = u.id AND j.lease_token = u.token
+      AND EXISTS (SELECT 1 FROM venturi_history_partition)
+    RETURNING j.id, j.kind, u.state::venturi_job_state AS state, j.priority, j.dedup_key, j.payload,
+              CASE WHEN u.set_carry THEN NULLIF(u.carry, '')::jsonb ELSE j.carry END AS carry,
+              j.run_at, j.runs, j.failures + u.failed::int AS failures, j.max_failures, j.worker_id,
+              j.attempted_at, j.journal, j.created_at, j.journal_moved, j.journal_dropped, j.queue, j.part,
+              j.slot_key, j.slot_limit, j.slot_policy, j.breaker, j.stop_requested_at, j.stop_event,
+              j.stop_note, j.events, j.meta, j.await_channel,
+              -- j is the row as locked: a stop request that committed while this statement
+              -- ran is seen.
+              CASE WHEN j.stop_event IS NOT NULL AND u.state = 'cancelled'
+                   THEN jsonb_set(u.entry::jsonb, '{0,note}',
+                                  to_jsonb(j.stop_note || COALESCE(': ' || NULLIF(u.entry::jsonb->0->>'note', ''), '')))
+                   ELSE u.entry::jsonb END AS entry,
+              (CASE WHEN u.state = 'dead' THEN @retain_dead_us::bigint ELSE @retain_completed_us::bigint END) AS retain_us
+), kept AS (
+    INSERT INTO venturi_job_history (id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures,
+        max_failures, worker_id, attempted_at, journal, created_at, finished_at, journal_moved, journal_dropped,
+        queue, part, slot_key, slot_limit, slot_policy, breaker, stop_requested_at, stop_event, stop_note,
+        events, meta, prune_at)
+    SELECT e.id, e.kind, e.state, e.priority, e.dedup_key, e.payload, e.carry, e.run_at, e.runs, e.failures,
+           e.max_failures, e.worker_id, e.attempted_at, e.journal || e.entry, e.created_at, now(), e.journal_moved,
+           e.journal_dropped, e.queue, e.part, e.slot_key, e.slot_limit, e.slot_policy, e.breaker,
+           e.stop_requested_at, e.stop_event, e.stop_note, e.events, e.meta,
+           LEAST(now() + interval '1 microsecond' * e.retain_us,
+                 (SELECT max(p.hi) FROM venturi_history_partition p) - interval '1 microsecond')
+    FROM ended e
+    WHERE e.retain_us >= 0
+    RETURNING id
+), evented AS (
+    -- The final entry as venturi_event_write records an appended one.
+    INSERT INTO venturi_event (job_id, kind, queue, event, run, state, note, worker, started_at, run_at, delay_us, meta)
+    SELECT e.id, e.kind, e.queue, COALESCE(e.entry->0->>'event', '?'), COALESCE((e.entry->0->>'run')::int, e.runs),
+           e.state::text, left(e.entry->0->>'note', 1024), e.entry->0->>'worker', (e.entry->0->>'started_at')::timestamptz,
+           e.run_at, ((e.entry->0->>'resume_in')::bigint / 1000), e.meta
+    FROM ended e
+    WHERE e.events
+    RETURNING 1
+), notified AS (
+    SELECT count(pg_notify(e.await_channel, chr(31) || 'done:' || e.id::text)) AS n
+    FROM ended e WHERE e.await_channel IS NOT NULL
+    UNION ALL
+    SELECT count(pg_notify(venturi_events_channel(), '')) FROM (SELECT 1 FROM evented LIMIT 1) w
+), updated AS (
+    UPDATE venturi_job j SET
+        -- j is the row as locked: a stop request that committed while this statement ran is seen.
+        state            = (CASE WHEN j.stop_event IS NOT NULL AND u.state IN ('available', 'scheduled', 'waiting')
+                                 THEN 'cancelled' ELSE u.state END)::venturi_job_state,
+        -- A waiting job's run_at is its wait's timeout.
+        run_at           = CASE WHEN u.state IN ('available', 'scheduled', 'waiting') AND j.stop_event IS NULL
+                                THEN now() + u.delay_us * interval '1 microsecond' ELSE j.run_at END,
+        -- A run asked to stop ends as the request said, not as a failure.
+        failures         = j.failures + (u.failed AND NOT (j.stop_event IS NOT NULL AND u.state IN ('available', 'scheduled', 'waiting')))::int,
+        carry            = CASE WHEN u.set_carry THEN NULLIF(u.carry, '')::jsonb ELSE j.carry END,
+        -- A plain job of a kind that has limits now goes back as a gated one.
+        part             = CASE WHEN j.part IS NULL AND u.state IN ('available', 'scheduled', 'waiting')
+                                     AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)
+                                THEN '' ELSE j.part END,
+        lease_token      = NULL,
+        lease_expires_at = NULL,
+        finished_at      = CASE WHEN u.state IN ('completed', 'dead', 'cancelled') OR j.stop_event IS NOT NULL
+                                THEN now() END,
+        journal          = j.journal || CASE
+            WHEN j.stop_event IS NULL THEN u.entry::jsonb
+            WHEN u.state = 'cancelled' THEN jsonb_set(u.entry::jsonb, '{0,note}',
+                to_jsonb(j.stop_note || COALESCE(': ' || NULLIF(u.entry::jsonb->0->>'note', ''), '')))
+            -- The worker did not hear of the request: its entry for the run becomes the
+            -- request's (one entry per run), its note kept after the reason.
+            WHEN u.state IN ('available', 'scheduled', 'waiting') THEN jsonb_set(jsonb_set(u.entry::jsonb, '{0,event}', to_jsonb(j.stop_event)),
+                '{0,note}', to_jsonb(j.stop_note || COALESCE(': ' || NULLIF(u.entry::jsonb->0->>'note', ''), '')))
+            ELSE u.entry::jsonb END
+    FROM u
+    -- The runs that do not end their job, and, while the history has no partition yet, those
+    -- that do (the retention duty's sweep moves them once it has).
+    WHERE j.id = ANY(ARRAY(SELECT u.id FROM u WHERE u.state IN ('available', 'scheduled', 'waiting')
+                                                  OR NOT EXISTS (SELECT 1 FROM venturi_history_partition)))
+      AND j.id = u.id AND j.lease_token = u.token
+    RETURNING j.id
 )
-UPDATE venturi_job j SET
-    -- j is the row as locked: a stop request that committed while this statement ran is seen.
-    state            = (CASE WHEN j.stop_event IS NOT NULL AND u.state IN ('available', 'scheduled', 'waiting')
-                             THEN 'cancelled' ELSE u.state END)::venturi_job_state,
-    -- A waiting job's run_at is its wait's timeout.
-    run_at           = CASE WHEN u.state IN ('available', 'scheduled', 'waiting') AND j.stop_event IS NULL
-                            THEN now() + u.delay_us * interval '1 microsecond' ELSE j.run_at END,
-    -- A run asked to stop ends as the request said, not as a failure.
-    failures         = j.failures + (u.failed AND NOT (j.stop_event IS NOT NULL AND u.state IN ('available', 'scheduled', 'waiting')))::int,
-    carry            = CASE WHEN u.set_carry THEN NULLIF(u.carry, '')::jsonb ELSE j.carry END,
-    -- A plain job of a kind that has limits now goes back as a gated one.
-    part             = CASE WHEN j.part IS NULL AND u.state IN ('available', 'scheduled', 'waiting')
-                                 AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)
-                            THEN '' ELSE j.part END,
-    lease_token      = NULL,
-    lease_expires_at = NULL,
-    finished_at      = CASE WHEN u.state IN ('completed', 'dead', 'cancelled') OR j.stop_event IS NOT NULL
-                            THEN now() END,
-    journal          = j.journal || CASE
-        WHEN j.stop_event IS NULL THEN u.entry::jsonb
-        WHEN u.state = 'cancelled' THEN jsonb_set(u.entry::jsonb, '{0,note}',
-            to_jsonb(j.stop_note || COALESCE(': ' || NULLIF(u.entry::jsonb->0->>'note', ''), '')))
-        -- The worker did not hear of the request: its entry for the run becomes the
-        -- request's (one entry per run), its note kept after the reason.
-        WHEN u.state IN ('available', 'scheduled', 'waiting') THEN jsonb_set(jsonb_set(u.entry::jsonb, '{0,event}', to_jsonb(j.stop_event)),
-            '{0,note}', to_jsonb(j.stop_note || COALESCE(': ' || NULLIF(u.entry::jsonb->0->>'note', ''), '')))
-        ELSE u.entry::jsonb END
-FROM u
--- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease).
-WHERE j.id = ANY(ARRAY(SELECT u.id FROM u)) AND j.id = u.id AND j.lease_token = u.token
-RETURNING j.id;
+-- The awaiters' and the event stream's notifications are sent once the first ended job is
+-- read (an uncorrelated subquery, evaluated once; nothing ended, nothing to notify).
+SELECT e.id FROM ended e WHERE (SELECT sum(x.n) FROM notified x) >= 0
+UNION ALL
+SELECT d.id FROM updated d;
 
 -- name: ReleaseUnstarted :many
 -- Returns claimed jobs whose handler never started (shutdown) without recording a run. A

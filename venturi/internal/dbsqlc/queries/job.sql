@@ -1,5 +1,5 @@
 -- name: GetJob :one
--- The job and, when its kind has a breaker that has seen a claim, the breaker it reports
+-- The job, wherever it is (venturi_job_all: pending or finished), and, when its kind has a breaker that has seen a claim, the breaker it reports
 -- to (CircuitOf's join, in the same statement: Queue.Job is one round trip).
 SELECT j.id, j.kind, j.state, j.priority, j.dedup_key, j.payload, j.carry, j.run_at, j.runs, j.failures, j.journal,
        j.journal_moved, j.journal_dropped, j.created_at, j.attempted_at, j.finished_at, j.lease_expires_at,
@@ -8,7 +8,7 @@ SELECT j.id, j.kind, j.state, j.priority, j.dedup_key, j.payload, j.carry, j.run
        (b.threshold IS NOT NULL)::bool AS has_breaker,
        COALESCE(b.fails, 0)::int AS brk_fails, b.open_until AS brk_open_until, b.probe_until AS brk_probe_until,
        COALESCE(b.updated_at, j.created_at)::timestamptz AS brk_updated_at, COALESCE(b.threshold, 0)::int AS brk_threshold
-FROM venturi_job j
+FROM venturi_job_all j
 LEFT JOIN LATERAL (
     SELECT g.fails, g.open_until, g.probe_until, g.updated_at, k.brk_failures::int AS threshold
     FROM venturi_kind k
@@ -18,8 +18,9 @@ LEFT JOIN LATERAL (
 WHERE j.id = @id;
 
 -- name: CountJobs :many
+-- Every job, pending or finished, by kind and state (a full count: for tests and tools).
 SELECT kind, state, count(*)::bigint AS jobs
-FROM venturi_job
+FROM venturi_job_all
 GROUP BY kind, state
 ORDER BY kind, state;
 
@@ -33,7 +34,7 @@ SELECT j.id, j.kind, j.state, j.priority, j.dedup_key, j.payload, j.carry, j.run
        (b.threshold IS NOT NULL)::bool AS has_breaker,
        COALESCE(b.fails, 0)::int AS brk_fails, b.open_until AS brk_open_until, b.probe_until AS brk_probe_until,
        COALESCE(b.updated_at, j.created_at)::timestamptz AS brk_updated_at, COALESCE(b.threshold, 0)::int AS brk_threshold
-FROM venturi_job j
+FROM venturi_job_all j
 LEFT JOIN LATERAL (
     SELECT g.fails, g.open_until, g.probe_until, g.updated_at, k.brk_failures::int AS threshold
     FROM venturi_kind k
@@ -47,12 +48,12 @@ LIMIT @max::int;
 
 -- name: JournalPage :many
 -- Up to max entries of one job's journal numbered below before (its whole journal when
--- before is NULL), newest first: the entries still in the job's row and those moved to
--- venturi_journal, read in one snapshot.
+-- before is NULL), newest first: the entries still in the job's row (pending or finished)
+-- and those moved to venturi_journal, read in one snapshot.
 SELECT e.seq::bigint AS seq, e.entry::jsonb AS entry
 FROM (
     SELECT j.journal_moved + r.ord AS seq, r.entry
-    FROM venturi_job j, jsonb_array_elements(j.journal) WITH ORDINALITY AS r(entry, ord)
+    FROM venturi_job_all j, jsonb_array_elements(j.journal) WITH ORDINALITY AS r(entry, ord)
     WHERE j.id = @id
     UNION ALL
     SELECT m.seq, m.entry
@@ -108,7 +109,7 @@ SELECT now()::timestamptz AS now,
                                                           WHERE rg.key = 'r' || chr(31) || @kind::text
                                                                 || CASE WHEN k.rate_by_part THEN chr(31) || @part::text ELSE '' END) w
            WHERE w.at > now() - k.rate_period)) * 1000000)::bigint, -1)::bigint AS rate_frees_in_us,
-       COALESCE((SELECT j.max_failures FROM venturi_job j WHERE j.id = @id), 0)::int AS max_failures,
+       COALESCE((SELECT j.max_failures FROM venturi_job_all j WHERE j.id = @id), 0)::int AS max_failures,
        COALESCE((SELECT j.wait_signals FROM venturi_job j WHERE j.id = @id), '{}')::text[] AS wait_signals,
        (SELECT count(*) FROM venturi_signal s WHERE s.job_id = @id AND s.consumed_token IS NULL)::bigint AS pending_signals
 FROM (SELECT 1) AS one

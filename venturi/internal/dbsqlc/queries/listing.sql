@@ -11,7 +11,8 @@ SELECT set_config('statement_timeout', @timeout_ms::text, true),
        set_config('jit', 'off', true);
 
 -- name: ListJobs :many
--- One page of the jobs that match a filter, in one of the listing orders (order_by): each
+-- One page of the jobs that match a filter, pending or finished (venturi_job_all: venturi_job
+-- and venturi_job_history in one snapshot), in one of the listing orders (order_by): each
 -- branch below walks one index in its order from the cursor, and the planner drops the
 -- branches and filters whose parameters rule them out (the transaction plans every
 -- execution for its parameters, see ListSettings). The filter (m) is written once and
@@ -47,7 +48,7 @@ WITH m AS NOT MATERIALIZED (
                 WHERE NOT EXISTS (SELECT 1 FROM jsonb_array_elements(j.journal) AS e(x)
                                   WHERE venturi_json_text(e.x->'attachment', string_to_array(am.p, chr(31))) = am.v)))
            ) AS hit
-    FROM venturi_job j
+    FROM venturi_job_all j
     WHERE (cardinality(@ids::uuid[]) = 0 OR j.id = ANY(@ids::uuid[]))
       AND (cardinality(@states::text[]) = 0 OR j.state = ANY((@states::text[])::venturi_job_state[]))
       AND (cardinality(@kinds::text[]) = 0 OR j.kind = ANY(@kinds::text[]))
@@ -144,8 +145,8 @@ FROM (
      WHERE (w.hit AND w.hits <= @max::int) OR (w.rn = @scan::int AND w.hits < @max::int)
      LIMIT @max::int)
 ) p
--- The page's rows by primary key, in the listing's snapshot.
-JOIN venturi_job j ON j.id = p.id;
+-- The page's rows by ID, in the listing's snapshot.
+JOIN venturi_job_all j ON j.id = p.id;
 
 -- name: CountMatchingJobs :many
 -- How many jobs match a filter, by state and whether they are a supervised singleton's (a
@@ -155,7 +156,7 @@ JOIN venturi_job j ON j.id = p.id;
 SELECT c.state::text AS state, c.singleton::bool AS singleton, count(*)::bigint AS n
 FROM (
     SELECT j.state, starts_with(COALESCE(j.part, ''), @singleton_prefix::text) AS singleton
-    FROM venturi_job j
+    FROM venturi_job_all j
     -- The one state of a filter on one, as its type: the state's partial index applies.
     WHERE (sqlc.narg(one_state)::venturi_job_state IS NULL OR j.state = sqlc.narg(one_state)::venturi_job_state)
       AND (cardinality(@ids::uuid[]) = 0 OR j.id = ANY(@ids::uuid[]))

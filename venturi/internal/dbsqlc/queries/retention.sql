@@ -1,31 +1,9 @@
 -- name: TryRetentionLock :one
--- The lock of retention (pruning finished jobs, events and idle gates): one worker at a
--- time prunes. A prune may wait for a stats sample (venturi_stats_forget share-locks the
--- stats state), so it never shares the maintenance lock or transaction with rescue.
+-- The lock of retention (the history's partitions and sweep, events, idle gates, what gone
+-- jobs left): one worker at a time does it. A partition drop or a sweep may wait for a
+-- stats sample (they share-lock the stats state), so retention never shares the
+-- maintenance lock or transaction with rescue.
 SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || '.venturi_retention', 0))::bool AS locked;
-
--- name: PruneFinished :one
--- Deletes finished jobs past their retention, a batch at a time, and subtracts them from the
--- stats' finished counts (schema/functions/venturi_stats_forget.sql). Returns how many it
--- deleted.
--- The rows are deleted by primary key (ANY of the batch's array): with IN (subquery) the
--- planner hashed the batch and scanned the whole table for every batch (a 300 MB table
--- under sustained load: 165 ms a batch; bench/FINDINGS.md section 14).
-WITH doomed AS (
-    SELECT id FROM venturi_job
-    WHERE state = @state::venturi_job_state
-      AND finished_at < now() - interval '1 microsecond' * @age_us::bigint
-    ORDER BY finished_at
-    LIMIT @max::int
-    FOR UPDATE SKIP LOCKED
-), gone AS (
-    DELETE FROM venturi_job
-    WHERE id = ANY(ARRAY(SELECT doomed.id FROM doomed))
-    RETURNING queue, kind, state, finished_at
-)
-SELECT COALESCE(venturi_stats_forget(array_agg(g.queue), array_agg(g.kind), array_agg(g.state::text),
-                                     array_agg(g.finished_at)), 0)::bigint AS deleted
-FROM gone g;
 
 -- name: PruneIdleGates :one
 -- Deletes the gates nothing uses any more among the next @max in key order after @after

@@ -32,6 +32,10 @@ WHERE job_id = @id AND consumed_token IS NULL
 ORDER BY seq
 LIMIT @max::int;
 
+-- name: FinishedJobState :one
+-- The state of a job in the history of finished jobs (no row: it is not there).
+SELECT h.state FROM venturi_job_history h WHERE h.id = @id;
+
 -- name: LockJobForSignal :one
 -- Locks a job for a signal; SendSignal follows in the same transaction, with a snapshot
 -- that sees the job as locked.

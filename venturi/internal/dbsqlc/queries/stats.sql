@@ -56,6 +56,11 @@ FROM (
     SELECT j.queue, j.kind, j.state, j.failures, j.finished_at FROM venturi_job j
     WHERE j.state = 'cancelled'
       AND j.finished_at > (SELECT w.after FROM w) AND j.finished_at <= (SELECT w.upto FROM w)
+    UNION ALL
+    -- The history of finished jobs (venturi_job_history_finished_idx: a range per state).
+    SELECT h.queue, h.kind, h.state, h.failures, h.finished_at FROM venturi_job_history h
+    WHERE h.state IN ('completed', 'dead', 'cancelled')
+      AND h.finished_at > (SELECT w.after FROM w) AND h.finished_at <= (SELECT w.upto FROM w)
 ) f
 GROUP BY f.queue, f.kind, f.state, (f.finished_at > (SELECT w.through FROM w));
 

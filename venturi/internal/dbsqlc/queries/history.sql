@@ -1,0 +1,116 @@
+-- name: HistoryExtend :one
+-- Creates venturi_job_history's partitions of width_us ahead until one ends ahead_us from
+-- now (schema/functions/venturi_history_extend.sql); returns how many it created.
+SELECT venturi_history_extend(interval '1 microsecond' * @width_us::bigint,
+                              now() + interval '1 microsecond' * @ahead_us::bigint,
+                              @lock_timeout_ms::int)::int AS created;
+
+-- name: HistoryDrop :one
+-- Drops the oldest partition whose jobs are all past their prune time, and takes them out
+-- of the stats (schema/functions/venturi_history_drop.sql); returns its name ('' when none
+-- was due).
+SELECT COALESCE(venturi_history_drop(now(), @lock_timeout_ms::int), '')::text AS dropped;
+
+-- name: HistoryHorizon :one
+-- Where the newest partition ends, and how far that is from now (microseconds; negative
+-- when it is past, -1 and NULL when there is no partition).
+SELECT max(p.hi)::timestamptz AS horizon,
+       COALESCE((EXTRACT(EPOCH FROM max(p.hi) - now()) * 1000000)::bigint, -1)::bigint AS ahead_us
+FROM venturi_history_partition p;
+
+-- name: SweepEnded :one
+-- Moves a batch of jobs that ended in venturi_job (a rescue past the backstop, a cancel, a
+-- run asked to stop, an older worker's finish) into venturi_job_history, each with its
+-- prune time: when it finished plus the retention of its state (retain_completed_us for
+-- completed and cancelled jobs, retain_dead_us for dead ones), clamped below the horizon. A
+-- job kept for no time (a negative retention), or already past its prune time, is deleted
+-- instead, and taken out of the stats if they counted it. Returns how many jobs left
+-- venturi_job and how many of them were kept.
+WITH doomed AS (
+    SELECT j.id FROM venturi_job j
+    WHERE j.state IN ('completed', 'dead', 'cancelled')
+    LIMIT @max::int
+    FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM venturi_job j
+    WHERE j.id = ANY(ARRAY(SELECT doomed.id FROM doomed))
+    RETURNING j.id, j.kind, j.state, j.priority, j.dedup_key, j.payload, j.carry, j.run_at, j.runs, j.failures,
+              j.max_failures, j.worker_id, j.attempted_at, j.journal, j.created_at,
+              COALESCE(j.finished_at, now()) AS finished_at, j.journal_moved, j.journal_dropped, j.queue,
+              j.part, j.slot_key, j.slot_limit, j.slot_policy, j.breaker, j.stop_requested_at, j.stop_event,
+              j.stop_note, j.events, j.meta,
+              (CASE WHEN j.state = 'dead' THEN @retain_dead_us::bigint ELSE @retain_completed_us::bigint END) AS retain_us
+), kept AS (
+    INSERT INTO venturi_job_history (id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures,
+        max_failures, worker_id, attempted_at, journal, created_at, finished_at, journal_moved, journal_dropped,
+        queue, part, slot_key, slot_limit, slot_policy, breaker, stop_requested_at, stop_event, stop_note,
+        events, meta, prune_at)
+    SELECT g.id, g.kind, g.state, g.priority, g.dedup_key, g.payload, g.carry, g.run_at, g.runs, g.failures,
+           g.max_failures, g.worker_id, g.attempted_at, g.journal, g.created_at, g.finished_at, g.journal_moved,
+           g.journal_dropped, g.queue, g.part, g.slot_key, g.slot_limit, g.slot_policy, g.breaker,
+           g.stop_requested_at, g.stop_event, g.stop_note, g.events, g.meta,
+           LEAST(g.finished_at + interval '1 microsecond' * g.retain_us,
+                 (SELECT max(p.hi) FROM venturi_history_partition p) - interval '1 microsecond')
+    FROM gone g
+    WHERE g.retain_us >= 0 AND g.finished_at + interval '1 microsecond' * g.retain_us >= now()
+    RETURNING id
+), dropped AS (
+    SELECT g.queue, g.kind, g.state, g.finished_at FROM gone g
+    WHERE NOT (g.retain_us >= 0 AND g.finished_at + interval '1 microsecond' * g.retain_us >= now())
+)
+SELECT (SELECT count(*) FROM gone)::int AS ended,
+       (SELECT count(*) FROM kept)::int AS kept,
+       COALESCE((SELECT venturi_stats_forget(array_agg(d.queue), array_agg(d.kind), array_agg(d.state::text),
+                                             array_agg(d.finished_at)) FROM dropped d), 0)::bigint AS forgotten;
+
+-- name: SweepOrphanJournal :one
+-- One batch of the orphan sweep over venturi_journal, in job order after after: deletes
+-- the moved journal entries of jobs that are in neither venturi_job nor venturi_job_history
+-- (deleted, or pruned with their partition). Returns the jobs scanned, the last one and the
+-- rows deleted. The sweeps of signals, hooks and steps are the same.
+WITH scanned AS (
+    SELECT DISTINCT x.job_id FROM venturi_journal x WHERE x.job_id > @after::uuid ORDER BY x.job_id LIMIT @max::int
+), orphan AS (
+    SELECT s.job_id FROM scanned s WHERE NOT EXISTS (SELECT 1 FROM venturi_job_all a WHERE a.id = s.job_id)
+), gone AS (
+    DELETE FROM venturi_journal x WHERE x.job_id = ANY(ARRAY(SELECT orphan.job_id FROM orphan)) RETURNING 1
+)
+SELECT (SELECT count(*) FROM scanned)::int AS scanned,
+       COALESCE((SELECT max(s.job_id::text) FROM scanned s), '')::text AS last_job,
+       (SELECT count(*) FROM gone)::int AS deleted;
+
+-- name: SweepOrphanSignals :one
+WITH scanned AS (
+    SELECT DISTINCT x.job_id FROM venturi_signal x WHERE x.job_id > @after::uuid ORDER BY x.job_id LIMIT @max::int
+), orphan AS (
+    SELECT s.job_id FROM scanned s WHERE NOT EXISTS (SELECT 1 FROM venturi_job_all a WHERE a.id = s.job_id)
+), gone AS (
+    DELETE FROM venturi_signal x WHERE x.job_id = ANY(ARRAY(SELECT orphan.job_id FROM orphan)) RETURNING 1
+)
+SELECT (SELECT count(*) FROM scanned)::int AS scanned,
+       COALESCE((SELECT max(s.job_id::text) FROM scanned s), '')::text AS last_job,
+       (SELECT count(*) FROM gone)::int AS deleted;
+
+-- name: SweepOrphanHooks :one
+WITH scanned AS (
+    SELECT DISTINCT x.job_id FROM venturi_hook x WHERE x.job_id > @after::uuid ORDER BY x.job_id LIMIT @max::int
+), orphan AS (
+    SELECT s.job_id FROM scanned s WHERE NOT EXISTS (SELECT 1 FROM venturi_job_all a WHERE a.id = s.job_id)
+), gone AS (
+    DELETE FROM venturi_hook x WHERE x.job_id = ANY(ARRAY(SELECT orphan.job_id FROM orphan)) RETURNING 1
+)
+SELECT (SELECT count(*) FROM scanned)::int AS scanned,
+       COALESCE((SELECT max(s.job_id::text) FROM scanned s), '')::text AS last_job,
+       (SELECT count(*) FROM gone)::int AS deleted;
+
+-- name: SweepOrphanSteps :one
+WITH scanned AS (
+    SELECT DISTINCT x.job_id FROM venturi_step x WHERE x.job_id > @after::uuid ORDER BY x.job_id LIMIT @max::int
+), orphan AS (
+    SELECT s.job_id FROM scanned s WHERE NOT EXISTS (SELECT 1 FROM venturi_job_all a WHERE a.id = s.job_id)
+), gone AS (
+    DELETE FROM venturi_step x WHERE x.job_id = ANY(ARRAY(SELECT orphan.job_id FROM orphan)) RETURNING 1
+)
+SELECT (SELECT count(*) FROM scanned)::int AS scanned,
+       COALESCE((SELECT max(s.job_id::text) FROM scanned s), '')::text AS last_job,
+       (SELECT count(*) FROM gone)::int AS deleted;
