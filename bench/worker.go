@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,6 +47,8 @@ func workerMain(args []string) error {
 	sleep := fs.Duration("sleep", 0, "the no-op handler sleeps this long (simulated I/O; venturi and River)")
 	pollOnly := fs.Bool("poll-only", false, "venturi Config.PollOnly: no LISTEN/NOTIFY (connection poolers in transaction mode)")
 	retain := fs.Duration("retain-completed", 0, "venturi Config.RetainCompleted and River's CompletedJobRetentionPeriod (0 keeps the default)")
+	retainDead := fs.Duration("retain-dead", 0, "venturi Config.RetainDead (0 keeps the default)")
+	historyPartition := fs.Duration("history-partition", 0, "venturi Config.HistoryPartition (0 keeps the default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -111,7 +114,8 @@ func workerMain(args []string) error {
 	var t0 time.Time // when the worker started claiming: set by each library's case
 	switch *lib {
 	case libVenturi:
-		cfg := venturi.Config{Concurrency: *concurrency, Prefetch: *prefetch, RetainCompleted: *retain, PollOnly: *pollOnly}
+		cfg := venturi.Config{Concurrency: *concurrency, Prefetch: *prefetch, RetainCompleted: *retain, PollOnly: *pollOnly,
+			RetainDead: *retainDead, HistoryPartition: *historyPartition}
 		w, err := venturi.NewWorker(pool, &benchState{sustain: rec, sleep: *sleep}, cfg)
 		if err != nil {
 			return err
@@ -546,61 +550,103 @@ func (b *bencher) allDone(lib, kind string, n int) func(ctx context.Context) (bo
 	}
 }
 
-// scenario 4 (and 7): end-to-end throughput and the worker's peak RSS.
+// steadyArgs are the worker flags of scenario 4's steady-state row: finished jobs kept two
+// seconds (venturi: in history partitions of a second; River: its job cleaner deletes
+// them), so that retention runs during the drain, as it does in production, where every
+// job is also pruned. graphile-worker deletes a job as it completes: its steady state is
+// its drain.
+var steadyArgs = map[string][]string{
+	libVenturi:    {"-retain-completed", "2s", "-retain-dead", "2s", "-history-partition", "1s"},
+	libRiverTuned: {"-retain-completed", "2s"},
+}
+
+// scenario 4 (and 7): end-to-end throughput and the worker's peak RSS; and the same drain
+// in steady state, retention running (steadyArgs).
 func (b *bencher) scenarioE2E(ctx context.Context) error {
 	n := b.o.sz.e2eJobs
 	name := fmt.Sprintf("4. end-to-end, %d jobs, 1 worker process", n)
+	steadyName := fmt.Sprintf("4. end-to-end in steady state: retention of 2s pruning during the drain, %d jobs", n)
 	rssName := "7. worker peak RSS during 4"
 	for rep := range b.o.reps {
 		for _, lib := range b.order(rep, libVenturi, libRiverTuned, libGraphileTuned, libRiver, libGraphile) {
-			if _, err := b.drainBacklog(ctx, lib, n); err != nil {
+			if err := b.e2eRun(ctx, lib, rep, n, name, rssName, b.o.workerArgs); err != nil {
 				return err
 			}
-			profile := ""
-			if b.o.profileDir != "" && lib == libVenturi {
-				profile = filepath.Join(b.o.profileDir, fmt.Sprintf("venturi-e2e-%d.pprof", rep))
-			}
-			wal0, err := walLSN(ctx, b.admin)
-			if err != nil {
-				return err
-			}
-			r, err := b.workUntilRun(ctx, lib, profile, b.o.workerArgs, b.allDone(lib, kindNoop, n))
-			if err != nil {
-				return err
-			}
-			walBytes, err := walSince(ctx, b.admin, wal0)
-			if err != nil {
-				return err
-			}
-			el, rss, cpu := r.elapsed, r.rss, r.cpu
-			done := r.runs // graphile-worker deletes completed jobs: none left (allDone) and n runs
-			if !isGraphile(lib) {
-				if done, err = completedCount(ctx, b.admin, lib, kindNoop); err != nil {
+			if args, ok := steadyArgs[lib]; ok && b.o.profileDir == "" {
+				if err := b.e2eRun(ctx, lib, rep, n, steadyName, "", append(slices.Clone(b.o.workerArgs), args...)); err != nil {
 					return err
 				}
 			}
-			if done != int64(n) {
-				return fmt.Errorf("%s: %d of %d jobs completed", lib, done, n)
-			}
-			jps := float64(n) / el.Seconds()
-			logf("  %s %s rep %d: %.0f jobs/s (%v), peak RSS %.1f MiB", name, lib, rep, jps, el.Round(time.Millisecond), rss)
-			x := b.rep.add(name, "jobs/s (durably completed)", true, lib, jps)
-			x.ratioOf, x.ratioTo, x.target, x.check = libVenturi, []string{libRiverTuned, libRiver}, e2eTarget, e2eCheck
-			// Everything the server logged while the worker drained: claims, finishes, and
-			// whatever they set off (autovacuum included); the enqueue is before wal0.
-			w := b.rep.add(name, "WAL bytes per job (drain)", false, lib, float64(walBytes)/float64(n))
-			w.ratioOf, w.ratioTo, w.graphileTo = libVenturi, []string{libRiverTuned, libRiver}, graphilePeers
-			y := b.rep.add(rssName, "VmHWM (MiB)", false, lib, rss)
-			y.ratioOf, y.ratioTo, y.target, y.check = libVenturi, []string{libRiverTuned, libRiver}, "≤ River's", rssCheck
-			x.graphileTo, y.graphileTo = graphilePeers, graphilePeers
-			if cpu.ok {
-				logf("  %s %s rep %d: CPU worker %v, PostgreSQL backends %v", name, lib, rep, cpu.worker, cpu.db)
-				c1 := b.rep.add(name, "worker CPU ms per 1k jobs", false, lib, float64(cpu.worker.Milliseconds())*1000/float64(n))
-				c1.ratioOf, c1.ratioTo, c1.graphileTo = libVenturi, []string{libRiverTuned, libRiver}, graphilePeers
-				c2 := b.rep.add(name, "PostgreSQL backend CPU ms per 1k jobs", false, lib, float64(cpu.db.Milliseconds())*1000/float64(n))
-				c2.ratioOf, c2.ratioTo, c2.graphileTo = libVenturi, []string{libRiverTuned, libRiver}, graphilePeers
+		}
+	}
+	// graphile-worker's steady state is its drain (it keeps no finished job).
+	for _, lib := range []string{libGraphileTuned, libGraphile} {
+		for _, r := range b.rep.rows {
+			if r.scenario == name && len(r.vals[lib]) > 0 {
+				for _, v := range r.vals[lib] {
+					x := b.rep.add(steadyName, r.metric, r.higher, lib, v)
+					x.ratioOf, x.ratioTo, x.graphileTo = libVenturi, []string{libRiverTuned}, graphilePeers
+				}
 			}
 		}
+	}
+	return nil
+}
+
+// e2eRun is one run of scenario 4 (name) for lib: n no-op jobs enqueued first, one
+// worker process with args; rssName "" records no peak RSS row.
+func (b *bencher) e2eRun(ctx context.Context, lib string, rep, n int, name, rssName string, args []string) error {
+	if _, err := b.drainBacklog(ctx, lib, n); err != nil {
+		return err
+	}
+	profile := ""
+	if b.o.profileDir != "" && lib == libVenturi {
+		profile = filepath.Join(b.o.profileDir, fmt.Sprintf("venturi-e2e-%d.pprof", rep))
+	}
+	wal0, err := walLSN(ctx, b.admin)
+	if err != nil {
+		return err
+	}
+	r, err := b.workUntilRun(ctx, lib, profile, args, b.allDone(lib, kindNoop, n))
+	if err != nil {
+		return err
+	}
+	walBytes, err := walSince(ctx, b.admin, wal0)
+	if err != nil {
+		return err
+	}
+	el, rss, cpu := r.elapsed, r.rss, r.cpu
+	done := r.runs // graphile-worker deletes completed jobs: none left (allDone) and n runs
+	if !isGraphile(lib) {
+		if done, err = completedCount(ctx, b.admin, lib, kindNoop); err != nil {
+			return err
+		}
+	}
+	if done != int64(n) && rssName != "" { // in steady state, retention may have pruned some
+		return fmt.Errorf("%s: %d of %d jobs completed", lib, done, n)
+	}
+	jps := float64(n) / el.Seconds()
+	logf("  %s %s rep %d: %.0f jobs/s (%v), peak RSS %.1f MiB", name, lib, rep, jps, el.Round(time.Millisecond), rss)
+	x := b.rep.add(name, "jobs/s (durably completed)", true, lib, jps)
+	x.ratioOf, x.ratioTo, x.target, x.check = libVenturi, []string{libRiverTuned, libRiver}, e2eTarget, e2eCheck
+	// Everything the server logged while the worker drained: claims, finishes, and
+	// whatever they set off (autovacuum included); the enqueue is before wal0.
+	w := b.rep.add(name, "WAL bytes per job (drain)", false, lib, float64(walBytes)/float64(n))
+	w.ratioOf, w.ratioTo, w.graphileTo = libVenturi, []string{libRiverTuned, libRiver}, graphilePeers
+	x.graphileTo = graphilePeers
+	if rssName != "" {
+		y := b.rep.add(rssName, "VmHWM (MiB)", false, lib, rss)
+		y.ratioOf, y.ratioTo, y.target, y.check = libVenturi, []string{libRiverTuned, libRiver}, "≤ River's", rssCheck
+		y.graphileTo = graphilePeers
+	} else {
+		x.target, x.check = "", nil
+	}
+	if cpu.ok {
+		logf("  %s %s rep %d: CPU worker %v, PostgreSQL backends %v", name, lib, rep, cpu.worker, cpu.db)
+		c1 := b.rep.add(name, "worker CPU ms per 1k jobs", false, lib, float64(cpu.worker.Milliseconds())*1000/float64(n))
+		c1.ratioOf, c1.ratioTo, c1.graphileTo = libVenturi, []string{libRiverTuned, libRiver}, graphilePeers
+		c2 := b.rep.add(name, "PostgreSQL backend CPU ms per 1k jobs", false, lib, float64(cpu.db.Milliseconds())*1000/float64(n))
+		c2.ratioOf, c2.ratioTo, c2.graphileTo = libVenturi, []string{libRiverTuned, libRiver}, graphilePeers
 	}
 	return nil
 }

@@ -77,12 +77,15 @@
 //	finished   available  Queue.RetryJobs (dead, cancelled, completed)     retried
 //	scheduled  available  Queue.RetryJobs                                  retried
 //	any        (deleted)  Queue.DeleteJobs (every state but running)       -
-//	completed  (deleted)  older than Config.RetainCompleted                -
-//	cancelled  (deleted)  older than Config.RetainCompleted                -
-//	dead       (deleted)  older than Config.RetainDead                     -
+//	completed  (deleted)  its end plus Config.RetainCompleted passed        -
+//	cancelled  (deleted)  its end plus Config.RetainCompleted passed        -
+//	dead       (deleted)  its end plus Config.RetainDead passed             -
 //
 // Failures (errors, panics, timeouts and abandoned runs) count toward the backstop;
-// pauses and interruptions never do.
+// pauses and interruptions never do. A job that ends (completed, dead, cancelled) moves
+// from venturi_job, the table the claims work on, to the history of finished jobs
+// (venturi_job_history, partitioned on the time each job may be pruned): retention drops
+// whole partitions. [Queue.Job], [Queue.ListJobs] and the other reads find a job in either.
 //
 // # Claiming, leases and fencing
 //

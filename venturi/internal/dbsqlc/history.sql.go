@@ -69,10 +69,16 @@ func (q *Queries) HistoryHorizon(ctx context.Context, db DBTX) (*HistoryHorizonR
 
 const sweepEnded = `-- name: SweepEnded :one
 WITH doomed AS (
-    SELECT j.id FROM venturi_job j
-    WHERE j.state IN ('completed', 'dead', 'cancelled')
-    LIMIT $1::int
-    FOR UPDATE SKIP LOCKED
+    -- Through the partial indexes of the ended states (venturi_job_finished_idx: completed
+    -- and dead; venturi_job_cancelled_idx): one IN list of the three states matches
+    -- neither index's predicate, and was a scan of the whole table.
+    SELECT f.id FROM (
+        SELECT j.id FROM venturi_job j WHERE j.state IN ('completed', 'dead')
+        LIMIT $1::int FOR UPDATE SKIP LOCKED) f
+    UNION ALL
+    SELECT c.id FROM (
+        SELECT j.id FROM venturi_job j WHERE j.state = 'cancelled'
+        LIMIT $1::int FOR UPDATE SKIP LOCKED) c
 ), gone AS (
     DELETE FROM venturi_job j
     WHERE j.id = ANY(ARRAY(SELECT doomed.id FROM doomed))
@@ -118,7 +124,7 @@ type SweepEndedRow struct {
 	Forgotten int64
 }
 
-// Moves a batch of jobs that ended in venturi_job (a rescue past the backstop, a cancel, a
+// Moves a batch (max of each of two sets of states) of jobs that ended in venturi_job (a rescue past the backstop, a cancel, a
 // run asked to stop, an older worker's finish) into venturi_job_history, each with its
 // prune time: when it finished plus the retention of its state (retain_completed_us for
 // completed and cancelled jobs, retain_dead_us for dead ones), clamped below the horizon. A

@@ -19,7 +19,7 @@ SELECT max(p.hi)::timestamptz AS horizon,
 FROM venturi_history_partition p;
 
 -- name: SweepEnded :one
--- Moves a batch of jobs that ended in venturi_job (a rescue past the backstop, a cancel, a
+-- Moves a batch (max of each of two sets of states) of jobs that ended in venturi_job (a rescue past the backstop, a cancel, a
 -- run asked to stop, an older worker's finish) into venturi_job_history, each with its
 -- prune time: when it finished plus the retention of its state (retain_completed_us for
 -- completed and cancelled jobs, retain_dead_us for dead ones), clamped below the horizon. A
@@ -27,10 +27,16 @@ FROM venturi_history_partition p;
 -- instead, and taken out of the stats if they counted it. Returns how many jobs left
 -- venturi_job and how many of them were kept.
 WITH doomed AS (
-    SELECT j.id FROM venturi_job j
-    WHERE j.state IN ('completed', 'dead', 'cancelled')
-    LIMIT @max::int
-    FOR UPDATE SKIP LOCKED
+    -- Through the partial indexes of the ended states (venturi_job_finished_idx: completed
+    -- and dead; venturi_job_cancelled_idx): one IN list of the three states matches
+    -- neither index's predicate, and was a scan of the whole table.
+    SELECT f.id FROM (
+        SELECT j.id FROM venturi_job j WHERE j.state IN ('completed', 'dead')
+        LIMIT @max::int FOR UPDATE SKIP LOCKED) f
+    UNION ALL
+    SELECT c.id FROM (
+        SELECT j.id FROM venturi_job j WHERE j.state = 'cancelled'
+        LIMIT @max::int FOR UPDATE SKIP LOCKED) c
 ), gone AS (
     DELETE FROM venturi_job j
     WHERE j.id = ANY(ARRAY(SELECT doomed.id FROM doomed))
