@@ -90,7 +90,7 @@ func (w *Worker[S]) drain(ctx context.Context, kinds []string, maxRuns int) ([]t
 				return out, err
 			}
 		}
-		row, err := w.q.GetJob(ctx, w.pool, uuidOf(j.ID))
+		row, err := getJob(ctx, w.q, w.pool, j.ID)
 		if err != nil {
 			return out, err
 		}

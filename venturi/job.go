@@ -91,14 +91,34 @@ func (q *Queue) Job(ctx context.Context, id ulid.ULID) (*Job, error) {
 
 // jobIn is Job on db (a pool or a transaction).
 func (q *Queue) jobIn(ctx context.Context, db dbsqlc.DBTX, id ulid.ULID) (*Job, error) {
-	row, err := q.q.GetJob(ctx, db, uuidOf(id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
+	row, err := getJob(ctx, q.q, db, id)
 	if err != nil {
 		return nil, err
 	}
 	return jobFromRow(row)
+}
+
+// getJob reads job id wherever it is, pending first: a lookup in the history of finished
+// jobs probes each of its partitions, which a pending job should not pay. Each read is a
+// statement of its own, so a job that moves between them is looked for once more where it
+// went (a finished job moved back by a bulk retry); ErrNotFound when it is in neither.
+func getJob(ctx context.Context, q *dbsqlc.Queries, db dbsqlc.DBTX, id ulid.ULID) (*dbsqlc.GetJobRow, error) {
+	row, err := q.GetJob(ctx, db, uuidOf(id))
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return row, err
+	}
+	finished, err := q.GetFinishedJob(ctx, db, uuidOf(id))
+	if err == nil {
+		return (*dbsqlc.GetJobRow)(finished), nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, err
+	}
+	row, err = q.GetJob(ctx, db, uuidOf(id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	return row, err
 }
 
 // jobFromRow converts a GetJob row.

@@ -3,6 +3,7 @@ package venturi
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -59,12 +60,20 @@ func (q *Queue) RetryJobs(ctx context.Context, f JobFilter, o BulkOptions) (Bulk
 		},
 		note: func(actor, reason string) string { return joinNote("retried by "+actor, reason) },
 		apply: func(ctx context.Context, q *Queue, tx pgx.Tx, ids []pgtype.UUID, note string) (int64, error) {
-			row, err := q.q.RetryJobs(ctx, tx, dbsqlc.RetryJobsParams{Ids: ids, Note: note})
-			if err != nil || row.Changed == 0 || q.poll {
-				return row.Changed, err
+			var changed int64
+			var kinds []string
+			err := untilSettled(ids, func(ids []pgtype.UUID) ([]pgtype.UUID, error) {
+				row, err := q.q.RetryJobs(ctx, tx, dbsqlc.RetryJobsParams{Ids: ids, Note: note})
+				changed += row.Changed
+				kinds = append(kinds, row.Kinds...)
+				return row.Ids, err
+			})
+			if err != nil || changed == 0 || q.poll {
+				return changed, err
 			}
 			// The jobs are available now: wake the workers of their kinds when tx commits.
-			return row.Changed, q.q.NotifyMany(ctx, tx, dbsqlc.NotifyManyParams{Channel: q.channel, Payloads: row.Kinds})
+			slices.Sort(kinds)
+			return changed, q.q.NotifyMany(ctx, tx, dbsqlc.NotifyManyParams{Channel: q.channel, Payloads: slices.Compact(kinds)})
 		},
 	})
 }
@@ -113,9 +122,39 @@ func (q *Queue) DeleteJobs(ctx context.Context, f JobFilter, o BulkOptions) (Bul
 		eligible: func(r *listRow) bool { return State(r.State) != StateRunning },
 		note:     func(string, string) string { return "" },
 		apply: func(ctx context.Context, q *Queue, tx pgx.Tx, ids []pgtype.UUID, _ string) (int64, error) {
-			return q.q.DeleteJobs(ctx, tx, ids)
+			var deleted int64
+			err := untilSettled(ids, func(ids []pgtype.UUID) ([]pgtype.UUID, error) {
+				row, err := q.q.DeleteJobs(ctx, tx, ids)
+				deleted += row.Deleted
+				return row.Ids, err
+			})
+			return deleted, err
 		},
 	})
+}
+
+// untilSettled runs a bulk statement (do, which returns the IDs it changed) over ids, then
+// once more over those it did not change: a job that moved between venturi_job and the
+// history while the first statement ran (the retention duty's sweep of ended jobs) is in
+// neither table as that statement sees them, and in one as the next sees them. A job the
+// second statement does not change either was skipped for its state.
+func untilSettled(ids []pgtype.UUID, do func([]pgtype.UUID) ([]pgtype.UUID, error)) error {
+	done, err := do(ids)
+	if err != nil || len(done) == len(ids) {
+		return err
+	}
+	changed := make(map[pgtype.UUID]bool, len(done))
+	for _, id := range done {
+		changed[id] = true
+	}
+	var left []pgtype.UUID
+	for _, id := range ids {
+		if !changed[id] {
+			left = append(left, id)
+		}
+	}
+	_, err = do(left)
+	return err
 }
 
 // joinNote is "what: reason", or what alone.

@@ -11,7 +11,9 @@
 -- reads a job wherever it is reads this view, and sees each job exactly once, in one
 -- snapshot, also while it moves (a move is a delete and an insert in one transaction).
 -- Columns only live jobs have (the lease, the awaiters' channel, the signals a job waits
--- for, the claim's virtual time) are NULL for finished ones.
+-- for, the claim's virtual time) are NULL for finished ones; in_history says which table a
+-- row is in, and a statement that asks for one (in_history or NOT in_history) reads only
+-- that table (the planner drops the other branch).
 --
 -- What moves a job: the finish of a run that ends it (FinishRuns, for completed, dead and
 -- cancelled results), and the retention duty's sweep of the jobs that ended in
@@ -73,14 +75,14 @@ SELECT j.id, j.kind, j.state, j.priority, j.dedup_key, j.payload, j.carry, j.run
        j.max_failures, j.lease_token, j.lease_expires_at, j.worker_id, j.attempted_at, j.journal,
        j.created_at, j.finished_at, j.journal_moved, j.journal_dropped, j.queue, j.part, j.slot_key,
        j.slot_limit, j.slot_policy, j.breaker, j.stop_requested_at, j.stop_event, j.stop_note,
-       j.await_channel, j.wait_signals, j.events, j.meta
+       j.await_channel, j.wait_signals, j.events, j.meta, false AS in_history
 FROM venturi_job j
 UNION ALL
 SELECT h.id, h.kind, h.state, h.priority, h.dedup_key, h.payload, h.carry, h.run_at, h.runs, h.failures,
        h.max_failures, NULL::bigint, NULL::timestamptz, h.worker_id, h.attempted_at, h.journal,
        h.created_at, h.finished_at, h.journal_moved, h.journal_dropped, h.queue, h.part, h.slot_key,
        h.slot_limit, h.slot_policy, h.breaker, h.stop_requested_at, h.stop_event, h.stop_note,
-       NULL::text, NULL::text[], h.events, h.meta
+       NULL::text, NULL::text[], h.events, h.meta, true AS in_history
 FROM venturi_job_history h;
 
 -- The partitions of venturi_job_history: name and bounds, maintained with the partitions

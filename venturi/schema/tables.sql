@@ -468,7 +468,8 @@ CREATE VIEW venturi_job_all AS
     j.await_channel,
     j.wait_signals,
     j.events,
-    j.meta
+    j.meta,
+    false AS in_history
    FROM venturi_job j
 UNION ALL
  SELECT h.id,
@@ -503,5 +504,6 @@ UNION ALL
     NULL::text AS await_channel,
     NULL::text[] AS wait_signals,
     h.events,
-    h.meta
+    h.meta,
+    true AS in_history
    FROM venturi_job_history h;

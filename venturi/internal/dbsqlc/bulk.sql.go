@@ -115,18 +115,25 @@ WITH gone AS (
     DELETE FROM venturi_step x WHERE x.job_id = ANY(ARRAY(SELECT g.id FROM g))
 )
 SELECT COALESCE(venturi_stats_forget(array_agg(g.queue), array_agg(g.kind), array_agg(g.state::text),
-                                     array_agg(g.finished_at)), 0)::bigint AS deleted
+                                     array_agg(g.finished_at)), 0)::bigint AS deleted,
+       COALESCE(array_agg(g.id), '{}')::uuid[] AS ids
 FROM g
 `
 
+type DeleteJobsRow struct {
+	Deleted int64
+	Ids     []pgtype.UUID
+}
+
 // Deletes the given jobs unless they are running (re-read under the row lock), pending or
 // finished, with their moved journal entries, signals, hooks and steps, and subtracts the
-// finished ones from the stats' finished counts. Returns how many it deleted.
-func (q *Queries) DeleteJobs(ctx context.Context, db DBTX, ids []pgtype.UUID) (int64, error) {
+// finished ones from the stats' finished counts. Returns how many it deleted, and which
+// (a job that moved between the tables meanwhile is missed, as RetryJobs says).
+func (q *Queries) DeleteJobs(ctx context.Context, db DBTX, ids []pgtype.UUID) (*DeleteJobsRow, error) {
 	row := db.QueryRow(ctx, deleteJobs, ids)
-	var deleted int64
-	err := row.Scan(&deleted)
-	return deleted, err
+	var i DeleteJobsRow
+	err := row.Scan(&i.Deleted, &i.Ids)
+	return &i, err
 }
 
 const retryJobs = `-- name: RetryJobs :one
@@ -166,11 +173,12 @@ WITH old AS (
     FROM back b
     RETURNING id
 ), changed AS (
-    SELECT u.kind, u.queue, u.old_state::text AS old_state, u.old_finished FROM upd u
+    SELECT u.id, u.kind, u.queue, u.old_state::text AS old_state, u.old_finished FROM upd u
     UNION ALL
-    SELECT b.kind, b.queue, b.state::text, b.finished_at FROM back b
+    SELECT b.id, b.kind, b.queue, b.state::text, b.finished_at FROM back b
 )
 SELECT count(*)::bigint AS changed,
+       COALESCE(array_agg(c.id), '{}')::uuid[] AS ids,
        COALESCE(array_agg(DISTINCT c.kind), '{}')::text[] AS kinds,
        COALESCE(venturi_stats_forget(array_agg(c.queue), array_agg(c.kind), array_agg(c.old_state),
                                      array_agg(c.old_finished)), 0)::bigint AS forgotten,
@@ -185,6 +193,7 @@ type RetryJobsParams struct {
 
 type RetryJobsRow struct {
 	Changed   int64
+	Ids       []pgtype.UUID
 	Kinds     []string
 	Forgotten int64
 	MovedBack int64
@@ -196,13 +205,16 @@ type RetryJobsRow struct {
 // job moves back from the history into venturi_job (its retried event is written by
 // venturi_event_write as it is inserted). A finished job of a supervised singleton is left
 // alone (its workers ensure its live job). The finished ones are subtracted from the stats'
-// finished counts in the same statement. Returns how many changed and their kinds (to
-// notify the workers).
+// finished counts in the same statement. Returns how many changed, which, and their kinds
+// (to notify the workers). A job that moved between the tables while this statement ran
+// (the retention duty's sweep) is in neither as this statement sees them: the caller runs
+// it again for the jobs it did not change.
 func (q *Queries) RetryJobs(ctx context.Context, db DBTX, arg RetryJobsParams) (*RetryJobsRow, error) {
 	row := db.QueryRow(ctx, retryJobs, arg.Ids, arg.Note)
 	var i RetryJobsRow
 	err := row.Scan(
 		&i.Changed,
+		&i.Ids,
 		&i.Kinds,
 		&i.Forgotten,
 		&i.MovedBack,

@@ -136,6 +136,102 @@ func (q *Queries) ExplainFacts(ctx context.Context, db DBTX, arg ExplainFactsPar
 	return &i, err
 }
 
+const getFinishedJob = `-- name: GetFinishedJob :one
+SELECT j.id, j.kind, j.state, j.priority, j.dedup_key, j.payload, j.carry, j.run_at, j.runs, j.failures, j.journal,
+       j.journal_moved, j.journal_dropped, j.created_at, j.attempted_at, j.finished_at, j.lease_expires_at,
+       j.queue, j.part, j.slot_key, j.slot_limit, j.slot_policy, j.stop_requested_at, j.stop_event, j.stop_note,
+       j.worker_id, j.meta,
+       (b.threshold IS NOT NULL)::bool AS has_breaker,
+       COALESCE(b.fails, 0)::int AS brk_fails, b.open_until AS brk_open_until, b.probe_until AS brk_probe_until,
+       COALESCE(b.updated_at, j.created_at)::timestamptz AS brk_updated_at, COALESCE(b.threshold, 0)::int AS brk_threshold
+FROM venturi_job_all j
+LEFT JOIN LATERAL (
+    SELECT g.fails, g.open_until, g.probe_until, g.updated_at, k.brk_failures::int AS threshold
+    FROM venturi_kind k
+    JOIN venturi_gate g ON g.key = 'b' || chr(31) || k.kind || CASE WHEN k.brk_by_part THEN chr(31) || COALESCE(j.part, '') ELSE '' END
+    WHERE k.kind = j.kind AND k.brk_failures > 0
+) b ON true
+WHERE j.id = $1 AND j.in_history
+`
+
+type GetFinishedJobRow struct {
+	ID              pgtype.UUID
+	Kind            string
+	State           VenturiJobState
+	Priority        int16
+	DedupKey        pgtype.Text
+	Payload         []byte
+	Carry           []byte
+	RunAt           time.Time
+	Runs            int32
+	Failures        int32
+	Journal         []byte
+	JournalMoved    int64
+	JournalDropped  []byte
+	CreatedAt       time.Time
+	AttemptedAt     *time.Time
+	FinishedAt      *time.Time
+	LeaseExpiresAt  *time.Time
+	Queue           string
+	Part            pgtype.Text
+	SlotKey         pgtype.Text
+	SlotLimit       pgtype.Int4
+	SlotPolicy      pgtype.Int2
+	StopRequestedAt *time.Time
+	StopEvent       pgtype.Text
+	StopNote        pgtype.Text
+	WorkerID        pgtype.Text
+	Meta            []byte
+	HasBreaker      bool
+	BrkFails        int32
+	BrkOpenUntil    *time.Time
+	BrkProbeUntil   *time.Time
+	BrkUpdatedAt    time.Time
+	BrkThreshold    int32
+}
+
+// GetJob for a job in the history of finished jobs.
+func (q *Queries) GetFinishedJob(ctx context.Context, db DBTX, id pgtype.UUID) (*GetFinishedJobRow, error) {
+	row := db.QueryRow(ctx, getFinishedJob, id)
+	var i GetFinishedJobRow
+	err := row.Scan(
+		&i.ID,
+		&i.Kind,
+		&i.State,
+		&i.Priority,
+		&i.DedupKey,
+		&i.Payload,
+		&i.Carry,
+		&i.RunAt,
+		&i.Runs,
+		&i.Failures,
+		&i.Journal,
+		&i.JournalMoved,
+		&i.JournalDropped,
+		&i.CreatedAt,
+		&i.AttemptedAt,
+		&i.FinishedAt,
+		&i.LeaseExpiresAt,
+		&i.Queue,
+		&i.Part,
+		&i.SlotKey,
+		&i.SlotLimit,
+		&i.SlotPolicy,
+		&i.StopRequestedAt,
+		&i.StopEvent,
+		&i.StopNote,
+		&i.WorkerID,
+		&i.Meta,
+		&i.HasBreaker,
+		&i.BrkFails,
+		&i.BrkOpenUntil,
+		&i.BrkProbeUntil,
+		&i.BrkUpdatedAt,
+		&i.BrkThreshold,
+	)
+	return &i, err
+}
+
 const getJob = `-- name: GetJob :one
 SELECT j.id, j.kind, j.state, j.priority, j.dedup_key, j.payload, j.carry, j.run_at, j.runs, j.failures, j.journal,
        j.journal_moved, j.journal_dropped, j.created_at, j.attempted_at, j.finished_at, j.lease_expires_at,
@@ -151,7 +247,7 @@ LEFT JOIN LATERAL (
     JOIN venturi_gate g ON g.key = 'b' || chr(31) || k.kind || CASE WHEN k.brk_by_part THEN chr(31) || COALESCE(j.part, '') ELSE '' END
     WHERE k.kind = j.kind AND k.brk_failures > 0
 ) b ON true
-WHERE j.id = $1
+WHERE j.id = $1 AND NOT j.in_history
 `
 
 type GetJobRow struct {
@@ -190,8 +286,10 @@ type GetJobRow struct {
 	BrkThreshold    int32
 }
 
-// The job, wherever it is (venturi_job_all: pending or finished), and, when its kind has a breaker that has seen a claim, the breaker it reports
-// to (CircuitOf's join, in the same statement: Queue.Job is one round trip).
+// A pending job (venturi_job: NOT in_history reads that table alone), and, when its kind
+// has a breaker that has seen a claim, the breaker it reports to (CircuitOf's join, in the
+// same statement). Queue.Job reads GetFinishedJob when the job is not here: a lookup by ID
+// in the history probes every partition, which a pending job should not pay.
 func (q *Queries) GetJob(ctx context.Context, db DBTX, id pgtype.UUID) (*GetJobRow, error) {
 	row := db.QueryRow(ctx, getJob, id)
 	var i GetJobRow

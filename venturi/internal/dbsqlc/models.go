@@ -230,6 +230,7 @@ type VenturiJobAll struct {
 	WaitSignals     []string
 	Events          bool
 	Meta            []byte
+	InHistory       bool
 }
 
 type VenturiJobHistory struct {

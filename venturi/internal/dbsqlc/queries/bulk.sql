@@ -21,8 +21,10 @@ LIMIT @max::int;
 -- job moves back from the history into venturi_job (its retried event is written by
 -- venturi_event_write as it is inserted). A finished job of a supervised singleton is left
 -- alone (its workers ensure its live job). The finished ones are subtracted from the stats'
--- finished counts in the same statement. Returns how many changed and their kinds (to
--- notify the workers).
+-- finished counts in the same statement. Returns how many changed, which, and their kinds
+-- (to notify the workers). A job that moved between the tables while this statement ran
+-- (the retention duty's sweep) is in neither as this statement sees them: the caller runs
+-- it again for the jobs it did not change.
 WITH old AS (
     SELECT j.id, j.state, j.finished_at FROM venturi_job j
     WHERE j.id = ANY(ARRAY(SELECT unnest(@ids::uuid[])))
@@ -59,11 +61,12 @@ WITH old AS (
     FROM back b
     RETURNING id
 ), changed AS (
-    SELECT u.kind, u.queue, u.old_state::text AS old_state, u.old_finished FROM upd u
+    SELECT u.id, u.kind, u.queue, u.old_state::text AS old_state, u.old_finished FROM upd u
     UNION ALL
-    SELECT b.kind, b.queue, b.state::text, b.finished_at FROM back b
+    SELECT b.id, b.kind, b.queue, b.state::text, b.finished_at FROM back b
 )
 SELECT count(*)::bigint AS changed,
+       COALESCE(array_agg(c.id), '{}')::uuid[] AS ids,
        COALESCE(array_agg(DISTINCT c.kind), '{}')::text[] AS kinds,
        COALESCE(venturi_stats_forget(array_agg(c.queue), array_agg(c.kind), array_agg(c.old_state),
                                      array_agg(c.old_finished)), 0)::bigint AS forgotten,
@@ -73,7 +76,8 @@ FROM changed c;
 -- name: DeleteJobs :one
 -- Deletes the given jobs unless they are running (re-read under the row lock), pending or
 -- finished, with their moved journal entries, signals, hooks and steps, and subtracts the
--- finished ones from the stats' finished counts. Returns how many it deleted.
+-- finished ones from the stats' finished counts. Returns how many it deleted, and which
+-- (a job that moved between the tables meanwhile is missed, as RetryJobs says).
 WITH gone AS (
     DELETE FROM venturi_job j
     WHERE j.id = ANY(ARRAY(SELECT unnest(@ids::uuid[]))) AND j.state <> 'running'
@@ -94,5 +98,6 @@ WITH gone AS (
     DELETE FROM venturi_step x WHERE x.job_id = ANY(ARRAY(SELECT g.id FROM g))
 )
 SELECT COALESCE(venturi_stats_forget(array_agg(g.queue), array_agg(g.kind), array_agg(g.state::text),
-                                     array_agg(g.finished_at)), 0)::bigint AS deleted
+                                     array_agg(g.finished_at)), 0)::bigint AS deleted,
+       COALESCE(array_agg(g.id), '{}')::uuid[] AS ids
 FROM g;

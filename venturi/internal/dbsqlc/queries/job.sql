@@ -1,6 +1,8 @@
 -- name: GetJob :one
--- The job, wherever it is (venturi_job_all: pending or finished), and, when its kind has a breaker that has seen a claim, the breaker it reports
--- to (CircuitOf's join, in the same statement: Queue.Job is one round trip).
+-- A pending job (venturi_job: NOT in_history reads that table alone), and, when its kind
+-- has a breaker that has seen a claim, the breaker it reports to (CircuitOf's join, in the
+-- same statement). Queue.Job reads GetFinishedJob when the job is not here: a lookup by ID
+-- in the history probes every partition, which a pending job should not pay.
 SELECT j.id, j.kind, j.state, j.priority, j.dedup_key, j.payload, j.carry, j.run_at, j.runs, j.failures, j.journal,
        j.journal_moved, j.journal_dropped, j.created_at, j.attempted_at, j.finished_at, j.lease_expires_at,
        j.queue, j.part, j.slot_key, j.slot_limit, j.slot_policy, j.stop_requested_at, j.stop_event, j.stop_note,
@@ -15,7 +17,25 @@ LEFT JOIN LATERAL (
     JOIN venturi_gate g ON g.key = 'b' || chr(31) || k.kind || CASE WHEN k.brk_by_part THEN chr(31) || COALESCE(j.part, '') ELSE '' END
     WHERE k.kind = j.kind AND k.brk_failures > 0
 ) b ON true
-WHERE j.id = @id;
+WHERE j.id = @id AND NOT j.in_history;
+
+-- name: GetFinishedJob :one
+-- GetJob for a job in the history of finished jobs.
+SELECT j.id, j.kind, j.state, j.priority, j.dedup_key, j.payload, j.carry, j.run_at, j.runs, j.failures, j.journal,
+       j.journal_moved, j.journal_dropped, j.created_at, j.attempted_at, j.finished_at, j.lease_expires_at,
+       j.queue, j.part, j.slot_key, j.slot_limit, j.slot_policy, j.stop_requested_at, j.stop_event, j.stop_note,
+       j.worker_id, j.meta,
+       (b.threshold IS NOT NULL)::bool AS has_breaker,
+       COALESCE(b.fails, 0)::int AS brk_fails, b.open_until AS brk_open_until, b.probe_until AS brk_probe_until,
+       COALESCE(b.updated_at, j.created_at)::timestamptz AS brk_updated_at, COALESCE(b.threshold, 0)::int AS brk_threshold
+FROM venturi_job_all j
+LEFT JOIN LATERAL (
+    SELECT g.fails, g.open_until, g.probe_until, g.updated_at, k.brk_failures::int AS threshold
+    FROM venturi_kind k
+    JOIN venturi_gate g ON g.key = 'b' || chr(31) || k.kind || CASE WHEN k.brk_by_part THEN chr(31) || COALESCE(j.part, '') ELSE '' END
+    WHERE k.kind = j.kind AND k.brk_failures > 0
+) b ON true
+WHERE j.id = @id AND j.in_history;
 
 -- name: CountJobs :many
 -- Every job, pending or finished, by kind and state (a full count: for tests and tools).
