@@ -332,3 +332,56 @@ func TestAuditRecordsOperatorActions(t *testing.T) {
 		t.Fatalf("audit log:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestRetryJobsFindsAJobThatMovedMeanwhile: a dead job is listed by a bulk retry while the
+// retention duty's sweep moves it into the history (here a transaction that moves it the
+// same way, holding its row until the retry's statement waits for it). The retry's first
+// statement finds it in neither table (the row it waited for is gone; the history row is
+// newer than its snapshot); the retry runs once more for the jobs it did not change, and
+// retries it. Before, the job was counted eligible and left dead.
+func TestRetryJobsFindsAJobThatMovedMeanwhile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, q := newQueue(t)
+	seedDead(t, pool, 1, venturi.DefaultQueue)
+	if _, err := pool.Exec(ctx, `SELECT venturi_history_extend('1 hour', now() + interval '3 hours', 1000)`); err != nil {
+		t.Fatal(err)
+	}
+	mover, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = mover.Rollback(ctx) }()
+	if _, err := mover.Exec(ctx, `WITH gone AS (DELETE FROM venturi_job RETURNING *)
+		INSERT INTO venturi_job_history (id, kind, state, priority, payload, run_at, runs, failures, max_failures,
+			attempted_at, journal, created_at, finished_at, journal_moved, queue, events, prune_at)
+		SELECT id, kind, state, priority, payload, run_at, runs, failures, max_failures, attempted_at, journal,
+			created_at, finished_at, journal_moved, queue, events, now() + interval '1 hour' FROM gone`); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		res venturi.BulkResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := q.RetryJobs(ctx, mustFilter(t, "state:dead"), venturi.BulkOptions{})
+		done <- result{res, err}
+	}()
+	eventually(t, within, "the retry to wait for the moving row", func() bool {
+		var waiting bool
+		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%name: RetryJobs%' AND datname = current_database())`).Scan(&waiting)
+		return err == nil && waiting
+	})
+	if err := mover.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.res.Eligible != 1 || r.res.Changed != 1 {
+		t.Fatalf("retry: %+v, %v; want the job retried", r.res, r.err)
+	}
+	if n := countJobs(t, pool, "state = 'available'"); n != 1 {
+		t.Fatalf("%d jobs available after the retry, want 1", n)
+	}
+}
