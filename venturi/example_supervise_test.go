@@ -132,9 +132,20 @@ type PollerCursor struct {
 	Polls int `json:"polls"`
 }
 
+// PollerState is the workers' state: here only a gate the example opens once it has
+// looked at the service, so that its first poll comes after that.
+type PollerState struct {
+	Ready <-chan struct{}
+}
+
 // Handle polls the feed once per run here; a real poller loops until Run.Shutdown closes,
 // calling Run.Checkpoint as it goes, and returns PauseIn(0) to hand over.
-func (FeedPoller) Handle(ctx context.Context, run *venturi.Run[PollerCursor], _ struct{}) (venturi.Outcome, error) {
+func (FeedPoller) Handle(ctx context.Context, run *venturi.Run[PollerCursor], s PollerState) (venturi.Outcome, error) {
+	select {
+	case <-s.Ready:
+	case <-ctx.Done():
+		return venturi.Outcome{}, context.Cause(ctx)
+	}
 	cursor := run.CarryMut()
 	cursor.Polls++
 	if err := run.Checkpoint(ctx); err != nil {
@@ -155,8 +166,9 @@ func ExampleSupervised() {
 	defer cleanup()
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 
+	ready := make(chan struct{})
 	for _, id := range []string{"worker-a", "worker-b"} {
-		w, err := venturi.NewWorker(pool, struct{}{}, venturi.Config{
+		w, err := venturi.NewWorker(pool, PollerState{Ready: ready}, venturi.Config{
 			ID: id, PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 		})
 		if err != nil {
@@ -176,6 +188,7 @@ func ExampleSupervised() {
 		log.Fatal(list, err)
 	}
 	job := list[0]
+	close(ready) // the polls may go on
 	poll := time.NewTicker(10 * time.Millisecond)
 	defer poll.Stop()
 	for deadline := time.Now().Add(30 * time.Second); ; <-poll.C {
