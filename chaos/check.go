@@ -908,16 +908,26 @@ func zombieWrite(token int64, at time.Time, journal []venturi.JournalEntry, loss
 
 // attribute finds the recorded fault that explains a run's disturbed end: a kill or stop
 // of the process that ran it while it ran, a PostgreSQL restart or a terminate burst that
-// overlapped it. It returns the fault's index, or -1.
+// overlapped it. A run that failed because its connection had been terminated (SQLSTATE
+// 57P01 in its note) is explained by the latest terminate burst or restart that began
+// before it ended, however long before: a connection terminated while it sat idle in a
+// pool reports it only when it is next used. It returns the fault's index, or -1.
 func attribute(en venturi.JournalEntry, faults []faultRow, lease time.Duration) int {
 	const slack = 500 * time.Millisecond
 	pid := pidOf(en.Worker)
 	from, to := en.StartedAt.Add(-slack), en.At.Add(slack)
+	terminated := strings.Contains(en.Note, "(SQLSTATE 57P01)")
+	if terminated {
+		from = time.Time{} // the termination may have come long before the run used the connection
+	}
 	overlaps := func(a, b time.Time) bool { return !a.After(to) && !b.Before(from) }
 	best := -1
 	rank := map[string]int{"sigkill": 1, "sigstop": 2, "half-open": 2, "pg-restart-immediate": 3, "pg-restart-fast": 3,
 		"failover-sync": 3, "failover-async": 3, "wal-full": 3, "pgbouncer-restart": 4, "terminate-burst": 4}
 	for i, f := range faults {
+		if terminated && f.kind != "terminate-burst" && !strings.HasPrefix(f.kind, "pg-restart") {
+			continue // only these terminate connections
+		}
 		ok := false
 		switch f.kind {
 		case "sigkill":
@@ -945,8 +955,14 @@ func attribute(en venturi.JournalEntry, faults []faultRow, lease time.Duration) 
 		// Of equally ranked faults, the latest to begin is the one that ended the run: a
 		// run claimed just after one half-open cut healed and ended by the next cut of the
 		// same worker overlaps both windows, and its recovery counts from the second.
-		if ok && (best < 0 || rank[f.kind] < rank[faults[best].kind] ||
-			rank[f.kind] == rank[faults[best].kind] && f.at.After(faults[best].at)) {
+		switch {
+		case !ok:
+		case terminated: // the latest termination before the run's end
+			if best < 0 || f.at.After(faults[best].at) {
+				best = i
+			}
+		case best < 0 || rank[f.kind] < rank[faults[best].kind] ||
+			rank[f.kind] == rank[faults[best].kind] && f.at.After(faults[best].at):
 			best = i
 		}
 	}

@@ -22,6 +22,11 @@ func TestAttribute(t *testing.T) {
 		return venturi.JournalEntry{Event: venturi.EventAbandoned, Worker: "chaos-worker-1-pid" + itoa(pid),
 			StartedAt: at(from), At: at(to)}
 	}
+	terminatedRun := func(pid int, from, to float64) venturi.JournalEntry {
+		en := run(pid, from, to)
+		en.Event, en.Note = venturi.EventFailed, "record start: FATAL: terminating connection due to administrator command (SQLSTATE 57P01)"
+		return en
+	}
 	cases := []struct {
 		name string
 		en   venturi.JournalEntry
@@ -37,6 +42,10 @@ func TestAttribute(t *testing.T) {
 		{"burst during the run", run(300, 59.5, 60.2), 3},
 		{"a listen kill explains nothing", run(300, 69, 72), -1},
 		{"no fault", run(300, 80, 82), -1},
+		// A connection terminated by the burst while idle in a pool fails its next use.
+		{"terminated connection used long after the burst", terminatedRun(300, 80, 82), 3},
+		{"terminated connection before any burst or restart", terminatedRun(300, 30, 32), -1},
+		{"terminated connection: a stop of the same process before explains nothing", terminatedRun(200, 30, 32), -1},
 	}
 	for _, c := range cases {
 		if got := attribute(c.en, faults, 2*time.Second); got != c.want {
