@@ -31,7 +31,7 @@ func Params(worker string, keep Retention, ends []*jobrun.End) dbsqlc.FinishRuns
 		Ids: make([]pgtype.UUID, n), Tokens: make([]int64, n), States: make([]string, n),
 		DelaysUs: make([]int64, n), Failed: make([]bool, n), SetCarry: make([]bool, n),
 		Carries: make([]string, n), Entries: make([]string, n),
-		RetainCompletedUs: RetainUs(keep.Completed), RetainDeadUs: RetainUs(keep.Dead),
+		RetainCompletedUs: dbsqlc.RetainUs(keep.Completed), RetainDeadUs: dbsqlc.RetainUs(keep.Dead),
 	}
 	var buf []byte
 	stops := make([]int, n)
@@ -54,15 +54,6 @@ func Params(worker string, keep Retention, ends []*jobrun.End) dbsqlc.FinishRuns
 		p.Entries[i], start = all[start:end], end
 	}
 	return p
-}
-
-// RetainUs is a retention in the microseconds the SQL layer takes: -1 when nothing is
-// kept.
-func RetainUs(d time.Duration) int64 {
-	if d < 0 {
-		return -1
-	}
-	return d.Microseconds()
 }
 
 // delayOf converts a duration into the microseconds the SQL layer takes.

@@ -108,7 +108,7 @@ func (p *Pruner) warnIfShort(ctx context.Context, tx pgx.Tx) error {
 // many left venturi_job.
 func (p *Pruner) SweepEnded(ctx context.Context, tx pgx.Tx) (int, error) {
 	r, err := p.q.SweepEnded(ctx, tx, dbsqlc.SweepEndedParams{Max: int32(p.cfg.Batch),
-		RetainCompletedUs: retainUs(p.cfg.RetainCompleted), RetainDeadUs: retainUs(p.cfg.RetainDead)})
+		RetainCompletedUs: dbsqlc.RetainUs(p.cfg.RetainCompleted), RetainDeadUs: dbsqlc.RetainUs(p.cfg.RetainDead)})
 	if err != nil {
 		return 0, err
 	}
@@ -157,15 +157,6 @@ func savepoint(ctx context.Context, tx pgx.Tx, fn func(pgx.Tx) error) error {
 		return err
 	}
 	return sp.Commit(ctx)
-}
-
-// retainUs is a retention in the microseconds the SQL layer takes: -1 when nothing is
-// kept.
-func retainUs(d time.Duration) int64 {
-	if d < 0 {
-		return -1
-	}
-	return d.Microseconds()
 }
 
 // millis is d in whole milliseconds, at least 1.

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/venturi-dev/venturi/internal/maintenance"
+	"github.com/venturi-dev/venturi/internal/testdb"
 )
 
 // insertFinished inserts a job of kind in state that finished ago.
@@ -139,7 +140,7 @@ func TestPruner(t *testing.T) {
 		}
 		partitions := count(t, b, "venturi_history_partition", "true")
 		dropped := 0
-		eventually(t, "the job's partition to be dropped", func() bool {
+		testdb.Eventually(t, "the job's partition to be dropped", func() bool {
 			b.inTx(t, func(tx pgx.Tx) error {
 				n, err := p.DropDue(context.Background(), tx)
 				dropped += n

@@ -46,23 +46,26 @@ WITH doomed AS (
               j.part, j.slot_key, j.slot_limit, j.slot_policy, j.breaker, j.stop_requested_at, j.stop_event,
               j.stop_note, j.events, j.meta,
               (CASE WHEN j.state = 'dead' THEN @retain_dead_us::bigint ELSE @retain_completed_us::bigint END) AS retain_us
+), ended AS (
+    -- Kept: a retention that keeps something, and a prune time not past yet.
+    SELECT g.*, (g.retain_us >= 0 AND g.finished_at + interval '1 microsecond' * g.retain_us >= now()) AS keep
+    FROM gone g
 ), kept AS (
     INSERT INTO venturi_job_history (id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures,
         max_failures, worker_id, attempted_at, journal, created_at, finished_at, journal_moved, journal_dropped,
         queue, part, slot_key, slot_limit, slot_policy, breaker, stop_requested_at, stop_event, stop_note,
         events, meta, prune_at)
-    SELECT g.id, g.kind, g.state, g.priority, g.dedup_key, g.payload, g.carry, g.run_at, g.runs, g.failures,
-           g.max_failures, g.worker_id, g.attempted_at, g.journal, g.created_at, g.finished_at, g.journal_moved,
-           g.journal_dropped, g.queue, g.part, g.slot_key, g.slot_limit, g.slot_policy, g.breaker,
-           g.stop_requested_at, g.stop_event, g.stop_note, g.events, g.meta,
-           LEAST(g.finished_at + interval '1 microsecond' * g.retain_us,
+    SELECT e.id, e.kind, e.state, e.priority, e.dedup_key, e.payload, e.carry, e.run_at, e.runs, e.failures,
+           e.max_failures, e.worker_id, e.attempted_at, e.journal, e.created_at, e.finished_at, e.journal_moved,
+           e.journal_dropped, e.queue, e.part, e.slot_key, e.slot_limit, e.slot_policy, e.breaker,
+           e.stop_requested_at, e.stop_event, e.stop_note, e.events, e.meta,
+           LEAST(e.finished_at + interval '1 microsecond' * e.retain_us,
                  (SELECT max(p.hi) FROM venturi_history_partition p) - interval '1 microsecond')
-    FROM gone g
-    WHERE g.retain_us >= 0 AND g.finished_at + interval '1 microsecond' * g.retain_us >= now()
+    FROM ended e
+    WHERE e.keep
     RETURNING id
 ), dropped AS (
-    SELECT g.queue, g.kind, g.state, g.finished_at FROM gone g
-    WHERE NOT (g.retain_us >= 0 AND g.finished_at + interval '1 microsecond' * g.retain_us >= now())
+    SELECT e.queue, e.kind, e.state, e.finished_at FROM ended e WHERE NOT e.keep
 )
 SELECT (SELECT count(*) FROM gone)::int AS ended,
        (SELECT count(*) FROM kept)::int AS kept,
