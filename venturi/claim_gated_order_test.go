@@ -1,20 +1,24 @@
 package venturi_test
 
 // Tests of the gated claim's virtual-time order (start-time fair queueing across
-// partitions): venturi_job_vt (schema/functions/venturi_job_vt.sql) gives each gated job
-// its virtual time, and venturi_claim_gated (schema/functions/venturi_claim_gated.sql)
-// claims in that order.
+// partitions): venturi_job_place (schema/functions/venturi_job_place.sql) gives each gated
+// job its virtual time, called by the insert trigger venturi_job_vt and by the statements
+// that make a job available, and venturi_claim_gated
+// (schema/functions/venturi_claim_gated.sql) claims in that order.
 
 import (
 	"context"
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi"
+	"github.com/venturi-dev/venturi/internal/dbsqlc"
 )
 
 // vtOf reads the virtual times of the given jobs, in their order.
@@ -94,53 +98,125 @@ func TestVirtualTimeInterleavesPartitions(t *testing.T) {
 
 // TestVirtualTimeOfReleasedAndRetriedJobs: a job whose run ends and that is due at once
 // again (released unstarted, rescued, retried without delay) keeps its place; a job
-// that comes due later (a backoff) goes behind its partition's others.
+// that comes due later (a backoff) goes behind its partition's others. Each return is the
+// worker's own statement (ReleaseUnstarted, RescueExpired, FinishRuns, PromoteDue), which
+// assigns the virtual time itself.
 func TestVirtualTimeOfReleasedAndRetriedJobs(t *testing.T) {
 	t.Parallel()
 	pool, q := newQueue(t)
 	ctx := context.Background()
+	db := dbsqlc.New()
 	var ids []ulid.ULID
 	for i := range 3 {
 		ids = append(ids, enqueue(t, q, fair{N: i, Tenant: "a"}).ID)
 	}
 	first := ids[0]
-	claim := `UPDATE venturi_job SET state = 'running', runs = runs + 1, lease_token = nextval('venturi_lease_token_seq'),
-		lease_expires_at = now() + interval '1 minute', worker_id = 'w', attempted_at = now() WHERE id = $1`
-	if _, err := pool.Exec(ctx, claim, first[:]); err != nil {
+	id := pgtype.UUID{Bytes: first, Valid: true}
+	claim := func() int64 {
+		t.Helper()
+		var token int64
+		if err := pool.QueryRow(ctx, `UPDATE venturi_job SET state = 'running', runs = runs + 1,
+			lease_token = nextval('venturi_lease_token_seq'), lease_expires_at = now() + interval '1 minute',
+			worker_id = 'w', attempted_at = now() WHERE id = $1 RETURNING lease_token`, first[:]).Scan(&token); err != nil {
+			t.Fatal(err)
+		}
+		return token
+	}
+	finish := func(state string) {
+		t.Helper()
+		token := claim()
+		if got, err := db.FinishRuns(ctx, pool, dbsqlc.FinishRunsParams{
+			Ids: []pgtype.UUID{id}, Tokens: []int64{token}, States: []string{state}, DelaysUs: []int64{0},
+			Failed: []bool{true}, SetCarry: []bool{false}, Carries: []string{""},
+			Entries: []string{`[{"event":"failed","run":1}]`}, RetainDeadUs: 3600e6, RetainCompletedUs: 3600e6,
+		}); err != nil || len(got) != 1 {
+			t.Fatalf("FinishRuns(%s) = %v, %v; want the run ended", state, got, err)
+		}
+	}
+	wantVT := func(what string, want int64) {
+		t.Helper()
+		if got := vtOf(t, pool, first); got[0] != want {
+			t.Fatalf("%s: virtual time %d, want %d", what, got[0], want)
+		}
+	}
+
+	token := claim()
+	if got, err := db.ReleaseUnstarted(ctx, pool, dbsqlc.ReleaseUnstartedParams{Ids: []pgtype.UUID{id}, Tokens: []int64{token}}); err != nil || len(got) != 1 {
+		t.Fatalf("ReleaseUnstarted = %v, %v", got, err)
+	}
+	wantVT("released unstarted (kept)", 0)
+
+	claim()
+	if _, err := pool.Exec(ctx, `UPDATE venturi_job SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, first[:]); err != nil {
 		t.Fatal(err)
 	}
-	// As ReleaseUnstarted returns a job: the run undone.
-	if _, err := pool.Exec(ctx, `UPDATE venturi_job SET state = 'available', runs = runs - 1, lease_token = NULL,
-		lease_expires_at = NULL WHERE id = $1`, first[:]); err != nil {
+	if got, err := db.RescueExpired(ctx, pool, dbsqlc.RescueExpiredParams{MinUptimeUs: 0, Max: 10}); err != nil || len(got) != 1 || got[0].State != dbsqlc.VenturiJobStateAvailable {
+		t.Fatalf("RescueExpired = %v, %v; want the job available again", got, err)
+	}
+	wantVT("rescued (kept)", 0)
+
+	finish("available")
+	wantVT("retried without delay (kept)", 0)
+
+	finish("scheduled") // a retry with a backoff: scheduled, then promoted when due
+	if n, err := db.PromoteDue(ctx, pool, 10); err != nil || n != 1 {
+		t.Fatalf("PromoteDue = %d, %v; want 1", n, err)
+	}
+	wantVT("due after a backoff (behind its partition's 1 and 2)", 3)
+}
+
+// TestVirtualTimesOfOnePromotion: one PromoteDue that makes several jobs of a partition
+// available gives them consecutive places, each behind the one before (each row's
+// placement sees the rows the statement placed before it), and a plain job none.
+func TestVirtualTimesOfOnePromotion(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	ctx := context.Background()
+	var ids []ulid.ULID
+	for i := range 5 {
+		ids = append(ids, enqueue(t, q, fair{N: i, Tenant: "a"}, venturi.After(time.Hour)).ID)
+	}
+	plain := enqueue(t, q, &ptrTask{N: 1}, venturi.After(time.Hour)).ID
+	if _, err := pool.Exec(ctx, `UPDATE venturi_job SET run_at = now() WHERE state = 'scheduled'`); err != nil {
 		t.Fatal(err)
 	}
-	if got := vtOf(t, pool, first); got[0] != 0 {
-		t.Fatalf("released job's virtual time %d, want 0 (kept)", got[0])
+	if n, err := dbsqlc.New().PromoteDue(ctx, pool, 100); err != nil || n != 6 {
+		t.Fatalf("PromoteDue = %d, %v; want 6", n, err)
 	}
-	if _, err := pool.Exec(ctx, claim, first[:]); err != nil {
+	got := vtOf(t, pool, ids...)
+	sorted := slices.Clone(got)
+	slices.Sort(sorted)
+	if want := []int64{0, 1, 2, 3, 4}; !slices.Equal(sorted, want) {
+		t.Fatalf("virtual times of one promotion %v, want %v in some order", got, want)
+	}
+	if got := vtOf(t, pool, plain); got[0] != -1 {
+		t.Fatalf("plain job's virtual time %d, want none", got[0])
+	}
+}
+
+// TestPlaceUnplacedPlacesWhatAnOlderWorkerLeft: a gated job made available by an update
+// that sets no virtual time (an older worker's promotion) is claimed after the placed
+// ones until the placement sweep places it behind its partition's pending jobs.
+func TestPlaceUnplacedPlacesWhatAnOlderWorkerLeft(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	ctx := context.Background()
+	placed := enqueue(t, q, fair{N: 0, Tenant: "a"}).ID
+	late := enqueue(t, q, fair{N: 1, Tenant: "b"}, venturi.After(time.Hour)).ID
+	if _, err := pool.Exec(ctx, `UPDATE venturi_job SET state = 'available', run_at = now() WHERE id = $1`, late[:]); err != nil {
 		t.Fatal(err)
 	}
-	// As the lease rescue or a retry with no backoff returns it: the run counted.
-	if _, err := pool.Exec(ctx, `UPDATE venturi_job SET state = 'available', failures = failures + 1, lease_token = NULL,
-		lease_expires_at = NULL WHERE id = $1`, first[:]); err != nil {
-		t.Fatal(err)
+	if got := vtOf(t, pool, placed, late); !slices.Equal(got, []int64{0, -1}) {
+		t.Fatalf("virtual times before the sweep %v, want [0 -1]", got)
 	}
-	if got := vtOf(t, pool, first); got[0] != 0 {
-		t.Fatalf("job due again at once: virtual time %d, want 0 (kept)", got[0])
+	if got := claimOrder(t, pool, "fair", 2); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("claim order before the sweep %v, want the unplaced job last", got)
 	}
-	if _, err := pool.Exec(ctx, claim, first[:]); err != nil {
-		t.Fatal(err)
+	if n, err := dbsqlc.New().PlaceUnplaced(ctx, pool, 10); err != nil || n != 1 {
+		t.Fatalf("PlaceUnplaced = %d, %v; want 1", n, err)
 	}
-	// A retry with a backoff: scheduled, then promoted when due.
-	if _, err := pool.Exec(ctx, `UPDATE venturi_job SET state = 'scheduled', failures = failures + 1, lease_token = NULL,
-		lease_expires_at = NULL, run_at = now() WHERE id = $1`, first[:]); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `UPDATE venturi_job SET state = 'available' WHERE id = $1`, first[:]); err != nil {
-		t.Fatal(err)
-	}
-	if got := vtOf(t, pool, first); got[0] != 3 {
-		t.Fatalf("job due after a backoff: virtual time %d, want 3 (behind its partition's 1 and 2)", got[0])
+	if got := vtOf(t, pool, late); got[0] != 0 {
+		t.Fatalf("placed job's virtual time %d, want 0 (the queue's front, its partition empty)", got[0])
 	}
 }
 
@@ -206,5 +282,44 @@ func TestSmallClaimsPassOverClosedPartitions(t *testing.T) {
 				t.Fatalf("%d jobs of closed partitions still available and never run, want 40", n)
 			}
 		})
+	}
+}
+
+// fairKeyed is a gated task with a dedup key and no merge method: a pending job with its
+// key is replaced (InsertOrReplace).
+type fairKeyed struct {
+	Key    string
+	Tenant string
+}
+
+func (fairKeyed) Kind() string                 { return "fair_keyed" }
+func (f fairKeyed) Partition() string          { return f.Tenant }
+func (f fairKeyed) DedupKey() venturi.DedupKey { return venturi.DedupKey(f.Key) }
+func (fairKeyed) Handle(context.Context, *venturi.Run[struct{}], struct{}) (venturi.Outcome, error) {
+	return venturi.Completed(), nil
+}
+
+// TestVirtualTimeOfReplacedJobs: a replace that makes a scheduled gated job due places
+// it behind its partition's pending jobs; one that leaves an available job where it was
+// keeps its place; one that moves it to another partition places it there.
+func TestVirtualTimeOfReplacedJobs(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	ids := map[string]ulid.ULID{}
+	for _, k := range []string{"k1", "k2"} {
+		ids[k] = enqueue(t, q, fairKeyed{Key: k, Tenant: "a"}).ID
+	}
+	ids["k3"] = enqueue(t, q, fairKeyed{Key: "k3", Tenant: "a"}, venturi.After(time.Hour)).ID
+	if got := vtOf(t, pool, ids["k1"], ids["k2"]); !slices.Equal(got, []int64{0, 1}) {
+		t.Fatalf("virtual times %v, want [0 1]", got)
+	}
+	for _, task := range []fairKeyed{{Key: "k3", Tenant: "a"}, {Key: "k1", Tenant: "a"}, {Key: "k2", Tenant: "b"}} {
+		if r := enqueue(t, q, task); r.ID != ids[task.Key] {
+			t.Fatalf("enqueue %+v: job %s, want %s replaced", task, r.ID, ids[task.Key])
+		}
+	}
+	// k3 due now: behind a's 0 and 1; k1 kept; k2 first in b, at the queue's front (0).
+	if got := vtOf(t, pool, ids["k3"], ids["k1"], ids["k2"]); !slices.Equal(got, []int64{2, 0, 0}) {
+		t.Fatalf("virtual times of k3, k1, k2 after the replaces %v, want [2 0 0]", got)
 	}
 }

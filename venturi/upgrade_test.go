@@ -15,10 +15,12 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi"
+	"github.com/venturi-dev/venturi/internal/dbsqlc"
 )
 
 // migrateTo applies venturi's migrations up to version v only.
@@ -957,7 +959,7 @@ func TestUpgradeTo22_EndedJobsMoveToTheHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if applied, err := venturi.Migrate(ctx, pool); err != nil || !slices.Equal(applied, []int{22}) {
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || !slices.Contains(applied, 22) {
 		t.Fatalf("Migrate = %v, %v; want version 22 applied", applied, err)
 	}
 	var triggers int
@@ -990,5 +992,68 @@ func TestUpgradeTo22_EndedJobsMoveToTheHistory(t *testing.T) {
 	}
 	if n := countSignals(t, pool, "true"); n != 1 {
 		t.Fatalf("%d signals, want the moved job's", n)
+	}
+}
+
+// TestUpgradeTo23_StatementsPlaceGatedJobs: 023_venturi_vt_by_statement.up.sql drops the
+// BEFORE UPDATE trigger that gave gated jobs their virtual times; the statements that make
+// a job available give them instead. A version-22 schema with a plain job that kept the
+// virtual time of when it was gated, a scheduled gated job and a running one upgrades:
+// the trigger is gone and the plain job has no virtual time. The running job released by
+// the worker's statement keeps its place; the scheduled one, made available by an update
+// as a version-22 worker's promotion writes it (no virtual time), is placed by the sweep
+// behind its partition's job.
+func TestUpgradeTo23_StatementsPlaceGatedJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 22)
+	insert := func(state, part string, vt any) (ulid.ULID, int64) {
+		t.Helper()
+		id := ulid.Make()
+		var token int64
+		if err := pool.QueryRow(ctx, `
+			INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, runs, part, vt, lease_token, lease_expires_at, worker_id, attempted_at)
+			VALUES ($1, 'fair', 'default', $2::venturi_job_state, '{}', now(), $5, NULLIF($3, ''), $4,
+			        CASE WHEN $2 = 'running' THEN nextval('venturi_lease_token_seq') END,
+			        CASE WHEN $2 = 'running' THEN now() + interval '1 minute' END,
+			        CASE WHEN $2 = 'running' THEN 'v22' END, CASE WHEN $2 = 'running' THEN now() END)
+			RETURNING COALESCE(lease_token, 0)`,
+			id[:], state, part, vt, map[bool]int{true: 1}[state == "running"]).Scan(&token); err != nil {
+			t.Fatal(err)
+		}
+		return id, token
+	}
+	plain, _ := insert("available", "", 5)
+	running, token := insert("running", "a", 7)
+	scheduled, _ := insert("scheduled", "b", nil)
+
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || !slices.Equal(applied, []int{23}) {
+		t.Fatalf("Migrate = %v, %v; want version 23 applied", applied, err)
+	}
+	var triggers int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgrelid = 'venturi_job'::regclass
+		AND NOT tgisinternal AND tgtype & 19 = 19`).Scan(&triggers); err != nil || triggers != 0 {
+		t.Fatalf("%d BEFORE UPDATE row triggers left on venturi_job (%v)", triggers, err)
+	}
+	if got := vtOf(t, pool, plain); got[0] != -1 {
+		t.Fatalf("plain job's virtual time %d after the upgrade, want none", got[0])
+	}
+	db := dbsqlc.New()
+	if got, err := db.ReleaseUnstarted(ctx, pool, dbsqlc.ReleaseUnstartedParams{
+		Ids: []pgtype.UUID{{Bytes: running, Valid: true}}, Tokens: []int64{token}}); err != nil || len(got) != 1 {
+		t.Fatalf("ReleaseUnstarted = %v, %v", got, err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE venturi_job SET state = 'available' WHERE id = $1`, scheduled[:]); err != nil {
+		t.Fatal(err)
+	}
+	if got := vtOf(t, pool, running, scheduled); !slices.Equal(got, []int64{7, -1}) {
+		t.Fatalf("virtual times %v, want [7 -1]: the released job's kept, the one an older worker promoted unplaced", got)
+	}
+	if n, err := db.PlaceUnplaced(ctx, pool, 10); err != nil || n != 1 {
+		t.Fatalf("PlaceUnplaced = %d, %v; want 1", n, err)
+	}
+	if got := vtOf(t, pool, scheduled); got[0] != 7 {
+		t.Fatalf("the swept job's virtual time %d, want 7 (the queue's front)", got[0])
 	}
 }

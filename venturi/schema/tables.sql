@@ -251,11 +251,6 @@ CREATE TRIGGER venturi_job_vt_insert BEFORE INSERT ON venturi_job
     WHEN (new.state = 'available'::venturi_job_state AND new.part IS NOT NULL)
     EXECUTE FUNCTION venturi_job_vt();
 
-CREATE TRIGGER venturi_job_vt_update BEFORE UPDATE OF state, part, queue, priority ON venturi_job
-    FOR EACH ROW
-    WHEN (new.state = 'available'::venturi_job_state AND new.part IS NOT NULL AND (old.state <> 'available'::venturi_job_state OR old.part IS DISTINCT FROM new.part OR old.queue <> new.queue OR old.priority <> new.priority))
-    EXECUTE FUNCTION venturi_job_vt();
-
 CREATE TRIGGER venturi_journal_move AFTER UPDATE OF journal ON venturi_job
     FOR EACH ROW
     WHEN (jsonb_array_length(new.journal) > 32)

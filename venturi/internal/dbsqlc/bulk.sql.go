@@ -148,8 +148,10 @@ WITH old AS (
     UPDATE venturi_job j SET
         state = 'available', run_at = now(), failures = 0, finished_at = NULL,
         stop_requested_at = NULL, stop_event = NULL, stop_note = NULL, wait_signals = NULL,
-        part = CASE WHEN j.part IS NULL AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)
-                    THEN '' ELSE j.part END,
+        -- A plain job of a kind that has limits now goes back as a gated one; a gated job
+        -- takes its place behind its partition's pending jobs.
+        part = COALESCE(j.part, (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)),
+        vt = venturi_job_place(j.queue, COALESCE(j.part, (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)), j.priority),
         journal = j.journal || jsonb_build_array(jsonb_build_object('event', 'retried', 'note', $2::text, 'at', now()))
     FROM old
     WHERE j.id = old.id

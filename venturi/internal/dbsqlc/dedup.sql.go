@@ -161,6 +161,16 @@ WITH t AS (
         slot_key = $9::text, slot_limit = $10::int, slot_policy = $11::smallint,
         run_at   = LEAST(j.run_at, t.at),
         state    = CASE WHEN LEAST(j.run_at, t.at) <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+        -- As MergeInto places a replaced job.
+        vt       = CASE
+            WHEN LEAST(j.run_at, t.at) > now() THEN j.vt
+            WHEN j.state = 'available' AND j.vt IS NOT NULL AND $7::text = j.queue AND $6::smallint = j.priority
+                 AND COALESCE($8::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited))
+                     IS NOT DISTINCT FROM j.part
+            THEN j.vt
+            ELSE venturi_job_place($7::text,
+                                   COALESCE($8::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)),
+                                   $6::smallint) END,
         -- A merge that opts in to the event stream opts the job in (never out).
         events   = j.events OR $12::bool,
         journal  = j.journal || jsonb_build_array(($13::text)::jsonb
@@ -251,6 +261,21 @@ UPDATE venturi_job j SET
     slot_policy = CASE WHEN $1::bool THEN $10::smallint ELSE j.slot_policy END,
     run_at   = t.at,
     state    = CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+    -- A gated job that becomes due, or that Replace or With moves to another queue,
+    -- partition or priority, takes its place behind its partition's pending jobs; one that
+    -- stays where it was keeps its place. (A job due later is placed when it comes due.)
+    vt       = CASE
+        WHEN t.at > now() THEN j.vt
+        WHEN j.state = 'available' AND j.vt IS NOT NULL
+             AND NOT ($1::bool AND ($6::text <> j.queue OR $3::smallint <> j.priority
+                      OR COALESCE($7::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited))
+                         IS DISTINCT FROM j.part))
+        THEN j.vt
+        ELSE venturi_job_place(CASE WHEN $1::bool THEN $6::text ELSE j.queue END,
+                               CASE WHEN $1::bool
+                                    THEN COALESCE($7::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited))
+                                    ELSE j.part END,
+                               CASE WHEN $1::bool THEN $3::smallint ELSE j.priority END) END,
     burst_at  = CASE WHEN $11::smallint = 2 THEN t.burst ELSE j.burst_at END,
     burst_run = CASE WHEN $11::smallint = 2 THEN j.runs ELSE j.burst_run END,
     -- A merge that opts in to the event stream opts the job in (never out).

@@ -61,13 +61,14 @@ func (q *Queries) BreakerRecord(ctx context.Context, db DBTX, arg BreakerRecordP
 }
 
 const gatePendingOfKind = `-- name: GatePendingOfKind :execrows
-UPDATE venturi_job SET part = ''
+UPDATE venturi_job SET part = '', vt = CASE WHEN state = 'available' THEN venturi_job_place(queue, '', priority) END
 WHERE kind = $1::text AND part IS NULL AND state IN ('available', 'scheduled', 'waiting')
 `
 
 // Makes a kind's plain pending jobs gated, once the kind has limits. One pass over the
 // table: it runs when a kind's limits first appear, in the transaction that records them.
-// (Running ones are gated when they return to pending: see FinishRuns.)
+// (Running ones are gated when they return to pending: see FinishRuns.) The available ones
+// take their places in the kind's one partition; the others do when they become available.
 func (q *Queries) GatePendingOfKind(ctx context.Context, db DBTX, kind string) (int64, error) {
 	result, err := db.Exec(ctx, gatePendingOfKind, kind)
 	if err != nil {

@@ -158,6 +158,12 @@ UPDATE venturi_job j SET
     failures = j.failures + (j.stop_event IS NULL AND NOT expired.singleton)::int,
     part = CASE WHEN j.part IS NULL AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)
                 THEN '' ELSE j.part END,
+    -- A gated job due again keeps its place (venturi_job_place gives one to a job gated
+    -- only now).
+    vt = CASE WHEN j.stop_event IS NULL AND NOT (j.max_failures > 0 AND j.failures + 1 >= j.max_failures AND NOT expired.singleton)
+              THEN COALESCE(j.vt, venturi_job_place(j.queue, COALESCE(j.part,
+                       (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)), j.priority))
+              ELSE j.vt END,
     lease_token = NULL,
     lease_expires_at = NULL,
     journal = j.journal || jsonb_build_array(jsonb_build_object(

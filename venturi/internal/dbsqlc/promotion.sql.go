@@ -9,6 +9,27 @@ import (
 	"context"
 )
 
+const placeUnplaced = `-- name: PlaceUnplaced :execrows
+UPDATE venturi_job j SET vt = venturi_job_place(j.queue, j.part, j.priority)
+WHERE j.id = ANY(ARRAY(
+    SELECT x.id FROM venturi_job x
+    WHERE x.state = 'available' AND x.part IS NOT NULL AND x.vt IS NULL
+    ORDER BY x.id
+    LIMIT $1::int
+    FOR UPDATE SKIP LOCKED))
+`
+
+// Gives their places to the available gated jobs that have none, oldest first: an older
+// worker made them available by an update that set none (migration 23's header says
+// when). Reads the gated claim's index, where they sort last; run once a minute.
+func (q *Queries) PlaceUnplaced(ctx context.Context, db DBTX, max int32) (int64, error) {
+	result, err := db.Exec(ctx, placeUnplaced, max)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const promoteDue = `-- name: PromoteDue :execrows
 WITH due AS (
     SELECT id FROM venturi_job
@@ -23,12 +44,13 @@ WITH due AS (
     LIMIT $1::int
     FOR UPDATE SKIP LOCKED
 )
-UPDATE venturi_job SET state = 'available'
+UPDATE venturi_job SET state = 'available', vt = venturi_job_place(queue, part, priority)
 WHERE id = ANY(ARRAY(SELECT due.id FROM due UNION ALL SELECT timed_out.id FROM timed_out))
 `
 
 // Moves scheduled jobs that came due, and waiting jobs whose wait timed out, to available.
-// Idempotent; any worker may run it.
+// Idempotent; any worker may run it. A gated job takes its place behind its partition's
+// pending jobs (venturi_job_place: STRICT, so a plain job's NULL partition gives it none).
 func (q *Queries) PromoteDue(ctx context.Context, db DBTX, max int32) (int64, error) {
 	result, err := db.Exec(ctx, promoteDue, max)
 	if err != nil {

@@ -35,7 +35,8 @@ type MaintainerConfig struct {
 //     (Promoter) in one transaction;
 //   - retention, under the retention lock: the Pruner's steps, then, when due, the
 //     GateSweeper's in transactions of their own (they hold every gate stripe, which the
-//     gated claims take), then AfterRetention.
+//     gated claims take), then, when due, the minute's sweeps (the OrphanSweeper's and the
+//     Promoter's placement of unplaced gated jobs), then AfterRetention.
 //
 // A prune waits for a stats sample in progress, and a sample of a large table takes
 // seconds: neither may hold up rescue, so rescue and promotion share neither a lock, a
@@ -44,11 +45,11 @@ type Maintainer struct {
 	cfg       MaintainerConfig // as given to the constructor
 	rescuer   *Rescuer         // counts what the leases duty rescued
 	sweeper   *GateSweeper     // says when the gates duty is due
-	orphans   *OrphanSweeper   // says when the orphans duty is due
+	orphans   *OrphanSweeper   // says when the sweeps duty is due
 	leases    *Duty            // rescue and promotion
 	retention *Duty            // pruning
 	gates     *Duty            // the idle gates' sweep
-	orphaned  *Duty            // the sweep of what gone jobs left
+	orphaned  *Duty            // the minute's sweeps: what gone jobs left, unplaced gated jobs
 }
 
 // NewMaintainer returns a maintainer of the duties made of the services given, which
@@ -62,7 +63,7 @@ func NewMaintainer(cfg MaintainerConfig, q *dbsqlc.Queries, rescuer *Rescuer, pr
 		leases:    duty("leases", q.TryMaintenanceLock, rescuer.Step(), promoter.Step()),
 		retention: duty("retention", q.TryRetentionLock, pruner.Steps()...),
 		gates:     duty("gates", q.TryRetentionLock, sweeper.Step()),
-		orphaned:  duty("orphans", q.TryRetentionLock, orphans.Step()),
+		orphaned:  duty("sweeps", q.TryRetentionLock, orphans.Step(), promoter.PlaceStep()),
 	}
 }
 
@@ -124,7 +125,7 @@ func (m *Maintainer) runRetention(ctx context.Context) {
 		if m.orphans.Due() {
 			_, err := m.orphaned.TickAll(ctx)
 			if err != nil && ctx.Err() == nil {
-				m.cfg.Logger.Warn("venturi: sweeping what gone jobs left failed", "err", err, "transient", pgerr.IsTransient(err))
+				m.cfg.Logger.Warn("venturi: the sweeps of what gone jobs left and of unplaced gated jobs failed", "err", err, "transient", pgerr.IsTransient(err))
 			}
 			m.orphans.Swept(err)
 		}

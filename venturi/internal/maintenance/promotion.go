@@ -37,3 +37,17 @@ func (p *Promoter) RunOnce(ctx context.Context, tx pgx.Tx) (int, error) {
 	n, err := p.q.PromoteDue(ctx, tx, int32(p.cfg.Batch))
 	return int(n), err
 }
+
+// PlaceStep is the placement sweep as a step: it gives their places in the gated claim's
+// order to available gated jobs that have none, which only an older worker's update
+// leaves (PlaceUnplaced). It runs with the sweep of what gone jobs left, once a minute.
+func (p *Promoter) PlaceStep() Step {
+	return Step{Name: "place_unplaced", Batch: p.cfg.Batch, Do: p.PlaceOnce}
+}
+
+// PlaceOnce places a batch of available gated jobs that have no place in tx and returns
+// how many.
+func (p *Promoter) PlaceOnce(ctx context.Context, tx pgx.Tx) (int, error) {
+	n, err := p.q.PlaceUnplaced(ctx, tx, int32(p.cfg.Batch))
+	return int(n), err
+}

@@ -6,21 +6,7 @@ CREATE OR REPLACE FUNCTION venturi_job_vt()
  LANGUAGE plpgsql
 AS $function$
 BEGIN
-    -- A run ended and the job is due at once (a rescue, a release, a retry or pause without
-    -- delay): the job keeps its place.
-    IF TG_OP = 'UPDATE' AND OLD.vt IS NOT NULL AND OLD.state = 'running'
-       AND OLD.part IS NOT DISTINCT FROM NEW.part AND OLD.priority = NEW.priority AND OLD.queue = NEW.queue THEN
-        RETURN NEW;
-    END IF;
-    NEW.vt := GREATEST(
-        COALESCE((SELECT x.vt FROM venturi_job x
-                  WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = NEW.queue
-                    AND x.priority = NEW.priority
-                  ORDER BY x.vt, x.id LIMIT 1), 0),
-        COALESCE((SELECT x.vt FROM venturi_job x
-                  WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = NEW.queue
-                    AND x.part = NEW.part AND x.priority = NEW.priority
-                  ORDER BY x.vt DESC LIMIT 1) + 1, 0));
+    NEW.vt := venturi_job_place(NEW.queue, NEW.part, NEW.priority);
     RETURN NEW;
 END
 $function$;

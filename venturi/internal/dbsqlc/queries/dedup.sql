@@ -58,6 +58,21 @@ UPDATE venturi_job j SET
     slot_policy = CASE WHEN @replace::bool THEN sqlc.narg(slot_policy)::smallint ELSE j.slot_policy END,
     run_at   = t.at,
     state    = CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+    -- A gated job that becomes due, or that Replace or With moves to another queue,
+    -- partition or priority, takes its place behind its partition's pending jobs; one that
+    -- stays where it was keeps its place. (A job due later is placed when it comes due.)
+    vt       = CASE
+        WHEN t.at > now() THEN j.vt
+        WHEN j.state = 'available' AND j.vt IS NOT NULL
+             AND NOT (@replace::bool AND (@queue::text <> j.queue OR @priority::smallint <> j.priority
+                      OR COALESCE(sqlc.narg(part)::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited))
+                         IS DISTINCT FROM j.part))
+        THEN j.vt
+        ELSE venturi_job_place(CASE WHEN @replace::bool THEN @queue::text ELSE j.queue END,
+                               CASE WHEN @replace::bool
+                                    THEN COALESCE(sqlc.narg(part)::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited))
+                                    ELSE j.part END,
+                               CASE WHEN @replace::bool THEN @priority::smallint ELSE j.priority END) END,
     burst_at  = CASE WHEN @due_policy::smallint = 2 THEN t.burst ELSE j.burst_at END,
     burst_run = CASE WHEN @due_policy::smallint = 2 THEN j.runs ELSE j.burst_run END,
     -- A merge that opts in to the event stream opts the job in (never out).
@@ -108,6 +123,16 @@ WITH t AS (
         slot_key = sqlc.narg(slot_key)::text, slot_limit = sqlc.narg(slot_limit)::int, slot_policy = sqlc.narg(slot_policy)::smallint,
         run_at   = LEAST(j.run_at, t.at),
         state    = CASE WHEN LEAST(j.run_at, t.at) <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
+        -- As MergeInto places a replaced job.
+        vt       = CASE
+            WHEN LEAST(j.run_at, t.at) > now() THEN j.vt
+            WHEN j.state = 'available' AND j.vt IS NOT NULL AND @queue::text = j.queue AND @priority::smallint = j.priority
+                 AND COALESCE(sqlc.narg(part)::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited))
+                     IS NOT DISTINCT FROM j.part
+            THEN j.vt
+            ELSE venturi_job_place(@queue::text,
+                                   COALESCE(sqlc.narg(part)::text, (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)),
+                                   @priority::smallint) END,
         -- A merge that opts in to the event stream opts the job in (never out).
         events   = j.events OR @events::bool,
         journal  = j.journal || jsonb_build_array((@entry::text)::jsonb

@@ -89,6 +89,12 @@ WITH u AS (
         part             = CASE WHEN j.part IS NULL AND u.state IN ('available', 'scheduled', 'waiting')
                                      AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)
                                 THEN '' ELSE j.part END,
+        -- A gated job due at once again keeps its place (venturi_job_place gives one to a
+        -- job gated only now); one due later takes its place when it comes due.
+        vt               = CASE WHEN u.state = 'available' AND j.stop_event IS NULL
+                                THEN COALESCE(j.vt, venturi_job_place(j.queue, COALESCE(j.part,
+                                         (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)), j.priority))
+                                ELSE j.vt END,
         lease_token      = NULL,
         lease_expires_at = NULL,
         finished_at      = CASE WHEN u.state IN ('completed', 'dead', 'cancelled') OR j.stop_event IS NOT NULL
@@ -137,6 +143,11 @@ UPDATE venturi_job j SET
                    ELSE j.journal || jsonb_build_array(jsonb_build_object('event', j.stop_event, 'note', j.stop_note, 'at', now())) END,
     part = CASE WHEN j.part IS NULL AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)
                 THEN '' ELSE j.part END,
+    -- A gated job keeps its place (venturi_job_place gives one to a job gated only now).
+    vt = CASE WHEN j.stop_event IS NULL
+              THEN COALESCE(j.vt, venturi_job_place(j.queue, COALESCE(j.part,
+                       (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)), j.priority))
+              ELSE j.vt END,
     runs = j.runs - 1, lease_token = NULL, lease_expires_at = NULL
 WHERE j.id = ANY(ARRAY(SELECT locked.id FROM locked))
 RETURNING j.id;

@@ -26,8 +26,9 @@ RETURNING NOT COALESCE((SELECT old.limited FROM old), false) AS newly_limited, k
 -- name: GatePendingOfKind :execrows
 -- Makes a kind's plain pending jobs gated, once the kind has limits. One pass over the
 -- table: it runs when a kind's limits first appear, in the transaction that records them.
--- (Running ones are gated when they return to pending: see FinishRuns.)
-UPDATE venturi_job SET part = ''
+-- (Running ones are gated when they return to pending: see FinishRuns.) The available ones
+-- take their places in the kind's one partition; the others do when they become available.
+UPDATE venturi_job SET part = '', vt = CASE WHEN state = 'available' THEN venturi_job_place(queue, '', priority) END
 WHERE kind = @kind::text AND part IS NULL AND state IN ('available', 'scheduled', 'waiting');
 
 -- name: BreakerRecord :many

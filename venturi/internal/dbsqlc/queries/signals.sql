@@ -5,7 +5,9 @@
 UPDATE venturi_job j SET
     wait_signals = string_to_array(u.names, chr(31)),
     state = (CASE WHEN w.ready THEN 'available' ELSE 'waiting' END)::venturi_job_state,
-    run_at = CASE WHEN w.ready THEN now() ELSE j.run_at END
+    run_at = CASE WHEN w.ready THEN now() ELSE j.run_at END,
+    -- A gated job woken takes its place behind its partition's pending jobs.
+    vt = CASE WHEN w.ready THEN venturi_job_place(j.queue, j.part, j.priority) ELSE j.vt END
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@names::text[]) AS names) AS u
 CROSS JOIN LATERAL (
     SELECT EXISTS (SELECT 1 FROM venturi_signal s
@@ -52,7 +54,7 @@ WITH ins AS (
     ON CONFLICT (job_id, delivery_id) DO NOTHING
     RETURNING seq
 ), woke AS (
-    UPDATE venturi_job j SET state = 'available', run_at = now()
+    UPDATE venturi_job j SET state = 'available', run_at = now(), vt = venturi_job_place(j.queue, j.part, j.priority)
     WHERE j.id = @id AND j.state = 'waiting' AND @name::text = ANY(j.wait_signals)
       AND EXISTS (SELECT 1 FROM ins)
     RETURNING j.id
