@@ -15,7 +15,8 @@ import (
 	"github.com/venturi-dev/venturi"
 )
 
-// producers is what the enqueue scenarios drive: one library's client on its own pool.
+// producers is what the enqueue scenarios drive: one library's client on its own pool
+// (graphile-worker's: none, its SQL API on the pool, whose search_path is its schema).
 type producers struct {
 	lib   string
 	pool  *pgxpool.Pool
@@ -30,12 +31,17 @@ const producerPoolConns = 16
 func (b *bencher) openProducers(ctx context.Context, lib string) (*producers, error) {
 	p := &producers{lib: lib}
 	var err error
-	if lib == libVenturi {
+	switch lib {
+	case libVenturi:
 		if p.pool, err = poolFor(ctx, b.o.url, venturiSchema, producerPoolConns); err != nil {
 			return nil, err
 		}
 		p.q = venturi.NewQueue(p.pool, venturi.QueueConfig{})
-	} else {
+	case libGraphile:
+		if p.pool, err = poolFor(ctx, b.o.url, graphileSchema, producerPoolConns); err != nil {
+			return nil, err
+		}
+	default:
 		if p.pool, err = poolFor(ctx, b.o.url, riverSchema, producerPoolConns); err != nil {
 			return nil, err
 		}

@@ -64,7 +64,7 @@ func (g *graphileEnv) ready() bool { return g != nil && g.skip == "" }
 // wantGraphile says whether this run has a scenario and a library filter that include
 // graphile-worker.
 func (o *options) wantGraphile() bool {
-	return (o.want("e2e") || o.want("pickup")) &&
+	return (o.want("e2e") || o.want("pickup") || o.want("sustained")) &&
 		(o.libs == nil || o.libs[libGraphile] || o.libs[libGraphileTuned])
 }
 
@@ -221,11 +221,12 @@ type graphileOut struct {
 	listening chan struct{} // closed at the "listening" line
 	eof       chan struct{} // closed when stdout ends
 	runs      atomic.Int64  // from the "done" line; -1 before it
+	samples   chan string   // the "sample" lines (bench_sustain), one per request on stdin
 	bad       atomic.Value  // the first line not understood (string)
 }
 
 func newGraphileOut() *graphileOut {
-	o := &graphileOut{listening: make(chan struct{}), eof: make(chan struct{})}
+	o := &graphileOut{listening: make(chan struct{}), eof: make(chan struct{}), samples: make(chan string, 1)}
 	o.runs.Store(-1)
 	return o
 }
@@ -255,6 +256,12 @@ func (o *graphileOut) line(l string, onStart func(seq int, mono int64)) {
 		mono, err2 := strconv.ParseInt(f[2], 10, 64)
 		if ok = err1 == nil && err2 == nil; ok && onStart != nil {
 			onStart(seq, mono)
+		}
+	case len(f) == 6 && f[0] == "sample":
+		select {
+		case o.samples <- l:
+			ok = true
+		default: // a reply nobody asked for
 		}
 	case len(f) == 2 && f[0] == "done":
 		n, err := strconv.ParseInt(f[1], 10, 64)

@@ -31,7 +31,8 @@ var (
 		col  color.RGBA
 	}{
 		libVenturi:    {"venturi", color.RGBA{0x1f, 0x77, 0xb4, 0xff}},
-		libRiverTuned: {"River tuned", color.RGBA{0xd6, 0x27, 0x28, 0xff}},
+		libRiverTuned:    {"River tuned", color.RGBA{0xd6, 0x27, 0x28, 0xff}},
+		libGraphileTuned: {"graphile-worker tuned", color.RGBA{0x2c, 0xa0, 0x2c, 0xff}},
 	}
 )
 
@@ -77,7 +78,7 @@ func plotSustained(path string, runs []*sustainRun) error {
 	}
 	img := image.NewRGBA(image.Rect(0, 0, plotW, plotTop+len(panels)*plotPanelH+plotBottom))
 	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
-	title := "venturi vs River: sustained load"
+	title := "venturi, River and graphile-worker: sustained load"
 	if len(runs) > 0 {
 		title += fmt.Sprintf(", %.0f jobs/s (half delayed 1s), completed jobs kept 30s", runs[0].rate)
 	}

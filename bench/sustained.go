@@ -51,7 +51,7 @@ type sustainRun struct {
 }
 
 func (b *bencher) scenarioSustained(ctx context.Context) error {
-	libs := b.order(0, libVenturi, libRiverTuned)
+	libs := b.order(0, libVenturi, libRiverTuned, libGraphileTuned)
 	if len(libs) == 0 {
 		return nil
 	}
@@ -96,7 +96,7 @@ func (b *bencher) sustainRate(ctx context.Context, libs, args []string) (float64
 	}
 	slowest, slowLib := math.Inf(1), ""
 	for _, lib := range libs {
-		if err := resetJobs(ctx, b.admin); err != nil {
+		if err := b.resetAll(ctx); err != nil {
 			return 0, "", err
 		}
 		p, err := b.openProducers(ctx, producerLib(lib))
@@ -131,8 +131,11 @@ func (b *bencher) sustainRate(ctx context.Context, libs, args []string) (float64
 
 // producerLib is the library whose insert client enqueues for lib.
 func producerLib(lib string) string {
-	if lib == libVenturi {
+	switch {
+	case lib == libVenturi:
 		return libVenturi
+	case isGraphile(lib):
+		return libGraphile
 	}
 	return libRiver
 }
@@ -144,6 +147,8 @@ func producerLib(lib string) string {
 // carries now() + sustainDelay, which is exactly its due time in both libraries (venturi's
 // After adds the delay to the transaction's now(); River stores the ScheduledAt given).
 // Latencies are thus measured from the rows' own timestamps on the database clock.
+// graphile-worker's jobs go in through its SQL API (add_jobs, one call for the
+// transaction's jobs), the delayed ones with run_at now() + sustainDelay.
 func (p *producers) enqueueSustain(ctx context.Context, imm, del int) error {
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
@@ -156,7 +161,15 @@ func (p *producers) enqueueSustain(ctx context.Context, imm, del int) error {
 	}
 	e := now.UnixMicro()
 	d := e + sustainDelay.Microseconds()
-	if p.lib == libVenturi {
+	switch {
+	case p.lib == libGraphile:
+		if _, err := tx.Exec(ctx, "SELECT count(*) FROM "+graphileSchema+".add_jobs(ARRAY("+
+			"SELECT ROW($1::text, json_build_object('e', $2::bigint), NULL, NULL, NULL, NULL, NULL, NULL)::"+graphileSchema+".job_spec FROM generate_series(1, $3::int) "+
+			"UNION ALL SELECT ROW($1::text, json_build_object('e', $2::bigint, 'd', $4::bigint), NULL, to_timestamp($4::bigint / 1e6), NULL, NULL, NULL, NULL)::"+graphileSchema+".job_spec FROM generate_series(1, $5::int)))",
+			kindSustain, e, imm, d, del); err != nil {
+			return fmt.Errorf("graphile add_jobs: %w", err)
+		}
+	case p.lib == libVenturi:
 		if imm > 0 {
 			tasks := make([]venturi.Task, imm)
 			for i := range tasks {
@@ -175,7 +188,7 @@ func (p *producers) enqueueSustain(ctx context.Context, imm, del int) error {
 				return err
 			}
 		}
-	} else {
+	default:
 		params := make([]river.InsertManyParams, 0, imm+del)
 		for range imm {
 			params = append(params, river.InsertManyParams{Args: SustainArgs{E: e}})
@@ -235,6 +248,9 @@ func (b *bencher) sustainRun(ctx context.Context, lib string, rate float64, args
 	if err := setupSchemas(ctx, b.o.url); err != nil {
 		return nil, err
 	}
+	if err := b.resetGraphile(ctx); err != nil { // graphile-worker's schema stays: its table emptied
+		return nil, err
+	}
 	if _, err := b.admin.Exec(ctx, "CHECKPOINT"); err != nil {
 		return nil, err
 	}
@@ -242,7 +258,15 @@ func (b *bencher) sustainRun(ctx context.Context, lib string, rate float64, args
 	if err := b.tableStats(ctx, lib, base); err != nil {
 		return nil, err
 	}
-	w, err := startSampledWorker(b.o.url, lib, args...)
+	var (
+		w   *workerProc
+		err error
+	)
+	if isGraphile(lib) {
+		w, err = b.graphile.start(b.o.url, lib, kindSustain, nil)
+	} else {
+		w, err = startSampledWorker(b.o.url, lib, args...)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -322,20 +346,30 @@ func (b *bencher) sustainRun(ctx context.Context, lib string, rate float64, args
 // history partitions), its dead and live tuples as the statistics collector last reported
 // them, its autovacuum count, and its rows by state. The counts use the libraries' partial
 // indexes; "completed" counts every terminal row (venturi: completed and dead, in either
-// table; River: finalized), all completed here since handlers never fail. On error the sample keeps statsOK false.
+// table; River: finalized), all completed here since handlers never fail. graphile-worker
+// has no states: a row unlocked and due is available, one due later scheduled, a locked
+// one running, and it keeps no finished job (a completion deletes the row). On error the
+// sample keeps statsOK false.
 func (b *bencher) tableStats(ctx context.Context, lib string, s *sustainSample) error {
 	t := jobTable(lib)
 	terminal := "(SELECT count(*) FROM " + t + " WHERE finalized_at IS NOT NULL)"
 	size := "pg_total_relation_size(relid)"
-	if lib == libVenturi {
+	count := func(where string) string { return "(SELECT count(*) FROM " + t + " WHERE " + where + ")" }
+	available, scheduled, running := count("state = 'available'"), count("state = 'scheduled'"), count("state = 'running'")
+	switch {
+	case isGraphile(lib):
+		terminal = "0"
+		available = count("locked_at IS NULL AND run_at <= now()")
+		scheduled = count("locked_at IS NULL AND run_at > now()")
+		running = count("locked_at IS NOT NULL")
+	case lib == libVenturi:
 		// Finished jobs are in the history's partitions: their rows, and their size.
 		terminal = "(SELECT count(*) FROM " + finishedTable(lib) + " WHERE state IN ('completed', 'dead'))"
 		size += " + (SELECT COALESCE(sum(pg_total_relation_size(i.inhrelid)), 0) FROM pg_inherits i " +
 			"WHERE i.inhparent = '" + venturiSchema + ".venturi_job_history'::regclass)"
 	}
-	count := func(where string) string { return "(SELECT count(*) FROM " + t + " WHERE " + where + ")" }
 	q := "SELECT " + size + ", n_dead_tup, n_live_tup, autovacuum_count, " +
-		count("state = 'available'") + ", " + count("state = 'scheduled'") + ", " + count("state = 'running'") + ", " + terminal +
+		available + ", " + scheduled + ", " + running + ", " + terminal +
 		" FROM pg_stat_user_tables WHERE relid = '" + t + "'::regclass"
 	err := b.admin.QueryRow(ctx, q).Scan(&s.sizeBytes, &s.deadTuples, &s.liveTuples, &s.autovacuums,
 		&s.available, &s.scheduled, &s.running, &s.completed)
@@ -409,6 +443,7 @@ func (r *report) addSustained(metric string, higher bool, lib string, v float64)
 		x.vals[lib] = append(x.vals[lib], v)
 	}
 	x.ratioOf, x.ratioTo = libVenturi, []string{libRiverTuned}
+	x.graphileTo = []string{libGraphileTuned}
 	return x
 }
 

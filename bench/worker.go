@@ -247,7 +247,8 @@ func startSampledWorker(url, lib string, extra ...string) (*workerProc, error) {
 	return launchWorker(url, lib, "", false, append([]string{"-sustained"}, extra...))
 }
 
-// sample asks a sampled worker for its latency histograms since the previous call.
+// sample asks a sampled worker for its latency histograms since the previous call (a
+// graphile-worker child answers on the stdout its graphileOut follows).
 func (p *workerProc) sample() (*workerSample, error) {
 	if _, err := fmt.Fprintln(p.stdin, "sample"); err != nil {
 		return nil, err
@@ -258,6 +259,15 @@ func (p *workerProc) sample() (*workerSample, error) {
 	}
 	ch := make(chan reply, 1)
 	go func() {
+		if p.gw != nil {
+			select {
+			case l := <-p.gw.samples:
+				ch <- reply{l, nil}
+			case <-p.gw.eof:
+				ch <- reply{"", io.ErrUnexpectedEOF}
+			}
+			return
+		}
 		l, err := p.out.ReadString('\n')
 		ch <- reply{l, err}
 	}()
@@ -461,7 +471,11 @@ func (b *bencher) workUntilRun(ctx context.Context, lib, profile string, args []
 		err error
 	)
 	if isGraphile(lib) {
-		p, err = b.graphile.start(b.o.url, lib, kindNoop, nil)
+		task := kindNoop
+		if slices.Contains(args, "-sustained") { // scenario 8's calibration: its kind
+			task = kindSustain
+		}
+		p, err = b.graphile.start(b.o.url, lib, task, nil)
 	} else {
 		p, err = startWorkerProc(ctx, b.o.url, lib, profile, args...)
 	}
@@ -560,12 +574,19 @@ var steadyArgs = map[string][]string{
 	libRiverTuned: {"-retain-completed", "2s"},
 }
 
-// scenario 4 (and 7): end-to-end throughput and the worker's peak RSS; and the same drain
-// in steady state, retention running (steadyArgs).
+// discardArgs are the worker flags of scenario 4's row of equal work with graphile-worker:
+// venturi's completed jobs discarded (venturi.Discard, -1ns), so that the finish deletes
+// the job and keeps nothing, as graphile-worker's does. River has no such setting.
+var discardArgs = []string{"-retain-completed", "-1ns"}
+
+// scenario 4 (and 7): end-to-end throughput and the worker's peak RSS; the same drain in
+// steady state, retention running (steadyArgs); and venturi with its completed jobs
+// discarded, graphile-worker's work per job (discardArgs).
 func (b *bencher) scenarioE2E(ctx context.Context) error {
 	n := b.o.sz.e2eJobs
 	name := fmt.Sprintf("4. end-to-end, %d jobs, 1 worker process", n)
 	steadyName := fmt.Sprintf("4. end-to-end in steady state: retention of 2s pruning during the drain, %d jobs", n)
+	discardName := fmt.Sprintf("4. end-to-end, completed jobs discarded (venturi.Discard: the finish deletes the job, as graphile-worker's does), %d jobs", n)
 	rssName := "7. worker peak RSS during 4"
 	for rep := range b.o.reps {
 		for _, lib := range b.order(rep, libVenturi, libRiverTuned, libGraphileTuned, libRiver, libGraphile) {
@@ -577,20 +598,39 @@ func (b *bencher) scenarioE2E(ctx context.Context) error {
 					return err
 				}
 			}
+			if lib == libVenturi && b.o.profileDir == "" {
+				if err := b.e2eRun(ctx, lib, rep, n, discardName, "", append(slices.Clone(b.o.workerArgs), discardArgs...)); err != nil {
+					return err
+				}
+			}
 		}
 	}
-	// graphile-worker's steady state is its drain (it keeps no finished job).
+	// graphile-worker's steady state, and its work with nothing kept, is its drain (it
+	// keeps no finished job).
 	for _, lib := range []string{libGraphileTuned, libGraphile} {
-		for _, r := range b.rep.rows {
+		for _, r := range slices.Clone(b.rep.rows) {
 			if r.scenario == name && len(r.vals[lib]) > 0 {
 				for _, v := range r.vals[lib] {
 					x := b.rep.add(steadyName, r.metric, r.higher, lib, v)
 					x.ratioOf, x.ratioTo, x.graphileTo = libVenturi, []string{libRiverTuned}, graphilePeers
+					y := b.rep.add(discardName, r.metric, r.higher, lib, v)
+					y.ratioOf, y.ratioTo, y.graphileTo = libVenturi, nil, graphilePeers
+					if r.metric == "jobs/s (durably completed)" {
+						y.target, y.check = "≥ 1.5× graphile tuned", graphileAtLeast(1.5)
+					}
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// graphileAtLeast: venturi's median is at least k times graphile-worker tuned's.
+func graphileAtLeast(k float64) func(*row) (bool, bool) {
+	return func(x *row) (bool, bool) {
+		r, ok := x.ratio(libGraphileTuned)
+		return r >= k, ok
+	}
 }
 
 // e2eRun is one run of scenario 4 (name) for lib: n no-op jobs enqueued first, one

@@ -1,10 +1,10 @@
-// worker.mjs: graphile-worker as the bench's third peer (scenarios 4, 5 and 16; see
+// worker.mjs: graphile-worker as the bench's third peer (scenarios 4, 5, 8 and 16; see
 // bench/README.md, "graphile-worker"). The Go bench starts it as it starts `bench worker`
 // for venturi and River.
 //
 //   node worker.mjs migrate
 //       runs graphile-worker's own migrations (runMigrations) into the schema, then exits.
-//   node worker.mjs work -task bench_noop|bench_pickup -concurrency N -max-pool-size N \
+//   node worker.mjs work -task bench_noop|bench_pickup|bench_sustain -concurrency N -max-pool-size N \
 //       -poll-interval MS -local-queue-size N -complete-job-batch-delay MS
 //       [-sleep-ms MS]
 //       runs a worker (run()) with exactly that configuration; every flag is required, so
@@ -26,12 +26,17 @@
 //   listening                once the pool's LISTEN connection is up (new-job notifications)
 //   start <seq> <mono ns>    bench_pickup only: the handler's first line, on CLOCK_MONOTONIC
 //                            (process.hrtime), which the bench's producer reads too
+//   sample off=… rtt=… neg=… enq=… due=…
+//                            bench_sustain only, one per "sample" line on stdin: the
+//                            latency histograms of the handler starts since the previous
+//                            one, in `bench worker -sustained`'s format (bench/hist.go)
 //   done <runs>              on exit: how many times a task function ran
 // and stops cleanly (runner.stop(), which also flushes batched completions) on SIGTERM,
 // SIGINT or when its stdin closes. Logs (warnings and errors only) go to stderr.
 import { createRequire } from "node:module";
 import { EventEmitter } from "node:events";
 import { join } from "node:path";
+import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
 
 const env = (name) => {
@@ -89,12 +94,81 @@ function int(s, name) {
 
 const say = (line) => process.stdout.write(line + "\n"); // synchronous on a pipe (Linux)
 
+// Scenario 8's recorder, as bench/hist.go's sustainRec: a handler's start on the database
+// clock (this process's wall clock plus the offset measured against clock_timestamp() at
+// start-up, from the probe with the shortest round trip), less the job's enqueue time (e)
+// or, for a delayed job, its due time (d), both microseconds on the database clock, into
+// log-linear histograms: exact below 64 µs, then 64 buckets per power of two.
+const HIST_SUB = 64;
+const HIST_MAX = 2 ** 40 - 1;
+function histIndex(v) {
+  if (v < HIST_SUB) return Math.max(v, 0);
+  v = Math.min(v, HIST_MAX);
+  const hi = Math.floor(v / 2 ** 32);
+  const len = hi > 0 ? 64 - Math.clz32(hi) : 32 - Math.clz32(v); // bits.Len64
+  const s = len - 7; // floor(v / 2^s) is in [64, 128)
+  return HIST_SUB * (1 + s) + Math.floor(v / 2 ** s) - HIST_SUB;
+}
+class Hist {
+  constructor() {
+    this.counts = new Map();
+  }
+  add(us) {
+    const i = histIndex(us);
+    this.counts.set(i, (this.counts.get(i) ?? 0) + 1);
+  }
+  encode() {
+    if (this.counts.size === 0) return "-";
+    return [...this.counts.entries()]
+      .sort((a, b) => a[0] - b[0])
+      .map(([i, c]) => `${i}:${c}`)
+      .join(",");
+  }
+}
+async function sustainRecorder() {
+  const pg = require("pg");
+  const client = new pg.Client({ connectionString });
+  await client.connect();
+  let offsetUs = 0;
+  let rttUs = Number.MAX_SAFE_INTEGER;
+  const wallUs = () => Math.round((performance.timeOrigin + performance.now()) * 1000);
+  for (let i = 0; i < 16; i++) {
+    const t0 = wallUs();
+    const { rows } = await client.query("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint::text AS us");
+    const rtt = wallUs() - t0;
+    if (rtt < rttUs) {
+      rttUs = rtt;
+      offsetUs = Number(rows[0].us) - (t0 + Math.round(rtt / 2));
+    }
+  }
+  await client.end();
+  let enq = new Hist();
+  let due = new Hist();
+  let neg = 0;
+  return {
+    start(payload) {
+      const now = wallUs() + offsetUs;
+      const from = payload.d ? payload.d : payload.e;
+      if (now < from) neg++;
+      (payload.d ? due : enq).add(now - from);
+    },
+    take() {
+      const line = `sample off=${offsetUs} rtt=${rttUs} neg=${neg} enq=${enq.encode()} due=${due.encode()}`;
+      enq = new Hist();
+      due = new Hist();
+      neg = 0;
+      return line;
+    },
+  };
+}
+
 async function work(argv) {
   const [opt, args] = optional(argv, { "sleep-ms": "0" });
   const f = flags(args, ["task", "concurrency", "max-pool-size", "poll-interval", "local-queue-size", "complete-job-batch-delay"]);
   const sleepMs = int(opt["sleep-ms"], "sleep-ms");
   if (sleepMs < 0) fail(`-sleep-ms: ${sleepMs} is negative`);
   let runs = 0;
+  const rec = f.task === "bench_sustain" ? await sustainRecorder() : null;
   const tasks = {
     // The no-op job of scenario 4; with -sleep-ms, the I/O-bound job of scenario 16 (a
     // timer, as Go's handlers sleep on one).
@@ -112,6 +186,11 @@ async function work(argv) {
       const t = process.hrtime.bigint();
       runs++;
       say(`start ${payload.seq} ${t}`);
+    },
+    // Scenario 8: the handler's start, recorded (sustainRecorder).
+    bench_sustain: (payload) => {
+      runs++;
+      rec.start(payload);
     },
   };
   if (!(f.task in tasks)) fail(`unknown -task ${f.task}`);
@@ -162,7 +241,13 @@ async function work(argv) {
   process.on("SIGINT", stop);
   process.stdin.on("end", stop);
   process.stdin.on("error", stop);
-  process.stdin.resume();
+  if (rec) {
+    createInterface({ input: process.stdin }).on("line", (l) => {
+      if (l === "sample") say(rec.take());
+    });
+  } else {
+    process.stdin.resume();
+  }
   await runner.promise;
 }
 
