@@ -922,8 +922,8 @@ func attribute(en venturi.JournalEntry, faults []faultRow, lease time.Duration) 
 	}
 	overlaps := func(a, b time.Time) bool { return !a.After(to) && !b.Before(from) }
 	best := -1
-	rank := map[string]int{"sigkill": 1, "sigstop": 2, "half-open": 2, "pg-restart-immediate": 3, "pg-restart-fast": 3,
-		"failover-sync": 3, "failover-async": 3, "wal-full": 3, "pgbouncer-restart": 4, "terminate-burst": 4}
+	rank := map[string]int{"sigkill": 1, "upgrade": 1, "sigstop": 2, "half-open": 2, "pg-restart-immediate": 3, "pg-restart-fast": 3,
+		"failover-sync": 3, "failover-async": 3, "wal-full": 3, "migrate": 3, "pgbouncer-restart": 4, "terminate-burst": 4}
 	for i, f := range faults {
 		if terminated && f.kind != "terminate-burst" && !strings.HasPrefix(f.kind, "pg-restart") {
 			continue // only these terminate connections
@@ -934,6 +934,14 @@ func attribute(en venturi.JournalEntry, faults []faultRow, lease time.Duration) 
 			ok = f.pid == pid && overlaps(f.at, f.at)
 		case "sigstop":
 			ok = f.pid == pid && overlaps(f.at, f.until)
+		case "upgrade":
+			// A rolling deploy's stop of an older worker (SIGTERM, rolling.go): what it
+			// did not finish in its stop timeout is rescued.
+			ok = f.pid == pid && overlaps(f.at, f.until.Add(2*time.Second))
+		case "migrate":
+			// A migration's table locks hold every worker's statements up, lease
+			// extensions too, until it commits.
+			ok = overlaps(f.at, f.until.Add(2*time.Second))
 		case "pg-restart-immediate", "pg-restart-fast":
 			// After the restart, runs claimed before it lose their leases: their handlers
 			// stop (self-fencing) and are rescued one lease after the server is back.
@@ -1035,7 +1043,7 @@ func (r *report) print(w io.Writer, mode string, seed uint64, elapsed time.Durat
 	fmt.Fprintf(w, "\n%s\nventuri chaos summary: profile %s, seed %d, %v after workers started\n%s\n", line, mode, seed, elapsed.Round(time.Second), line)
 	fmt.Fprintf(w, "faults injected\n")
 	kinds := []string{"sigkill", "sigstop", "pg-restart-immediate", "pg-restart-fast", "terminate-burst", "listen-kill", "half-open", "pgbouncer-restart"}
-	for _, k := range []string{"failover-sync", "failover-async", "wal-full", "long-transaction"} {
+	for _, k := range []string{"failover-sync", "failover-async", "wal-full", "long-transaction", "migrate", "upgrade"} {
 		if r.faults[k] > 0 { // the faults of their own modes
 			kinds = append(kinds, k)
 		}

@@ -54,6 +54,37 @@ func TestAttribute(t *testing.T) {
 	}
 }
 
+// The rolling deploy's faults (rolling.go): a migration holds every worker up, a
+// replacement only the worker it stops.
+func TestAttributeRollingDeploy(t *testing.T) {
+	base := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return base.Add(time.Duration(s * float64(time.Second))) }
+	faults := []faultRow{
+		{kind: "migrate", at: at(10), until: at(10.5)},
+		{kind: "upgrade", at: at(30), until: at(31), worker: 2, pid: 200},
+	}
+	run := func(pid int, from, to float64) venturi.JournalEntry {
+		return venturi.JournalEntry{Event: venturi.EventAbandoned, Worker: "chaos-worker-1-pid" + itoa(pid),
+			StartedAt: at(from), At: at(to)}
+	}
+	cases := []struct {
+		name string
+		en   venturi.JournalEntry
+		want int
+	}{
+		{"run of any worker held up by the migration", run(100, 9, 12), 0},
+		{"run ending a lease after the migration", run(100, 11, 12.4), 0},
+		{"run after the migration and its lease", run(100, 14, 16), -1},
+		{"run of the replaced worker", run(200, 29, 32), 1},
+		{"run of another worker during the replacement", run(300, 29, 32), -1},
+	}
+	for _, c := range cases {
+		if got := attribute(c.en, faults, 2*time.Second); got != c.want {
+			t.Errorf("%s: attribute = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
 func TestOrphanedClaim(t *testing.T) {
 	base := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return base.Add(time.Duration(s * float64(time.Second))) }

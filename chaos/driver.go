@@ -74,17 +74,18 @@ type options struct {
 	dsn     string
 	// overload: producers at 3x the drain rate for this long instead of the scripted
 	// workload and faults (overload.go)
-	overload  time.Duration
-	failover  string        // sync or async: a replica promoted mid-run (failover.go)
-	replDelay time.Duration // one-way latency of the replication link (failover.go)
-	fullDisk  time.Duration // how long the WAL's filesystem stays full (fulldisk.go)
-	longTx    time.Duration // how long a snapshot is held (longtx.go)
+	overload    time.Duration
+	failover    string        // sync or async: a replica promoted mid-run (failover.go)
+	replDelay   time.Duration // one-way latency of the replication link (failover.go)
+	fullDisk    time.Duration // how long the WAL's filesystem stays full (fulldisk.go)
+	longTx      time.Duration // how long a snapshot is held (longtx.go)
+	rollingFrom string        // -rolling: the older workers' git revision (rolling.go)
 }
 
 // fault is one injected fault, recorded in memory while the database may be down and
 // written to chaos_fault before the check.
 type fault struct {
-	Kind   string // sigkill, sigstop, pg-restart-immediate, pg-restart-fast, terminate-burst, listen-kill, half-open, pgbouncer-restart, failover-sync, failover-async, wal-full, long-transaction
+	Kind   string // sigkill, sigstop, pg-restart-immediate, pg-restart-fast, terminate-burst, listen-kill, half-open, pgbouncer-restart, failover-sync, failover-async, wal-full, long-transaction, migrate, upgrade
 	At     time.Time
 	Until  time.Time // end of a stop, a restart (PostgreSQL accepting again) or a burst
 	Worker int       // slot, or 0
@@ -108,6 +109,7 @@ func driverMain(args []string) (int, error) {
 	replDelay := fs.Duration("replica-delay", 0, "failover run: one-way latency of the replication link (a replica in another zone)")
 	fullDisk := fs.Duration("fulldisk", 0, "full-disk run: the WAL's filesystem stays full this long (under scripts/pg-waldisk.sh; see README.md)")
 	longTx := fs.Duration("longtx", 0, "long-transaction run: a snapshot held this long under steady load (see README.md)")
+	rollingFrom := fs.String("rolling", "", "rolling-deploy run: workers built from this git revision, migrated and replaced under load (rolling.go, README.md)")
 	checkOnly := fs.Bool("check", false, "only check the schema an earlier run left (no setup, no workers, no faults)")
 	if err := fs.Parse(args); err != nil {
 		return 2, err
@@ -123,13 +125,13 @@ func driverMain(args []string) (int, error) {
 		o.prof.deadline = 4*o.overload + 4*time.Minute // calibration, overload, drain of 2x, check
 	}
 	modes := 0
-	for _, on := range []bool{*overloadFor > 0, *failover != "", *fullDisk > 0, *longTx > 0} {
+	for _, on := range []bool{*overloadFor > 0, *failover != "", *fullDisk > 0, *longTx > 0, *rollingFrom != ""} {
 		if on {
 			modes++
 		}
 	}
 	if modes > 1 || (modes == 1 && (*short || *control)) {
-		return 2, errors.New("-overload, -failover, -fulldisk and -longtx are modes of their own: one at a time, without -short or -control")
+		return 2, errors.New("-overload, -failover, -fulldisk, -longtx and -rolling are modes of their own: one at a time, without -short or -control")
 	}
 	switch {
 	case *failover != "":
@@ -141,6 +143,8 @@ func driverMain(args []string) (int, error) {
 	case *fullDisk > 0:
 		o.fullDisk, o.prof = *fullDisk, fullDiskProfile
 		o.prof.deadline += 2 * o.fullDisk
+	case *rollingFrom != "":
+		o.rollingFrom, o.prof = *rollingFrom, rollingProfile
 	case *longTx > 0:
 		o.longTx, o.prof = *longTx, longTxProfile
 		o.prof.arrival = longTxBefore + o.longTx + longTxAfter
@@ -213,6 +217,14 @@ func driverMain(args []string) (int, error) {
 	defer stopSignals()
 
 	d := &driver{o: o, rng: rand.New(rand.NewPCG(o.seed, o.seed^0x9e3779b97f4a7c15))}
+	if o.rollingFrom != "" {
+		r, err := buildRolling(ctx, o.rollingFrom, d.logf)
+		if err != nil {
+			return 1, fmt.Errorf("rolling: %w", err)
+		}
+		defer r.cleanup()
+		d.roll = r
+	}
 	defer d.fleetKillAll() // never leave workers behind, whatever happens
 	defer func() {
 		if r := recover(); r != nil {
@@ -254,6 +266,8 @@ type driver struct {
 	disk *fullDisk    // -fulldisk (fulldisk.go)
 	prod *producer    // the live producer (producer.go)
 	ltx  *longTx      // -longtx (longtx.go)
+	roll *rolling     // -rolling (rolling.go)
+	swap sync.Mutex   // one worker replacement at a time: a kill's or an upgrade's
 
 	mu      sync.Mutex
 	faults  []fault
@@ -436,6 +450,18 @@ func (d *driver) run(ctx context.Context) (int, error) {
 	if d.disk != nil {
 		d.disk.report(rep, o.logdir)
 	}
+	if d.roll != nil {
+		var notMigrated []string
+		select {
+		case <-d.roll.migrated:
+		default:
+			notMigrated = prefixed(invRolled, []string{"the run ended before the newer migrations applied"})
+		}
+		rep.require(invRolled, notMigrated)
+		if err := d.rollingReport(cctx, rep); err != nil {
+			return 1, fmt.Errorf("rolling: %w", err)
+		}
+	}
 	if d.ltx != nil {
 		if err := d.ltx.measureLatency(cctx); err != nil {
 			return 1, fmt.Errorf("long transaction: claim latency: %w", err)
@@ -571,7 +597,11 @@ func (d *driver) setup(ctx context.Context) error {
 		pgx.Identifier{d.o.schema}.Sanitize())); err != nil {
 		return err
 	}
-	if _, err := venturi.Migrate(ctx, d.pool); err != nil {
+	if d.roll != nil {
+		if err := d.roll.migrateOld(ctx, d.pool); err != nil {
+			return err
+		}
+	} else if _, err := venturi.Migrate(ctx, d.pool); err != nil {
 		return err
 	}
 	if _, err = d.pool.Exec(ctx, appSchema); err != nil {
@@ -662,7 +692,7 @@ func (d *driver) enqueue(ctx context.Context) (int, error) {
 				total++
 			}
 			continue
-		case r < 0.175 && p.jobs-total >= 4:
+		case r < 0.175 && p.jobs-total >= 4 && d.roll == nil:
 			// A dedup group of 2-4 enqueues of one key; about a quarter of the groups have
 			// a member that asks to be Independent.
 			k := 2 + d.rng.IntN(3)
@@ -746,10 +776,12 @@ func (d *driver) enqueue(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	// A third of the wait jobs get their signal before their first run: it must be kept
-	// and end the wait at once. The signaller sends the same delivery ID again later.
+	// and end the wait at once. The signaller sends the same delivery ID again later. (Not
+	// in a rolling run: the schema is the older one, and the signal statement this
+	// checkout sends needs the newer.)
 	n := 0
 	for _, e := range expects {
-		if e.scenario != scWait {
+		if e.scenario != scWait || d.roll != nil {
 			continue
 		}
 		if n++; n%3 == 0 {
@@ -832,7 +864,8 @@ func (d *driver) spawn(slot int) error {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.Command(d.exe, "worker", "-n", fmt.Sprint(slot), "-lease", d.o.lease.String(),
+	exe, old := d.exeFor(slot)
+	cmd := exec.Command(exe, "worker", "-n", fmt.Sprint(slot), "-lease", d.o.lease.String(),
 		fmt.Sprintf("-poll-only=%v", d.behindPgBouncer(slot)), "-ledger", ledgerPath(d.o.logdir, slot))
 	cmd.Env = append(os.Environ(), "CHAOS_DSN="+dsn)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -841,7 +874,7 @@ func (d *driver) spawn(slot int) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	fmt.Fprintf(logf, "--- chaos: worker %d started, pid %d\n", slot, cmd.Process.Pid)
+	fmt.Fprintf(logf, "--- chaos: worker %d started, pid %d, %s\n", slot, cmd.Process.Pid, filepath.Base(exe))
 	p := &proc{slot: slot, cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
 	go func() {
 		err := cmd.Wait()
@@ -858,6 +891,9 @@ func (d *driver) spawn(slot int) error {
 	}
 	d.procs[slot-1] = p
 	d.spawns++
+	if old {
+		d.roll.oldPIDs = append(d.roll.oldPIDs, p.pid)
+	}
 	d.mu.Unlock()
 	return nil
 }
@@ -1061,6 +1097,10 @@ func (d *driver) runFaults(ctx context.Context) {
 		wg.Add(1)
 		go func() { defer wg.Done(); d.ltx.run(ctx) }()
 	}
+	if d.roll != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); d.runRolling(ctx) }()
+	}
 	if d.repl != nil {
 		d.repl.killed = make(chan struct{})
 		wg.Add(1)
@@ -1090,6 +1130,8 @@ func (d *driver) pickRunning() *proc {
 }
 
 func (d *driver) kill(ctx context.Context) {
+	d.swap.Lock()
+	defer d.swap.Unlock()
 	p := d.pickRunning()
 	if p == nil {
 		return

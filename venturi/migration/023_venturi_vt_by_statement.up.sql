@@ -31,7 +31,7 @@
 -- is claimed in its earlier place (ahead of its partition's newer jobs); one that had none
 -- (inserted scheduled or waiting) is claimed after its queue's placed gated jobs of its
 -- priority until the retention worker's placement sweep (PlaceUnplaced, once a minute)
--- places it.
+-- places it. make chaos/rolling runs older workers through this migration under load.
 
 -- The queue's front at the job's priority, or one past its partition's last pending job,
 -- whichever is later. Both reads are index probes (venturi_job_claim_vt_idx,
