@@ -15,7 +15,12 @@ log=$(mktemp)
 # taken on a shared machine.
 BOOKMARKS_METRICS_ADDR=127.0.0.1:$(free_port) BOOKMARKS_WORKER_METRICS_ADDR=127.0.0.1:$(free_port)
 export BOOKMARKS_METRICS_ADDR BOOKMARKS_WORKER_METRICS_ADDR
-trap 'rm -f "$log"; [ -n "${holder:-}" ] && kill "$holder" 2>/dev/null; true' EXIT
+# A check that fails while make run is up stops it as a user's Ctrl-C would (SIGTERM to make
+# stops the api and the worker: check 3), so that no app outlives the check.
+trap 'rm -f "$log"; [ -n "${holder:-}" ] && kill "$holder" 2>/dev/null
+      if [ -n "${make_pid:-}" ] && kill -TERM "$make_pid" 2>/dev/null; then
+        for _ in $(seq 40); do kill -0 "$make_pid" 2>/dev/null || break; sleep 0.25; done
+      fi; true' EXIT
 
 # The binaries first: the timed runs below measure make run, not a cold build.
 make --no-print-directory build/app >/dev/null
@@ -75,5 +80,6 @@ done
 for _ in $(seq 60); do grep -q "^run: stopped" "$log" && break; sleep 0.5; done
 grep -q "^run: stopped" "$log" || fail "run.sh did not stop the api and the worker"
 wait "$make_pid" 2>/dev/null || true
+make_pid=
 echo "check-run: ready banner after a 200; SIGTERM to make stopped the api and the worker"
 echo "check-run: PASS"
