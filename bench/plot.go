@@ -30,7 +30,7 @@ var (
 		name string
 		col  color.RGBA
 	}{
-		libVenturi:    {"venturi", color.RGBA{0x1f, 0x77, 0xb4, 0xff}},
+		libVenturi:       {"venturi", color.RGBA{0x1f, 0x77, 0xb4, 0xff}},
 		libRiverTuned:    {"River tuned", color.RGBA{0xd6, 0x27, 0x28, 0xff}},
 		libGraphileTuned: {"graphile-worker tuned", color.RGBA{0x2c, 0xa0, 0x2c, 0xff}},
 	}

@@ -413,7 +413,7 @@ func (r *report) sustainedMarkdown(b *strings.Builder) {
 // sustainedMethod says how scenario 8 measures.
 const sustainedMethod = "Method: one producer in the bench process commits one transaction every 10 ms " +
 	"(venturi `EnqueueManyTx`, delayed jobs with `After(1s)`; River `InsertManyTx`, delayed jobs with `ScheduledAt` now()+1s) " +
-"(graphile-worker: its SQL `add_jobs`, delayed jobs with run_at now()+1s) " +
+	"(graphile-worker: its SQL `add_jobs`, delayed jobs with run_at now()+1s) " +
 	"into an empty table while one worker process (venturi `Config{RetainCompleted: 30s}`; River tuned with `CompletedJobRetentionPeriod` 30s; " +
 	"graphile-worker tuned, `graphile/worker.mjs`, which keeps no finished job: a completion deletes the row) works no-op jobs. " +
 	"Every transaction first reads its now(), which is the rows' created_at in both libraries, and stamps it, and for delayed jobs now()+1s (their due time, exactly), into the payload: " +
@@ -421,7 +421,7 @@ const sustainedMethod = "Method: one producer in the bench process commits one t
 	"enqueue→handler is for immediate jobs and includes the insert and the commit; due→handler is for delayed jobs. " +
 	"Percentiles come from log-linear histograms (within 1.6%) merged over the windows. " +
 	"Table size is pg_total_relation_size (heap, indexes, TOAST); dead tuples are pg_stat_user_tables.n_dead_tup; rows by state are counted at every sample. " +
-"River's scheduler promotes scheduled jobs every 5 s (its fixed default), with a 5 s look-ahead. " +
+	"River's scheduler promotes scheduled jobs every 5 s (its fixed default), with a 5 s look-ahead. " +
 	"graphile-worker has no states: its available rows are the unlocked ones due, scheduled the unlocked ones due later, running the locked ones; " +
 	"its schema is not recreated between runs (its table is emptied)."
 

@@ -779,9 +779,12 @@ func (d *driver) enqueue(ctx context.Context) (int, error) {
 	// and end the wait at once. The signaller sends the same delivery ID again later. (Not
 	// in a rolling run: the schema is the older one, and the signal statement this
 	// checkout sends needs the newer.)
+	if d.roll != nil {
+		return total, nil
+	}
 	n := 0
 	for _, e := range expects {
-		if e.scenario != scWait || d.roll != nil {
+		if e.scenario != scWait {
 			continue
 		}
 		if n++; n%3 == 0 {

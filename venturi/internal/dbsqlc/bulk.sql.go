@@ -138,7 +138,11 @@ func (q *Queries) DeleteJobs(ctx context.Context, db DBTX, ids []pgtype.UUID) (*
 
 const retryJobs = `-- name: RetryJobs :one
 WITH old AS (
-    SELECT j.id, j.state, j.finished_at FROM venturi_job j
+    -- part: the job's partition once available again (a plain job of a kind that has limits
+    -- now goes back as a gated one).
+    SELECT j.id, j.state, j.finished_at,
+           COALESCE(j.part, (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)) AS part
+    FROM venturi_job j
     WHERE j.id = ANY(ARRAY(SELECT unnest($1::uuid[])))
       AND j.state IN ('dead', 'cancelled', 'completed', 'scheduled')
       AND NOT (j.state <> 'scheduled' AND COALESCE(j.slot_key, '') LIKE 'venturi.singleton:%')
@@ -148,10 +152,8 @@ WITH old AS (
     UPDATE venturi_job j SET
         state = 'available', run_at = now(), failures = 0, finished_at = NULL,
         stop_requested_at = NULL, stop_event = NULL, stop_note = NULL, wait_signals = NULL,
-        -- A plain job of a kind that has limits now goes back as a gated one; a gated job
-        -- takes its place behind its partition's pending jobs.
-        part = COALESCE(j.part, (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)),
-        vt = venturi_job_place(j.queue, COALESCE(j.part, (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)), j.priority),
+        -- A gated job takes its place behind its partition's pending jobs.
+        part = old.part, vt = venturi_job_place(j.queue, old.part, j.priority),
         journal = j.journal || jsonb_build_array(jsonb_build_object('event', 'retried', 'note', $2::text, 'at', now()))
     FROM old
     WHERE j.id = old.id
