@@ -48,7 +48,7 @@ func (q *Queries) HistoryExtend(ctx context.Context, db DBTX, arg HistoryExtendP
 }
 
 const historyHorizon = `-- name: HistoryHorizon :one
-SELECT max(p.hi)::timestamptz AS horizon,
+SELECT COALESCE(max(p.hi), now())::timestamptz AS horizon,
        COALESCE((EXTRACT(EPOCH FROM max(p.hi) - now()) * 1000000)::bigint, -1)::bigint AS ahead_us
 FROM venturi_history_partition p
 `
@@ -59,7 +59,7 @@ type HistoryHorizonRow struct {
 }
 
 // Where the newest partition ends, and how far that is from now (microseconds; negative
-// when it is past, -1 and NULL when there is no partition).
+// when it is past; now and -1 when there is no partition).
 func (q *Queries) HistoryHorizon(ctx context.Context, db DBTX) (*HistoryHorizonRow, error) {
 	row := db.QueryRow(ctx, historyHorizon)
 	var i HistoryHorizonRow

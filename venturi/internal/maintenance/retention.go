@@ -71,7 +71,7 @@ func (p *Pruner) Ahead() time.Duration {
 // too long) leaves it to the next round.
 func (p *Pruner) Extend(ctx context.Context, tx pgx.Tx) (int, error) {
 	var created int32
-	err := savepoint(ctx, tx, func(tx pgx.Tx) (err error) {
+	err := pgx.BeginFunc(ctx, tx, func(tx pgx.Tx) (err error) { // a savepoint: a failure undoes this step only
 		created, err = p.q.HistoryExtend(ctx, tx, dbsqlc.HistoryExtendParams{
 			WidthUs: micros(p.cfg.Partition), AheadUs: micros(p.Ahead()), LockTimeoutMs: millis(p.cfg.LockTimeout)})
 		return err
@@ -120,7 +120,7 @@ func (p *Pruner) SweepEnded(ctx context.Context, tx pgx.Tx) (int, error) {
 // repeats while more are due), 0 otherwise. A lock timeout leaves it to the next round.
 func (p *Pruner) DropDue(ctx context.Context, tx pgx.Tx) (int, error) {
 	var dropped string
-	err := savepoint(ctx, tx, func(tx pgx.Tx) (err error) {
+	err := pgx.BeginFunc(ctx, tx, func(tx pgx.Tx) (err error) { // a savepoint: a failure undoes this step only
 		dropped, err = p.q.HistoryDrop(ctx, tx, millis(p.cfg.LockTimeout))
 		return err
 	})
@@ -143,20 +143,6 @@ func (p *Pruner) PruneEvents(ctx context.Context, tx pgx.Tx) (int, error) {
 	n, err := p.q.PruneEvents(ctx, tx, dbsqlc.PruneEventsParams{
 		AgeUs: micros(max(p.cfg.RetainCompleted, p.cfg.RetainDead, 0)), Max: int32(p.cfg.Batch)})
 	return int(n), err
-}
-
-// savepoint runs fn in a savepoint of tx: an error of fn rolls back fn's work only, and is
-// returned.
-func savepoint(ctx context.Context, tx pgx.Tx, fn func(pgx.Tx) error) error {
-	sp, err := tx.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	if err := fn(sp); err != nil {
-		_ = sp.Rollback(ctx)
-		return err
-	}
-	return sp.Commit(ctx)
 }
 
 // millis is d in whole milliseconds, at least 1.

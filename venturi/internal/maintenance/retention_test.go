@@ -153,6 +153,46 @@ func TestPruner(t *testing.T) {
 		}
 	})
 
+	t.Run("ALockTimeoutLeavesTheRestOfTheRound", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		insertFinished(t, b, "ended", "completed", time.Minute)
+		p := maintenance.NewPruner(maintenance.PrunerConfig{Batch: 10, RetainCompleted: time.Hour, RetainDead: time.Hour,
+			Partition: time.Hour, LockTimeout: 50 * time.Millisecond, Logger: b.log}, b.q)
+		ctx := context.Background()
+		holder, err := b.pool.Begin(ctx) // another transaction holds the history table
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Rollback(ctx)
+		if _, err := holder.Exec(ctx, `LOCK TABLE venturi_job_history IN ACCESS EXCLUSIVE MODE`); err != nil {
+			t.Fatal(err)
+		}
+		b.inTx(t, func(tx pgx.Tx) error {
+			for _, step := range []func(context.Context, pgx.Tx) (int, error){p.Extend, p.DropDue} {
+				if n, err := step(ctx, tx); err != nil || n != 0 {
+					t.Errorf("step under a held lock: %d, %v; want 0 and no error", n, err)
+				}
+			}
+			// The transaction goes on: the timed-out step was undone alone.
+			var one int
+			return tx.QueryRow(ctx, `SELECT 1`).Scan(&one)
+		})
+		if n := count(t, b, "venturi_history_partition", "true"); n != 0 {
+			t.Errorf("%d partitions made under a held lock, want 0", n)
+		}
+		if err := holder.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.inTx(t, func(tx pgx.Tx) error {
+			_, err := p.Extend(ctx, tx)
+			return err
+		})
+		if count(t, b, "venturi_history_partition", "true") == 0 {
+			t.Error("no partition made once the lock was released")
+		}
+	})
+
 	t.Run("EventsOlderThanTheLongerRetentionAreDeleted", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -13,8 +13,8 @@ SELECT COALESCE(venturi_history_drop(now(), @lock_timeout_ms::int), '')::text AS
 
 -- name: HistoryHorizon :one
 -- Where the newest partition ends, and how far that is from now (microseconds; negative
--- when it is past, -1 and NULL when there is no partition).
-SELECT max(p.hi)::timestamptz AS horizon,
+-- when it is past; now and -1 when there is no partition).
+SELECT COALESCE(max(p.hi), now())::timestamptz AS horizon,
        COALESCE((EXTRACT(EPOCH FROM max(p.hi) - now()) * 1000000)::bigint, -1)::bigint AS ahead_us
 FROM venturi_history_partition p;
 
