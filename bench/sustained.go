@@ -365,8 +365,8 @@ func (b *bencher) tableStats(ctx context.Context, lib string, s *sustainSample) 
 	case lib == libVenturi:
 		// Finished jobs are in the history's partitions: their rows, and their size.
 		terminal = "(SELECT count(*) FROM " + finishedTable(lib) + " WHERE state IN ('completed', 'dead'))"
-		size += " + (SELECT COALESCE(sum(pg_total_relation_size(i.inhrelid)), 0) FROM pg_inherits i " +
-			"WHERE i.inhparent = '" + venturiSchema + ".venturi_job_history'::regclass)"
+		size += " + (SELECT COALESCE(sum(pg_total_relation_size(p.relid)), 0) " +
+			"FROM pg_partition_tree('" + venturiSchema + ".venturi_job_history') p WHERE p.isleaf)"
 	}
 	q := "SELECT " + size + ", n_dead_tup, n_live_tup, autovacuum_count, " +
 		available + ", " + scheduled + ", " + running + ", " + terminal +

@@ -114,13 +114,13 @@ type Config struct {
 	// DefaultRetainDead.
 	RetainDead time.Duration
 	// HistoryPartition is the time span of one partition of the history of finished jobs
-	// (venturi_job_history, partitioned on the time each job may be pruned): retention drops
-	// a partition once its span is past, so a job is kept up to one span longer than its
-	// retention. Partitions are made ahead by the worker that holds the retention duty, as
-	// wide as its HistoryPartition. Default: a quarter of the shorter retention, at least
-	// the longer one over 64 (so that there are at most some 70 partitions), within 1
-	// minute to 24 hours (6 hours for the default retentions). At least
-	// MinHistoryPartition.
+	// (venturi_job_history, partitioned on the time each job may be pruned, in one lane per
+	// retention: completed and cancelled jobs, dead jobs): retention drops a partition once
+	// its span is past, so a job is kept up to one span longer than its retention.
+	// Partitions are made ahead by the worker that holds the retention duty. Default (0):
+	// each lane's own, a quarter of its retention within 1 minute to 24 hours (6 hours for
+	// the default RetainCompleted, 24 hours for the default RetainDead); a value applies to
+	// both lanes. At least MinHistoryPartition.
 	HistoryPartition time.Duration
 	// RetainIdleGates is how long a rate window or a circuit breaker that nothing uses is
 	// kept: a rate gate with no start in its period and a breaker that is closed (or has
@@ -293,7 +293,6 @@ func (c Config) withDefaults() Config {
 	def(&c.RetainCompleted, DefaultRetainCompleted)
 	def(&c.RetainDead, DefaultRetainDead)
 	def(&c.RetainIdleGates, DefaultRetainIdleGates)
-	def(&c.HistoryPartition, historyPartition(c.RetainCompleted, c.RetainDead))
 	def(&c.MaintenanceInterval, DefaultMaintenanceInterval)
 	def(&c.StatsInterval, DefaultStatsInterval)
 	c.Backoff = c.Backoff.merged(DefaultBackoff)
@@ -338,19 +337,11 @@ func (c Config) totalConcurrency() int {
 	return n
 }
 
-// historyPartition is the default HistoryPartition for the retentions completed and dead
-// (Discard for either keeps nothing in the history): a quarter of the shorter one, at least
-// the longer over 64, within a minute to a day.
-func historyPartition(completed, dead time.Duration) time.Duration {
-	short, long := time.Duration(0), time.Duration(0)
-	for _, d := range []time.Duration{completed, dead} {
-		if d <= 0 {
-			continue
-		}
-		if short == 0 || d < short {
-			short = d
-		}
-		long = max(long, d)
+// historyPartition is the span of the partitions of the history's lane whose jobs are kept
+// for retain: the configured one, or a quarter of retain within a minute to a day.
+func (c Config) historyPartition(retain time.Duration) time.Duration {
+	if c.HistoryPartition > 0 {
+		return c.HistoryPartition
 	}
-	return min(max(short/4, long/64, time.Minute), 24*time.Hour)
+	return min(max(retain/4, time.Minute), 24*time.Hour)
 }

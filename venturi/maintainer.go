@@ -104,12 +104,13 @@ func newMaintainer(cfg Config, log *slog.Logger, db *pgxpool.Pool, q *dbsqlc.Que
 	return m
 }
 
-// newPruner returns the retention duty's pruner (internal/maintenance): the history's
-// partitions as wide as cfg.HistoryPartition, the retentions of cfg.
+// newPruner returns the retention duty's pruner (internal/maintenance): the retentions of
+// cfg, each lane's partitions as wide as cfg.historyPartition says for its retention.
 func newPruner(cfg Config, log *slog.Logger, q *dbsqlc.Queries) *maintenance.Pruner {
 	return maintenance.NewPruner(maintenance.PrunerConfig{
 		Batch: PruneBatch, RetainCompleted: cfg.RetainCompleted, RetainDead: cfg.RetainDead,
-		Partition: cfg.HistoryPartition, LockTimeout: historyLockTimeout, Logger: log}, q)
+		CompletedPartition: cfg.historyPartition(cfg.RetainCompleted), DeadPartition: cfg.historyPartition(cfg.RetainDead),
+		LockTimeout: historyLockTimeout, Logger: log}, q)
 }
 
 // run does the maintainer's duties until ctx ends: the maintenance loops, and cron beside

@@ -1028,7 +1028,7 @@ func TestUpgradeTo23_StatementsPlaceGatedJobs(t *testing.T) {
 	running, token := insert("running", "a", 7)
 	scheduled, _ := insert("scheduled", "b", nil)
 
-	if applied, err := venturi.Migrate(ctx, pool); err != nil || !slices.Equal(applied, []int{23}) {
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || !slices.Contains(applied, 23) {
 		t.Fatalf("Migrate = %v, %v; want version 23 applied", applied, err)
 	}
 	var triggers int
@@ -1055,5 +1055,134 @@ func TestUpgradeTo23_StatementsPlaceGatedJobs(t *testing.T) {
 	}
 	if got := vtOf(t, pool, scheduled); got[0] != 7 {
 		t.Fatalf("the swept job's virtual time %d, want 7 (the queue's front)", got[0])
+	}
+}
+
+// TestUpgradeTo24_HistoryInLanesPerRetention: 024_venturi_history_per_retention.up.sql
+// partitions the history by lane (completed and cancelled, dead), each lane by prune time
+// with partitions of its own width. A version-23 history with partitions and a completed
+// and a dead job becomes the mixed lane: its jobs read as before. An older worker's extend
+// makes both new lanes; its insert, and a finish, land in the lane of the job's state;
+// dropping what is due drops the mixed lane once its partitions are gone.
+func TestUpgradeTo24_HistoryInLanesPerRetention(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 23)
+	if _, err := pool.Exec(ctx, `SELECT venturi_history_extend(interval '1 hour', now() + interval '3 hours', 1000)`); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]ulid.ULID{}
+	// As a version-23 worker inserts (the same statement on both versions).
+	history := func(name, state, pruneIn string) {
+		t.Helper()
+		id := ulid.Make()
+		ids[name] = id
+		if _, err := pool.Exec(ctx, `
+			INSERT INTO venturi_job_history (id, kind, state, priority, payload, run_at, runs, failures, max_failures,
+			    journal, created_at, finished_at, journal_moved, queue, events, prune_at)
+			VALUES ($1, 'ops', $2::venturi_job_state, 0, '{}', now(), 1, 0, 25, '[{"event": "completed", "run": 1}]',
+			    now(), now(), 0, 'default', false, now() + $3::interval)`, id[:], state, pruneIn); err != nil {
+			t.Fatalf("insert %s: %v", name, err)
+		}
+	}
+	history("completed", "completed", "30 minutes")
+	history("dead", "dead", "2 hours")
+
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || !slices.Equal(applied, []int{24}) {
+		t.Fatalf("Migrate = %v, %v; want version 24 applied", applied, err)
+	}
+	lanes := func() map[string]string {
+		t.Helper()
+		rows, err := pool.Query(ctx, `SELECT h.id::text, h.tableoid::regclass::text FROM venturi_job_history h`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for rows.Next() {
+			var id, table string
+			if err := rows.Scan(&id, &table); err != nil {
+				t.Fatal(err)
+			}
+			for name, x := range ids {
+				if uuidString(x) == id {
+					got[name] = table
+				}
+			}
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	for name, state := range map[string]venturi.State{"completed": venturi.StateCompleted, "dead": venturi.StateDead} {
+		if j := jobByID(t, q, ids[name]); j.State != state {
+			t.Errorf("%s after the upgrade: %s, want %s", name, j.State, state)
+		}
+	}
+
+	// An older worker: its extend names no lane, nor does its insert.
+	if _, err := pool.Exec(ctx, `SELECT venturi_history_extend(interval '1 hour', now() + interval '2 hours', 1000)`); err != nil {
+		t.Fatal(err)
+	}
+	history("older", "dead", "90 minutes")
+	var perLane []int64
+	if err := pool.QueryRow(ctx, `SELECT array_agg(n ORDER BY lane) FROM (SELECT lane, count(*) AS n
+		FROM venturi_history_partition GROUP BY lane) x`).Scan(&perLane); err != nil || len(perLane) != 3 {
+		t.Fatalf("partitions per lane %v (%v), want the mixed lane's and both new lanes'", perLane, err)
+	}
+
+	// This version's finish: the job goes to its state's lane.
+	id := ulid.Make()
+	ids["finished"] = id
+	var token int64
+	if err := pool.QueryRow(ctx, `
+		INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, runs, lease_token, lease_expires_at, worker_id, attempted_at)
+		VALUES ($1, 'ops', 'default', 'running', '{}', now(), 1, nextval('venturi_lease_token_seq'), now() + interval '1 minute', 'w', now())
+		RETURNING lease_token`, id[:]).Scan(&token); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := dbsqlc.New().FinishRuns(ctx, pool, dbsqlc.FinishRunsParams{
+		Ids: []pgtype.UUID{{Bytes: id, Valid: true}}, Tokens: []int64{token}, States: []string{"completed"},
+		DelaysUs: []int64{0}, Failed: []bool{false}, SetCarry: []bool{false}, Carries: []string{""},
+		Entries:           []string{`[{"event": "completed", "run": 1}]`},
+		RetainCompletedUs: time.Minute.Microseconds(), RetainDeadUs: time.Hour.Microseconds()}); err != nil || len(got) != 1 {
+		t.Fatalf("FinishRuns = %v, %v", got, err)
+	}
+	want := map[string]string{"completed": "venturi_job_history_20", "dead": "venturi_job_history_20",
+		"older": "venturi_job_history_dead_20", "finished": "venturi_job_history_completed_20"}
+	got := lanes()
+	if len(got) != len(want) {
+		t.Errorf("history %v, want the jobs %v", got, want)
+	}
+	for name, table := range got {
+		if !strings.HasPrefix(table, want[name]) || (want[name] == "venturi_job_history_20" && strings.Contains(table, "_completed_")) {
+			t.Errorf("%s is in %s, want %s…", name, table, want[name])
+		}
+	}
+	if j := jobByID(t, q, ids["older"]); j.State != venturi.StateDead {
+		t.Errorf("the older worker's job: %s", j.State)
+	}
+
+	// Everything due (a day on): every partition, then the mixed lane, dropped.
+	for range 100 {
+		var dropped *string
+		if err := pool.QueryRow(ctx, `SELECT venturi_history_drop(now() + interval '1 day', 1000)`).Scan(&dropped); err != nil {
+			t.Fatal(err)
+		}
+		if dropped == nil {
+			break
+		}
+	}
+	var mixed *string
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('venturi_job_history_mixed')::text`).Scan(&mixed); err != nil || mixed != nil {
+		t.Fatalf("the mixed lane is still there (%v)", err)
+	}
+	if n := countRows(t, pool, "venturi_job_history"); n != 0 {
+		t.Fatalf("%d jobs left in the history, want none", n)
+	}
+	if n := countRows(t, pool, "venturi_history_partition"); n != 0 {
+		t.Fatalf("%d partitions left, want none", n)
 	}
 }

@@ -144,11 +144,14 @@ CREATE TABLE venturi_history_partition (
     name text                     NOT NULL,
     lo   timestamp with time zone NOT NULL,
     hi   timestamp with time zone NOT NULL,
+    lane smallint                 DEFAULT 0 NOT NULL,
     CONSTRAINT venturi_history_partition_pkey PRIMARY KEY (name),
-    CONSTRAINT venturi_history_partition_bounds CHECK (lo < hi)
+    CONSTRAINT venturi_history_partition_bounds CHECK (lo < hi),
+    CONSTRAINT venturi_history_partition_lane CHECK (lane = ANY (ARRAY[0, 1, 2]))
 );
 
 CREATE INDEX venturi_history_partition_hi_idx ON venturi_history_partition USING btree (hi);
+CREATE INDEX venturi_history_partition_lane_idx ON venturi_history_partition USING btree (lane, hi);
 
 -- venturi_hook
 
@@ -289,11 +292,28 @@ CREATE TABLE venturi_job_history (
     events            boolean                  NOT NULL,
     meta              jsonb,
     prune_at          timestamp with time zone NOT NULL,
+    lane              smallint,
     CONSTRAINT venturi_job_history_state_check CHECK (state = ANY (ARRAY['completed'::venturi_job_state, 'dead'::venturi_job_state, 'cancelled'::venturi_job_state]))
-) PARTITION BY RANGE (prune_at);
+) PARTITION BY LIST (COALESCE((lane)::integer,
+CASE
+    WHEN (state = 'dead'::venturi_job_state) THEN 2
+    ELSE 1
+END));
 
 CREATE INDEX venturi_job_history_finished_idx ON venturi_job_history USING btree (state, finished_at, id);
 CREATE INDEX venturi_job_history_id_idx ON venturi_job_history USING btree (id);
+
+-- venturi_job_history_completed
+
+CREATE TABLE venturi_job_history_completed PARTITION OF venturi_job_history (
+    CONSTRAINT venturi_job_history_completed_state_check CHECK (state = ANY (ARRAY['completed'::venturi_job_state, 'cancelled'::venturi_job_state]))
+) FOR VALUES IN (1) PARTITION BY RANGE (prune_at);
+
+-- venturi_job_history_dead
+
+CREATE TABLE venturi_job_history_dead PARTITION OF venturi_job_history (
+    CONSTRAINT venturi_job_history_dead_state_check CHECK (state = 'dead'::venturi_job_state)
+) FOR VALUES IN (2) PARTITION BY RANGE (prune_at);
 
 -- venturi_journal
 

@@ -162,7 +162,7 @@ WITH old AS (
     DELETE FROM venturi_job_history h
     WHERE h.id = ANY(ARRAY(SELECT unnest($1::uuid[])))
       AND NOT COALESCE(h.slot_key, '') LIKE 'venturi.singleton:%'
-    RETURNING h.id, h.kind, h.state, h.priority, h.dedup_key, h.payload, h.carry, h.run_at, h.runs, h.failures, h.max_failures, h.worker_id, h.attempted_at, h.journal, h.created_at, h.finished_at, h.journal_moved, h.journal_dropped, h.queue, h.part, h.slot_key, h.slot_limit, h.slot_policy, h.breaker, h.stop_requested_at, h.stop_event, h.stop_note, h.events, h.meta, h.prune_at
+    RETURNING h.id, h.kind, h.state, h.priority, h.dedup_key, h.payload, h.carry, h.run_at, h.runs, h.failures, h.max_failures, h.worker_id, h.attempted_at, h.journal, h.created_at, h.finished_at, h.journal_moved, h.journal_dropped, h.queue, h.part, h.slot_key, h.slot_limit, h.slot_policy, h.breaker, h.stop_requested_at, h.stop_event, h.stop_note, h.events, h.meta, h.prune_at, h.lane
 ), ins AS (
     INSERT INTO venturi_job (id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures,
         max_failures, worker_id, attempted_at, journal, created_at, journal_moved, journal_dropped, queue, part,

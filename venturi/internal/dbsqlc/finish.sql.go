@@ -12,14 +12,26 @@ import (
 )
 
 const finishRuns = `-- name: FinishRuns :many
-WITH u AS (
+WITH r AS (
     SELECT unnest($1::uuid[]) AS id, unnest($2::bigint[]) AS token, unnest($3::text[]) AS state, unnest($4::bigint[]) AS delay_us, unnest($5::bool[]) AS failed, unnest($6::bool[]) AS set_carry, unnest($7::text[]) AS carry, unnest($8::text[]) AS entry
+), lanes AS (
+    -- Where each lane's newest partition ends (NULL: the lane has none).
+    -- (Two index probes, venturi_history_partition_lane_idx: under SetLocalIndexScans a
+    -- scan of the table would cost the plan enough for JIT compilation, ~0.5 s a plan.)
+    SELECT (SELECT max(p.hi) FROM venturi_history_partition p WHERE p.lane = 1) AS completed_hi,
+           (SELECT max(p.hi) FROM venturi_history_partition p WHERE p.lane = 2) AS dead_hi
+), u AS (
+    -- moves: the run ends its job, which leaves venturi_job (kept in its lane, or deleted).
+    SELECT r.id, r.token, r.state, r.delay_us, r.failed, r.set_carry, r.carry, r.entry,
+           r.state IN ('completed', 'dead', 'cancelled')
+               AND (CASE WHEN r.state = 'dead' THEN $9::bigint ELSE $10::bigint END < 0
+                    OR CASE WHEN r.state = 'dead' THEN l.dead_hi ELSE l.completed_hi END IS NOT NULL) AS moves
+    FROM r CROSS JOIN lanes l
 ), ended AS (
     -- A matching token implies state = 'running' (CHECK venturi_job_running_has_lease).
     DELETE FROM venturi_job j USING u
-    WHERE j.id = ANY(ARRAY(SELECT u.id FROM u WHERE u.state IN ('completed', 'dead', 'cancelled')))
+    WHERE j.id = ANY(ARRAY(SELECT u.id FROM u WHERE u.moves))
       AND j.id = u.id AND j.lease_token = u.token
-      AND EXISTS (SELECT 1 FROM venturi_history_partition)
     RETURNING j.id, j.kind, u.state::venturi_job_state AS state, j.priority, j.dedup_key, j.payload,
               CASE WHEN u.set_carry THEN NULLIF(u.carry, '')::jsonb ELSE j.carry END AS carry,
               j.run_at, j.runs, j.failures + u.failed::int AS failures, j.max_failures, j.worker_id,
@@ -31,8 +43,7 @@ WITH u AS (
               CASE WHEN j.stop_event IS NOT NULL AND u.state = 'cancelled'
                    THEN jsonb_set(u.entry::jsonb, '{0,note}',
                                   to_jsonb(j.stop_note || COALESCE(': ' || NULLIF(u.entry::jsonb->0->>'note', ''), '')))
-                   ELSE u.entry::jsonb END AS entry,
-              (CASE WHEN u.state = 'dead' THEN $9::bigint ELSE $10::bigint END) AS retain_us
+                   ELSE u.entry::jsonb END AS entry
 ), kept AS (
     INSERT INTO venturi_job_history (id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures,
         max_failures, worker_id, attempted_at, journal, created_at, finished_at, journal_moved, journal_dropped,
@@ -42,10 +53,10 @@ WITH u AS (
            e.max_failures, e.worker_id, e.attempted_at, e.journal || e.entry, e.created_at, now(), e.journal_moved,
            e.journal_dropped, e.queue, e.part, e.slot_key, e.slot_limit, e.slot_policy, e.breaker,
            e.stop_requested_at, e.stop_event, e.stop_note, e.events, e.meta,
-           LEAST(now() + interval '1 microsecond' * e.retain_us,
-                 (SELECT max(p.hi) FROM venturi_history_partition p) - interval '1 microsecond')
-    FROM ended e
-    WHERE e.retain_us >= 0
+           LEAST(now() + interval '1 microsecond' * (CASE WHEN e.state = 'dead' THEN $9::bigint ELSE $10::bigint END),
+                 (CASE WHEN e.state = 'dead' THEN l.dead_hi ELSE l.completed_hi END) - interval '1 microsecond')
+    FROM ended e CROSS JOIN lanes l
+    WHERE (CASE WHEN e.state = 'dead' THEN $9::bigint ELSE $10::bigint END) >= 0
     RETURNING id
 ), evented AS (
     -- The final entry as venturi_event_write records an appended one.
@@ -96,10 +107,9 @@ WITH u AS (
                 '{0,note}', to_jsonb(j.stop_note || COALESCE(': ' || NULLIF(u.entry::jsonb->0->>'note', ''), '')))
             ELSE u.entry::jsonb END
     FROM u
-    -- The runs that do not end their job, and, while the history has no partition yet, those
+    -- The runs that do not end their job, and, while its lane has no partition yet, those
     -- that do (the retention duty's sweep moves them once it has).
-    WHERE j.id = ANY(ARRAY(SELECT u.id FROM u WHERE u.state IN ('available', 'scheduled', 'waiting')
-                                                  OR NOT EXISTS (SELECT 1 FROM venturi_history_partition)))
+    WHERE j.id = ANY(ARRAY(SELECT u.id FROM u WHERE NOT u.moves))
       AND j.id = u.id AND j.lease_token = u.token
     RETURNING j.id
 )
@@ -128,15 +138,15 @@ type FinishRunsParams struct {
 //
 // A run that ends its job (completed, dead, cancelled) moves the job out of venturi_job:
 // the row is deleted and its final record, journal included, is inserted into
-// venturi_job_history with its prune time (now plus the retention of its state:
-// retain_completed_us for completed and cancelled jobs, retain_dead_us for dead ones,
-// clamped below the newest partition's end). A negative retention keeps nothing: the row is
-// only deleted. The job's awaiters are notified and, when it records events, its final
+// venturi_job_history, in its state's lane (1: completed and cancelled, 2: dead), with its
+// prune time (now plus the retention of its state: retain_completed_us for completed and
+// cancelled jobs, retain_dead_us for dead ones, clamped below the end of the lane's newest
+// partition). A negative retention keeps nothing: the row is only deleted. The job's awaiters are notified and, when it records events, its final
 // event is written, as venturi_job's update triggers do for the runs that stay.
 //
 // The other runs (retried, paused, waiting) update the row in place, as do those that end
-// their job while the history has no partition yet (a schema no worker has started on:
-// the retention duty's sweep moves them later). A run that was asked to stop (stop_event:
+// their job while its lane has no partition yet (a schema no worker has started on: the
+// retention duty's sweep moves them later). A run that was asked to stop (stop_event:
 // replaced or cancelled) and reports anything short of completing ends its job
 // cancelled, whether or not its worker heard of the request: its entry's event becomes
 // the request's and its note starts with the reason. (Such a job stays in venturi_job

@@ -27,21 +27,28 @@ func (q *Queries) HistoryDrop(ctx context.Context, db DBTX, lockTimeoutMs int32)
 }
 
 const historyExtend = `-- name: HistoryExtend :one
-SELECT venturi_history_extend(interval '1 microsecond' * $1::bigint,
-                              now() + interval '1 microsecond' * $2::bigint,
-                              $3::int)::int AS created
+SELECT venturi_history_extend($1::smallint, interval '1 microsecond' * $2::bigint,
+                              now() + interval '1 microsecond' * $3::bigint,
+                              $4::int)::int AS created
 `
 
 type HistoryExtendParams struct {
+	Lane          int16
 	WidthUs       int64
 	AheadUs       int64
 	LockTimeoutMs int32
 }
 
-// Creates venturi_job_history's partitions of width_us ahead until one ends ahead_us from
-// now (schema/functions/venturi_history_extend.sql); returns how many it created.
+// Creates the partitions of venturi_job_history's lane (1: completed and cancelled, 2:
+// dead), width_us wide, ahead until one ends ahead_us from now
+// (schema/functions/venturi_history_extend.sql); returns how many it created.
 func (q *Queries) HistoryExtend(ctx context.Context, db DBTX, arg HistoryExtendParams) (int32, error) {
-	row := db.QueryRow(ctx, historyExtend, arg.WidthUs, arg.AheadUs, arg.LockTimeoutMs)
+	row := db.QueryRow(ctx, historyExtend,
+		arg.Lane,
+		arg.WidthUs,
+		arg.AheadUs,
+		arg.LockTimeoutMs,
+	)
 	var created int32
 	err := row.Scan(&created)
 	return created, err
@@ -51,6 +58,7 @@ const historyHorizon = `-- name: HistoryHorizon :one
 SELECT COALESCE(max(p.hi), now())::timestamptz AS horizon,
        COALESCE((EXTRACT(EPOCH FROM max(p.hi) - now()) * 1000000)::bigint, -1)::bigint AS ahead_us
 FROM venturi_history_partition p
+WHERE p.lane = $1::smallint
 `
 
 type HistoryHorizonRow struct {
@@ -58,27 +66,36 @@ type HistoryHorizonRow struct {
 	AheadUs int64
 }
 
-// Where the newest partition ends, and how far that is from now (microseconds; negative
-// when it is past; now and -1 when there is no partition).
-func (q *Queries) HistoryHorizon(ctx context.Context, db DBTX) (*HistoryHorizonRow, error) {
-	row := db.QueryRow(ctx, historyHorizon)
+// Where the lane's newest partition ends, and how far that is from now (microseconds;
+// negative when it is past; now and -1 when the lane has no partition).
+func (q *Queries) HistoryHorizon(ctx context.Context, db DBTX, lane int16) (*HistoryHorizonRow, error) {
+	row := db.QueryRow(ctx, historyHorizon, lane)
 	var i HistoryHorizonRow
 	err := row.Scan(&i.Horizon, &i.AheadUs)
 	return &i, err
 }
 
 const sweepEnded = `-- name: SweepEnded :one
-WITH doomed AS (
+WITH lanes AS (
+    -- Where each lane's newest partition ends (NULL: the lane has none).
+    -- (Two index probes, venturi_history_partition_lane_idx: under SetLocalIndexScans a
+    -- scan of the table would cost the plan enough for JIT compilation, ~0.5 s a plan.)
+    SELECT (SELECT max(p.hi) FROM venturi_history_partition p WHERE p.lane = 1) AS completed_hi,
+           (SELECT max(p.hi) FROM venturi_history_partition p WHERE p.lane = 2) AS dead_hi
+), doomed AS (
     -- Through the partial indexes of the ended states (venturi_job_finished_idx: completed
     -- and dead; venturi_job_cancelled_idx): one IN list of the three states matches
     -- neither index's predicate, and was a scan of the whole table.
     SELECT f.id FROM (
-        SELECT j.id FROM venturi_job j WHERE j.state IN ('completed', 'dead')
-        LIMIT $1::int FOR UPDATE SKIP LOCKED) f
+        SELECT j.id FROM venturi_job j, lanes l WHERE j.state IN ('completed', 'dead')
+          AND CASE WHEN j.state = 'dead' THEN $1::bigint < 0 OR l.dead_hi IS NOT NULL
+                   ELSE $2::bigint < 0 OR l.completed_hi IS NOT NULL END
+        LIMIT $3::int FOR UPDATE OF j SKIP LOCKED) f
     UNION ALL
     SELECT c.id FROM (
-        SELECT j.id FROM venturi_job j WHERE j.state = 'cancelled'
-        LIMIT $1::int FOR UPDATE SKIP LOCKED) c
+        SELECT j.id FROM venturi_job j, lanes l WHERE j.state = 'cancelled'
+          AND ($2::bigint < 0 OR l.completed_hi IS NOT NULL)
+        LIMIT $3::int FOR UPDATE OF j SKIP LOCKED) c
 ), gone AS (
     DELETE FROM venturi_job j
     WHERE j.id = ANY(ARRAY(SELECT doomed.id FROM doomed))
@@ -87,11 +104,13 @@ WITH doomed AS (
               COALESCE(j.finished_at, now()) AS finished_at, j.journal_moved, j.journal_dropped, j.queue,
               j.part, j.slot_key, j.slot_limit, j.slot_policy, j.breaker, j.stop_requested_at, j.stop_event,
               j.stop_note, j.events, j.meta,
-              (CASE WHEN j.state = 'dead' THEN $2::bigint ELSE $3::bigint END) AS retain_us
+              (CASE WHEN j.state = 'dead' THEN $1::bigint ELSE $2::bigint END) AS retain_us,
+              (CASE WHEN j.state = 'dead' THEN 2 ELSE 1 END)::smallint AS lane
 ), ended AS (
     -- Kept: a retention that keeps something, and a prune time not past yet.
-    SELECT g.id, g.kind, g.state, g.priority, g.dedup_key, g.payload, g.carry, g.run_at, g.runs, g.failures, g.max_failures, g.worker_id, g.attempted_at, g.journal, g.created_at, g.finished_at, g.journal_moved, g.journal_dropped, g.queue, g.part, g.slot_key, g.slot_limit, g.slot_policy, g.breaker, g.stop_requested_at, g.stop_event, g.stop_note, g.events, g.meta, g.retain_us, (g.retain_us >= 0 AND g.finished_at + interval '1 microsecond' * g.retain_us >= now()) AS keep
-    FROM gone g
+    SELECT g.id, g.kind, g.state, g.priority, g.dedup_key, g.payload, g.carry, g.run_at, g.runs, g.failures, g.max_failures, g.worker_id, g.attempted_at, g.journal, g.created_at, g.finished_at, g.journal_moved, g.journal_dropped, g.queue, g.part, g.slot_key, g.slot_limit, g.slot_policy, g.breaker, g.stop_requested_at, g.stop_event, g.stop_note, g.events, g.meta, g.retain_us, g.lane, (g.retain_us >= 0 AND g.finished_at + interval '1 microsecond' * g.retain_us >= now()) AS keep,
+           CASE WHEN g.lane = 2 THEN l.dead_hi ELSE l.completed_hi END AS lane_hi
+    FROM gone g CROSS JOIN lanes l
 ), kept AS (
     INSERT INTO venturi_job_history (id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures,
         max_failures, worker_id, attempted_at, journal, created_at, finished_at, journal_moved, journal_dropped,
@@ -101,8 +120,7 @@ WITH doomed AS (
            e.max_failures, e.worker_id, e.attempted_at, e.journal, e.created_at, e.finished_at, e.journal_moved,
            e.journal_dropped, e.queue, e.part, e.slot_key, e.slot_limit, e.slot_policy, e.breaker,
            e.stop_requested_at, e.stop_event, e.stop_note, e.events, e.meta,
-           LEAST(e.finished_at + interval '1 microsecond' * e.retain_us,
-                 (SELECT max(p.hi) FROM venturi_history_partition p) - interval '1 microsecond')
+           LEAST(e.finished_at + interval '1 microsecond' * e.retain_us, e.lane_hi - interval '1 microsecond')
     FROM ended e
     WHERE e.keep
     RETURNING id
@@ -116,9 +134,9 @@ SELECT (SELECT count(*) FROM gone)::int AS ended,
 `
 
 type SweepEndedParams struct {
-	Max               int32
 	RetainDeadUs      int64
 	RetainCompletedUs int64
+	Max               int32
 }
 
 type SweepEndedRow struct {
@@ -127,15 +145,17 @@ type SweepEndedRow struct {
 	Forgotten int64
 }
 
-// Moves a batch (max of each of two sets of states) of jobs that ended in venturi_job (a rescue past the backstop, a cancel, a
-// run asked to stop, an older worker's finish) into venturi_job_history, each with its
-// prune time: when it finished plus the retention of its state (retain_completed_us for
-// completed and cancelled jobs, retain_dead_us for dead ones), clamped below the horizon. A
+// Moves a batch (max of each of two sets of states) of jobs that ended in venturi_job (a
+// rescue past the backstop, a cancel, a run asked to stop, an older worker's finish) into
+// venturi_job_history, each in its state's lane with its prune time: when it finished plus
+// the retention of its state (retain_completed_us for completed and cancelled jobs,
+// retain_dead_us for dead ones), clamped below the end of the lane's newest partition. A
 // job kept for no time (a negative retention), or already past its prune time, is deleted
-// instead, and taken out of the stats if they counted it. Returns how many jobs left
-// venturi_job and how many of them were kept.
+// instead, and taken out of the stats if they counted it; one to be kept in a lane that has
+// no partition yet stays. Returns how many jobs left venturi_job and how many of them were
+// kept.
 func (q *Queries) SweepEnded(ctx context.Context, db DBTX, arg SweepEndedParams) (*SweepEndedRow, error) {
-	row := db.QueryRow(ctx, sweepEnded, arg.Max, arg.RetainDeadUs, arg.RetainCompletedUs)
+	row := db.QueryRow(ctx, sweepEnded, arg.RetainDeadUs, arg.RetainCompletedUs, arg.Max)
 	var i SweepEndedRow
 	err := row.Scan(&i.Ended, &i.Kept, &i.Forgotten)
 	return &i, err

@@ -144,6 +144,7 @@ type VenturiHistoryPartition struct {
 	Name string
 	Lo   time.Time
 	Hi   time.Time
+	Lane int16
 }
 
 type VenturiHook struct {
@@ -234,6 +235,108 @@ type VenturiJobAll struct {
 }
 
 type VenturiJobHistory struct {
+	ID              pgtype.UUID
+	Kind            string
+	State           VenturiJobState
+	Priority        int16
+	DedupKey        pgtype.Text
+	Payload         []byte
+	Carry           []byte
+	RunAt           time.Time
+	Runs            int32
+	Failures        int32
+	MaxFailures     int32
+	WorkerID        pgtype.Text
+	AttemptedAt     *time.Time
+	Journal         []byte
+	CreatedAt       time.Time
+	FinishedAt      time.Time
+	JournalMoved    int64
+	JournalDropped  []byte
+	Queue           string
+	Part            pgtype.Text
+	SlotKey         pgtype.Text
+	SlotLimit       pgtype.Int4
+	SlotPolicy      pgtype.Int2
+	Breaker         pgtype.Text
+	StopRequestedAt *time.Time
+	StopEvent       pgtype.Text
+	StopNote        pgtype.Text
+	Events          bool
+	Meta            []byte
+	PruneAt         time.Time
+	Lane            pgtype.Int2
+}
+
+type VenturiJobHistoryCompleted struct {
+	ID              pgtype.UUID
+	Kind            string
+	State           VenturiJobState
+	Priority        int16
+	DedupKey        pgtype.Text
+	Payload         []byte
+	Carry           []byte
+	RunAt           time.Time
+	Runs            int32
+	Failures        int32
+	MaxFailures     int32
+	WorkerID        pgtype.Text
+	AttemptedAt     *time.Time
+	Journal         []byte
+	CreatedAt       time.Time
+	FinishedAt      time.Time
+	JournalMoved    int64
+	JournalDropped  []byte
+	Queue           string
+	Part            pgtype.Text
+	SlotKey         pgtype.Text
+	SlotLimit       pgtype.Int4
+	SlotPolicy      pgtype.Int2
+	Breaker         pgtype.Text
+	StopRequestedAt *time.Time
+	StopEvent       pgtype.Text
+	StopNote        pgtype.Text
+	Events          bool
+	Meta            []byte
+	PruneAt         time.Time
+	Lane            pgtype.Int2
+}
+
+type VenturiJobHistoryDead struct {
+	ID              pgtype.UUID
+	Kind            string
+	State           VenturiJobState
+	Priority        int16
+	DedupKey        pgtype.Text
+	Payload         []byte
+	Carry           []byte
+	RunAt           time.Time
+	Runs            int32
+	Failures        int32
+	MaxFailures     int32
+	WorkerID        pgtype.Text
+	AttemptedAt     *time.Time
+	Journal         []byte
+	CreatedAt       time.Time
+	FinishedAt      time.Time
+	JournalMoved    int64
+	JournalDropped  []byte
+	Queue           string
+	Part            pgtype.Text
+	SlotKey         pgtype.Text
+	SlotLimit       pgtype.Int4
+	SlotPolicy      pgtype.Int2
+	Breaker         pgtype.Text
+	StopRequestedAt *time.Time
+	StopEvent       pgtype.Text
+	StopNote        pgtype.Text
+	Events          bool
+	Meta            []byte
+	PruneAt         time.Time
+	Lane            pgtype.Int2
+}
+
+type VenturiJobHistoryMixed struct {
 	ID              pgtype.UUID
 	Kind            string
 	State           VenturiJobState

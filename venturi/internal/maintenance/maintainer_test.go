@@ -52,7 +52,7 @@ func TestMaintainer(t *testing.T) {
 				RecordBreakers: func(context.Context, pgx.Tx, dbsqlc.BreakerRecordParams) error { return nil }}, b.q),
 			maintenance.NewPromoter(maintenance.PromoterConfig{Batch: 10}, b.q),
 			maintenance.NewPruner(maintenance.PrunerConfig{Batch: 10, RetainCompleted: time.Hour, RetainDead: time.Hour,
-				Partition: time.Hour, LockTimeout: time.Second, Logger: b.log}, b.q),
+				CompletedPartition: time.Hour, DeadPartition: time.Hour, LockTimeout: time.Second, Logger: b.log}, b.q),
 			maintenance.NewGateSweeper(maintenance.GateSweeperConfig{Batch: 10, RetainIdleGates: time.Hour,
 				Interval: interval, Logger: b.log}, b.q),
 			maintenance.NewOrphanSweeper(maintenance.OrphanSweeperConfig{Batch: 10, Every: time.Hour, Logger: b.log}, b.q))

@@ -21,8 +21,9 @@ type PrunerConfig struct {
 	RetainCompleted time.Duration
 	// RetainDead is how long dead jobs are kept, as RetainCompleted.
 	RetainDead time.Duration
-	// Partition is the time span of the history partitions the pruner creates.
-	Partition time.Duration
+	// CompletedPartition and DeadPartition are the time spans of the partitions the pruner
+	// creates in the history's two lanes: completed and cancelled jobs, dead jobs.
+	CompletedPartition, DeadPartition time.Duration
 	// LockTimeout bounds how long attaching or dropping a partition waits for the history
 	// table's lock (a drop locks out the finishes that insert into it meanwhile); a step
 	// that times out tries again at the next round.
@@ -44,6 +45,29 @@ type Pruner struct {
 	warned time.Time       // when it last warned that the partitions fall short
 }
 
+// A lane of the history: the partitions of one retention (venturi_job_history_completed,
+// venturi_job_history_dead), each as wide as the lane asks.
+type lane struct {
+	id     int16         // venturi_job_history.lane
+	name   string        // for logs
+	retain time.Duration // how long its jobs are kept; negative: not kept
+	width  time.Duration // the span of its partitions
+}
+
+// lanes are the history's lanes that keep jobs.
+func (p *Pruner) lanes() []lane {
+	var out []lane
+	for _, l := range []lane{
+		{1, "completed", p.cfg.RetainCompleted, p.cfg.CompletedPartition},
+		{2, "dead", p.cfg.RetainDead, p.cfg.DeadPartition},
+	} {
+		if l.retain >= 0 {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 // NewPruner returns a pruner that runs q's statements.
 func NewPruner(cfg PrunerConfig, q *dbsqlc.Queries) *Pruner {
 	return &Pruner{cfg: cfg, q: q}
@@ -60,45 +84,48 @@ func (p *Pruner) Steps() []Step {
 	}
 }
 
-// Ahead is how far ahead of now the partitions must reach: the longer retention (of
-// those that keep jobs), plus two partitions.
-func (p *Pruner) Ahead() time.Duration {
-	return max(p.cfg.RetainCompleted, p.cfg.RetainDead, 0) + 2*p.cfg.Partition
-}
+// ahead is how far ahead of now a lane's partitions must reach: its retention plus two
+// partitions.
+func (l lane) ahead() time.Duration { return l.retain + 2*l.width }
 
-// Extend creates, in tx, the partitions that do not reach Ahead yet, and returns 0 (its
-// work is never left over). A lock timeout (another transaction held the history table
-// too long) leaves it to the next round.
+// Extend creates, in tx, the partitions of each lane that keeps jobs that do not reach
+// its retention plus two partitions yet, and returns 0 (its work is never left over). A
+// lock timeout (another transaction held the lane's table too long) leaves the lane to
+// the next round.
 func (p *Pruner) Extend(ctx context.Context, tx pgx.Tx) (int, error) {
-	var created int32
-	err := pgx.BeginFunc(ctx, tx, func(tx pgx.Tx) (err error) { // a savepoint: a failure undoes this step only
-		created, err = p.q.HistoryExtend(ctx, tx, dbsqlc.HistoryExtendParams{
-			WidthUs: micros(p.cfg.Partition), AheadUs: micros(p.Ahead()), LockTimeoutMs: millis(p.cfg.LockTimeout)})
-		return err
-	})
-	switch {
-	case pgerr.Code(err) == pgerr.LockNotAvailable:
-		p.cfg.Logger.Debug("venturi: history partitions: lock timeout; next round", "err", err)
-		return 0, p.warnIfShort(ctx, tx)
-	case err != nil:
-		return 0, err
-	case created > 0:
-		p.cfg.Logger.Debug("venturi: history partitions created", "partitions", created, "span", p.cfg.Partition)
+	for _, l := range p.lanes() {
+		var created int32
+		err := pgx.BeginFunc(ctx, tx, func(tx pgx.Tx) (err error) { // a savepoint: a failure undoes this lane only
+			created, err = p.q.HistoryExtend(ctx, tx, dbsqlc.HistoryExtendParams{Lane: l.id,
+				WidthUs: micros(l.width), AheadUs: micros(l.ahead()), LockTimeoutMs: millis(p.cfg.LockTimeout)})
+			return err
+		})
+		switch {
+		case pgerr.Code(err) == pgerr.LockNotAvailable:
+			p.cfg.Logger.Debug("venturi: history partitions: lock timeout; next round", "lane", l.name, "err", err)
+			if err := p.warnIfShort(ctx, tx, l); err != nil {
+				return 0, err
+			}
+		case err != nil:
+			return 0, err
+		case created > 0:
+			p.cfg.Logger.Debug("venturi: history partitions created", "lane", l.name, "partitions", created, "span", l.width)
+		}
 	}
 	return 0, nil
 }
 
-// warnIfShort warns (at most every ten minutes) when the partitions do not reach the
-// longer retention: jobs that end now would be pruned sooner than asked.
-func (p *Pruner) warnIfShort(ctx context.Context, tx pgx.Tx) error {
-	h, err := p.q.HistoryHorizon(ctx, tx)
+// warnIfShort warns (at most every ten minutes) when lane l's partitions do not reach its
+// retention: jobs that end now would be pruned sooner than asked.
+func (p *Pruner) warnIfShort(ctx context.Context, tx pgx.Tx, l lane) error {
+	h, err := p.q.HistoryHorizon(ctx, tx, l.id)
 	if err != nil {
 		return err
 	}
-	if want := micros(p.Ahead() - 2*p.cfg.Partition); h.AheadUs < want && time.Since(p.warned) > 10*time.Minute {
+	if h.AheadUs < micros(l.retain) && time.Since(p.warned) > 10*time.Minute {
 		p.warned = time.Now()
 		p.cfg.Logger.Warn("venturi: the history's partitions do not reach the retention: jobs that end now are pruned sooner",
-			"horizon", h.Horizon, "retention", p.Ahead()-2*p.cfg.Partition)
+			"lane", l.name, "horizon", h.Horizon, "retention", l.retain)
 	}
 	return nil
 }

@@ -30,11 +30,11 @@ func count(t *testing.T, b *testBundle, table, where string) int {
 	return n
 }
 
-// newPruner returns a pruner of the bundle's schema with partitions of span, keeping
-// completed and cancelled jobs for completed and dead ones for dead.
+// newPruner returns a pruner of the bundle's schema with partitions of span in both lanes,
+// keeping completed and cancelled jobs for completed and dead ones for dead.
 func newPruner(b *testBundle, batch int, completed, dead, span time.Duration) *maintenance.Pruner {
 	return maintenance.NewPruner(maintenance.PrunerConfig{Batch: batch, RetainCompleted: completed, RetainDead: dead,
-		Partition: span, LockTimeout: time.Second, Logger: b.log}, b.q)
+		CompletedPartition: span, DeadPartition: span, LockTimeout: time.Second, Logger: b.log}, b.q)
 }
 
 // table returns where the job named by its kind is: venturi_job, venturi_job_history, or
@@ -94,9 +94,54 @@ func TestPruner(t *testing.T) {
 		if n := count(t, b, "venturi_job_history", `kind = 'old_dead' AND prune_at = finished_at + interval '3 hours'`); n != 1 {
 			t.Errorf("old_dead's prune time is not its end plus three hours")
 		}
-		// The partitions reach the longer retention plus two spans.
-		if n := count(t, b, "venturi_history_partition", `hi >= now() + interval '5 hours'`); n == 0 {
-			t.Errorf("no partition reaches five hours ahead")
+		// Each lane: its state, its partitions reaching its retention plus two spans.
+		if n := count(t, b, "venturi_job_history_completed", `kind IN ('new_completed', 'new_cancelled')`); n != 2 {
+			t.Errorf("%d of the completed and cancelled jobs in their lane, want 2", n)
+		}
+		if n := count(t, b, "venturi_job_history_dead", `kind = 'old_dead'`); n != 1 {
+			t.Errorf("the dead job is not in its lane")
+		}
+		for lane, ahead := range map[int]string{1: "3 hours", 2: "5 hours"} {
+			if n := count(t, b, "venturi_history_partition", fmt.Sprintf(`lane = %d AND hi >= now() + interval '%s'`, lane, ahead)); n == 0 {
+				t.Errorf("no partition of lane %d reaches %s ahead", lane, ahead)
+			}
+			if n := count(t, b, "venturi_history_partition", fmt.Sprintf(`lane = %d AND hi > now() + interval '%s' + interval '1 hour'`, lane, ahead)); n != 0 {
+				t.Errorf("lane %d reaches more than a span beyond %s ahead", lane, ahead)
+			}
+		}
+	})
+
+	t.Run("EachLaneHasPartitionsOfItsOwnWidth", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		insertFinished(t, b, "completed", "completed", 0)
+		insertFinished(t, b, "dead", "dead", 0)
+		// A short retention beside a long one: completed jobs are not kept a dead span.
+		p := maintenance.NewPruner(maintenance.PrunerConfig{Batch: 10, RetainCompleted: 30 * time.Second,
+			RetainDead: 7 * 24 * time.Hour, CompletedPartition: time.Minute, DeadPartition: 24 * time.Hour,
+			LockTimeout: time.Second, Logger: b.log}, b.q)
+		b.inTx(t, func(tx pgx.Tx) error {
+			if _, err := p.Extend(context.Background(), tx); err != nil {
+				return err
+			}
+			_, err := p.SweepEnded(context.Background(), tx)
+			return err
+		})
+		for lane, width := range map[int]string{1: "1 minute", 2: "1 day"} {
+			if n := count(t, b, "venturi_history_partition", fmt.Sprintf(`lane = %d AND hi - lo <> interval '%s'`, lane, width)); n != 0 {
+				t.Errorf("lane %d has %d partitions not %s wide", lane, n, width)
+			}
+		}
+		// The completed job's partition ends within a minute and a half of now.
+		if n := count(t, b, "venturi_job_history_completed h JOIN venturi_history_partition p ON p.lane = 1",
+			`h.prune_at >= p.lo AND h.prune_at < p.hi AND p.hi <= now() + interval '90 seconds'`); n != 1 {
+			t.Errorf("the completed job is not in a partition that ends within 90 s")
+		}
+		if n := count(t, b, "venturi_history_partition", `lane = 1`); n > 4 {
+			t.Errorf("%d completed partitions for a 30 s retention, want at most 4", n)
+		}
+		if n := count(t, b, "venturi_history_partition", `lane = 2`); n > 10 {
+			t.Errorf("%d dead partitions for a week's retention a day wide, want at most 10", n)
 		}
 	})
 
@@ -118,6 +163,9 @@ func TestPruner(t *testing.T) {
 		}
 		if got := table(t, b, "dead"); got != "venturi_job_history" {
 			t.Errorf("the dead job is in %q, want the history", got)
+		}
+		if n := count(t, b, "venturi_history_partition", "lane = 1"); n != 0 {
+			t.Errorf("%d partitions for the lane that keeps nothing, want 0", n)
 		}
 	})
 
@@ -158,7 +206,7 @@ func TestPruner(t *testing.T) {
 		b := setup(t)
 		insertFinished(t, b, "ended", "completed", time.Minute)
 		p := maintenance.NewPruner(maintenance.PrunerConfig{Batch: 10, RetainCompleted: time.Hour, RetainDead: time.Hour,
-			Partition: time.Hour, LockTimeout: 50 * time.Millisecond, Logger: b.log}, b.q)
+			CompletedPartition: time.Hour, DeadPartition: time.Hour, LockTimeout: 50 * time.Millisecond, Logger: b.log}, b.q)
 		ctx := context.Background()
 		holder, err := b.pool.Begin(ctx) // another transaction holds the history table
 		if err != nil {

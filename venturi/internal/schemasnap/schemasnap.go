@@ -52,7 +52,8 @@ type DB interface {
 // read-only transaction whose search_path is that schema, so that names in it print
 // unqualified, and then strips the schema's name from what is left. A partitioned table is
 // printed with its partition key and its indexes, without its partitions (made at run
-// time). It fails on an object it cannot print faithfully (an aggregate, a range type)
+// time) unless they are partitioned themselves (made by a migration): those are printed as
+// partitions of their parent, with their own constraints and partition key. It fails on an object it cannot print faithfully (an aggregate, a range type)
 // rather than leave it out.
 func Take(ctx context.Context, db DB, schema string) (Snapshot, error) {
 	tx, err := db.Begin(ctx)
@@ -149,20 +150,25 @@ func (r reader) tables() (string, error) {
 		oid             uint32
 		name, kind, opt string
 		persistence     string
+		parent, bound   string // a partition's parent and bound; "" for a table
 	}
 	rows, err := r.tx.Query(r.ctx, `
 		SELECT c.oid, quote_ident(c.relname), c.relkind::text, c.relpersistence::text,
-		       COALESCE(array_to_string(c.reloptions, ', '), '')
+		       COALESCE(array_to_string(c.reloptions, ', '), ''),
+		       COALESCE((SELECT quote_ident(pc.relname) FROM pg_inherits i JOIN pg_class pc ON pc.oid = i.inhparent
+		                 WHERE i.inhrelid = c.oid), ''),
+		       COALESCE(pg_get_expr(c.relpartbound, c.oid), '')
 		FROM pg_class c
 		WHERE c.relnamespace = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
-		  AND NOT c.relispartition -- a partitioned table's partitions are made at run time
+		  -- a partitioned table's plain partitions are made at run time
+		  AND (NOT c.relispartition OR c.relkind = 'p')
 		ORDER BY c.relname`, r.nsp)
 	if err != nil {
 		return "", err
 	}
 	rels, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (rel, error) {
 		var x rel
-		err := row.Scan(&x.oid, &x.name, &x.kind, &x.persistence, &x.opt)
+		err := row.Scan(&x.oid, &x.name, &x.kind, &x.persistence, &x.opt, &x.parent, &x.bound)
 		return x, err
 	})
 	if err != nil {
@@ -187,6 +193,12 @@ func (r reader) tables() (string, error) {
 			return "", fmt.Errorf("relation %s: relkind %s is not supported by the snapshot", t.name, t.kind)
 		}
 		b.WriteString("\n-- " + t.name + "\n\n")
+		if t.parent != "" {
+			if err := r.partition(&b, t.oid, t.name, t.parent, t.bound); err != nil {
+				return "", err
+			}
+			continue
+		}
 		create := "CREATE TABLE "
 		if t.persistence == "u" {
 			create = "CREATE UNLOGGED TABLE "
@@ -460,4 +472,27 @@ func breakTrigger(def string) string {
 		def = head + "\n    " + tail
 	}
 	return def
+}
+
+// partition writes the partitioned partition oid (name) of parent, bound as bound: its
+// own constraints and its partition key (its columns and indexes are its parent's).
+func (r reader) partition(b *strings.Builder, oid uint32, name, parent, bound string) error {
+	cons, err := r.strings(`
+		SELECT 'CONSTRAINT ' || quote_ident(conname) || ' ' || pg_get_constraintdef(oid, true)
+		FROM pg_constraint
+		WHERE conrelid = $1 AND contype <> 'n' AND conislocal
+		ORDER BY conname`, oid)
+	if err != nil {
+		return err
+	}
+	key, err := r.strings(`SELECT pg_get_partkeydef($1::oid)`, oid)
+	if err != nil {
+		return err
+	}
+	b.WriteString("CREATE TABLE " + name + " PARTITION OF " + parent)
+	if len(cons) > 0 {
+		b.WriteString(" (\n    " + strings.Join(cons, ",\n    ") + "\n)")
+	}
+	b.WriteString(" " + bound + " PARTITION BY " + key[0] + ";\n")
+	return nil
 }

@@ -16,6 +16,10 @@ DECLARE
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(current_schema() || '.venturi_history', 0));
     SELECT p.name INTO v_name FROM venturi_history_partition p WHERE p.hi <= p_now ORDER BY p.hi LIMIT 1;
+    IF v_name IS NULL AND to_regclass('venturi_job_history_mixed') IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM venturi_history_partition p WHERE p.lane = 0) THEN
+        v_name := 'venturi_job_history_mixed';
+    END IF;
     IF v_name IS NULL THEN
         RETURN NULL;
     END IF;
