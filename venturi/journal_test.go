@@ -215,3 +215,61 @@ func seqs(entries []venturi.JournalEntry) []int64 {
 	}
 	return out
 }
+
+// quietTask completes with no note and no attachment: its run's entry is derived.
+type quietTask struct{ N int }
+
+func (quietTask) Kind() string { return "quiet" }
+
+func (quietTask) Handle(context.Context, *venturi.Run[struct{}], struct{}) (venturi.Outcome, error) {
+	return venturi.Completed(), nil
+}
+
+// TestPlainCompletionEntryIsDerived: a run that completes its job with no note and no
+// attachment stores no journal entry in the history row, only its token and duration;
+// every read gets the entry back as the worker would have written it, and a bulk retry
+// that moves the job back writes it into the journal it moves back.
+func TestPlainCompletionEntryIsDerived(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, q := newQueue(t)
+	w := startWorkerFor[quietTask](t, pool, struct{}{}, fastConfig())
+	r := enqueue(t, q, quietTask{N: 1})
+	j := waitFinished(t, q, r.ID)
+
+	var stored int
+	var token *int64
+	if err := pool.QueryRow(ctx, `SELECT jsonb_array_length(journal), derived_token FROM venturi_job_history WHERE id = $1`,
+		r.ID[:]).Scan(&stored, &token); err != nil {
+		t.Fatal(err)
+	}
+	if stored != 0 || token == nil {
+		t.Fatalf("history row: %d stored entries, derived token %v; want none stored and the token kept", stored, token)
+	}
+	if len(j.Journal) != 1 || j.JournalLen != 1 {
+		t.Fatalf("journal %+v (%d entries), want the derived one", j.Journal, j.JournalLen)
+	}
+	e := j.Journal[0]
+	if e.Event != venturi.EventCompleted || e.Run != 1 || e.Token != *token || e.Worker != w.ID() || e.Note != "" ||
+		!e.StartedAt.Equal(*j.AttemptedAt) || e.At.Before(e.StartedAt) || e.At.After(*j.FinishedAt) || e.Seq != 1 {
+		t.Fatalf("derived entry %+v; job attempted %v, finished %v", e, j.AttemptedAt, j.FinishedAt)
+	}
+	if page, err := q.Journal(ctx, r.ID, 0, 10); err != nil || len(page) != 1 || page[0].Token != *token {
+		t.Fatalf("Queue.Journal = %+v, %v", page, err)
+	}
+
+	if err := q.PauseQueue(ctx, venturi.DefaultQueue); err != nil { // the retried job stays as moved back
+		t.Fatal(err)
+	}
+	if res, err := q.RetryJobs(ctx, mustFilter(t, "id:"+r.ID.String()), venturi.BulkOptions{Reason: "again"}); err != nil || res.Changed != 1 {
+		t.Fatalf("RetryJobs = %+v, %v", res, err)
+	}
+	if n := rowJournalLen(t, pool, r.ID); n != 2 {
+		t.Fatalf("the job moved back with %d stored entries, want 2 (completed, retried)", n)
+	}
+	back := jobByID(t, q, r.ID)
+	if len(back.Journal) != 2 || back.Journal[0].Token != *token || !back.Journal[0].At.Equal(e.At) ||
+		back.Journal[1].Event != venturi.EventRetried {
+		t.Fatalf("journal after the retry: %+v", back.Journal)
+	}
+}

@@ -293,6 +293,8 @@ CREATE TABLE venturi_job_history (
     meta              jsonb,
     prune_at          timestamp with time zone NOT NULL,
     lane              smallint,
+    derived_token     bigint,
+    derived_run_us    bigint,
     CONSTRAINT venturi_job_history_state_check CHECK (state = ANY (ARRAY['completed'::venturi_job_state, 'dead'::venturi_job_state, 'cancelled'::venturi_job_state]))
 ) PARTITION BY LIST (COALESCE((lane)::integer,
 CASE
@@ -502,7 +504,10 @@ UNION ALL
     NULL::timestamp with time zone AS lease_expires_at,
     h.worker_id,
     h.attempted_at,
-    h.journal,
+        CASE
+            WHEN h.derived_token IS NULL THEN h.journal
+            ELSE h.journal || jsonb_build_array(venturi_completed_entry(h.runs, h.derived_token, h.worker_id, h.attempted_at, h.derived_run_us))
+        END AS journal,
     h.created_at,
     h.finished_at,
     h.journal_moved,

@@ -28,7 +28,8 @@ func journalEntry(e journalenc.Entry) venturi.JournalEntry {
 
 // The FinishRuns parameters carry exactly the runs they were built from, and each
 // hand-written journal entry decodes, with encoding/json, to the entry encoding/json
-// would have written.
+// would have written; a plain completion (the first run) sends no entry, only its
+// duration, from which the database derives the same entry.
 func TestParamsRoundTrip(t *testing.T) {
 	started := time.Date(2026, 11, 29, 10, 0, 0, 123456000, time.UTC)
 	sent := time.Now()
@@ -46,6 +47,10 @@ func TestParamsRoundTrip(t *testing.T) {
 			Entry: journalenc.Entry{Event: string(venturi.EventPaused), Attachment: json.RawMessage(`{"a":[1,2,{"b":null}]}`)}},
 		{Job: &jobrun.Job{ID: ulid.Make(), Token: 7}, State: dbsqlc.VenturiJobStateDead, Failed: true, Ended: sent,
 			Entry: journalenc.Entry{Event: string(venturi.EventDead), Note: strings.Repeat("é", 100)}},
+		{Job: job(5), State: dbsqlc.VenturiJobStateCompleted, Ended: sent.Add(time.Millisecond),
+			Entry: journalenc.Entry{Event: string(venturi.EventCompleted), Note: "with a note"}},
+		{Job: &jobrun.Job{ID: ulid.Make(), Token: 8}, State: dbsqlc.VenturiJobStateCompleted, Ended: sent,
+			Entry: journalenc.Entry{Event: string(venturi.EventCompleted)}}, // no start known: not derived
 	}
 	const worker = `host-1-"odd"\worker`
 	p := completer.Params(worker, completer.Retention{Completed: time.Hour, Dead: time.Hour}, ends)
@@ -57,6 +62,15 @@ func TestParamsRoundTrip(t *testing.T) {
 			p.DelaysUs[i] != r.Delay.Microseconds() || p.Failed[i] != r.Failed || p.SetCarry[i] != r.SetCarry ||
 			p.Carries[i] != string(r.Carry) {
 			t.Errorf("run %d: params differ from the end", i)
+		}
+		if derived := i == 0; derived != (p.Entries[i] == "") {
+			t.Errorf("run %d: entry %q; want it derived: %v", i, p.Entries[i], derived)
+		}
+		if p.Entries[i] == "" {
+			if want := r.Ended.Sub(r.Job.Received).Microseconds(); p.RanUs[i] != want {
+				t.Errorf("run %d: ran %d µs, want %d", i, p.RanUs[i], want)
+			}
+			continue
 		}
 		var entries []venturi.JournalEntry
 		if err := json.Unmarshal([]byte(p.Entries[i]), &entries); err != nil {

@@ -49,7 +49,7 @@ func QueueSetLocalIndexScans(b *pgx.Batch) {
 // read and dropped).
 func QueueFinishRuns(b *pgx.Batch, arg FinishRunsParams, ids *[]pgtype.UUID) {
 	b.Queue(finishRuns, arg.Ids, arg.Tokens, arg.States, arg.DelaysUs, arg.Failed, arg.SetCarry, arg.Carries,
-		arg.Entries, arg.RetainDeadUs, arg.RetainCompletedUs).Query(scanIDs(ids))
+		arg.Entries, arg.RanUs, arg.RetainDeadUs, arg.RetainCompletedUs).Query(scanIDs(ids))
 }
 
 // QueueExtendLeases is ExtendLeases in a batch; each row is passed to add.

@@ -162,14 +162,18 @@ WITH old AS (
     DELETE FROM venturi_job_history h
     WHERE h.id = ANY(ARRAY(SELECT unnest($1::uuid[])))
       AND NOT COALESCE(h.slot_key, '') LIKE 'venturi.singleton:%'
-    RETURNING h.id, h.kind, h.state, h.priority, h.dedup_key, h.payload, h.carry, h.run_at, h.runs, h.failures, h.max_failures, h.worker_id, h.attempted_at, h.journal, h.created_at, h.finished_at, h.journal_moved, h.journal_dropped, h.queue, h.part, h.slot_key, h.slot_limit, h.slot_policy, h.breaker, h.stop_requested_at, h.stop_event, h.stop_note, h.events, h.meta, h.prune_at, h.lane
+    RETURNING h.id, h.kind, h.state, h.priority, h.dedup_key, h.payload, h.carry, h.run_at, h.runs, h.failures, h.max_failures, h.worker_id, h.attempted_at, h.journal, h.created_at, h.finished_at, h.journal_moved, h.journal_dropped, h.queue, h.part, h.slot_key, h.slot_limit, h.slot_policy, h.breaker, h.stop_requested_at, h.stop_event, h.stop_note, h.events, h.meta, h.prune_at, h.lane, h.derived_token, h.derived_run_us
 ), ins AS (
     INSERT INTO venturi_job (id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures,
         max_failures, worker_id, attempted_at, journal, created_at, journal_moved, journal_dropped, queue, part,
         slot_key, slot_limit, slot_policy, breaker, events, meta)
     SELECT b.id, b.kind, 'available', b.priority, b.dedup_key, b.payload, b.carry, now(), b.runs, 0,
            b.max_failures, b.worker_id, b.attempted_at,
-           b.journal || jsonb_build_array(jsonb_build_object('event', 'retried', 'note', $2::text, 'at', now())),
+           -- A derived entry (a plain completion's) is written out as venturi_job_all reads it.
+           CASE WHEN b.derived_token IS NULL THEN b.journal
+                ELSE b.journal || jsonb_build_array(venturi_completed_entry(b.runs, b.derived_token, b.worker_id,
+                                                                            b.attempted_at, b.derived_run_us)) END
+               || jsonb_build_array(jsonb_build_object('event', 'retried', 'note', $2::text, 'at', now())),
            b.created_at, b.journal_moved, b.journal_dropped, b.queue,
            CASE WHEN b.part IS NULL AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = b.kind AND vk.limited)
                 THEN '' ELSE b.part END,

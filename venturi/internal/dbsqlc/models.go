@@ -266,6 +266,8 @@ type VenturiJobHistory struct {
 	Meta            []byte
 	PruneAt         time.Time
 	Lane            pgtype.Int2
+	DerivedToken    pgtype.Int8
+	DerivedRunUs    pgtype.Int8
 }
 
 type VenturiJobHistoryCompleted struct {

@@ -57,7 +57,11 @@ WITH old AS (
         slot_key, slot_limit, slot_policy, breaker, events, meta)
     SELECT b.id, b.kind, 'available', b.priority, b.dedup_key, b.payload, b.carry, now(), b.runs, 0,
            b.max_failures, b.worker_id, b.attempted_at,
-           b.journal || jsonb_build_array(jsonb_build_object('event', 'retried', 'note', @note::text, 'at', now())),
+           -- A derived entry (a plain completion's) is written out as venturi_job_all reads it.
+           CASE WHEN b.derived_token IS NULL THEN b.journal
+                ELSE b.journal || jsonb_build_array(venturi_completed_entry(b.runs, b.derived_token, b.worker_id,
+                                                                            b.attempted_at, b.derived_run_us)) END
+               || jsonb_build_array(jsonb_build_object('event', 'retried', 'note', @note::text, 'at', now())),
            b.created_at, b.journal_moved, b.journal_dropped, b.queue,
            CASE WHEN b.part IS NULL AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = b.kind AND vk.limited)
                 THEN '' ELSE b.part END,

@@ -2,15 +2,20 @@
 -- Ends runs: one row per run, each fenced by its token. Rows whose token no longer
 -- matches are not returned; their run was lost and its result is discarded. Each entry
 -- is a one-element JSON array, built by the worker from the run's claim time (database
--- clock) plus its measured duration.
+-- clock) plus its measured duration (ran_us), or '' for a plain completion (no note, no
+-- attachment): its entry is derived from the row's columns, the token and ran_us
+-- (venturi_completed_entry). A job that moves keeps the two numbers in its history row
+-- (derived_token, derived_run_us) and venturi_job_all appends the entry; one that stays
+-- gets the entry appended.
 --
 -- A run that ends its job (completed, dead, cancelled) moves the job out of venturi_job:
 -- the row is deleted and its final record, journal included, is inserted into
 -- venturi_job_history, in its state's lane (1: completed and cancelled, 2: dead), with its
 -- prune time (now plus the retention of its state: retain_completed_us for completed and
 -- cancelled jobs, retain_dead_us for dead ones, clamped below the end of the lane's newest
--- partition). A negative retention keeps nothing: the row is only deleted. The job's awaiters are notified and, when it records events, its final
--- event is written, as venturi_job's update triggers do for the runs that stay.
+-- partition). A negative retention keeps nothing: the row is only deleted. The job's
+-- awaiters are notified and, when it records events, its final event is written, as
+-- venturi_job's update triggers do for the runs that stay.
 --
 -- The other runs (retried, paused, waiting) update the row in place, as do those that end
 -- their job while its lane has no partition yet (a schema no worker has started on: the
@@ -26,7 +31,7 @@
 -- wait for these rows while holding one of them. The worker's lease extension therefore
 -- leaves out the runs whose results are being written; the rescue skips locked rows.
 WITH r AS (
-    SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token, unnest(@states::text[]) AS state, unnest(@delays_us::bigint[]) AS delay_us, unnest(@failed::bool[]) AS failed, unnest(@set_carry::bool[]) AS set_carry, unnest(@carries::text[]) AS carry, unnest(@entries::text[]) AS entry
+    SELECT unnest(@ids::uuid[]) AS id, unnest(@tokens::bigint[]) AS token, unnest(@states::text[]) AS state, unnest(@delays_us::bigint[]) AS delay_us, unnest(@failed::bool[]) AS failed, unnest(@set_carry::bool[]) AS set_carry, unnest(@carries::text[]) AS carry, unnest(@entries::text[]) AS entry, unnest(@ran_us::bigint[]) AS derived_run_us
 ), lanes AS (
     -- Where each lane's newest partition ends (NULL: the lane has none).
     -- (Two index probes, venturi_history_partition_lane_idx: under SetLocalIndexScans a
@@ -35,7 +40,7 @@ WITH r AS (
            (SELECT max(p.hi) FROM venturi_history_partition p WHERE p.lane = 2) AS dead_hi
 ), u AS (
     -- moves: the run ends its job, which leaves venturi_job (kept in its lane, or deleted).
-    SELECT r.id, r.token, r.state, r.delay_us, r.failed, r.set_carry, r.carry, r.entry,
+    SELECT r.id, r.token, r.state, r.delay_us, r.failed, r.set_carry, r.carry, r.entry, r.derived_run_us,
            r.state IN ('completed', 'dead', 'cancelled')
                AND (CASE WHEN r.state = 'dead' THEN @retain_dead_us::bigint ELSE @retain_completed_us::bigint END < 0
                     OR CASE WHEN r.state = 'dead' THEN l.dead_hi ELSE l.completed_hi END IS NOT NULL) AS moves
@@ -52,30 +57,35 @@ WITH r AS (
               j.slot_key, j.slot_limit, j.slot_policy, j.breaker, j.stop_requested_at, j.stop_event,
               j.stop_note, j.events, j.meta, j.await_channel,
               -- j is the row as locked: a stop request that committed while this statement
-              -- ran is seen.
-              CASE WHEN j.stop_event IS NOT NULL AND u.state = 'cancelled'
+              -- ran is seen. NULL: a plain completion's entry, derived.
+              CASE WHEN u.entry = '' THEN NULL
+                   WHEN j.stop_event IS NOT NULL AND u.state = 'cancelled'
                    THEN jsonb_set(u.entry::jsonb, '{0,note}',
                                   to_jsonb(j.stop_note || COALESCE(': ' || NULLIF(u.entry::jsonb->0->>'note', ''), '')))
-                   ELSE u.entry::jsonb END AS entry
+                   ELSE u.entry::jsonb END AS entry,
+              j.lease_token AS run_token
 ), kept AS (
     INSERT INTO venturi_job_history (id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures,
         max_failures, worker_id, attempted_at, journal, created_at, finished_at, journal_moved, journal_dropped,
         queue, part, slot_key, slot_limit, slot_policy, breaker, stop_requested_at, stop_event, stop_note,
-        events, meta, prune_at)
+        events, meta, derived_token, derived_run_us, prune_at)
     SELECT e.id, e.kind, e.state, e.priority, e.dedup_key, e.payload, e.carry, e.run_at, e.runs, e.failures,
-           e.max_failures, e.worker_id, e.attempted_at, e.journal || e.entry, e.created_at, now(), e.journal_moved,
-           e.journal_dropped, e.queue, e.part, e.slot_key, e.slot_limit, e.slot_policy, e.breaker,
+           e.max_failures, e.worker_id, e.attempted_at, COALESCE(e.journal || e.entry, e.journal), e.created_at, now(),
+           e.journal_moved, e.journal_dropped, e.queue, e.part, e.slot_key, e.slot_limit, e.slot_policy, e.breaker,
            e.stop_requested_at, e.stop_event, e.stop_note, e.events, e.meta,
+           CASE WHEN e.entry IS NULL THEN e.run_token END, CASE WHEN e.entry IS NULL THEN u.derived_run_us END,
            LEAST(now() + interval '1 microsecond' * (CASE WHEN e.state = 'dead' THEN @retain_dead_us::bigint ELSE @retain_completed_us::bigint END),
                  (CASE WHEN e.state = 'dead' THEN l.dead_hi ELSE l.completed_hi END) - interval '1 microsecond')
-    FROM ended e CROSS JOIN lanes l
+    FROM ended e JOIN u ON u.id = e.id CROSS JOIN lanes l
     WHERE (CASE WHEN e.state = 'dead' THEN @retain_dead_us::bigint ELSE @retain_completed_us::bigint END) >= 0
     RETURNING id
 ), evented AS (
     -- The final entry as venturi_event_write records an appended one.
     INSERT INTO venturi_event (job_id, kind, queue, event, run, state, note, worker, started_at, run_at, delay_us, meta)
-    SELECT e.id, e.kind, e.queue, COALESCE(e.entry->0->>'event', '?'), COALESCE((e.entry->0->>'run')::int, e.runs),
-           e.state::text, left(e.entry->0->>'note', 1024), e.entry->0->>'worker', (e.entry->0->>'started_at')::timestamptz,
+    -- (A derived entry, NULL here, is a completion by the job's worker at its attempt.)
+    SELECT e.id, e.kind, e.queue, COALESCE(e.entry->0->>'event', CASE WHEN e.entry IS NULL THEN 'completed' END, '?'),
+           COALESCE((e.entry->0->>'run')::int, e.runs), e.state::text, left(e.entry->0->>'note', 1024),
+           COALESCE(e.entry->0->>'worker', e.worker_id), COALESCE((e.entry->0->>'started_at')::timestamptz, e.attempted_at),
            e.run_at, ((e.entry->0->>'resume_in')::bigint / 1000), e.meta
     FROM ended e
     WHERE e.events
@@ -111,6 +121,8 @@ WITH r AS (
         finished_at      = CASE WHEN u.state IN ('completed', 'dead', 'cancelled') OR j.stop_event IS NOT NULL
                                 THEN now() END,
         journal          = j.journal || CASE
+            WHEN u.entry = '' THEN jsonb_build_array(venturi_completed_entry(j.runs, u.token, j.worker_id,
+                                                                              j.attempted_at, u.derived_run_us))
             WHEN j.stop_event IS NULL THEN u.entry::jsonb
             WHEN u.state = 'cancelled' THEN jsonb_set(u.entry::jsonb, '{0,note}',
                 to_jsonb(j.stop_note || COALESCE(': ' || NULLIF(u.entry::jsonb->0->>'note', ''), '')))
