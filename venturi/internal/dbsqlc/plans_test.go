@@ -45,9 +45,10 @@ func (errRow) Scan(...any) error { return errRecorded }
 
 // TestIndexScanStatementsStayBelowJITCost: the statements the worker runs after
 // SetLocalIndexScans (enable_seqscan off) are planned without a table scan. A scan left in
-// such a plan costs it 10^10, past jit_above_cost, and PostgreSQL then compiles the plan
-// (with inlining and optimisation) on every execution: ~0.5 s a statement, which a finish
-// reading its history lane's newest partition by an aggregate no index served once paid.
+// such a plan costs it 10^10, past jit_above_cost: a finish that read its history lane's
+// newest partition by an aggregate no index served was compiled by PostgreSQL on every
+// call (~0.5 s) until SetLocalIndexScans turned JIT off as well; the scan itself would
+// still read the whole table.
 func TestIndexScanStatementsStayBelowJITCost(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -28,7 +28,8 @@ func (q *Queries) BoundLocalIdleTimeout(ctx context.Context, db DBTX, ms int64) 
 
 const setLocalIdleTimeout = `-- name: SetLocalIdleTimeout :exec
 SELECT set_config('idle_in_transaction_session_timeout', $1::text, true),
-       set_config('enable_seqscan', 'off', true)
+       set_config('enable_seqscan', 'off', true),
+       set_config('jit', 'off', true)
 `
 
 // Ends the transaction (and its session) on the server once it has been idle between
@@ -41,7 +42,8 @@ func (q *Queries) SetLocalIdleTimeout(ctx context.Context, db DBTX, ms string) e
 }
 
 const setLocalIndexScans = `-- name: SetLocalIndexScans :exec
-SELECT set_config('enable_seqscan', 'off', true)
+SELECT set_config('enable_seqscan', 'off', true),
+       set_config('jit', 'off', true)
 `
 
 // For the rest of the transaction (a pipeline's implicit one included), plans reach rows
@@ -51,18 +53,23 @@ SELECT set_config('enable_seqscan', 'off', true)
 // (nearly) empty, in a fresh schema's first seconds, scanned the whole table for every
 // batch however large the table grew, until autovacuum's first ANALYZE replaced it: a
 // worker fell 56,000 jobs behind in the first 10 s of a 10,000 jobs/s load
-// (bench/FINDINGS.md section 14).
+// (bench/FINDINGS.md section 14). And without JIT: a plan that kept a table scan would be
+// priced past jit_above_cost by the disabled scan and compiled on every call (0.4-0.9 s:
+// section 21); these statements read a batch of rows and never gain from it.
 func (q *Queries) SetLocalIndexScans(ctx context.Context, db DBTX) error {
 	_, err := db.Exec(ctx, setLocalIndexScans)
 	return err
 }
 
-const setLocalStatementTimeout = `-- name: SetLocalStatementTimeout :exec
-SELECT set_config('statement_timeout', $1::text, true)
+const setLocalStatsSettings = `-- name: SetLocalStatsSettings :exec
+SELECT set_config('statement_timeout', $1::text, true),
+       set_config('jit', 'off', true)
 `
 
-// Bounds every later statement of the transaction.
-func (q *Queries) SetLocalStatementTimeout(ctx context.Context, db DBTX, ms string) error {
-	_, err := db.Exec(ctx, setLocalStatementTimeout, ms)
+// The stats sample's transaction: every later statement bounded by ms, and planned without
+// JIT (the sample's counts over a large table are priced past jit_above_cost, and
+// PostgreSQL compiled them on every sample: ~150 ms of a core each, at 1M jobs).
+func (q *Queries) SetLocalStatsSettings(ctx context.Context, db DBTX, ms string) error {
+	_, err := db.Exec(ctx, setLocalStatsSettings, ms)
 	return err
 }

@@ -178,7 +178,7 @@ func (s *Sampler) RunOnce(ctx context.Context) (wait time.Duration, err error) {
 				return nil
 			}
 		}
-		if err := s.q.SetLocalStatementTimeout(ctx, tx, statementTimeoutMs(statsStatementTimeout)); err != nil {
+		if err := s.q.SetLocalStatsSettings(ctx, tx, statementTimeoutMs(statsStatementTimeout)); err != nil {
 			return err
 		}
 		smp, err := s.takeSample(ctx, tx, st)

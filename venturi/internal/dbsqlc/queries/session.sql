@@ -1,6 +1,9 @@
--- name: SetLocalStatementTimeout :exec
--- Bounds every later statement of the transaction.
-SELECT set_config('statement_timeout', @ms::text, true);
+-- name: SetLocalStatsSettings :exec
+-- The stats sample's transaction: every later statement bounded by ms, and planned without
+-- JIT (the sample's counts over a large table are priced past jit_above_cost, and
+-- PostgreSQL compiled them on every sample: ~150 ms of a core each, at 1M jobs).
+SELECT set_config('statement_timeout', @ms::text, true),
+       set_config('jit', 'off', true);
 
 -- name: SetLocalIdleTimeout :exec
 -- Ends the transaction (and its session) on the server once it has been idle between
@@ -8,7 +11,8 @@ SELECT set_config('statement_timeout', @ms::text, true);
 -- transaction it can no longer finish. Also what SetLocalIndexScans sets: the claim's
 -- transaction starts with this one statement.
 SELECT set_config('idle_in_transaction_session_timeout', @ms::text, true),
-       set_config('enable_seqscan', 'off', true);
+       set_config('enable_seqscan', 'off', true),
+       set_config('jit', 'off', true);
 
 -- name: SetLocalIndexScans :exec
 -- For the rest of the transaction (a pipeline's implicit one included), plans reach rows
@@ -18,8 +22,11 @@ SELECT set_config('idle_in_transaction_session_timeout', @ms::text, true),
 -- (nearly) empty, in a fresh schema's first seconds, scanned the whole table for every
 -- batch however large the table grew, until autovacuum's first ANALYZE replaced it: a
 -- worker fell 56,000 jobs behind in the first 10 s of a 10,000 jobs/s load
--- (bench/FINDINGS.md section 14).
-SELECT set_config('enable_seqscan', 'off', true);
+-- (bench/FINDINGS.md section 14). And without JIT: a plan that kept a table scan would be
+-- priced past jit_above_cost by the disabled scan and compiled on every call (0.4-0.9 s:
+-- section 21); these statements read a batch of rows and never gain from it.
+SELECT set_config('enable_seqscan', 'off', true),
+       set_config('jit', 'off', true);
 
 -- name: BoundLocalIdleTimeout :exec
 -- Bounds how long the rest of the transaction may sit idle between statements to ms,
