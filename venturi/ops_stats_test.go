@@ -117,9 +117,11 @@ func TestStatsForgetRetriedAndPrunedJobs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, q := newQueue(t)
-	// Completed jobs are kept three seconds, dead ones thirty, in partitions of a second.
+	// Completed jobs are kept eight seconds, dead ones a minute, in partitions of a second:
+	// long enough for a sample to count the retried jobs' completions (under load a sample
+	// can come seconds late) before their partitions are dropped.
 	cfg := statsConfig("w")
-	cfg.RetainCompleted, cfg.RetainDead, cfg.HistoryPartition = 3*time.Second, 30*time.Second, time.Second
+	cfg.RetainCompleted, cfg.RetainDead, cfg.HistoryPartition = 8*time.Second, time.Minute, time.Second
 	startOpsWorker(t, pool, cfg)
 	for i := range 6 {
 		enqueue(t, q, opsTask{N: i, Fail: 1, Dead: true}) // dead at its first run, completes at its second

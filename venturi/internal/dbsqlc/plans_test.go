@@ -92,8 +92,12 @@ func TestIndexScanStatementsStayBelowJITCost(t *testing.T) {
 				return err
 			}
 			var limit float64
-			if err := tx.QueryRow(ctx, `SELECT current_setting('jit_above_cost')::float8`).Scan(&limit); err != nil {
+			var jit string
+			if err := tx.QueryRow(ctx, `SELECT current_setting('jit_above_cost')::float8, current_setting('jit')`).Scan(&limit, &jit); err != nil {
 				return err
+			}
+			if jit != "off" {
+				t.Errorf("jit is %q under SetLocalIndexScans, want off", jit)
 			}
 			var plan []struct {
 				Plan struct {
