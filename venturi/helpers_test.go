@@ -179,6 +179,23 @@ func slow(t *testing.T) {
 	}
 }
 
+// eventuallyOK polls cond until it holds (true) or within passes (false), for a caller
+// that reports more than eventually's message when it does not.
+func eventuallyOK(within time.Duration, cond func() bool) bool {
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			return false
+		case <-tick.C:
+		}
+	}
+	return true
+}
+
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()

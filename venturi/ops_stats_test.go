@@ -117,11 +117,12 @@ func TestStatsForgetRetriedAndPrunedJobs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, q := newQueue(t)
-	// Completed jobs are kept eight seconds, dead ones a minute, in partitions of a second:
+	// Completed jobs are kept fifteen seconds, dead ones thirty, in partitions of two:
 	// long enough for a sample to count the retried jobs' completions (under load a sample
-	// can come seconds late) before their partitions are dropped.
+	// can come seconds late) before their partitions are dropped, short enough for the drop
+	// to come within the wait.
 	cfg := statsConfig("w")
-	cfg.RetainCompleted, cfg.RetainDead, cfg.HistoryPartition = 8*time.Second, time.Minute, time.Second
+	cfg.RetainCompleted, cfg.RetainDead, cfg.HistoryPartition = 15*time.Second, 30*time.Second, 2*time.Second
 	startOpsWorker(t, pool, cfg)
 	for i := range 6 {
 		enqueue(t, q, opsTask{N: i, Fail: 1, Dead: true}) // dead at its first run, completes at its second
@@ -135,10 +136,20 @@ func TestStatsForgetRetriedAndPrunedJobs(t *testing.T) {
 	if err != nil || res.Changed != 2 || !res.More {
 		t.Fatalf("retry: %+v, %v", res, err)
 	}
-	waitStats(t, q, "4 dead, 2 completed", func(s venturi.Stats) bool {
-		c := queueStats(s, "default").Counts
+	var last venturi.Stats
+	ok := eventuallyOK(within, func() bool {
+		last = readStats(t, q)
+		c := queueStats(last, "default").Counts
 		return c[venturi.StateDead] == 4 && c[venturi.StateCompleted] == 2
 	})
+	if !ok {
+		var states, partitions, stats string
+		_ = pool.QueryRow(ctx, `SELECT string_agg(state::text || coalesce(' ' || finished_at::text, ''), ', ') FROM venturi_job_all`).Scan(&states)
+		_ = pool.QueryRow(ctx, `SELECT string_agg(lane || ':' || lo::time || '-' || hi::time, ' ' ORDER BY lane, lo) FROM venturi_history_partition`).Scan(&partitions)
+		_ = pool.QueryRow(ctx, `SELECT now()::text || ' counted through ' || coalesce(counted_through::text, '-') || ' sampled ' || coalesce(sampled_at::text, '-') FROM venturi_stats_state`).Scan(&stats)
+		t.Fatalf("stats never showed 4 dead, 2 completed: %+v\njobs: %s\npartitions: %s\nstats state: %s",
+			queueStats(last, "default").Counts, states, partitions, stats)
+	}
 	// Their retention ends: retention drops their partitions, and takes them out of the
 	// counts as it does.
 	waitStats(t, q, "the completed jobs pruned", func(s venturi.Stats) bool {
