@@ -110,6 +110,7 @@ type report struct {
 	halfOpenRec     []time.Duration // half-open cut -> next start (netcheck.go)
 	halfOpenRescue  []time.Duration // half-open cut -> the run's rescue
 	halfOpenNoNext  int
+	halfOpenMixed   int // cuts whose window meets another fault (isolated)
 	pgRecovery      []string
 	pgWorst         time.Duration
 	invariants      []invariant
@@ -734,38 +735,8 @@ func (r *report) measureKillRecovery(cuts []cut, d *runRecords, cfg checkConfig)
 			continue
 		}
 		r.killRecoveryAll = append(r.killRecoveryAll, next.Sub(f.at))
-		// Recovery from a kill is measured on isolated kills. A kill whose recovery
-		// window meets another kind of fault measures that fault too: a PostgreSQL
-		// outage, a terminate burst (the workers' claims back off after errors) or a
-		// stalled worker (a third of the capacity gone). The same holds when the job's
-		// next run was itself cut before its handler started (by the next kill).
-		window := f.at.Add(cfg.lease + 2*time.Second)
-		compound := false
-		for _, o := range faults {
-			ext := time.Duration(0)
-			switch {
-			case backFromOutage(o.kind):
-				ext = 5 * time.Second
-			case o.kind == "terminate-burst":
-				ext = 3 * time.Second
-			case o.kind == "sigstop":
-				ext = time.Second
-			case o.kind == "half-open":
-				ext = cfg.lease + time.Second
-			case o.kind == "pgbouncer-restart":
-				ext = 2 * time.Second
-			default:
-				continue
-			}
-			if !o.at.After(window) && !o.until.Add(ext).Before(f.at) {
-				compound = true
-			}
-		}
-		startedNext := false
-		for _, s := range starts[c.job] {
-			startedNext = startedNext || s.run == c.run+1
-		}
-		if compound || !startedNext {
+		// The p99 bound is checked on isolated kills only.
+		if !isolated(c, faults, starts, cfg) {
 			r.killCompound++
 			continue
 		}
@@ -783,6 +754,46 @@ func (r *report) measureKillRecovery(cuts []cut, d *runRecords, cfg checkConfig)
 			r.killClaim = append(r.killClaim, claimed.Sub(c.rescued))
 		}
 	}
+}
+
+// isolated reports whether the run c cut measures its own fault's recovery alone. A cut
+// whose recovery window (lease + 2s from its fault) meets another fault measures
+// that fault too: a PostgreSQL outage, a terminate burst (the workers' claims back off
+// after errors), a stalled worker (a third of the capacity gone) or a half-open cut. The
+// same holds when the job's next run was itself cut before its handler started (by the
+// next fault). Kills and half-open cuts are attributed by this one rule.
+func isolated(c cut, faults []faultRow, starts map[[16]byte][]startRow, cfg checkConfig) bool {
+	f := faults[c.fault]
+	window := f.at.Add(cfg.lease + 2*time.Second)
+	for i, o := range faults {
+		if i == c.fault {
+			continue
+		}
+		ext := time.Duration(0)
+		switch {
+		case backFromOutage(o.kind):
+			ext = 5 * time.Second
+		case o.kind == "terminate-burst":
+			ext = 3 * time.Second
+		case o.kind == "sigstop":
+			ext = time.Second
+		case o.kind == "half-open":
+			ext = cfg.lease + time.Second
+		case o.kind == "pgbouncer-restart":
+			ext = 2 * time.Second
+		default:
+			continue
+		}
+		if !o.at.After(window) && !o.until.Add(ext).Before(f.at) {
+			return false
+		}
+	}
+	for _, s := range starts[c.job] {
+		if s.run == c.run+1 {
+			return true
+		}
+	}
+	return false
 }
 
 // checkKillRecovery checks invKillRec on what measureKillRecovery measured: in a faulty

@@ -416,3 +416,40 @@ func TestSlotOf(t *testing.T) {
 		}
 	}
 }
+
+// Kills and half-open cuts are measured alone: a cut whose recovery window meets another
+// fault (a PostgreSQL restart right after a heal, say) is left out of the bound's p99.
+func TestIsolated(t *testing.T) {
+	base := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return base.Add(time.Duration(s * float64(time.Second))) }
+	faults := []faultRow{
+		{kind: "sigkill", at: at(10), until: at(10), pid: 100},
+		{kind: "half-open", at: at(30), until: at(36), worker: 2, pid: 200},
+		{kind: "half-open", at: at(60), until: at(66), worker: 2, pid: 200},
+		{kind: "pg-restart-fast", at: at(67), until: at(70)},
+		{kind: "sigkill", at: at(90), until: at(90), pid: 100},
+		{kind: "sigstop", at: at(93), until: at(95), pid: 101},
+	}
+	job := [16]byte{1}
+	cfg := checkConfig{lease: 8 * time.Second}
+	starts := map[[16]byte][]startRow{job: {{run: 1, at: at(0)}, {run: 2, at: at(100)}}}
+	cases := []struct {
+		name  string
+		fault int
+		want  bool
+	}{
+		{"a kill alone", 0, true},
+		{"a half-open cut alone (its own fault is not another)", 1, true},
+		{"a half-open cut with a restart in its window", 2, false},
+		{"a kill with a stop in its window", 4, false},
+	}
+	for _, c := range cases {
+		if got := isolated(cut{fault: c.fault, job: job, run: 1}, faults, starts, cfg); got != c.want {
+			t.Errorf("%s: isolated = %v, want %v", c.name, got, c.want)
+		}
+	}
+	noNext := map[[16]byte][]startRow{job: {{run: 1, at: at(0)}, {run: 3, at: at(100)}}}
+	if isolated(cut{fault: 0, job: job, run: 1}, faults, noNext, cfg) {
+		t.Error("a cut whose next run was itself cut before it started: isolated = true, want false")
+	}
+}

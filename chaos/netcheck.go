@@ -48,6 +48,12 @@ func (r *report) checkHalfOpen(cuts []cut, faults []faultRow, starts map[[16]byt
 			r.halfOpenNoNext++
 			continue
 		}
+		// As for kills, the bound is checked on isolated cuts: a cut whose recovery
+		// window meets a PostgreSQL restart or another fault measures that fault too.
+		if !isolated(c, faults, starts, cfg) {
+			r.halfOpenMixed++
+			continue
+		}
 		r.halfOpenRec = append(r.halfOpenRec, next.Sub(f.at))
 		if !c.rescued.IsZero() {
 			r.halfOpenRescue = append(r.halfOpenRescue, c.rescued.Sub(f.at))
@@ -67,10 +73,12 @@ func (r *report) printHalfOpen(w io.Writer) {
 	}
 	k := r.halfOpenRec
 	if len(k) == 0 {
-		fmt.Fprintf(w, "  half-open cut -> next start of a job the cut worker ran: no samples (%d with no later start)\n", r.halfOpenNoNext)
+		fmt.Fprintf(w, "  half-open cut -> next start of a job the cut worker ran: no isolated samples (%d compound, %d with no later start)\n",
+			r.halfOpenMixed, r.halfOpenNoNext)
 		return
 	}
-	fmt.Fprintf(w, "  half-open cut -> next start of a job the cut worker ran (n=%d, bound %v)\n", len(k), r.lease+2*time.Second)
+	fmt.Fprintf(w, "  half-open cut -> next start of a job the cut worker ran, isolated cuts (n=%d, bound %v; %d compound left out)\n",
+		len(k), r.lease+2*time.Second, r.halfOpenMixed)
 	fmt.Fprintf(w, "    p50 %v  p90 %v  p99 %v  max %v\n", pct(k, 50).Round(time.Millisecond), pct(k, 90).Round(time.Millisecond),
 		pct(k, 99).Round(time.Millisecond), k[len(k)-1].Round(time.Millisecond))
 	if b := r.halfOpenRescue; len(b) > 0 {
