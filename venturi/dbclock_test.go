@@ -36,7 +36,7 @@ func TestWorkerSendsNoTimestamps(t *testing.T) {
 		parsed = append(parsed, f)
 	}
 	allowed := []string{"InsertJobParams.At", "InsertJobsParams.Ats", "InsertIfNoCandidateParams.At",
-		"MergeIntoParams.At", "InsertOrReplaceParams.At",
+		"MergeIntoParams.At", "InsertOrReplaceParams.At", "InsertWorkflowJobsParams.Ats",
 		// durable cron: fire times from the database's now(), not the worker's clock
 		"CronAdvanceParams.NextFire", "CronAdvanceParams.LastFire", "CronDueParams.Now", "CronFireParams.FireAt",
 		"CronFiresParams.Before", "CronInsertParams.NextFire", "CronSetPausedParams.NextFire", "CronUpdateParams.NextFire",

@@ -131,6 +131,16 @@
 // ([Run.CreateHook], [Queue.ResumeHook]), and be written as memoized steps that a rerun
 // skips ([Step], [StepTx]).
 //
+// # Workflows
+//
+// A [Workflow] is a graph of tasks enqueued together ([Queue.EnqueueWorkflow]): each node
+// is a job that waits, in [StateBlocked], until the nodes it needs allow it ([Needs]: all
+// completed; [NeedsEnded]: all ended; [NeedsFailure]: one failed), or a group its members
+// join ([In]). A node that can no longer run ends cancelled with the reason; a retry of a
+// member decides again what was decided because of it; [Queue.CancelWorkflow] ends the
+// rest. Readiness is kept as counters in the workflow's own tables, so retention never
+// changes a running workflow.
+//
 // # Supervised singletons
 //
 // A [Supervised] kind has one live job across the cluster: every worker that registers

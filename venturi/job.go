@@ -31,6 +31,9 @@ const (
 	// StateWaiting: a run returned [WaitForSignal]; the job runs again when a signal it
 	// waits for arrives ([Queue.Signal]) or its timeout (RunAt) passes.
 	StateWaiting State = "waiting"
+	// StateBlocked: a workflow's job waits for the nodes it needs ([Needs]); its
+	// workflow releases it (available, or scheduled) or ends it cancelled without a run.
+	StateBlocked State = "blocked"
 )
 
 // Job is a stored job as read back by [Queue.Job].

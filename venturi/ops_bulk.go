@@ -88,7 +88,7 @@ func (q *Queue) CancelJobs(ctx context.Context, f JobFilter, o BulkOptions) (Bul
 		audit: AuditJobsCancel,
 		eligible: func(r *listRow) bool {
 			switch State(r.State) {
-			case StateScheduled, StateAvailable, StateWaiting, StateRunning:
+			case StateScheduled, StateAvailable, StateWaiting, StateRunning, StateBlocked:
 				return true
 			}
 			return false

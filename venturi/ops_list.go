@@ -78,6 +78,8 @@ func orderOf(f *JobFilter) listOrder {
 		return orderRunAt
 	case StateRunning:
 		return orderLease
+	case StateBlocked:
+		return orderID
 	}
 	return orderFinished
 }

@@ -1208,8 +1208,8 @@ func TestUpgradeTo25_PlainCompletionEntriesAreDerived(t *testing.T) {
 		    now() + interval '1 hour')`, older[:]); err != nil {
 		t.Fatal(err)
 	}
-	if applied, err := venturi.Migrate(ctx, pool); err != nil || !slices.Equal(applied, []int{25}) {
-		t.Fatalf("Migrate = %v, %v; want version 25 applied", applied, err)
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || len(applied) == 0 || applied[0] != 25 {
+		t.Fatalf("Migrate = %v, %v; want versions from 25 applied", applied, err)
 	}
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	if j := jobByID(t, q, older); len(j.Journal) != 1 || j.Journal[0].Token != 7 || j.Journal[0].Worker != "w24" {
@@ -1235,5 +1235,87 @@ func TestUpgradeTo25_PlainCompletionEntriesAreDerived(t *testing.T) {
 	if len(j.Journal) != 1 || j.Journal[0].Token != token || j.Journal[0].Worker != "w25" ||
 		j.Journal[0].At.Sub(j.Journal[0].StartedAt) != 1500*time.Microsecond || !j.Journal[0].StartedAt.Equal(*j.AttemptedAt) {
 		t.Fatalf("the derived entry: %+v (attempted %v)", j.Journal, j.AttemptedAt)
+	}
+}
+
+// TestUpgradeTo27_WorkflowsBesideEarlierJobs: 026_venturi_blocked_state.up.sql and
+// 027_venturi_workflows.up.sql add the blocked state and workflows. A version-25 schema
+// with a pending and a finished job upgrades; both read as before, the pending one still
+// finishes, and a workflow's member finished the way an older worker finishes it (its
+// history row without a workflow) releases what needs it.
+func TestUpgradeTo27_WorkflowsBesideEarlierJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 25)
+	if _, err := pool.Exec(ctx, `SELECT venturi_history_extend(interval '1 hour', now() + interval '3 hours', 1000)`); err != nil {
+		t.Fatal(err)
+	}
+	pending, finished := ulid.Make(), ulid.Make()
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO venturi_job (id, kind, queue, state, payload, run_at) VALUES ($1, 'ops', 'default', 'available', '{}', now());
+	`, pending[:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO venturi_job_history (id, kind, state, priority, payload, run_at, runs, failures, max_failures,
+		    worker_id, attempted_at, journal, created_at, finished_at, journal_moved, queue, events, prune_at)
+		VALUES ($1, 'ops', 'dead', 0, '{}', now(), 1, 1, 25, 'w25', now(),
+		    '[{"event": "failed", "run": 1, "token": 7, "worker": "w25", "note": "boom"}]', now(), now(), 0, 'default', false,
+		    now() + interval '1 hour')`, finished[:]); err != nil {
+		t.Fatal(err)
+	}
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || len(applied) < 2 || !slices.Equal(applied[:2], []int{26, 27}) {
+		t.Fatalf("Migrate = %v, %v; want versions from 26 and 27 applied", applied, err)
+	}
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	if j := jobByID(t, q, finished); j.State != venturi.StateDead || len(j.Journal) != 1 || j.Journal[0].Note != "boom" {
+		t.Fatalf("the version-25 finished job: %+v", j)
+	}
+	// The pending job runs and finishes through this version's FinishRuns.
+	var token int64
+	if err := pool.QueryRow(ctx, `UPDATE venturi_job SET state = 'running', runs = 1,
+		lease_token = nextval('venturi_lease_token_seq'), lease_expires_at = now() + interval '1 minute',
+		worker_id = 'w27', attempted_at = now() WHERE id = $1 RETURNING lease_token`, pending[:]).Scan(&token); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := dbsqlc.New().FinishRuns(ctx, pool, dbsqlc.FinishRunsParams{
+		Ids: []pgtype.UUID{{Bytes: pending, Valid: true}}, Tokens: []int64{token}, States: []string{"completed"},
+		DelaysUs: []int64{0}, Failed: []bool{false}, SetCarry: []bool{false}, Carries: []string{""},
+		Entries: []string{""}, RanUs: []int64{1500},
+		RetainCompletedUs: time.Hour.Microseconds(), RetainDeadUs: time.Hour.Microseconds()}); err != nil || len(got) != 1 {
+		t.Fatalf("FinishRuns = %v, %v", got, err)
+	}
+	if j := jobByID(t, q, pending); j.State != venturi.StateCompleted {
+		t.Fatalf("the version-25 pending job is %s", j.State)
+	}
+
+	// A workflow; its root finished as an older worker's FinishRuns does: deleted from
+	// venturi_job and inserted in the history without the workflow_id it does not know.
+	wf := venturi.NewWorkflow("upgrade")
+	a := wf.Add("a", wfStep{Node: "a"})
+	wf.Add("b", wfStep{Node: "b"}, venturi.Needs(a))
+	res, err := q.EnqueueWorkflow(ctx, wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := res.Jobs["a"]
+	if _, err := pool.Exec(ctx, `UPDATE venturi_job SET state = 'running', runs = 1,
+		lease_token = nextval('venturi_lease_token_seq'), lease_expires_at = now() + interval '1 minute' WHERE id = $1`,
+		root[:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `WITH d AS (DELETE FROM venturi_job WHERE id = $1 RETURNING *)
+		INSERT INTO venturi_job_history (id, kind, state, priority, payload, run_at, runs, failures, max_failures,
+		    journal, created_at, finished_at, journal_moved, queue, events, prune_at)
+		SELECT id, kind, 'completed', priority, payload, run_at, runs, failures, max_failures, journal, created_at,
+		    now(), journal_moved, queue, events, now() + interval '1 hour' FROM d`, root[:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `SELECT venturi_workflow_resolve('', 64)`); err != nil {
+		t.Fatal(err)
+	}
+	if j := jobByID(t, q, res.Jobs["b"]); j.State != venturi.StateAvailable {
+		t.Fatalf("b is %s after a was finished by an older worker", j.State)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/venturi-dev/venturi/internal/fetcher"
 	"github.com/venturi-dev/venturi/internal/jobrun"
 	"github.com/venturi-dev/venturi/internal/journalenc"
+	"github.com/venturi-dev/venturi/internal/workflowresolve"
 )
 
 // Worker runs the handlers registered on it against state S. It claims only the kinds it
@@ -150,13 +151,23 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 	maint := newMaintainer(w.cfg, w.log, ctl, w.q, w.pokeAll)
 	w.goBg(func() { leases.Run(bgCtx) })
 	w.goBg(func() { maint.run(bgCtx) })
+	wfChannel, err := w.q.WorkflowChannel(ctx, ctl)
+	if err != nil {
+		w.log.Warn("venturi: the workflow channel (workflows settle on the resolver's timer only)", "err", err)
+	}
+	resolver := workflowresolve.New(ctl, w.q, notifyChannelOf(w.cfg.PollOnly, w.channel), w.cfg.MaintenanceInterval, w.log)
+	w.goBg(func() { resolver.Run(bgCtx) })
 	if !w.cfg.PollOnly {
+		var also map[string]func()
+		if wfChannel != "" {
+			also = map[string]func(){wfChannel: resolver.Wake}
+		}
 		l := newListener(w.pool.Config().ConnConfig, w.channel, w.kinds, w.log, w.notifyAll, w.pokeAll,
 			func(name string) {
 				if f := queues[name]; f != nil {
 					f.Notified()
 				}
-			}, w.tracker)
+			}, w.tracker, also)
 		w.goBg(func() { l.Run(bgCtx) })
 	}
 	w.log.Info("venturi worker started", "queues", w.cfg.Queues, "kinds", w.kinds)

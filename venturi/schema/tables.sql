@@ -11,7 +11,8 @@ CREATE TYPE venturi_job_state AS ENUM (
     'completed',
     'dead',
     'cancelled',
-    'waiting'
+    'waiting',
+    'blocked'
 );
 
 -- Sequences (those of identity columns are in their tables)
@@ -208,6 +209,7 @@ CREATE TABLE venturi_job (
     events            boolean                  DEFAULT false NOT NULL,
     meta              jsonb,
     vt                bigint,
+    workflow_id       uuid,
     CONSTRAINT venturi_job_pkey PRIMARY KEY (id),
     CONSTRAINT venturi_job_kind_check CHECK (kind <> ''::text AND length(kind) <= 128),
     CONSTRAINT venturi_job_meta_size CHECK (meta IS NULL OR jsonb_typeof(meta) = 'object'::text AND octet_length(meta::text) <= 8192) NOT VALID,
@@ -221,6 +223,7 @@ CREATE TABLE venturi_job (
     CONSTRAINT venturi_job_stop_event_check CHECK (stop_event = ANY (ARRAY['replaced'::text, 'cancelled'::text]))
 ) WITH (autovacuum_vacuum_scale_factor=0.02, autovacuum_vacuum_threshold=1000, autovacuum_analyze_scale_factor=0.05, autovacuum_analyze_threshold=5000, fillfactor=90, autovacuum_vacuum_cost_delay=0, autovacuum_vacuum_insert_scale_factor=0.02, autovacuum_vacuum_insert_threshold=1000);
 
+CREATE INDEX venturi_job_blocked_idx ON venturi_job USING btree (id) WHERE state = 'blocked'::venturi_job_state;
 CREATE INDEX venturi_job_cancelled_idx ON venturi_job USING btree (finished_at) WHERE state = 'cancelled'::venturi_job_state;
 CREATE INDEX venturi_job_claim_gated_idx ON venturi_job USING btree (queue, part, priority DESC, run_at, id) WHERE state = 'available'::venturi_job_state AND part IS NOT NULL;
 CREATE INDEX venturi_job_claim_plain_idx ON venturi_job USING btree (queue, priority DESC, run_at, id) WHERE state = 'available'::venturi_job_state AND part IS NULL;
@@ -233,6 +236,7 @@ CREATE INDEX venturi_job_part_vt_idx ON venturi_job USING btree (queue, part, pr
 CREATE INDEX venturi_job_scheduled_due_idx ON venturi_job USING btree (run_at, id) WHERE state = 'scheduled'::venturi_job_state;
 CREATE UNIQUE INDEX venturi_job_singleton_idx ON venturi_job USING btree (kind) WHERE slot_key ~~ 'venturi.singleton:%'::text AND (state = ANY (ARRAY['scheduled'::venturi_job_state, 'available'::venturi_job_state, 'running'::venturi_job_state, 'waiting'::venturi_job_state]));
 CREATE INDEX venturi_job_waiting_due_idx ON venturi_job USING btree (run_at, id) WHERE state = 'waiting'::venturi_job_state;
+CREATE INDEX venturi_job_workflow_idx ON venturi_job USING btree (workflow_id) WHERE workflow_id IS NOT NULL;
 
 CREATE TRIGGER venturi_event_insert AFTER INSERT ON venturi_job
     FOR EACH ROW
@@ -258,6 +262,21 @@ CREATE TRIGGER venturi_journal_move AFTER UPDATE OF journal ON venturi_job
     FOR EACH ROW
     WHEN (jsonb_array_length(new.journal) > 32)
     EXECUTE FUNCTION venturi_journal_move();
+
+CREATE TRIGGER venturi_workflow_delete AFTER DELETE ON venturi_job
+    FOR EACH ROW
+    WHEN (old.workflow_id IS NOT NULL)
+    EXECUTE FUNCTION venturi_workflow_note();
+
+CREATE TRIGGER venturi_workflow_insert AFTER INSERT ON venturi_job
+    FOR EACH ROW
+    WHEN (new.workflow_id IS NOT NULL AND new.journal <> '[]'::jsonb)
+    EXECUTE FUNCTION venturi_workflow_note();
+
+CREATE TRIGGER venturi_workflow_update AFTER UPDATE OF state ON venturi_job
+    FOR EACH ROW
+    WHEN (new.workflow_id IS NOT NULL AND old.state IS DISTINCT FROM new.state AND (old.state = ANY (ARRAY['completed'::venturi_job_state, 'dead'::venturi_job_state, 'cancelled'::venturi_job_state])) <> (new.state = ANY (ARRAY['completed'::venturi_job_state, 'dead'::venturi_job_state, 'cancelled'::venturi_job_state])))
+    EXECUTE FUNCTION venturi_workflow_note();
 
 -- venturi_job_history
 
@@ -295,6 +314,7 @@ CREATE TABLE venturi_job_history (
     lane              smallint,
     derived_token     bigint,
     derived_run_us    bigint,
+    workflow_id       uuid,
     CONSTRAINT venturi_job_history_state_check CHECK (state = ANY (ARRAY['completed'::venturi_job_state, 'dead'::venturi_job_state, 'cancelled'::venturi_job_state]))
 ) PARTITION BY LIST (COALESCE((lane)::integer,
 CASE
@@ -450,6 +470,101 @@ CREATE TABLE venturi_step (
     CONSTRAINT venturi_step_name_check CHECK (name <> ''::text AND length(name) <= 128)
 );
 
+-- venturi_workflow
+
+CREATE TABLE venturi_workflow (
+    id                  uuid                     NOT NULL,
+    kind                smallint                 DEFAULT 0 NOT NULL,
+    name                text                     DEFAULT ''::text NOT NULL,
+    key                 text,
+    state               text                     DEFAULT 'open'::text NOT NULL,
+    fail_fast           boolean                  DEFAULT false NOT NULL,
+    fail_fast_tripped   boolean                  DEFAULT false NOT NULL,
+    attempt             integer                  DEFAULT 1 NOT NULL,
+    open_nodes          integer                  DEFAULT 0 NOT NULL,
+    nodes               integer                  DEFAULT 0 NOT NULL,
+    cancel_requested_at timestamp with time zone,
+    cancel_note         text,
+    await_channel       text,
+    meta                jsonb,
+    created_at          timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at         timestamp with time zone,
+    CONSTRAINT venturi_workflow_pkey PRIMARY KEY (id),
+    CONSTRAINT venturi_workflow_key_check CHECK (key <> ''::text AND length(key) <= 512),
+    CONSTRAINT venturi_workflow_kind_check CHECK (kind = ANY (ARRAY[0, 1])),
+    CONSTRAINT venturi_workflow_meta_check CHECK (meta IS NULL OR jsonb_typeof(meta) = 'object'::text AND octet_length(meta::text) <= 8192),
+    CONSTRAINT venturi_workflow_name_check CHECK (length(name) <= 256),
+    CONSTRAINT venturi_workflow_state_check CHECK (state = ANY (ARRAY['open'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text]))
+);
+
+CREATE INDEX venturi_workflow_cancel_idx ON venturi_workflow USING btree (id) WHERE state = 'open'::text AND cancel_requested_at IS NOT NULL;
+CREATE INDEX venturi_workflow_finished_idx ON venturi_workflow USING btree (finished_at) WHERE state <> 'open'::text;
+CREATE UNIQUE INDEX venturi_workflow_key_idx ON venturi_workflow USING btree (key) WHERE key IS NOT NULL AND state = 'open'::text;
+
+-- venturi_workflow_inbox
+
+CREATE TABLE venturi_workflow_inbox (
+    seq         bigint            GENERATED ALWAYS AS IDENTITY NOT NULL,
+    workflow_id uuid              NOT NULL,
+    job_id      uuid              NOT NULL,
+    to_state    venturi_job_state,
+    xid         xid8              DEFAULT pg_current_xact_id() NOT NULL,
+    CONSTRAINT venturi_workflow_inbox_pkey PRIMARY KEY (seq)
+) WITH (autovacuum_vacuum_scale_factor=0, autovacuum_vacuum_threshold=1000, autovacuum_vacuum_insert_scale_factor=0, autovacuum_vacuum_insert_threshold=1000);
+
+CREATE INDEX venturi_workflow_inbox_workflow_idx ON venturi_workflow_inbox USING btree (workflow_id, seq);
+
+-- venturi_workflow_node
+
+CREATE TABLE venturi_workflow_node (
+    workflow_id uuid                     NOT NULL,
+    node        text                     NOT NULL,
+    job_id      uuid,
+    policy      smallint                 DEFAULT 0 NOT NULL,
+    deps        text[]                   DEFAULT '{}'::text[] NOT NULL,
+    next        text[]                   DEFAULT '{}'::text[] NOT NULL,
+    parent      text,
+    n_deps      integer                  DEFAULT 0 NOT NULL,
+    waiting     integer                  DEFAULT 0 NOT NULL,
+    n_fail      integer                  DEFAULT 0 NOT NULL,
+    n_cancel    integer                  DEFAULT 0 NOT NULL,
+    n_skip      integer                  DEFAULT 0 NOT NULL,
+    holds       integer                  DEFAULT 0 NOT NULL,
+    h_fail      integer                  DEFAULT 0 NOT NULL,
+    h_cancel    integer                  DEFAULT 0 NOT NULL,
+    sealed      boolean                  DEFAULT true NOT NULL,
+    released    boolean                  DEFAULT false NOT NULL,
+    run         text,
+    own         text,
+    outcome     text,
+    contrib     "char",
+    delay_us    bigint                   DEFAULT 0 NOT NULL,
+    created_at  timestamp with time zone DEFAULT now() NOT NULL,
+    ended_at    timestamp with time zone,
+    CONSTRAINT venturi_workflow_node_pkey PRIMARY KEY (workflow_id, node),
+    CONSTRAINT venturi_workflow_node_workflow_id_fkey FOREIGN KEY (workflow_id) REFERENCES venturi_workflow(id) ON DELETE CASCADE,
+    CONSTRAINT venturi_workflow_node_contrib_check CHECK (contrib = ANY (ARRAY['w'::"char", 'x'::"char", 's'::"char", 'f'::"char", 'c'::"char", 'k'::"char"])),
+    CONSTRAINT venturi_workflow_node_node_check CHECK (node <> ''::text AND length(node) <= 128),
+    CONSTRAINT venturi_workflow_node_own_check CHECK (own = ANY (ARRAY['ok'::text, 'fail'::text, 'cancel'::text, 'del'::text, 'dfail'::text, 'dcancel'::text, 'skip'::text])),
+    CONSTRAINT venturi_workflow_node_policy_check CHECK (policy = ANY (ARRAY[0, 1, 2])),
+    CONSTRAINT venturi_workflow_node_run_check CHECK (run = ANY (ARRAY['ok'::text, 'fail'::text, 'cancel'::text, 'del'::text]))
+) WITH (fillfactor=80);
+
+CREATE INDEX venturi_workflow_node_fresh_idx ON venturi_workflow_node USING btree (workflow_id) WHERE contrib IS NULL;
+CREATE UNIQUE INDEX venturi_workflow_node_job_idx ON venturi_workflow_node USING btree (job_id) WHERE job_id IS NOT NULL;
+
+-- venturi_workflow_output
+
+CREATE TABLE venturi_workflow_output (
+    workflow_id uuid                     NOT NULL,
+    node        text                     NOT NULL,
+    output      jsonb                    NOT NULL,
+    token       bigint                   NOT NULL,
+    written_at  timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT venturi_workflow_output_pkey PRIMARY KEY (workflow_id, node),
+    CONSTRAINT venturi_workflow_output_workflow_id_fkey FOREIGN KEY (workflow_id) REFERENCES venturi_workflow(id) ON DELETE CASCADE
+);
+
 -- Views
 
 CREATE VIEW venturi_job_all AS
@@ -486,7 +601,8 @@ CREATE VIEW venturi_job_all AS
     j.wait_signals,
     j.events,
     j.meta,
-    false AS in_history
+    false AS in_history,
+    j.workflow_id
    FROM venturi_job j
 UNION ALL
  SELECT h.id,
@@ -525,5 +641,6 @@ UNION ALL
     NULL::text[] AS wait_signals,
     h.events,
     h.meta,
-    true AS in_history
+    true AS in_history,
+    h.workflow_id
    FROM venturi_job_history h;

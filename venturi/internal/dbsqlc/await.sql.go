@@ -13,7 +13,7 @@ import (
 
 const awaitJob = `-- name: AwaitJob :one
 UPDATE venturi_job SET await_channel = $1::text
-WHERE id = $2 AND state IN ('scheduled', 'available', 'running', 'waiting')
+WHERE id = $2 AND state IN ('blocked', 'scheduled', 'available', 'running', 'waiting')
 RETURNING id
 `
 

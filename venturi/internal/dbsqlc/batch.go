@@ -160,3 +160,20 @@ func QueueClaimGated(b *pgx.Batch, arg ClaimGatedParams, add func(*ClaimGatedRow
 func QueueNextDue(b *pgx.Batch, arg NextDueParams, out *NextDueRow) {
 	b.Queue(nextDue, arg.Queue, arg.Kinds).QueryRow(func(r pgx.Row) error { return r.Scan(&out.DueInUs, &out.Paused) })
 }
+
+// QueueInsertWorkflowNodes is InsertWorkflowNodes in a batch.
+func QueueInsertWorkflowNodes(b *pgx.Batch, arg InsertWorkflowNodesParams) {
+	b.Queue(insertWorkflowNodes, arg.WorkflowID, arg.Nodes)
+}
+
+// QueueInsertWorkflowJobs is InsertWorkflowJobs in a batch.
+func QueueInsertWorkflowJobs(b *pgx.Batch, arg InsertWorkflowJobsParams) {
+	b.Queue(insertWorkflowJobs, arg.WorkflowID, arg.Ids, arg.Kinds, arg.Queues, arg.Priorities, arg.Payloads, arg.HasAt,
+		arg.Ats, arg.DelaysUs, arg.HasPart, arg.Parts, arg.SlotKeys, arg.SlotLimits, arg.SlotPolicies, arg.Events,
+		arg.Metas, arg.Released)
+}
+
+// QueueSettleWorkflows is SettleWorkflows in a batch (its count is dropped).
+func QueueSettleWorkflows(b *pgx.Batch, arg SettleWorkflowsParams) {
+	b.Queue(settleWorkflows, arg.Ids, arg.Channel)
+}

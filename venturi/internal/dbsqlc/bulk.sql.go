@@ -141,7 +141,9 @@ WITH old AS (
     -- part: the job's partition once available again (a plain job of a kind that has limits
     -- now goes back as a gated one).
     SELECT j.id, j.state, j.finished_at,
-           COALESCE(j.part, (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)) AS part
+           COALESCE(j.part, (SELECT '' FROM venturi_kind vk WHERE vk.kind = j.kind AND vk.limited)) AS part,
+           -- A workflow's job goes back blocked: its workflow decides when it runs.
+           EXISTS (SELECT 1 FROM venturi_workflow w WHERE w.id = j.workflow_id) AS member
     FROM venturi_job j
     WHERE j.id = ANY(ARRAY(SELECT unnest($1::uuid[])))
       AND j.state IN ('dead', 'cancelled', 'completed', 'scheduled')
@@ -150,10 +152,12 @@ WITH old AS (
     FOR UPDATE
 ), upd AS (
     UPDATE venturi_job j SET
-        state = 'available', run_at = now(), failures = 0, finished_at = NULL,
+        state = (CASE WHEN old.member THEN 'blocked' ELSE 'available' END)::venturi_job_state,
+        run_at = now(), failures = 0, finished_at = NULL,
         stop_requested_at = NULL, stop_event = NULL, stop_note = NULL, wait_signals = NULL,
-        -- A gated job takes its place behind its partition's pending jobs.
-        part = old.part, vt = venturi_job_place(j.queue, old.part, j.priority),
+        -- A gated job takes its place behind its partition's pending jobs (a blocked one
+        -- when it is released).
+        part = old.part, vt = CASE WHEN NOT old.member THEN venturi_job_place(j.queue, old.part, j.priority) END,
         journal = j.journal || jsonb_build_array(jsonb_build_object('event', 'retried', 'note', $2::text, 'at', now()))
     FROM old
     WHERE j.id = old.id
@@ -162,12 +166,14 @@ WITH old AS (
     DELETE FROM venturi_job_history h
     WHERE h.id = ANY(ARRAY(SELECT unnest($1::uuid[])))
       AND NOT COALESCE(h.slot_key, '') LIKE 'venturi.singleton:%'
-    RETURNING h.id, h.kind, h.state, h.priority, h.dedup_key, h.payload, h.carry, h.run_at, h.runs, h.failures, h.max_failures, h.worker_id, h.attempted_at, h.journal, h.created_at, h.finished_at, h.journal_moved, h.journal_dropped, h.queue, h.part, h.slot_key, h.slot_limit, h.slot_policy, h.breaker, h.stop_requested_at, h.stop_event, h.stop_note, h.events, h.meta, h.prune_at, h.lane, h.derived_token, h.derived_run_us
+    RETURNING h.id, h.kind, h.state, h.priority, h.dedup_key, h.payload, h.carry, h.run_at, h.runs, h.failures, h.max_failures, h.worker_id, h.attempted_at, h.journal, h.created_at, h.finished_at, h.journal_moved, h.journal_dropped, h.queue, h.part, h.slot_key, h.slot_limit, h.slot_policy, h.breaker, h.stop_requested_at, h.stop_event, h.stop_note, h.events, h.meta, h.prune_at, h.lane, h.derived_token, h.derived_run_us, h.workflow_id
 ), ins AS (
     INSERT INTO venturi_job (id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures,
         max_failures, worker_id, attempted_at, journal, created_at, journal_moved, journal_dropped, queue, part,
-        slot_key, slot_limit, slot_policy, breaker, events, meta)
-    SELECT b.id, b.kind, 'available', b.priority, b.dedup_key, b.payload, b.carry, now(), b.runs, 0,
+        slot_key, slot_limit, slot_policy, breaker, events, meta, workflow_id)
+    SELECT b.id, b.kind,
+           (CASE WHEN EXISTS (SELECT 1 FROM venturi_workflow w WHERE w.id = b.workflow_id) THEN 'blocked' ELSE 'available' END)::venturi_job_state,
+           b.priority, b.dedup_key, b.payload, b.carry, now(), b.runs, 0,
            b.max_failures, b.worker_id, b.attempted_at,
            -- A derived entry (a plain completion's) is written out as venturi_job_all reads it.
            CASE WHEN b.derived_token IS NULL THEN b.journal
@@ -177,7 +183,7 @@ WITH old AS (
            b.created_at, b.journal_moved, b.journal_dropped, b.queue,
            CASE WHEN b.part IS NULL AND EXISTS (SELECT 1 FROM venturi_kind vk WHERE vk.kind = b.kind AND vk.limited)
                 THEN '' ELSE b.part END,
-           b.slot_key, b.slot_limit, b.slot_policy, b.breaker, b.events, b.meta
+           b.slot_key, b.slot_limit, b.slot_policy, b.breaker, b.events, b.meta, b.workflow_id
     FROM back b
     RETURNING id
 ), changed AS (
@@ -217,6 +223,8 @@ type RetryJobsRow struct {
 // (to notify the workers). A job that moved between the tables while this statement ran
 // (the retention duty's sweep) is in neither as this statement sees them: the caller runs
 // it again for the jobs it did not change.
+// A workflow's job goes back blocked instead, and its workflow's settle decides when it
+// runs again (venturi_workflow_update and venturi_workflow_insert record the change).
 func (q *Queries) RetryJobs(ctx context.Context, db DBTX, arg RetryJobsParams) (*RetryJobsRow, error) {
 	row := db.QueryRow(ctx, retryJobs, arg.Ids, arg.Note)
 	var i RetryJobsRow

@@ -37,7 +37,7 @@ WITH r AS (
               j.run_at, j.runs, j.failures + u.failed::int AS failures, j.max_failures, j.worker_id,
               j.attempted_at, j.journal, j.created_at, j.journal_moved, j.journal_dropped, j.queue, j.part,
               j.slot_key, j.slot_limit, j.slot_policy, j.breaker, j.stop_requested_at, j.stop_event,
-              j.stop_note, j.events, j.meta, j.await_channel,
+              j.stop_note, j.events, j.meta, j.await_channel, j.workflow_id,
               -- j is the row as locked: a stop request that committed while this statement
               -- ran is seen. NULL: a plain completion's entry, derived.
               CASE WHEN u.entry = '' THEN NULL
@@ -50,17 +50,26 @@ WITH r AS (
     INSERT INTO venturi_job_history (id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures,
         max_failures, worker_id, attempted_at, journal, created_at, finished_at, journal_moved, journal_dropped,
         queue, part, slot_key, slot_limit, slot_policy, breaker, stop_requested_at, stop_event, stop_note,
-        events, meta, derived_token, derived_run_us, prune_at)
+        events, meta, derived_token, derived_run_us, prune_at, workflow_id)
     SELECT e.id, e.kind, e.state, e.priority, e.dedup_key, e.payload, e.carry, e.run_at, e.runs, e.failures,
            e.max_failures, e.worker_id, e.attempted_at, COALESCE(e.journal || e.entry, e.journal), e.created_at, now(),
            e.journal_moved, e.journal_dropped, e.queue, e.part, e.slot_key, e.slot_limit, e.slot_policy, e.breaker,
            e.stop_requested_at, e.stop_event, e.stop_note, e.events, e.meta,
            CASE WHEN e.entry IS NULL THEN e.run_token END, CASE WHEN e.entry IS NULL THEN u.derived_run_us END,
            LEAST(now() + interval '1 microsecond' * (CASE WHEN e.state = 'dead' THEN $10::bigint ELSE $11::bigint END),
-                 (CASE WHEN e.state = 'dead' THEN l.dead_hi ELSE l.completed_hi END) - interval '1 microsecond')
+                 (CASE WHEN e.state = 'dead' THEN l.dead_hi ELSE l.completed_hi END) - interval '1 microsecond'),
+           e.workflow_id
     FROM ended e JOIN u ON u.id = e.id CROSS JOIN lanes l
     WHERE (CASE WHEN e.state = 'dead' THEN $10::bigint ELSE $11::bigint END) >= 0
     RETURNING id
+), discarded_members AS (
+    -- A workflow's job kept for no time is recorded for its workflow here (one kept is,
+    -- by the history's insert trigger).
+    INSERT INTO venturi_workflow_inbox (workflow_id, job_id, to_state)
+    SELECT e.workflow_id, e.id, e.state FROM ended e
+    WHERE e.workflow_id IS NOT NULL
+      AND (CASE WHEN e.state = 'dead' THEN $10::bigint ELSE $11::bigint END) < 0
+    RETURNING workflow_id
 ), evented AS (
     -- The final entry as venturi_event_write records an appended one.
     INSERT INTO venturi_event (job_id, kind, queue, event, run, state, note, worker, started_at, run_at, delay_us, meta)
@@ -77,6 +86,9 @@ WITH r AS (
     FROM ended e WHERE e.await_channel IS NOT NULL
     UNION ALL
     SELECT count(pg_notify(venturi_events_channel(), '')) FROM (SELECT 1 FROM evented LIMIT 1) w
+    UNION ALL
+    SELECT count(pg_notify(venturi_workflow_channel(), '')) FROM (SELECT 1 FROM discarded_members LIMIT 1) d
+    WHERE current_setting('venturi.workflow_settle', true) IS DISTINCT FROM 'on'
 ), updated AS (
     UPDATE venturi_job j SET
         -- j is the row as locked: a stop request that committed while this statement ran is seen.
@@ -170,8 +182,8 @@ type FinishRunsParams struct {
 // a bitmap scan, which locks the rows in heap order, not ID order: no other statement may
 // wait for these rows while holding one of them. The worker's lease extension therefore
 // leaves out the runs whose results are being written; the rescue skips locked rows.
-// The awaiters' and the event stream's notifications are sent once the first ended job is
-// read (an uncorrelated subquery, evaluated once; nothing ended, nothing to notify).
+// The awaiters', the event stream's and the workflow resolvers' notifications are sent
+// once the first ended job is read (an uncorrelated subquery, evaluated once; nothing ended, nothing to notify).
 func (q *Queries) FinishRuns(ctx context.Context, db DBTX, arg FinishRunsParams) ([]pgtype.UUID, error) {
 	rows, err := db.Query(ctx, finishRuns,
 		arg.Ids,

@@ -62,7 +62,7 @@ func (q *Queries) BreakerRecord(ctx context.Context, db DBTX, arg BreakerRecordP
 
 const gatePendingOfKind = `-- name: GatePendingOfKind :execrows
 UPDATE venturi_job SET part = '', vt = CASE WHEN state = 'available' THEN venturi_job_place(queue, '', priority) END
-WHERE kind = $1::text AND part IS NULL AND state IN ('available', 'scheduled', 'waiting')
+WHERE kind = $1::text AND part IS NULL AND state IN ('available', 'scheduled', 'waiting', 'blocked')
 `
 
 // Makes a kind's plain pending jobs gated, once the kind has limits. One pass over the

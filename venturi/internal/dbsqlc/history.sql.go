@@ -103,24 +103,25 @@ WITH lanes AS (
               j.max_failures, j.worker_id, j.attempted_at, j.journal, j.created_at,
               COALESCE(j.finished_at, now()) AS finished_at, j.journal_moved, j.journal_dropped, j.queue,
               j.part, j.slot_key, j.slot_limit, j.slot_policy, j.breaker, j.stop_requested_at, j.stop_event,
-              j.stop_note, j.events, j.meta,
+              j.stop_note, j.events, j.meta, j.workflow_id,
               (CASE WHEN j.state = 'dead' THEN $1::bigint ELSE $2::bigint END) AS retain_us,
               (CASE WHEN j.state = 'dead' THEN 2 ELSE 1 END)::smallint AS lane
 ), ended AS (
     -- Kept: a retention that keeps something, and a prune time not past yet.
-    SELECT g.id, g.kind, g.state, g.priority, g.dedup_key, g.payload, g.carry, g.run_at, g.runs, g.failures, g.max_failures, g.worker_id, g.attempted_at, g.journal, g.created_at, g.finished_at, g.journal_moved, g.journal_dropped, g.queue, g.part, g.slot_key, g.slot_limit, g.slot_policy, g.breaker, g.stop_requested_at, g.stop_event, g.stop_note, g.events, g.meta, g.retain_us, g.lane, (g.retain_us >= 0 AND g.finished_at + interval '1 microsecond' * g.retain_us >= now()) AS keep,
+    SELECT g.id, g.kind, g.state, g.priority, g.dedup_key, g.payload, g.carry, g.run_at, g.runs, g.failures, g.max_failures, g.worker_id, g.attempted_at, g.journal, g.created_at, g.finished_at, g.journal_moved, g.journal_dropped, g.queue, g.part, g.slot_key, g.slot_limit, g.slot_policy, g.breaker, g.stop_requested_at, g.stop_event, g.stop_note, g.events, g.meta, g.workflow_id, g.retain_us, g.lane, (g.retain_us >= 0 AND g.finished_at + interval '1 microsecond' * g.retain_us >= now()) AS keep,
            CASE WHEN g.lane = 2 THEN l.dead_hi ELSE l.completed_hi END AS lane_hi
     FROM gone g CROSS JOIN lanes l
 ), kept AS (
     INSERT INTO venturi_job_history (id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures,
         max_failures, worker_id, attempted_at, journal, created_at, finished_at, journal_moved, journal_dropped,
         queue, part, slot_key, slot_limit, slot_policy, breaker, stop_requested_at, stop_event, stop_note,
-        events, meta, prune_at)
+        events, meta, prune_at, workflow_id)
     SELECT e.id, e.kind, e.state, e.priority, e.dedup_key, e.payload, e.carry, e.run_at, e.runs, e.failures,
            e.max_failures, e.worker_id, e.attempted_at, e.journal, e.created_at, e.finished_at, e.journal_moved,
            e.journal_dropped, e.queue, e.part, e.slot_key, e.slot_limit, e.slot_policy, e.breaker,
            e.stop_requested_at, e.stop_event, e.stop_note, e.events, e.meta,
-           LEAST(e.finished_at + interval '1 microsecond' * e.retain_us, e.lane_hi - interval '1 microsecond')
+           LEAST(e.finished_at + interval '1 microsecond' * e.retain_us, e.lane_hi - interval '1 microsecond'),
+           e.workflow_id
     FROM ended e
     WHERE e.keep
     RETURNING id

@@ -22,6 +22,7 @@ const (
 	VenturiJobStateDead      VenturiJobState = "dead"
 	VenturiJobStateCancelled VenturiJobState = "cancelled"
 	VenturiJobStateWaiting   VenturiJobState = "waiting"
+	VenturiJobStateBlocked   VenturiJobState = "blocked"
 )
 
 func (e *VenturiJobState) Scan(src interface{}) error {
@@ -195,6 +196,7 @@ type VenturiJob struct {
 	Events          bool
 	Meta            []byte
 	Vt              pgtype.Int8
+	WorkflowID      pgtype.UUID
 }
 
 type VenturiJobAll struct {
@@ -232,6 +234,7 @@ type VenturiJobAll struct {
 	Events          bool
 	Meta            []byte
 	InHistory       bool
+	WorkflowID      pgtype.UUID
 }
 
 type VenturiJobHistory struct {
@@ -268,6 +271,7 @@ type VenturiJobHistory struct {
 	Lane            pgtype.Int2
 	DerivedToken    pgtype.Int8
 	DerivedRunUs    pgtype.Int8
+	WorkflowID      pgtype.UUID
 }
 
 type VenturiJobHistoryCompleted struct {
@@ -459,4 +463,66 @@ type VenturiStep struct {
 	Run    int32
 	Token  int64
 	At     time.Time
+}
+
+type VenturiWorkflow struct {
+	ID                pgtype.UUID
+	Kind              int16
+	Name              string
+	Key               pgtype.Text
+	State             string
+	FailFast          bool
+	FailFastTripped   bool
+	Attempt           int32
+	OpenNodes         int32
+	Nodes             int32
+	CancelRequestedAt *time.Time
+	CancelNote        pgtype.Text
+	AwaitChannel      pgtype.Text
+	Meta              []byte
+	CreatedAt         time.Time
+	FinishedAt        *time.Time
+}
+
+type VenturiWorkflowInbox struct {
+	Seq        int64
+	WorkflowID pgtype.UUID
+	JobID      pgtype.UUID
+	ToState    NullVenturiJobState
+	Xid        pgtype.Uint64
+}
+
+type VenturiWorkflowNode struct {
+	WorkflowID pgtype.UUID
+	Node       string
+	JobID      pgtype.UUID
+	Policy     int16
+	Deps       []string
+	Next       []string
+	Parent     pgtype.Text
+	NDeps      int32
+	Waiting    int32
+	NFail      int32
+	NCancel    int32
+	NSkip      int32
+	Holds      int32
+	HFail      int32
+	HCancel    int32
+	Sealed     bool
+	Released   bool
+	Run        pgtype.Text
+	Own        pgtype.Text
+	Outcome    pgtype.Text
+	Contrib    interface{}
+	DelayUs    int64
+	CreatedAt  time.Time
+	EndedAt    *time.Time
+}
+
+type VenturiWorkflowOutput struct {
+	WorkflowID pgtype.UUID
+	Node       string
+	Output     []byte
+	Token      int64
+	WrittenAt  time.Time
 }

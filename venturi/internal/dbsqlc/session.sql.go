@@ -73,3 +73,14 @@ func (q *Queries) SetLocalStatsSettings(ctx context.Context, db DBTX, ms string)
 	_, err := db.Exec(ctx, setLocalStatsSettings, ms)
 	return err
 }
+
+const transactionIsolation = `-- name: TransactionIsolation :one
+SELECT current_setting('transaction_isolation')::text AS isolation
+`
+
+func (q *Queries) TransactionIsolation(ctx context.Context, db DBTX) (string, error) {
+	row := db.QueryRow(ctx, transactionIsolation)
+	var isolation string
+	err := row.Scan(&isolation)
+	return isolation, err
+}

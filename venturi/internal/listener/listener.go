@@ -59,6 +59,9 @@ type Config struct {
 	// Stop is called when a job's run is asked to stop, with the job's ID and the event
 	// ("replaced", "cancelled").
 	Stop func(id ulid.ULID, event string)
+	// Also are further channels to LISTEN on, each with the function a notification on
+	// it calls (and each (re)connect: a notification may have been missed).
+	Also map[string]func()
 }
 
 // Listener holds a dedicated LISTEN connection and reports notifications for the
@@ -72,6 +75,7 @@ type Listener struct {
 	delayed    func()                           // a delayed job of one of kinds was committed
 	queue      func(name string)                // a queue was paused, resumed or limited
 	stop       func(id ulid.ULID, event string) // a job's run is asked to stop (replaced, cancelled)
+	also       map[string]func()                // further channels and what a notification on each calls
 }
 
 // New returns a listener configured by cfg. It connects when it runs.
@@ -81,7 +85,7 @@ func New(cfg Config) *Listener {
 		kinds[k] = true
 	}
 	return &Listener{connConfig: cfg.ConnConfig, channel: cfg.Channel, kinds: kinds, log: cfg.Logger,
-		notified: cfg.Notified, delayed: cfg.Delayed, queue: cfg.Queue, stop: cfg.Stop}
+		notified: cfg.Notified, delayed: cfg.Delayed, queue: cfg.Queue, stop: cfg.Stop, also: cfg.Also}
 }
 
 // Run listens until ctx ends, reconnecting with backoff after each lost connection.
@@ -110,8 +114,16 @@ func (l *Listener) listen(ctx context.Context) error {
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
+	for ch := range l.also {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return err
+		}
+	}
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
 		return err
+	}
+	for _, f := range l.also {
+		f()
 	}
 	l.notified()
 	for {
@@ -132,6 +144,10 @@ func (l *Listener) listen(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("listener heartbeat: %w", err)
 			}
+			continue
+		}
+		if f := l.also[n.Channel]; f != nil && n.Channel != l.channel {
+			f()
 			continue
 		}
 		switch {

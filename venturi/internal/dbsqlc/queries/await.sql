@@ -2,7 +2,7 @@
 -- Registers a waiter's channel on a job that has not ended; it returns no row when the job
 -- has ended (or does not exist).
 UPDATE venturi_job SET await_channel = @channel::text
-WHERE id = @id AND state IN ('scheduled', 'available', 'running', 'waiting')
+WHERE id = @id AND state IN ('blocked', 'scheduled', 'available', 'running', 'waiting')
 RETURNING id;
 
 -- name: EndedJobs :many

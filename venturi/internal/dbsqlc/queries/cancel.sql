@@ -1,14 +1,14 @@
 -- name: CancelLocked :one
 -- Cancels jobs that the transaction has locked (LockJobForSignal, LockJobs), so that this
 -- statement's snapshot sees them as locked: a pending or waiting job ends cancelled at
--- once; a running one is asked to stop (its run's end makes it cancelled, see FinishRuns);
+-- once (a workflow's blocked job too); a running one is asked to stop (its run's end makes it cancelled, see FinishRuns);
 -- a finished one is left as it is. Reports how many ended and which were asked to stop.
 WITH ended AS (
     UPDATE venturi_job x SET
         state = 'cancelled', finished_at = now(),
         journal = x.journal || jsonb_build_array(jsonb_build_object('event', 'cancelled', 'note', @note::text, 'at', now()))
     -- An array the planner cannot size: it then finds the rows by primary key.
-    WHERE x.id = ANY(ARRAY(SELECT unnest(@ids::uuid[]))) AND x.state IN ('scheduled', 'available', 'waiting')
+    WHERE x.id = ANY(ARRAY(SELECT unnest(@ids::uuid[]))) AND x.state IN ('blocked', 'scheduled', 'available', 'waiting')
     RETURNING x.id
 ), asked AS (
     UPDATE venturi_job x SET stop_requested_at = now(), stop_event = 'cancelled', stop_note = @note::text

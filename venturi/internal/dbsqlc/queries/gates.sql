@@ -29,7 +29,7 @@ RETURNING NOT COALESCE((SELECT old.limited FROM old), false) AS newly_limited, k
 -- (Running ones are gated when they return to pending: see FinishRuns.) The available ones
 -- take their places in the kind's one partition; the others do when they become available.
 UPDATE venturi_job SET part = '', vt = CASE WHEN state = 'available' THEN venturi_job_place(queue, '', priority) END
-WHERE kind = @kind::text AND part IS NULL AND state IN ('available', 'scheduled', 'waiting');
+WHERE kind = @kind::text AND part IS NULL AND state IN ('available', 'scheduled', 'waiting', 'blocked');
 
 -- name: BreakerRecord :many
 -- Reports run outcomes to their breakers, in the order given (sorted by key).

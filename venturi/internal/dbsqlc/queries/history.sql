@@ -57,7 +57,7 @@ WITH lanes AS (
               j.max_failures, j.worker_id, j.attempted_at, j.journal, j.created_at,
               COALESCE(j.finished_at, now()) AS finished_at, j.journal_moved, j.journal_dropped, j.queue,
               j.part, j.slot_key, j.slot_limit, j.slot_policy, j.breaker, j.stop_requested_at, j.stop_event,
-              j.stop_note, j.events, j.meta,
+              j.stop_note, j.events, j.meta, j.workflow_id,
               (CASE WHEN j.state = 'dead' THEN @retain_dead_us::bigint ELSE @retain_completed_us::bigint END) AS retain_us,
               (CASE WHEN j.state = 'dead' THEN 2 ELSE 1 END)::smallint AS lane
 ), ended AS (
@@ -69,12 +69,13 @@ WITH lanes AS (
     INSERT INTO venturi_job_history (id, kind, state, priority, dedup_key, payload, carry, run_at, runs, failures,
         max_failures, worker_id, attempted_at, journal, created_at, finished_at, journal_moved, journal_dropped,
         queue, part, slot_key, slot_limit, slot_policy, breaker, stop_requested_at, stop_event, stop_note,
-        events, meta, prune_at)
+        events, meta, prune_at, workflow_id)
     SELECT e.id, e.kind, e.state, e.priority, e.dedup_key, e.payload, e.carry, e.run_at, e.runs, e.failures,
            e.max_failures, e.worker_id, e.attempted_at, e.journal, e.created_at, e.finished_at, e.journal_moved,
            e.journal_dropped, e.queue, e.part, e.slot_key, e.slot_limit, e.slot_policy, e.breaker,
            e.stop_requested_at, e.stop_event, e.stop_note, e.events, e.meta,
-           LEAST(e.finished_at + interval '1 microsecond' * e.retain_us, e.lane_hi - interval '1 microsecond')
+           LEAST(e.finished_at + interval '1 microsecond' * e.retain_us, e.lane_hi - interval '1 microsecond'),
+           e.workflow_id
     FROM ended e
     WHERE e.keep
     RETURNING id

@@ -38,3 +38,6 @@ SELECT set_config('enable_seqscan', 'off', true),
 SELECT set_config('idle_in_transaction_session_timeout', (CASE
     WHEN cur.ms = 0 THEN @ms::bigint ELSE least(cur.ms, @ms::bigint) END)::text, true)
 FROM (SELECT (extract(epoch FROM current_setting('idle_in_transaction_session_timeout')::interval) * 1000)::bigint AS ms) cur;
+
+-- name: TransactionIsolation :one
+SELECT current_setting('transaction_isolation')::text AS isolation;

@@ -1,0 +1,82 @@
+// Package workflowresolve is the worker's workflow resolver: it settles the changes of
+// workflows' jobs that the transactions making them did not settle themselves (an older
+// worker's finish, a rescue, a cancel, a delete, a retry), woken by the notification the
+// inbox trigger sends and, as a safety net, on a timer.
+//
+// venturi_workflow_resolve skips workflows another transaction holds, so every worker
+// runs a resolver and none waits for another.
+package workflowresolve
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/venturi-dev/venturi/internal/dbsqlc"
+)
+
+// PerPass is the most workflows one statement settles.
+const PerPass = 64
+
+// DB runs the resolver's statements (the worker's control pool).
+type DB = dbsqlc.DBTX
+
+// Resolver settles workflows' unsettled changes. Make one with New, run it with Run and
+// wake it with Wake.
+type Resolver struct {
+	db       DB
+	q        *dbsqlc.Queries
+	channel  string // the jobs' channel, told of released jobs
+	interval time.Duration
+	log      *slog.Logger
+	wake     chan struct{}
+}
+
+// New returns a resolver that settles through db, tells released jobs' kinds on channel
+// ("" for none), and passes every interval when nothing wakes it.
+func New(db DB, q *dbsqlc.Queries, channel string, interval time.Duration, log *slog.Logger) *Resolver {
+	return &Resolver{db: db, q: q, channel: channel, interval: interval, log: log, wake: make(chan struct{}, 1)}
+}
+
+// Wake asks for a pass (a notification on the workflow channel arrived).
+func (r *Resolver) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run passes until ctx ends: once at start, on every Wake, and every interval.
+func (r *Resolver) Run(ctx context.Context) {
+	t := time.NewTicker(r.interval)
+	defer t.Stop()
+	for {
+		r.Pass(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		case <-t.C:
+		}
+	}
+}
+
+// Pass settles workflows until a statement finds nothing to apply (at most 100
+// statements, then the next wake or tick goes on). It returns the inbox rows applied.
+func (r *Resolver) Pass(ctx context.Context) int {
+	total := 0
+	for range 100 {
+		n, err := r.q.ResolveWorkflows(ctx, r.db, dbsqlc.ResolveWorkflowsParams{Channel: r.channel, Max: PerPass})
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("venturi: settle workflows", "err", err)
+			}
+			return total
+		}
+		total += int(n)
+		if n == 0 {
+			return total
+		}
+	}
+	return total
+}
