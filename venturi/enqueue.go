@@ -186,25 +186,7 @@ func (q *Queue) enqueueMany(ctx context.Context, tx pgx.Tx, tasks []Task, opts [
 			continue
 		}
 		res[i] = Result{ID: p.id, Action: ActionInserted}
-		plain.Ids = append(plain.Ids, uuidOf(p.id))
-		plain.Kinds = append(plain.Kinds, p.kind)
-		plain.Queues = append(plain.Queues, p.queue)
-		plain.Priorities = append(plain.Priorities, int16(p.priority))
-		plain.Payloads = append(plain.Payloads, string(p.payload))
-		plain.HasAt = append(plain.HasAt, p.opts.at != nil)
-		var at time.Time
-		if p.opts.at != nil {
-			at = *p.opts.at
-		}
-		plain.Ats = append(plain.Ats, at)
-		plain.DelaysUs = append(plain.DelaysUs, delayOf(p.opts.delay))
-		plain.HasPart = append(plain.HasPart, p.part.Valid)
-		plain.Parts = append(plain.Parts, p.part.String)
-		plain.SlotKeys = append(plain.SlotKeys, p.slot.Key)
-		plain.SlotLimits = append(plain.SlotLimits, int32(p.slot.Limit))
-		plain.SlotPolicies = append(plain.SlotPolicies, int16(p.slot.Policy))
-		plain.Events = append(plain.Events, p.events)
-		plain.Metas = append(plain.Metas, string(p.meta))
+		appendJob(&plain, p, p.opts.delay)
 		notify[notifyPayload(p.kind, p.dueNow())] = true
 	}
 	if len(plain.Ids) > 0 {
@@ -227,6 +209,29 @@ func (q *Queue) enqueueMany(ctx context.Context, tx pgx.Tx, tasks []Task, opts [
 		res[i] = r
 	}
 	return res, nil
+}
+
+// appendJob adds p to the arrays of InsertJobs, due delay after its At (or now).
+func appendJob(a *dbsqlc.InsertJobsParams, p *plan, delay time.Duration) {
+	var at time.Time
+	if p.opts.at != nil {
+		at = *p.opts.at
+	}
+	a.Ids = append(a.Ids, uuidOf(p.id))
+	a.Kinds = append(a.Kinds, p.kind)
+	a.Queues = append(a.Queues, p.queue)
+	a.Priorities = append(a.Priorities, int16(p.priority))
+	a.Payloads = append(a.Payloads, string(p.payload))
+	a.HasAt = append(a.HasAt, p.opts.at != nil)
+	a.Ats = append(a.Ats, at)
+	a.DelaysUs = append(a.DelaysUs, delayOf(delay))
+	a.HasPart = append(a.HasPart, p.part.Valid)
+	a.Parts = append(a.Parts, p.part.String)
+	a.SlotKeys = append(a.SlotKeys, p.slot.Key)
+	a.SlotLimits = append(a.SlotLimits, int32(p.slot.Limit))
+	a.SlotPolicies = append(a.SlotPolicies, int16(p.slot.Policy))
+	a.Events = append(a.Events, p.events)
+	a.Metas = append(a.Metas, string(p.meta))
 }
 
 // enqueueWith runs the queue's enqueue middleware around do, which enqueues task with

@@ -132,7 +132,7 @@ func (e *engineCase) run(ctx context.Context) {
 		}
 		parent := ""
 		for _, g := range names {
-			if gn := e.m.Node(g); gn.Group && r.IntN(3) == 0 && !waitsOn(e.m, deps, g) {
+			if gn := e.m.Node(g); gn.Group && r.IntN(3) == 0 && !e.m.WaitsOn(deps, g) {
 				parent = g
 				break
 			}
@@ -166,30 +166,6 @@ func (e *engineCase) run(ctx context.Context) {
 		e.m.Settle()
 		e.compare(ctx)
 	}
-}
-
-func waitsOn(m *workflowmodel.Flow, from []string, target string) bool {
-	seen := map[string]bool{}
-	stack := append([]string(nil), from...)
-	for len(stack) > 0 {
-		x := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if x == target {
-			return true
-		}
-		if seen[x] {
-			continue
-		}
-		seen[x] = true
-		n := m.Node(x)
-		stack = append(stack, n.Deps...)
-		for _, a := range m.Names() {
-			if m.Node(a).Parent == x {
-				stack = append(stack, a)
-			}
-		}
-	}
-	return false
 }
 
 func (e *engineCase) byState() (released, ended, blocked []string) {
@@ -261,7 +237,7 @@ func (e *engineCase) change(ctx context.Context, released, ended, blocked []stri
 		child := fmt.Sprintf("%s.s%d", n, len(e.steps))
 		var deps []string
 		if names := e.m.Names(); r.IntN(2) == 0 {
-			if d := pick(names); !waitsOn(e.m, []string{d}, n) {
+			if d := pick(names); !e.m.WaitsOn([]string{d}, n) {
 				deps = []string{d}
 			}
 		}

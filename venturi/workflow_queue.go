@@ -71,7 +71,8 @@ func (q *Queue) enqueueWorkflow(ctx context.Context, tx pgx.Tx, w *Workflow) (Wo
 	}
 	// Prepare every job before writing anything.
 	res := WorkflowResult{ID: ulid.Make(), Action: ActionInserted, Jobs: map[string]ulid.ULID{}}
-	jobs := dbsqlc.InsertWorkflowJobsParams{WorkflowID: uuidOf(res.ID)}
+	var plain dbsqlc.InsertJobsParams // the jobs, as InsertJobs takes them
+	var released []bool
 	var nodes []wfNodeRow
 	notify := map[string]bool{}
 	for _, n := range w.nodes {
@@ -92,30 +93,12 @@ func (q *Queue) enqueueWorkflow(ctx context.Context, tx pgx.Tx, w *Workflow) (Wo
 			// A root is released as it is written; the others wait.
 			row.Released = len(n.deps) == 0
 			res.Jobs[n.name] = p.id
-			jobs.Ids = append(jobs.Ids, uuidOf(p.id))
-			jobs.Kinds = append(jobs.Kinds, p.kind)
-			jobs.Queues = append(jobs.Queues, p.queue)
-			jobs.Priorities = append(jobs.Priorities, int16(p.priority))
-			jobs.Payloads = append(jobs.Payloads, string(p.payload))
-			jobs.HasAt = append(jobs.HasAt, p.opts.at != nil)
-			var at time.Time
-			if p.opts.at != nil {
-				at = *p.opts.at
-			}
-			jobs.Ats = append(jobs.Ats, at)
 			delay := p.opts.delay
 			if row.Released {
 				delay += n.delay
 			}
-			jobs.DelaysUs = append(jobs.DelaysUs, delayOf(delay))
-			jobs.HasPart = append(jobs.HasPart, p.part.Valid)
-			jobs.Parts = append(jobs.Parts, p.part.String)
-			jobs.SlotKeys = append(jobs.SlotKeys, p.slot.Key)
-			jobs.SlotLimits = append(jobs.SlotLimits, int32(p.slot.Limit))
-			jobs.SlotPolicies = append(jobs.SlotPolicies, int16(p.slot.Policy))
-			jobs.Events = append(jobs.Events, p.events)
-			jobs.Metas = append(jobs.Metas, string(p.meta))
-			jobs.Released = append(jobs.Released, row.Released)
+			appendJob(&plain, p, delay)
+			released = append(released, row.Released)
 			if row.Released {
 				notify[notifyPayload(p.kind, p.dueNow() && n.delay <= 0)] = true
 			}
@@ -138,6 +121,11 @@ func (q *Queue) enqueueWorkflow(ctx context.Context, tx pgx.Tx, w *Workflow) (Wo
 		}
 		return WorkflowResult{ID: ulidOf(id), Action: ActionKept}, nil
 	}
+	jobs := dbsqlc.InsertWorkflowJobsParams{WorkflowID: uuidOf(res.ID), Ids: plain.Ids, Kinds: plain.Kinds,
+		Queues: plain.Queues, Priorities: plain.Priorities, Payloads: plain.Payloads, HasAt: plain.HasAt, Ats: plain.Ats,
+		DelaysUs: plain.DelaysUs, HasPart: plain.HasPart, Parts: plain.Parts, SlotKeys: plain.SlotKeys,
+		SlotLimits: plain.SlotLimits, SlotPolicies: plain.SlotPolicies, Events: plain.Events, Metas: plain.Metas,
+		Released: released}
 	b := &pgx.Batch{}
 	dbsqlc.QueueInsertWorkflowNodes(b, dbsqlc.InsertWorkflowNodesParams{WorkflowID: uuidOf(res.ID), Nodes: nodesJSON})
 	dbsqlc.QueueInsertWorkflowJobs(b, jobs)

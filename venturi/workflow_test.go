@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 
@@ -269,5 +270,55 @@ func TestWorkflowKey(t *testing.T) {
 	again, err := q.EnqueueWorkflow(ctx, build())
 	if err != nil || again.Action != venturi.ActionKept || again.ID != first.ID {
 		t.Fatalf("again: %+v %v (first %s)", again, err, first.ID)
+	}
+}
+
+// A member kept for no time (Discard) still releases what needs it: its finish records
+// its end for the workflow itself (there is no history row to read it from). A delay
+// after what a node needs makes it due that long after its release.
+func TestWorkflowDiscardAndDelay(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	ctx := context.Background()
+	log := &wfLog{fail: map[string]bool{}}
+	cfg := fastConfig()
+	cfg.RetainCompleted = venturi.Discard
+	startWorkerFor[wfStep](t, pool, log, cfg)
+
+	wf := venturi.NewWorkflow("discarded")
+	a := wf.Add("a", wfStep{Node: "a"})
+	wf.Add("b", wfStep{Node: "b"}, venturi.Needs(a), venturi.DelayAfterDeps(300*time.Millisecond))
+	res, err := q.EnqueueWorkflow(ctx, wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var released time.Time
+	eventually(t, within, "b released", func() bool {
+		j, err := q.Job(ctx, res.Jobs["b"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State == venturi.StateScheduled || j.State == venturi.StateAvailable {
+			released = j.RunAt
+			return true
+		}
+		return false
+	})
+	waitWorkflow(t, q, res.ID, venturi.WorkflowSucceeded)
+	if _, err := q.Job(ctx, res.Jobs["a"]); !errors.Is(err, venturi.ErrNotFound) {
+		t.Fatalf("a was kept: %v", err)
+	}
+	nodes := nodesOf(t, q, res.ID)
+	if nodes["a"].Own != "ok" || nodes["b"].Own != "ok" {
+		t.Fatalf("nodes %+v", nodes)
+	}
+	// b was due 300 ms after its release, by the database's clock.
+	var ended time.Time
+	if err := pool.QueryRow(ctx, `SELECT ended_at FROM venturi_workflow_node WHERE workflow_id = $1 AND node = 'a'`,
+		res.ID[:]).Scan(&ended); err != nil {
+		t.Fatal(err)
+	}
+	if d := released.Sub(ended); d < 300*time.Millisecond {
+		t.Fatalf("b due %v after a ended, want at least 300ms", d)
 	}
 }

@@ -243,7 +243,7 @@ func (f *Flow) add(n *Node) error {
 		}
 		// The new node waits on its deps, and its parent on it: a cycle when a dep
 		// (or something it waits on) waits on the parent.
-		if f.waitsOn(n.Deps, n.Parent) {
+		if f.WaitsOn(n.Deps, n.Parent) {
 			return fmt.Errorf("%w: node %q needs what waits for %q, which it is attached to", ErrInvalid, n.Name, n.Parent)
 		}
 	}
@@ -256,9 +256,10 @@ func (f *Flow) add(n *Node) error {
 	return nil
 }
 
-// waitsOn reports whether target is among from or what they wait on (their deps and
-// attachments), transitively.
-func (f *Flow) waitsOn(from []string, target string) bool {
+// WaitsOn reports whether target is among from or what they wait on (their deps and
+// attachments), transitively: a node that needs one of from cannot be attached to
+// target.
+func (f *Flow) WaitsOn(from []string, target string) bool {
 	seen := map[string]bool{}
 	stack := slices.Clone(from)
 	for len(stack) > 0 {

@@ -368,7 +368,7 @@ func TestRandomHistoriesFinish(t *testing.T) {
 				child := fmt.Sprintf("%s.s%d", n, step)
 				var deps []string
 				if names := f.Names(); r.IntN(2) == 0 {
-					if d := names[r.IntN(len(names))]; !f.waitsOn([]string{d}, n) {
+					if d := names[r.IntN(len(names))]; !f.WaitsOn([]string{d}, n) {
 						deps = []string{d}
 					}
 				}
@@ -482,7 +482,7 @@ func randomFlow(r *rand.Rand) *Flow {
 		}
 		parent := ""
 		for _, g := range names {
-			if gn := f.Node(g); gn.Group && r.IntN(3) == 0 && !f.waitsOn(deps, g) {
+			if gn := f.Node(g); gn.Group && r.IntN(3) == 0 && !f.WaitsOn(deps, g) {
 				parent = g
 				break
 			}
