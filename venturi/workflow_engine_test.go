@@ -374,8 +374,7 @@ func (e *engineCase) compare(ctx context.Context) {
 	}
 	seen := 0
 	for _, r := range got {
-		name, run, own, outcome, jobState := r.name, r.run, r.own, r.outcome, r.jobState
-		group, sealed, released, c := r.group, r.sealed, r.released, r.c
+		name, own, group := r.name, r.own, r.group
 		seen++
 		m := e.m.Node(name)
 		if m == nil {
@@ -383,15 +382,15 @@ func (e *engineCase) compare(ctx context.Context) {
 		}
 		var state workflowmodel.State
 		switch {
-		case group && sealed:
+		case group && r.sealed:
 			state = workflowmodel.Sealed
 		case group && own != "":
 			state = workflowmodel.Decided
 		case group:
 			state = workflowmodel.Blocked
-		case run != "":
+		case r.run != "":
 			state = workflowmodel.Ended
-		case released:
+		case r.released:
 			state = workflowmodel.Released
 		case own != "":
 			state = workflowmodel.Decided
@@ -399,7 +398,7 @@ func (e *engineCase) compare(ctx context.Context) {
 			state = workflowmodel.Blocked
 		}
 		str := func(o workflowmodel.Outcome) string { return o.String() }
-		have := fmt.Sprintf("%v own=%s outcome=%s counters=%v", state, own, outcome, c)
+		have := fmt.Sprintf("%v own=%s outcome=%s counters=%v", state, own, r.outcome, r.c)
 		want := fmt.Sprintf("%v own=%s outcome=%s counters=%v", m.State, str(m.Own), str(m.Outcome),
 			[8]int{m.NDeps, m.Waiting, m.NFail, m.NCancel, m.NSkip, m.Holds, m.HFail, m.HCancel})
 		if have != want {
@@ -410,16 +409,16 @@ func (e *engineCase) compare(ctx context.Context) {
 			var ok bool
 			switch m.State {
 			case workflowmodel.Blocked:
-				ok = jobState == "blocked"
+				ok = r.jobState == "blocked"
 			case workflowmodel.Released:
-				ok = jobState == "available" || jobState == "scheduled"
+				ok = r.jobState == "available" || r.jobState == "scheduled"
 			case workflowmodel.Decided:
-				ok = jobState == "cancelled"
+				ok = r.jobState == "cancelled"
 			case workflowmodel.Ended:
-				ok = jobState == endStates[m.Own] || (m.Own == workflowmodel.Del && jobState == "")
+				ok = r.jobState == endStates[m.Own] || (m.Own == workflowmodel.Del && r.jobState == "")
 			}
 			if !ok {
-				e.fatalf("node %s is %v, its job %q", name, m.State, jobState)
+				e.fatalf("node %s is %v, its job %q", name, m.State, r.jobState)
 			}
 		}
 	}

@@ -48,7 +48,7 @@ func (q *Queue) EnqueueWorkflowTx(ctx context.Context, tx pgx.Tx, w *Workflow) (
 // wfNodeRow is a node as InsertWorkflowNodes reads it.
 type wfNodeRow struct {
 	Node     string    `json:"node"`
-	JobID    *uuidJSON `json:"job_id,omitempty"`
+	JobID    string    `json:"job_id,omitempty"`
 	Policy   Policy    `json:"policy"`
 	Deps     []string  `json:"deps"`
 	Parent   *string   `json:"parent,omitempty"`
@@ -56,11 +56,6 @@ type wfNodeRow struct {
 	Released bool      `json:"released"`
 	DelayUs  int64     `json:"delay_us"`
 }
-
-// uuidJSON is a ULID written as a UUID in JSON.
-type uuidJSON ulid.ULID
-
-func (u uuidJSON) MarshalJSON() ([]byte, error) { return json.Marshal(uuidText(ulid.ULID(u))) }
 
 func (q *Queue) enqueueWorkflow(ctx context.Context, tx pgx.Tx, w *Workflow) (WorkflowResult, error) {
 	if w == nil {
@@ -88,8 +83,7 @@ func (q *Queue) enqueueWorkflow(ctx context.Context, tx pgx.Tx, w *Workflow) (Wo
 			if err != nil {
 				return WorkflowResult{}, fmt.Errorf("node %q: %w", n.name, err)
 			}
-			id := uuidJSON(p.id)
-			row.JobID = &id
+			row.JobID = uuidText(p.id)
 			// A root is released as it is written; the others wait.
 			row.Released = len(n.deps) == 0
 			res.Jobs[n.name] = p.id

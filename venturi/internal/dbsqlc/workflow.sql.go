@@ -12,25 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const awaitWorkflow = `-- name: AwaitWorkflow :one
-UPDATE venturi_workflow SET await_channel = $1::text
-WHERE id = $2 AND state = 'open'
-RETURNING id
-`
-
-type AwaitWorkflowParams struct {
-	Channel string
-	ID      pgtype.UUID
-}
-
-// Registers a waiter's channel on a workflow that is open; no row when it has finished.
-func (q *Queries) AwaitWorkflow(ctx context.Context, db DBTX, arg AwaitWorkflowParams) (pgtype.UUID, error) {
-	row := db.QueryRow(ctx, awaitWorkflow, arg.Channel, arg.ID)
-	var id pgtype.UUID
-	err := row.Scan(&id)
-	return id, err
-}
-
 const cancelWorkflow = `-- name: CancelWorkflow :one
 SELECT venturi_workflow_cancel($1, $2::text, $3::text)::uuid[] AS running
 `

@@ -67,12 +67,6 @@ WHERE n.workflow_id = @workflow_id AND n.node > @after::text
 ORDER BY n.node
 LIMIT @max::int;
 
--- name: AwaitWorkflow :one
--- Registers a waiter's channel on a workflow that is open; no row when it has finished.
-UPDATE venturi_workflow SET await_channel = @channel::text
-WHERE id = @id AND state = 'open'
-RETURNING id;
-
 -- name: WorkflowChannel :one
 -- The channel the resolvers listen on (schema/functions/venturi_workflow_channel.sql).
 SELECT venturi_workflow_channel()::text AS channel;
