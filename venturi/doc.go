@@ -139,7 +139,14 @@
 // join ([In]). A node that can no longer run ends cancelled with the reason; a retry of a
 // member decides again what was decided because of it; [Queue.CancelWorkflow] ends the
 // rest. Readiness is kept as counters in the workflow's own tables, so retention never
-// changes a running workflow.
+// changes a running workflow. A run stores its result for the nodes downstream
+// ([Run.SetOutput], read with [Run.UpstreamOutputs]) and fans out at run time
+// ([Run.Spawn]: nodes written with its completion); [Queue.AddToWorkflow] adds nodes,
+// [Queue.RetryWorkflow] re-runs what failed, [Queue.AwaitWorkflow] waits for the end.
+//
+// A [Batch] is a set of jobs with callbacks ([OnSuccess], [OnEnd], [OnFailure]), each run
+// at most once, with exact counts ([Run.Batch]); open batches take members from anywhere
+// ([Queue.AddToBatch]) until [Queue.SealBatch].
 //
 // # Supervised singletons
 //

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
 )
@@ -34,8 +35,14 @@ type enqueueOpts struct {
 	at     *time.Time
 	delay  time.Duration
 	queue  string
-	meta   Meta // WithMeta, enqueue middleware
-	events bool // WithEvents
+	meta   Meta      // WithMeta, enqueue middleware
+	events bool      // WithEvents
+	id     ulid.ULID // withID: a batch member's, named after its job before it is prepared
+}
+
+// withID gives the job id instead of a new one (a batch member's node is named after it).
+func withID(id ulid.ULID) EnqueueOption {
+	return enqueueOptionFunc(func(o *enqueueOpts) { o.id = id })
 }
 
 type enqueueOptionFunc func(*enqueueOpts)

@@ -58,6 +58,9 @@ func prepareTask(task Task, opts []EnqueueOption) (*plan, error) {
 			o.applyEnqueue(&p.opts)
 		}
 	}
+	if p.opts.id != (ulid.ULID{}) {
+		p.id = p.opts.id
+	}
 	if p.kind == "" {
 		return nil, ErrEmptyKind
 	}

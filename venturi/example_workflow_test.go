@@ -2,13 +2,13 @@ package venturi_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
 	"log/slog"
+	"strings"
 	"time"
-
-	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi"
 )
@@ -29,29 +29,6 @@ func (s ImportStep) Handle(_ context.Context, _ *venturi.Run[struct{}], _ struct
 		return venturi.Outcome{}, venturi.Permanent(errors.New("not a CSV file"))
 	}
 	return venturi.CompletedWith(s.Step + " " + s.File), nil
-}
-
-// awaitWorkflow polls the workflow until it has finished, and fails the example after
-// exampleWithin.
-func awaitWorkflow(q *venturi.Queue, id ulid.ULID) *venturi.WorkflowInfo {
-	deadline := time.NewTimer(exampleWithin)
-	defer deadline.Stop()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		info, err := q.Workflow(context.Background(), id)
-		if err != nil {
-			log.Fatalf("read workflow: %v", err)
-		}
-		if info.State != venturi.WorkflowOpen {
-			return info
-		}
-		select {
-		case <-deadline.C:
-			log.Fatalf("timed out after %v waiting for workflow %s", exampleWithin, id)
-		case <-tick.C:
-		}
-	}
 }
 
 // Two imports as workflows: fetch, then parse, then index; a compensation runs when a
@@ -88,7 +65,12 @@ func ExampleQueue_EnqueueWorkflow() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		info := awaitWorkflow(q, res.ID)
+		actx, cancel := context.WithTimeout(ctx, exampleWithin)
+		info, err := q.AwaitWorkflow(actx, res.ID) // notified when it finishes
+		cancel()
+		if err != nil {
+			log.Fatal(err)
+		}
 		fmt.Printf("import %s: %s\n", file, info.State)
 		nodes, err := q.WorkflowNodes(ctx, res.ID, "", 100)
 		if err != nil {
@@ -111,4 +93,199 @@ func ExampleQueue_EnqueueWorkflow() {
 	//   parse  dead      fail
 	//   report completed ok
 	//   undo   completed ok
+}
+
+// CountWords counts the words of one page and outputs the count.
+type CountWords struct {
+	Page string `json:"page"`
+}
+
+// Kind names the task.
+func (CountWords) Kind() string { return "count-words" }
+
+// Handle outputs the page's word count for the nodes downstream.
+func (c CountWords) Handle(_ context.Context, r *venturi.Run[struct{}], _ struct{}) (venturi.Outcome, error) {
+	return venturi.Completed(), r.SetOutput(len(strings.Fields(c.Page)))
+}
+
+// SplitBook fans out at run time: one CountWords node per page, spawned with its
+// completion.
+type SplitBook struct {
+	Text string `json:"text"`
+}
+
+// Kind names the task.
+func (SplitBook) Kind() string { return "split-book" }
+
+// Handle spawns a node per page.
+func (b SplitBook) Handle(ctx context.Context, r *venturi.Run[struct{}], _ struct{}) (venturi.Outcome, error) {
+	pages := venturi.NewWorkflow("")
+	for i, page := range strings.Split(b.Text, "|") {
+		pages.Add(fmt.Sprintf("page-%d", i+1), CountWords{Page: page})
+	}
+	if _, err := r.Spawn(ctx, pages); err != nil {
+		return venturi.Outcome{}, venturi.Permanent(err)
+	}
+	return venturi.Completed(), nil
+}
+
+// SumWords fans in: it reads the outputs upstream of it (every spawned page's) and
+// outputs their sum.
+type SumWords struct{}
+
+// Kind names the task.
+func (SumWords) Kind() string { return "sum-words" }
+
+// Handle sums the pages' counts.
+func (SumWords) Handle(ctx context.Context, r *venturi.Run[struct{}], _ struct{}) (venturi.Outcome, error) {
+	outs, err := r.UpstreamOutputs(ctx)
+	if err != nil {
+		return venturi.Outcome{}, err
+	}
+	total := 0
+	for _, b := range outs {
+		var n int
+		if err := json.Unmarshal(b, &n); err != nil {
+			return venturi.Outcome{}, venturi.Permanent(err)
+		}
+		total += n
+	}
+	return venturi.Completed(), r.SetOutput(total)
+}
+
+// Fan-out at run time and fan-in on the results: split spawns a node per page, and sum,
+// which needs split, waits for every page it spawned, then reads their outputs.
+func ExampleRun_Spawn() {
+	ctx := context.Background()
+	pool, cleanup := exampleDB()
+	defer cleanup()
+
+	w, err := venturi.NewWorker(pool, struct{}{}, venturi.Config{
+		PollInterval:        10 * time.Millisecond,
+		MaintenanceInterval: 10 * time.Millisecond,
+		Logger:              slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	venturi.MustRegister[SplitBook](w)
+	venturi.MustRegister[CountWords](w)
+	venturi.MustRegister[SumWords](w)
+	if err := w.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer w.Stop(context.Background())
+
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	wf := venturi.NewWorkflow("word count")
+	split := wf.Add("split", SplitBook{Text: "call me Ishmael|some years ago|never mind how long precisely"})
+	wf.Add("sum", SumWords{}, venturi.Needs(split))
+	res, err := q.EnqueueWorkflow(ctx, wf)
+	if err != nil {
+		log.Fatal(err)
+	}
+	actx, cancel := context.WithTimeout(ctx, exampleWithin)
+	defer cancel()
+	info, err := q.AwaitWorkflow(actx, res.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var total int
+	if err := q.WorkflowOutput(ctx, res.ID, "sum", &total); err != nil {
+		log.Fatal(err)
+	}
+	nodes, err := q.WorkflowNodes(ctx, res.ID, "", 100)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s: %d words, %d nodes\n", info.State, total, len(nodes))
+	for _, n := range nodes {
+		fmt.Printf("  %-12s in %q\n", n.Name, n.In)
+	}
+	// Output:
+	// succeeded: 11 words, 5 nodes
+	//   split        in ""
+	//   split/page-1 in "split"
+	//   split/page-2 in "split"
+	//   split/page-3 in "split"
+	//   sum          in ""
+}
+
+// SendMail sends one message; the address "bounce@" fails.
+type SendMail struct {
+	To string `json:"to"`
+}
+
+// Kind names the task.
+func (SendMail) Kind() string { return "send-mail" }
+
+// Handle sends the message.
+func (m SendMail) Handle(_ context.Context, _ *venturi.Run[struct{}], _ struct{}) (venturi.Outcome, error) {
+	if m.To == "bounce@" {
+		return venturi.Outcome{}, venturi.Permanent(errors.New("mailbox unavailable"))
+	}
+	return venturi.Completed(), nil
+}
+
+// MailReport is a batch's callback: it prints the counts it sees.
+type MailReport struct {
+	When string `json:"when"`
+}
+
+// Kind names the task.
+func (MailReport) Kind() string { return "mail-report" }
+
+// Handle prints the batch's counts.
+func (m MailReport) Handle(ctx context.Context, r *venturi.Run[struct{}], _ struct{}) (venturi.Outcome, error) {
+	info, err := r.Batch(ctx)
+	if err != nil {
+		return venturi.Outcome{}, err
+	}
+	fmt.Printf("%s: %d sent, %d failed, of %d\n", m.When, info.Succeeded, info.Failed, info.Total)
+	return venturi.Completed(), nil
+}
+
+// A batch with callbacks: on_end runs once every member ended and sees exact counts;
+// on_success does not run, since a member failed.
+func ExampleQueue_EnqueueBatch() {
+	ctx := context.Background()
+	pool, cleanup := exampleDB()
+	defer cleanup()
+
+	w, err := venturi.NewWorker(pool, struct{}{}, venturi.Config{
+		PollInterval:        10 * time.Millisecond,
+		MaintenanceInterval: 10 * time.Millisecond,
+		Logger:              slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	venturi.MustRegister[SendMail](w)
+	venturi.MustRegister[MailReport](w)
+	if err := w.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer w.Stop(context.Background())
+
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	b := venturi.NewBatch("newsletter",
+		venturi.OnSuccess(MailReport{When: "all sent"}),
+		venturi.OnEnd(MailReport{When: "done"}))
+	for _, to := range []string{"ann@", "bob@", "bounce@", "cy@"} {
+		b.Add(SendMail{To: to})
+	}
+	res, err := q.EnqueueBatch(ctx, b)
+	if err != nil {
+		log.Fatal(err)
+	}
+	actx, cancel := context.WithTimeout(ctx, exampleWithin)
+	defer cancel()
+	info, err := q.AwaitWorkflow(actx, res.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("batch:", info.State)
+	// Output:
+	// done: 3 sent, 1 failed, of 4
+	// batch: failed
 }

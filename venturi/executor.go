@@ -40,6 +40,7 @@ type runner struct {
 	steps     *stepStore    // Step's reads and writes, on the application's pool
 	journal   journalLoader // Run.EarlierHistory's reads, on the application's pool
 	saveCarry carrySaver    // Run.Checkpoint's writes, on the application's pool
+	flows     *flowAccess   // the runs' workflow calls, on the application's pool
 	q         *dbsqlc.Queries
 	db        dbsqlc.DBTX // the application's pool
 	reg       map[string]*registration
@@ -70,6 +71,7 @@ func newExecutor(parent context.Context, cfg Config, db dbsqlc.DBTX, q *dbsqlc.Q
 func (e *runner) useDB(db dbsqlc.DBTX) {
 	q := e.q
 	e.db = db
+	e.flows = &flowAccess{db: db, q: q}
 	e.journal = func(ctx context.Context, id ulid.ULID, before int64, limit int) ([]JournalEntry, error) {
 		return journalPage(ctx, db, q, id, before, limit)
 	}
@@ -171,7 +173,7 @@ func runTask[T Task, S, C any](ctx context.Context, e *runner, j *jobrun.Job, st
 		meta: j.Meta, queue: j.Queue,
 		id: j.ID, kind: j.Kind, token: j.Token, runs: j.Runs, failures: j.Failures,
 		history: history, carry: carry, shutdown: e.shutdown, earlier: e.journal, signals: e.signals, hooks: e.hooks, steps: e.steps,
-		saveCarry: e.saveCarry,
+		saveCarry: e.saveCarry, flows: e.flows,
 	}
 	if j.Stop != nil { // every claim gives its runs one
 		run.shutdown = j.Stop.Done()
@@ -190,6 +192,9 @@ func runTask[T Task, S, C any](ctx context.Context, e *runner, j *jobrun.Job, st
 	build := func(o Outcome, err error, c *C, attachment json.RawMessage) (*jobrun.End, error) {
 		req := decide(o, err, attachment)
 		req.Consumed = run.consumed
+		if req.State == dbsqlc.VenturiJobStateCompleted {
+			req.Flow = run.flowEnd()
+		}
 		// A run asked to stop that paused keeps its checkpoint: its job ends cancelled, with
 		// the carry it reached.
 		stoppedPause := req.State == dbsqlc.VenturiJobStateCancelled && j.StopEvent.Load() != nil && o.kind == outcomePause
@@ -217,6 +222,7 @@ func runTask[T Task, S, C any](ctx context.Context, e *runner, j *jobrun.Job, st
 		var ids []pgtype.UUID
 		b := &pgx.Batch{}
 		dbsqlc.QueueBoundLocalIdleTimeout(b, idleTxBound(e.cfg.Lease).Milliseconds())
+		shareBefore(b, req)
 		dbsqlc.QueueFinishRuns(b, completer.Params(e.cfg.ID, e.cfg.keep(), []*jobrun.End{req}), &ids)
 		if err := tx.SendBatch(fctx, b).Close(); err != nil {
 			return err

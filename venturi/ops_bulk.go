@@ -95,22 +95,28 @@ func (q *Queue) CancelJobs(ctx context.Context, f JobFilter, o BulkOptions) (Bul
 		},
 		note: func(actor, reason string) string { return cancelNote(joinNote("cancelled by "+actor, reason)) },
 		apply: func(ctx context.Context, q *Queue, tx pgx.Tx, ids []pgtype.UUID, note string) (int64, error) {
-			// The cancel path: lock the rows (in ID order), then cancel them in a statement
-			// whose snapshot sees them as locked.
-			if _, err := q.q.LockJobs(ctx, tx, ids); err != nil {
-				return 0, err
-			}
-			row, err := q.q.CancelLocked(ctx, tx, dbsqlc.CancelLockedParams{Ids: ids, Note: note})
-			if err != nil || len(row.Asked) == 0 || q.poll {
-				return row.Ended + int64(len(row.Asked)), err
-			}
-			stops := make([]string, len(row.Asked))
-			for i, id := range row.Asked {
-				stops[i] = stopPrefix + string(EventCancelled) + ":" + uuidText(ulidOf(id))
-			}
-			return row.Ended + int64(len(row.Asked)), q.q.NotifyMany(ctx, tx, dbsqlc.NotifyManyParams{Channel: q.channel, Payloads: stops})
+			return cancelJobs(ctx, tx, q.q, notifyChannelOf(q.poll, q.channel), ids, note)
 		},
 	})
+}
+
+// cancelJobs cancels jobs in tx as Queue.Cancel does: it locks their rows (in ID order),
+// cancels them in a statement whose snapshot sees them as locked, and tells the running
+// ones to stop on channel ("": none, the lease extension delivers it). It returns how many
+// ended or were asked to stop.
+func cancelJobs(ctx context.Context, tx pgx.Tx, q *dbsqlc.Queries, channel string, ids []pgtype.UUID, note string) (int64, error) {
+	if _, err := q.LockJobs(ctx, tx, ids); err != nil {
+		return 0, err
+	}
+	row, err := q.CancelLocked(ctx, tx, dbsqlc.CancelLockedParams{Ids: ids, Note: note})
+	if err != nil || len(row.Asked) == 0 || channel == "" {
+		return row.Ended + int64(len(row.Asked)), err
+	}
+	stops := make([]string, len(row.Asked))
+	for i, id := range row.Asked {
+		stops[i] = stopPrefix + string(EventCancelled) + ":" + uuidText(ulidOf(id))
+	}
+	return row.Ended + int64(len(row.Asked)), q.NotifyMany(ctx, tx, dbsqlc.NotifyManyParams{Channel: channel, Payloads: stops})
 }
 
 // DeleteJobs deletes the matching jobs that are not running, with their journals, steps,

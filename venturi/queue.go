@@ -82,6 +82,8 @@ type Queue struct {
 	poll        bool
 	awaitOnce   sync.Once
 	await       *awaiter.Awaiter
+	awaitWfOnce sync.Once
+	awaitWf     *awaiter.Awaiter // AwaitWorkflow's
 	listenOnce  sync.Once
 	listen      *notifier.Notifier // the process's LISTEN connection for Await and WaitEvents
 	eventsMu    sync.Mutex

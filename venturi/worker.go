@@ -155,7 +155,10 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 	if err != nil {
 		w.log.Warn("venturi: the workflow channel (workflows settle on the resolver's timer only)", "err", err)
 	}
-	resolver := workflowresolve.New(ctl, w.q, notifyChannelOf(w.cfg.PollOnly, w.channel), w.cfg.MaintenanceInterval, w.log)
+	wakeCh := notifyChannelOf(w.cfg.PollOnly, w.channel)
+	resolver := workflowresolve.New(ctl, w.q, wakeCh, w.cfg.MaintenanceInterval, w.log, func(ctx context.Context) (int, error) {
+		return stopCancelledMembers(ctx, ctl, w.q, wakeCh, idleTxBound(w.cfg.Lease))
+	})
 	w.goBg(func() { resolver.Run(bgCtx) })
 	if !w.cfg.PollOnly {
 		var also map[string]func()

@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/venturi-dev/venturi/internal/dbsqlc"
 )
 
 // Workflows: graphs of jobs that wait for one another (see the README, "Workflows").
@@ -34,6 +36,10 @@ var (
 	ErrWorkflowFinished = errors.New("venturi: the workflow has finished")
 	// ErrWorkflowNotFound: no workflow has the ID.
 	ErrWorkflowNotFound = errors.New("venturi: workflow not found")
+
+	// errNotOpenGroup: a node added to a running workflow joins a node that is not an
+	// open group (a sealed batch's members, for AddToBatch).
+	errNotOpenGroup = errors.New("not an open group")
 )
 
 // Policy is what a node needs of the nodes it depends on.
@@ -72,6 +78,10 @@ type Node struct {
 
 // Name returns the node's name.
 func (n Node) Name() string { return n.name }
+
+// NodeNamed names a node already in a running workflow, for the nodes added to it with
+// [Queue.AddToWorkflow] that need it or join it (an open group).
+func NodeNamed(name string) Node { return Node{name: name} }
 
 // NodeOption configures a node added to a workflow.
 type NodeOption interface {
@@ -239,7 +249,9 @@ func (w *Workflow) fail(err error) {
 }
 
 // validate checks the graph: names, references, attachments to groups, no cycle.
-func (w *Workflow) validate() error {
+// existing are the nodes of the running workflow w is added to (nil for a new one):
+// w's nodes may need them and join their open groups, and must not repeat their names.
+func (w *Workflow) validate(existing []*dbsqlc.WorkflowGraphRow) error {
 	if w.err != nil {
 		return w.err
 	}
@@ -255,11 +267,18 @@ func (w *Workflow) validate() error {
 	if len(w.nodes) > MaxWorkflowNodes {
 		return fmt.Errorf("%w: %d nodes, more than %d", ErrWorkflowInvalid, len(w.nodes), MaxWorkflowNodes)
 	}
+	old := make(map[string]*dbsqlc.WorkflowGraphRow, len(existing))
+	for _, o := range existing {
+		old[o.Node] = o
+	}
 	edges := 0
 	for _, n := range w.nodes {
+		if old[n.name] != nil {
+			return fmt.Errorf("%w: the workflow has a node %q already", ErrWorkflowInvalid, n.name)
+		}
 		seen := map[string]bool{}
 		for _, d := range n.deps {
-			if w.byName[d] == nil {
+			if w.byName[d] == nil && old[d] == nil {
 				return fmt.Errorf("%w: node %q needs unknown node %q", ErrWorkflowInvalid, n.name, d)
 			}
 			if seen[d] {
@@ -269,7 +288,11 @@ func (w *Workflow) validate() error {
 		}
 		edges += len(n.deps)
 		if n.parent != "" {
-			if p := w.byName[n.parent]; p == nil || p.task != nil {
+			p, o := w.byName[n.parent], old[n.parent]
+			switch {
+			case o != nil && (!o.Grp || o.Sealed):
+				return fmt.Errorf("%w: node %q is in %q, which is %w of the workflow", ErrWorkflowInvalid, n.name, n.parent, errNotOpenGroup)
+			case o == nil && (p == nil || p.task != nil):
 				return fmt.Errorf("%w: node %q is in %q, which is not a group of the workflow", ErrWorkflowInvalid, n.name, n.parent)
 			}
 		}
@@ -277,8 +300,15 @@ func (w *Workflow) validate() error {
 	if edges > MaxWorkflowEdges {
 		return fmt.Errorf("%w: %d dependencies, more than %d", ErrWorkflowInvalid, edges, MaxWorkflowEdges)
 	}
-	// A node waits on its deps, a group on its members: no cycle (depth-first, colours).
+	// A node waits on its deps, a group on its members: no cycle (depth-first, colours),
+	// through the existing nodes too.
 	waits := map[string][]string{}
+	for _, o := range existing {
+		waits[o.Node] = append(waits[o.Node], o.Deps...)
+		if o.Parent != "" {
+			waits[o.Parent] = append(waits[o.Parent], o.Node)
+		}
+	}
 	for _, n := range w.nodes {
 		waits[n.name] = append(waits[n.name], n.deps...)
 		if n.parent != "" {

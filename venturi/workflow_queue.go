@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/venturi-dev/venturi/internal/awaiter"
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
 )
 
@@ -32,79 +33,66 @@ func (q *Queue) EnqueueWorkflow(ctx context.Context, w *Workflow) (WorkflowResul
 // COMMITTED (ErrIsolation otherwise): the workflow exists, and its roots can run, once tx
 // commits.
 func (q *Queue) EnqueueWorkflowTx(ctx context.Context, tx pgx.Tx, w *Workflow) (WorkflowResult, error) {
-	if tx == nil {
-		return WorkflowResult{}, errors.New("venturi: EnqueueWorkflowTx needs a transaction")
-	}
-	iso, err := q.q.TransactionIsolation(ctx, tx)
-	if err != nil {
+	if err := q.checkReadCommitted(ctx, tx, "EnqueueWorkflowTx"); err != nil {
 		return WorkflowResult{}, err
-	}
-	if iso != "read committed" {
-		return WorkflowResult{}, fmt.Errorf("%w (a workflow's enqueue; the transaction is %s)", ErrIsolation, iso)
 	}
 	return q.enqueueWorkflow(ctx, tx, w)
 }
 
+// checkReadCommitted refuses a nil transaction, and one that is not READ COMMITTED
+// (ErrIsolation): a settle in a snapshot older than its statement could miss a change
+// another transaction committed meanwhile.
+func (q *Queue) checkReadCommitted(ctx context.Context, tx pgx.Tx, call string) error {
+	if tx == nil {
+		return fmt.Errorf("venturi: %s needs a transaction", call)
+	}
+	iso, err := q.q.TransactionIsolation(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if iso != "read committed" {
+		return fmt.Errorf("%w (%s; the transaction is %s)", ErrIsolation, call, iso)
+	}
+	return nil
+}
+
+// The kinds of venturi_workflow rows.
+const (
+	workflowKindGraph int16 = 0
+	workflowKindBatch int16 = 1
+)
+
 // wfNodeRow is a node as InsertWorkflowNodes reads it.
 type wfNodeRow struct {
-	Node     string    `json:"node"`
-	JobID    string    `json:"job_id,omitempty"`
-	Policy   Policy    `json:"policy"`
-	Deps     []string  `json:"deps"`
-	Parent   *string   `json:"parent,omitempty"`
-	Sealed   bool      `json:"sealed"`
-	Released bool      `json:"released"`
-	DelayUs  int64     `json:"delay_us"`
+	Node     string   `json:"node"`
+	JobID    string   `json:"job_id,omitempty"`
+	Policy   Policy   `json:"policy"`
+	Deps     []string `json:"deps"`
+	Parent   *string  `json:"parent,omitempty"`
+	Sealed   bool     `json:"sealed"`
+	Released bool     `json:"released"`
+	DelayUs  int64    `json:"delay_us"`
 }
 
 func (q *Queue) enqueueWorkflow(ctx context.Context, tx pgx.Tx, w *Workflow) (WorkflowResult, error) {
 	if w == nil {
 		return WorkflowResult{}, fmt.Errorf("%w: nil workflow", ErrWorkflowInvalid)
 	}
-	if err := w.validate(); err != nil {
+	return q.enqueueGraph(ctx, tx, w, workflowKindGraph)
+}
+
+// enqueueGraph writes w as a venturi_workflow row of kind (a workflow, a batch).
+func (q *Queue) enqueueGraph(ctx context.Context, tx pgx.Tx, w *Workflow, kind int16) (WorkflowResult, error) {
+	if err := w.validate(nil); err != nil {
 		return WorkflowResult{}, err
 	}
-	// Prepare every job before writing anything.
-	res := WorkflowResult{ID: ulid.Make(), Action: ActionInserted, Jobs: map[string]ulid.ULID{}}
-	var plain dbsqlc.InsertJobsParams // the jobs, as InsertJobs takes them
-	var released []bool
-	var nodes []wfNodeRow
-	notify := map[string]bool{}
-	for _, n := range w.nodes {
-		row := wfNodeRow{Node: n.name, Policy: n.policy, Deps: n.deps, Sealed: n.task != nil || !n.open, DelayUs: delayOf(n.delay)}
-		if row.Deps == nil {
-			row.Deps = []string{}
-		}
-		if n.parent != "" {
-			row.Parent = &n.parent
-		}
-		if n.task != nil {
-			p, err := q.prepare(n.task, n.opts)
-			if err != nil {
-				return WorkflowResult{}, fmt.Errorf("node %q: %w", n.name, err)
-			}
-			row.JobID = uuidText(p.id)
-			// A root is released as it is written; the others wait.
-			row.Released = len(n.deps) == 0
-			res.Jobs[n.name] = p.id
-			delay := p.opts.delay
-			if row.Released {
-				delay += n.delay
-			}
-			appendJob(&plain, p, delay)
-			released = append(released, row.Released)
-			if row.Released {
-				notify[notifyPayload(p.kind, p.dueNow() && n.delay <= 0)] = true
-			}
-		}
-		nodes = append(nodes, row)
-	}
-	nodesJSON, err := json.Marshal(nodes)
+	// Prepare every job before writing anything. A root is released as it is written.
+	g, err := w.rows(q.prepare, "", "", true)
 	if err != nil {
 		return WorkflowResult{}, err
 	}
-
-	ids, err := q.q.InsertWorkflow(ctx, tx, dbsqlc.InsertWorkflowParams{ID: uuidOf(res.ID), Name: w.name, Key: w.key, FailFast: w.failFast})
+	res := WorkflowResult{ID: ulid.Make(), Action: ActionInserted, Jobs: g.ids}
+	ids, err := q.q.InsertWorkflow(ctx, tx, dbsqlc.InsertWorkflowParams{ID: uuidOf(res.ID), Kind: kind, Name: w.name, Key: w.key, FailFast: w.failFast})
 	if err != nil {
 		return WorkflowResult{}, fmt.Errorf("venturi: insert workflow: %w", err)
 	}
@@ -115,17 +103,13 @@ func (q *Queue) enqueueWorkflow(ctx context.Context, tx pgx.Tx, w *Workflow) (Wo
 		}
 		return WorkflowResult{ID: ulidOf(id), Action: ActionKept}, nil
 	}
-	jobs := dbsqlc.InsertWorkflowJobsParams{WorkflowID: uuidOf(res.ID), Ids: plain.Ids, Kinds: plain.Kinds,
-		Queues: plain.Queues, Priorities: plain.Priorities, Payloads: plain.Payloads, HasAt: plain.HasAt, Ats: plain.Ats,
-		DelaysUs: plain.DelaysUs, HasPart: plain.HasPart, Parts: plain.Parts, SlotKeys: plain.SlotKeys,
-		SlotLimits: plain.SlotLimits, SlotPolicies: plain.SlotPolicies, Events: plain.Events, Metas: plain.Metas,
-		Released: released}
 	b := &pgx.Batch{}
-	dbsqlc.QueueInsertWorkflowNodes(b, dbsqlc.InsertWorkflowNodesParams{WorkflowID: uuidOf(res.ID), Nodes: nodesJSON})
-	dbsqlc.QueueInsertWorkflowJobs(b, jobs)
+	if err := g.queue(b, uuidOf(res.ID)); err != nil {
+		return WorkflowResult{}, err
+	}
 	dbsqlc.QueueSettleWorkflows(b, dbsqlc.SettleWorkflowsParams{Ids: []pgtype.UUID{uuidOf(res.ID)}, Channel: q.notifyChannel()})
 	if !q.poll {
-		for payload := range notify {
+		for payload := range g.notify {
 			dbsqlc.QueueNotify(b, dbsqlc.NotifyParams{Channel: q.channel, Payload: payload})
 		}
 	}
@@ -133,6 +117,81 @@ func (q *Queue) enqueueWorkflow(ctx context.Context, tx pgx.Tx, w *Workflow) (Wo
 		return WorkflowResult{}, fmt.Errorf("venturi: write workflow: %w", err)
 	}
 	return res, nil
+}
+
+// graphRows are a workflow's nodes and jobs as the statements that insert them take
+// them.
+type graphRows struct {
+	nodes    []wfNodeRow
+	jobs     dbsqlc.InsertJobsParams
+	released []bool
+	notify   map[string]bool // the released jobs' wake-ups
+	ids      map[string]ulid.ULID
+}
+
+// rows prepares w's nodes and jobs with prep. prefix is put before every node name of w
+// (a spawn's nodes are named after their spawner), attach is the node that w's nodes
+// without a group are attached to (a spawner; "" for none), and releaseRoots says
+// whether the nodes that need nothing are released as they are written (an enqueue) or
+// left to the settle that follows in the same transaction (nodes added to a running
+// workflow, which may have been cancelled).
+func (w *Workflow) rows(prep func(Task, []EnqueueOption) (*plan, error), prefix, attach string, releaseRoots bool) (*graphRows, error) {
+	g := &graphRows{notify: map[string]bool{}, ids: map[string]ulid.ULID{}}
+	local := func(name string) string {
+		if prefix != "" && w.byName[name] != nil {
+			return prefix + name
+		}
+		return name
+	}
+	for _, n := range w.nodes {
+		row := wfNodeRow{Node: prefix + n.name, Policy: n.policy, Deps: []string{}, Sealed: n.task != nil || !n.open, DelayUs: delayOf(n.delay)}
+		for _, d := range n.deps {
+			row.Deps = append(row.Deps, local(d))
+		}
+		switch {
+		case n.parent != "":
+			p := local(n.parent)
+			row.Parent = &p
+		case attach != "":
+			row.Parent = &attach
+		}
+		if n.task != nil {
+			p, err := prep(n.task, n.opts)
+			if err != nil {
+				return nil, fmt.Errorf("node %q: %w", n.name, err)
+			}
+			row.JobID = uuidText(p.id)
+			row.Released = releaseRoots && len(n.deps) == 0
+			g.ids[row.Node] = p.id
+			delay := p.opts.delay
+			if row.Released {
+				delay += n.delay
+			}
+			appendJob(&g.jobs, p, delay)
+			g.released = append(g.released, row.Released)
+			if row.Released {
+				g.notify[notifyPayload(p.kind, p.dueNow() && n.delay <= 0)] = true
+			}
+		}
+		g.nodes = append(g.nodes, row)
+	}
+	return g, nil
+}
+
+// queue adds to b the statements that insert g into workflow id.
+func (g *graphRows) queue(b *pgx.Batch, id pgtype.UUID) error {
+	nodesJSON, err := json.Marshal(g.nodes)
+	if err != nil {
+		return err
+	}
+	plain := g.jobs
+	dbsqlc.QueueInsertWorkflowNodes(b, dbsqlc.InsertWorkflowNodesParams{WorkflowID: id, Nodes: nodesJSON})
+	dbsqlc.QueueInsertWorkflowJobs(b, dbsqlc.InsertWorkflowJobsParams{WorkflowID: id, Ids: plain.Ids, Kinds: plain.Kinds,
+		Queues: plain.Queues, Priorities: plain.Priorities, Payloads: plain.Payloads, HasAt: plain.HasAt, Ats: plain.Ats,
+		DelaysUs: plain.DelaysUs, HasPart: plain.HasPart, Parts: plain.Parts, SlotKeys: plain.SlotKeys,
+		SlotLimits: plain.SlotLimits, SlotPolicies: plain.SlotPolicies, Events: plain.Events, Metas: plain.Metas,
+		Released: g.released})
+	return nil
 }
 
 // notifyChannel is the channel the settle functions tell released jobs' kinds on ("" in
@@ -263,4 +322,219 @@ func (q *Queue) CancelWorkflow(ctx context.Context, id ulid.ULID, reason string)
 		}
 	}
 	return nil
+}
+
+// AddToWorkflow adds the nodes of w to open workflow id, in one transaction, and returns
+// their jobs' IDs by node name. w's nodes may need the workflow's nodes (name them with
+// [NodeNamed]) and join its open groups (In(NodeNamed(group))); its name, key and options
+// are not used. A node whose needs allow it runs at once; in a workflow being cancelled,
+// the added nodes end cancelled. ErrWorkflowFinished when the workflow is not open,
+// ErrWorkflowNotFound when there is none, ErrWorkflowInvalid for a graph it refuses.
+func (q *Queue) AddToWorkflow(ctx context.Context, id ulid.ULID, w *Workflow) (map[string]ulid.ULID, error) {
+	var ids map[string]ulid.ULID
+	err := pgx.BeginTxFunc(ctx, q.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		var err error
+		ids, err = q.addToWorkflow(ctx, tx, id, w, workflowKindGraph)
+		return err
+	})
+	return ids, err
+}
+
+// AddToWorkflowTx is AddToWorkflow in the caller's READ COMMITTED transaction (a
+// handler's, to add nodes atomically with its own writes): tx holds the workflow's row
+// until it ends.
+func (q *Queue) AddToWorkflowTx(ctx context.Context, tx pgx.Tx, id ulid.ULID, w *Workflow) (map[string]ulid.ULID, error) {
+	if err := q.checkReadCommitted(ctx, tx, "AddToWorkflowTx"); err != nil {
+		return nil, err
+	}
+	return q.addToWorkflow(ctx, tx, id, w, workflowKindGraph)
+}
+
+// addToWorkflow adds w's nodes to workflow id, which must be of kind, in tx.
+func (q *Queue) addToWorkflow(ctx context.Context, tx pgx.Tx, id ulid.ULID, w *Workflow, kind int16) (map[string]ulid.ULID, error) {
+	if w == nil {
+		return nil, fmt.Errorf("%w: nil workflow", ErrWorkflowInvalid)
+	}
+	row, err := q.q.LockWorkflow(ctx, tx, uuidOf(id))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, ErrWorkflowNotFound
+	case err != nil:
+		return nil, err
+	case row.Kind != kind && kind == workflowKindBatch:
+		return nil, ErrNotBatch
+	case row.Kind != kind:
+		return nil, fmt.Errorf("%w: it is a batch (AddToBatch adds to it)", ErrWorkflowInvalid)
+	case row.State != string(WorkflowOpen):
+		return nil, ErrWorkflowFinished
+	}
+	graph, err := q.q.WorkflowGraph(ctx, tx, uuidOf(id))
+	if err != nil {
+		return nil, err
+	}
+	if err := w.validate(graph); err != nil {
+		return nil, err
+	}
+	g, err := w.rows(q.prepare, "", "", false)
+	if err != nil {
+		return nil, err
+	}
+	b := &pgx.Batch{}
+	if err := g.queue(b, uuidOf(id)); err != nil {
+		return nil, err
+	}
+	dbsqlc.QueueSettleWorkflowTouch(b, dbsqlc.SettleWorkflowTouchParams{ID: uuidOf(id), Channel: q.notifyChannel()})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("venturi: add to workflow: %w", err)
+	}
+	return g.ids, nil
+}
+
+// RetryWorkflow runs workflow id again from where it failed: the jobs whose runs failed
+// or were cancelled go back, blocked, to run once what they need allows (at once, when
+// it completed), and the nodes that were decided without a run because of them (an
+// upstream failure, the workflow's cancel, a fail-fast) are decided again; what
+// completed is not run again. A cancel in force (a fail-fast's too) is lifted, and the
+// workflow's attempt counted. It returns how many jobs it retried (0: nothing failed or
+// was cancelled). ErrWorkflowNotFound when there is no such workflow.
+func (q *Queue) RetryWorkflow(ctx context.Context, id ulid.ULID, reason string) (int, error) {
+	note := joinNote("workflow retried", reason)
+	retried := 0
+	err := pgx.BeginTxFunc(ctx, q.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		row, err := q.q.RetryWorkflowBegin(ctx, tx, uuidOf(id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrWorkflowNotFound
+		}
+		if err != nil {
+			return err
+		}
+		retried = 0
+		if len(row.Jobs) > 0 {
+			err = untilSettled(row.Jobs, func(ids []pgtype.UUID) ([]pgtype.UUID, error) {
+				r, err := q.q.RetryJobs(ctx, tx, dbsqlc.RetryJobsParams{Ids: ids, Note: cleanNote(note)})
+				retried += int(r.Changed)
+				return r.Ids, err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		_, err = q.q.SettleWorkflowTouch(ctx, tx, dbsqlc.SettleWorkflowTouchParams{ID: uuidOf(id), Channel: q.notifyChannel(), Touch: row.Touch})
+		return err
+	})
+	return retried, err
+}
+
+// AwaitWorkflow waits until workflow id has finished (succeeded, failed or cancelled) and
+// returns it, from any process, as [Queue.Await] waits for a job: a notification when it
+// finishes, and a poll every [AwaitPoll] behind it. It returns ctx's error when ctx ends
+// first, and ErrWorkflowNotFound for an unknown workflow or one pruned before it was read.
+func (q *Queue) AwaitWorkflow(ctx context.Context, id ulid.ULID) (*WorkflowInfo, error) {
+	w, err := q.Workflow(ctx, id)
+	if err != nil || w.State != WorkflowOpen {
+		return w, err
+	}
+	a := q.workflowAwaiter()
+	wake, done, listening := a.Add(id)
+	defer done()
+	if !q.poll {
+		t := time.NewTimer(AwaitPoll)
+		select {
+		case <-listening:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+		t.Stop()
+	}
+	// Registered first, then marked: a finish after the mark is notified to a waiter
+	// that is already listening (or polled).
+	_, err = q.q.AwaitWorkflow(ctx, q.pool, dbsqlc.AwaitWorkflowParams{Channel: q.doneChannel, ID: uuidOf(id)})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return q.Workflow(ctx, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for {
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if w, err = q.Workflow(ctx, id); err != nil || w.State != WorkflowOpen {
+			return w, err
+		}
+	}
+}
+
+// workflowAwaiter returns the Queue's awaiter of workflows (internal/awaiter), as
+// Queue.awaiter is for jobs.
+func (q *Queue) workflowAwaiter() *awaiter.Awaiter {
+	q.awaitWfOnce.Do(func() {
+		cfg := awaiter.Config{
+			Channel: q.doneChannel, Prefix: awaiter.WorkflowPrefix, Poll: AwaitPoll, Linger: notifyLinger,
+			Ended: func(ctx context.Context, ids []pgtype.UUID) ([]pgtype.UUID, error) {
+				return q.q.EndedWorkflows(ctx, q.pool, ids)
+			},
+		}
+		if !q.poll {
+			cfg.Notifier = q.notifier()
+		}
+		q.awaitWf = awaiter.New(cfg)
+	})
+	return q.awaitWf
+}
+
+// WorkflowOutput decodes into v the output that node of workflow id stored when it
+// completed ([Run.SetOutput]); ErrNoOutput when it has none (it has not completed, or
+// stored none).
+func (q *Queue) WorkflowOutput(ctx context.Context, id ulid.ULID, node string, v any) error {
+	b, err := q.q.WorkflowOutput(ctx, q.pool, dbsqlc.WorkflowOutputParams{WorkflowID: uuidOf(id), Node: node})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: node %q", ErrNoOutput, node)
+	}
+	if err != nil {
+		return err
+	}
+	return decodeOutput(node, b, v)
+}
+
+// stopCancelledMembers cancels, as [Queue.Cancel] does, a batch of the released members
+// that have not ended of the workflows being cancelled (CancellingMembers): a fail-fast
+// trips in a settle, which cannot stop a running job, and a CancelWorkflow's caller may
+// stop before it cancelled them all. One transaction (inHotTx: its plans reach rows by
+// index, and it may not idle longer than idle) locks them all in ID order first. It
+// returns how many it cancelled or asked to stop.
+func stopCancelledMembers(ctx context.Context, db beginner, q *dbsqlc.Queries, channel string, idle time.Duration) (int, error) {
+	total := 0
+	err := inHotTx(ctx, db, idle, func(tx pgx.Tx) error {
+		rows, err := q.CancellingMembers(ctx, tx, 1000)
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		all := make([]pgtype.UUID, len(rows))
+		byNote := map[string][]pgtype.UUID{}
+		var notes []string
+		for i, r := range rows { // in ID order
+			all[i] = r.ID
+			if byNote[r.Note] == nil {
+				notes = append(notes, r.Note)
+			}
+			byNote[r.Note] = append(byNote[r.Note], r.ID)
+		}
+		if _, err := q.LockJobs(ctx, tx, all); err != nil {
+			return err
+		}
+		for _, note := range notes {
+			n, err := cancelJobs(ctx, tx, q, channel, byNote[note], note)
+			if err != nil {
+				return err
+			}
+			total += int(n)
+		}
+		return nil
+	})
+	return total, err
 }

@@ -26,6 +26,10 @@ import (
 // DonePrefix starts the payload of a job's end notification; the job's ID follows.
 const DonePrefix = "\x1fdone:"
 
+// WorkflowPrefix starts the payload of a workflow's end notification (its settle sends
+// it); the workflow's ID follows.
+const WorkflowPrefix = "\x1fworkflow:"
+
 // Config configures an [Awaiter].
 type Config struct {
 	// Notifier is the process's LISTEN connection; nil polls only (no notifications, as
@@ -33,6 +37,9 @@ type Config struct {
 	Notifier *notifier.Notifier
 	// Channel is the channel ends are notified on.
 	Channel string
+	// Prefix starts the payload of an end's notification, the ID following; default
+	// DonePrefix (a job's end). WorkflowPrefix serves the waits for workflows.
+	Prefix string
 	// Poll is the interval of the poll for ended jobs. Required.
 	Poll time.Duration
 	// Linger is how long the awaiter keeps running after the last waiter left.
@@ -58,6 +65,9 @@ type Awaiter struct {
 func New(cfg Config) *Awaiter {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DonePrefix
 	}
 	return &Awaiter{cfg: cfg, waiting: map[ulid.ULID][]chan struct{}{}}
 }
@@ -142,7 +152,7 @@ func (a *Awaiter) run(listening chan struct{}) {
 	defer cancel()
 	if a.cfg.Notifier != nil {
 		sub := a.cfg.Notifier.Listen(a.cfg.Channel, func(payload string) {
-			if rest, ok := strings.CutPrefix(payload, DonePrefix); ok {
+			if rest, ok := strings.CutPrefix(payload, a.cfg.Prefix); ok {
 				var u pgtype.UUID
 				if err := u.Scan(rest); err == nil && u.Valid {
 					a.wake(ulid.ULID(u.Bytes))

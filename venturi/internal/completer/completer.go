@@ -250,6 +250,12 @@ func (c *Completer) flush(ctx context.Context, batch []*jobrun.End) {
 				r.Entry.Attachment = nil
 				r.Entry.Note = c.cfg.CleanNote("result could not be stored (" + err.Error() + "): " + r.Entry.Note)
 				r.SetCarry, r.Carry, r.Degraded = false, nil, true
+				if r.Flow != nil {
+					// A completion whose output or spawned nodes the database refused
+					// ends dead, noted: what needs its node sees a failure, and retrying
+					// the workflow runs it again, rather than its spawns being lost.
+					r.Flow, r.State, r.Failed, r.Entry.Event = nil, dbsqlc.VenturiJobStateDead, true, "dead"
+				}
 				continue
 			}
 		}

@@ -63,6 +63,11 @@ func (w *Writer) Write(ctx context.Context, ends []*jobrun.End, wakeGated bool) 
 		return ids, err
 	}
 	err := w.InTx(ctx, func(tx pgx.Tx) error {
+		if wf := attaching(ends); len(wf) > 0 {
+			if err := w.Queries.ShareWorkflows(ctx, tx, wf); err != nil {
+				return err
+			}
+		}
 		var err error
 		if ids, err = w.Queries.FinishRuns(ctx, tx, Params(w.Worker, w.Keep, ends)); err != nil {
 			return err
@@ -75,21 +80,36 @@ func (w *Writer) Write(ctx context.Context, ends []*jobrun.End, wakeGated bool) 
 // needsTx reports whether writing r's end takes more than FinishRuns (see AfterFinish);
 // wake says whether the workers of a gated run's kind are to be woken.
 func needsTx(r *jobrun.End, wake bool) bool {
-	return r.Job.Breaker != "" || len(r.Wait) > 0 || len(r.Consumed) > 0 || (wake && r.Job.Gated)
+	return r.Job.Breaker != "" || len(r.Wait) > 0 || len(r.Consumed) > 0 || (wake && r.Job.Gated) || r.Flow != nil
+}
+
+// attaching returns the workflows that ends attach nodes to (jobrun.Flow), to hold
+// before their finish.
+func attaching(ends []*jobrun.End) []pgtype.UUID {
+	var ids []pgtype.UUID
+	for _, r := range ends {
+		if r.Flow != nil && r.Flow.Attach != nil && !slices.Contains(ids, r.Flow.Workflow) {
+			ids = append(ids, r.Flow.Workflow)
+		}
+	}
+	return ids
 }
 
 // AfterFinish does what the end of runs entails beyond FinishRuns, in the transaction that
-// wrote their results (ids: what FinishRuns returned): it marks the signals they read as
-// consumed, sets what waiting jobs wait for (waking those whose signal already came),
+// wrote their results (ids: what FinishRuns returned): it stores the outputs of workflow
+// members' completions and the nodes they spawned (jobrun.Flow), marks the signals they
+// read as consumed, sets what waiting jobs wait for (waking those whose signal already came),
 // reports gated runs' outcomes to their breakers (in key order, the lock order) and wakes
 // the workers of the kinds for which a slot, a limit or a signal may have made a job
 // runnable (on channel; "": none).
-func AfterFinish(ctx context.Context, db DB, q *dbsqlc.Queries, channel string, ends []*jobrun.End, ids []pgtype.UUID, wakeGated bool, log *slog.Logger) error {
+func AfterFinish(ctx context.Context, db pgx.Tx, q *dbsqlc.Queries, channel string, ends []*jobrun.End, ids []pgtype.UUID, wakeGated bool, log *slog.Logger) error {
 	var written map[ulid.ULID]bool
 	var kinds []string // to wake
 	var p dbsqlc.BreakerRecordParams
 	var waits dbsqlc.ArmWaitsParams
 	var used dbsqlc.ConsumeSignalsParams
+	var outputs dbsqlc.WriteOutputsParams
+	var attach []func(context.Context, pgx.Tx) error
 	for _, r := range ends {
 		if !needsTx(r, wakeGated) {
 			continue
@@ -102,6 +122,16 @@ func AfterFinish(ctx context.Context, db DB, q *dbsqlc.Queries, channel string, 
 		}
 		if !written[r.Job.ID] {
 			continue
+		}
+		if f := r.Flow; f != nil {
+			if f.Output != nil {
+				outputs.JobIds = append(outputs.JobIds, uuidOf(r.Job.ID))
+				outputs.Outputs = append(outputs.Outputs, string(f.Output))
+				outputs.Tokens = append(outputs.Tokens, r.Job.Token)
+			}
+			if f.Attach != nil {
+				attach = append(attach, f.Attach)
+			}
 		}
 		for _, seq := range r.Consumed {
 			used.Ids, used.Tokens, used.Seqs = append(used.Ids, uuidOf(r.Job.ID)), append(used.Tokens, r.Job.Token), append(used.Seqs, seq)
@@ -118,6 +148,16 @@ func AfterFinish(ctx context.Context, db DB, q *dbsqlc.Queries, channel string, 
 		if failed, ok := breakerOutcome(r); ok {
 			p.Keys = append(p.Keys, r.Job.Breaker)
 			p.Failed = append(p.Failed, failed)
+		}
+	}
+	if len(outputs.JobIds) > 0 {
+		if err := q.WriteOutputs(ctx, db, outputs); err != nil {
+			return err
+		}
+	}
+	for _, a := range attach {
+		if err := a(ctx, db); err != nil {
+			return err
 		}
 	}
 	if len(used.Ids) > 0 {

@@ -177,3 +177,13 @@ func QueueInsertWorkflowJobs(b *pgx.Batch, arg InsertWorkflowJobsParams) {
 func QueueSettleWorkflows(b *pgx.Batch, arg SettleWorkflowsParams) {
 	b.Queue(settleWorkflows, arg.Ids, arg.Channel)
 }
+
+// QueueSettleWorkflowTouch is SettleWorkflowTouch in a batch (its count is dropped).
+func QueueSettleWorkflowTouch(b *pgx.Batch, arg SettleWorkflowTouchParams) {
+	b.Queue(settleWorkflowTouch, arg.ID, arg.Channel, arg.Touch)
+}
+
+// QueueShareWorkflows is ShareWorkflows in a batch.
+func QueueShareWorkflows(b *pgx.Batch, ids []pgtype.UUID) {
+	b.Queue(shareWorkflows, ids)
+}

@@ -12,6 +12,71 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const awaitWorkflow = `-- name: AwaitWorkflow :one
+UPDATE venturi_workflow SET await_channel = $1::text
+WHERE id = $2 AND state = 'open'
+RETURNING id
+`
+
+type AwaitWorkflowParams struct {
+	Channel string
+	ID      pgtype.UUID
+}
+
+// Registers a waiter's channel on a workflow that is open; no row when it has finished
+// (or does not exist).
+func (q *Queries) AwaitWorkflow(ctx context.Context, db DBTX, arg AwaitWorkflowParams) (pgtype.UUID, error) {
+	row := db.QueryRow(ctx, awaitWorkflow, arg.Channel, arg.ID)
+	var id pgtype.UUID
+	err := row.Scan(&id)
+	return id, err
+}
+
+const batchCounts = `-- name: BatchCounts :one
+SELECT w.kind, w.state, COALESCE(g.sealed, true)::boolean AS sealed,
+       count(n.node)::int AS total,
+       count(n.node) FILTER (WHERE n.outcome = 'ok')::int AS succeeded,
+       count(n.node) FILTER (WHERE n.outcome IN ('fail', 'dfail'))::int AS failed,
+       count(n.node) FILTER (WHERE n.outcome IS NOT NULL AND n.outcome NOT IN ('ok', 'fail', 'dfail'))::int AS cancelled
+FROM venturi_workflow w
+LEFT JOIN venturi_workflow_node g ON g.workflow_id = w.id AND g.node = $1::text
+LEFT JOIN venturi_workflow_node n ON n.workflow_id = w.id AND n.parent = $1::text
+WHERE w.id = $2
+GROUP BY w.kind, w.state, g.sealed
+`
+
+type BatchCountsParams struct {
+	Members string
+	ID      pgtype.UUID
+}
+
+type BatchCountsRow struct {
+	Kind      int16
+	State     string
+	Sealed    bool
+	Total     int32
+	Succeeded int32
+	Failed    int32
+	Cancelled int32
+}
+
+// A batch's members (the nodes attached to its members group) by the outcome they
+// propagated, counted from the nodes as they stand.
+func (q *Queries) BatchCounts(ctx context.Context, db DBTX, arg BatchCountsParams) (*BatchCountsRow, error) {
+	row := db.QueryRow(ctx, batchCounts, arg.Members, arg.ID)
+	var i BatchCountsRow
+	err := row.Scan(
+		&i.Kind,
+		&i.State,
+		&i.Sealed,
+		&i.Total,
+		&i.Succeeded,
+		&i.Failed,
+		&i.Cancelled,
+	)
+	return &i, err
+}
+
 const cancelWorkflow = `-- name: CancelWorkflow :one
 SELECT venturi_workflow_cancel($1, $2::text, $3::text)::uuid[] AS running
 `
@@ -31,15 +96,82 @@ func (q *Queries) CancelWorkflow(ctx context.Context, db DBTX, arg CancelWorkflo
 	return running, err
 }
 
+const cancellingMembers = `-- name: CancellingMembers :many
+SELECT n.job_id AS id, COALESCE(w.cancel_note, 'workflow cancelled')::text AS note
+FROM venturi_workflow w
+JOIN venturi_workflow_node n ON n.workflow_id = w.id AND n.job_id IS NOT NULL AND n.released AND n.run IS NULL
+JOIN venturi_job j ON j.id = n.job_id AND j.state IN ('scheduled', 'available', 'waiting', 'running') AND j.stop_event IS NULL
+WHERE w.state = 'open' AND w.cancel_requested_at IS NOT NULL
+ORDER BY n.job_id
+LIMIT $1::int
+`
+
+type CancellingMembersRow struct {
+	ID   pgtype.UUID
+	Note string
+}
+
+// The released members that have not ended and have not been asked to stop, of the open
+// workflows being cancelled (a fail-fast that tripped in a settle, a CancelWorkflow whose
+// caller did not cancel them all): the resolvers cancel them as Cancel does.
+func (q *Queries) CancellingMembers(ctx context.Context, db DBTX, max int32) ([]*CancellingMembersRow, error) {
+	rows, err := db.Query(ctx, cancellingMembers, max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*CancellingMembersRow
+	for rows.Next() {
+		var i CancellingMembersRow
+		if err := rows.Scan(&i.ID, &i.Note); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const endedWorkflows = `-- name: EndedWorkflows :many
+SELECT x.id::uuid AS id
+FROM unnest($1::uuid[]) AS x(id)
+LEFT JOIN venturi_workflow w ON w.id = x.id
+WHERE w.id IS NULL OR w.state <> 'open'
+`
+
+// Which of the given workflows have finished or are gone: the awaiters' poll.
+func (q *Queries) EndedWorkflows(ctx context.Context, db DBTX, ids []pgtype.UUID) ([]pgtype.UUID, error) {
+	rows, err := db.Query(ctx, endedWorkflows, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []pgtype.UUID
+	for rows.Next() {
+		var id pgtype.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const insertWorkflow = `-- name: InsertWorkflow :many
-INSERT INTO venturi_workflow (id, name, key, fail_fast)
-VALUES ($1, $2::text, NULLIF($3::text, ''), $4::boolean)
+INSERT INTO venturi_workflow (id, kind, name, key, fail_fast)
+VALUES ($1, $2::smallint, $3::text, NULLIF($4::text, ''), $5::boolean)
 ON CONFLICT (key) WHERE key IS NOT NULL AND state = 'open' DO NOTHING
 RETURNING id
 `
 
 type InsertWorkflowParams struct {
 	ID       pgtype.UUID
+	Kind     int16
 	Name     string
 	Key      string
 	FailFast bool
@@ -50,6 +182,7 @@ type InsertWorkflowParams struct {
 func (q *Queries) InsertWorkflow(ctx context.Context, db DBTX, arg InsertWorkflowParams) ([]pgtype.UUID, error) {
 	rows, err := db.Query(ctx, insertWorkflow,
 		arg.ID,
+		arg.Kind,
 		arg.Name,
 		arg.Key,
 		arg.FailFast,
@@ -152,6 +285,41 @@ func (q *Queries) InsertWorkflowNodes(ctx context.Context, db DBTX, arg InsertWo
 	return err
 }
 
+const lockWorkflow = `-- name: LockWorkflow :one
+SELECT state, kind FROM venturi_workflow WHERE id = $1 FOR UPDATE
+`
+
+type LockWorkflowRow struct {
+	State string
+	Kind  int16
+}
+
+// Locks a workflow's row for a change of its graph (nodes added), and returns its state
+// and kind.
+func (q *Queries) LockWorkflow(ctx context.Context, db DBTX, id pgtype.UUID) (*LockWorkflowRow, error) {
+	row := db.QueryRow(ctx, lockWorkflow, id)
+	var i LockWorkflowRow
+	err := row.Scan(&i.State, &i.Kind)
+	return &i, err
+}
+
+const nodeOfJob = `-- name: NodeOfJob :one
+SELECT n.workflow_id, n.node FROM venturi_workflow_node n WHERE n.job_id = $1
+`
+
+type NodeOfJobRow struct {
+	WorkflowID pgtype.UUID
+	Node       string
+}
+
+// The workflow and node a job is a member of.
+func (q *Queries) NodeOfJob(ctx context.Context, db DBTX, jobID pgtype.UUID) (*NodeOfJobRow, error) {
+	row := db.QueryRow(ctx, nodeOfJob, jobID)
+	var i NodeOfJobRow
+	err := row.Scan(&i.WorkflowID, &i.Node)
+	return &i, err
+}
+
 const openWorkflowByKey = `-- name: OpenWorkflowByKey :one
 SELECT id FROM venturi_workflow WHERE key = $1::text AND state = 'open'
 `
@@ -161,6 +329,34 @@ func (q *Queries) OpenWorkflowByKey(ctx context.Context, db DBTX, key string) (p
 	var id pgtype.UUID
 	err := row.Scan(&id)
 	return id, err
+}
+
+const pruneWorkflows = `-- name: PruneWorkflows :execrows
+DELETE FROM venturi_workflow
+WHERE id IN (
+    SELECT w.id FROM venturi_workflow w
+    WHERE w.state <> 'open'
+      AND w.finished_at < now() - interval '1 microsecond' * CASE WHEN w.state = 'succeeded' THEN $1::bigint ELSE $2::bigint END
+    ORDER BY w.finished_at
+    LIMIT $3::int
+)
+`
+
+type PruneWorkflowsParams struct {
+	CompletedUs int64
+	DeadUs      int64
+	Max         int32
+}
+
+// Deletes a batch of finished workflows past their retention (succeeded ones after
+// completed_us, failed and cancelled ones after dead_us), with their nodes and outputs.
+// Their jobs' rows keep their retention of their own.
+func (q *Queries) PruneWorkflows(ctx context.Context, db DBTX, arg PruneWorkflowsParams) (int64, error) {
+	result, err := db.Exec(ctx, pruneWorkflows, arg.CompletedUs, arg.DeadUs, arg.Max)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const resolveWorkflows = `-- name: ResolveWorkflows :one
@@ -181,6 +377,37 @@ func (q *Queries) ResolveWorkflows(ctx context.Context, db DBTX, arg ResolveWork
 	return applied, err
 }
 
+const retryWorkflowBegin = `-- name: RetryWorkflowBegin :one
+WITH w AS (
+    UPDATE venturi_workflow SET cancel_requested_at = NULL, cancel_note = NULL, fail_fast_tripped = false,
+        attempt = attempt + 1
+    WHERE id = $1
+    RETURNING id
+)
+SELECT w.id,
+       ARRAY(SELECT n.job_id FROM venturi_workflow_node n
+             WHERE n.workflow_id = w.id AND n.job_id IS NOT NULL AND n.run IN ('fail', 'cancel') ORDER BY n.job_id)::uuid[] AS jobs,
+       ARRAY(SELECT n.node FROM venturi_workflow_node n
+             WHERE n.workflow_id = w.id AND n.own = 'cancel' AND n.run IS NULL ORDER BY n.node)::text[] AS touch
+FROM w
+`
+
+type RetryWorkflowBeginRow struct {
+	ID    pgtype.UUID
+	Jobs  []pgtype.UUID
+	Touch []string
+}
+
+// Begins a workflow's retry under its row lock: the cancel (a fail-fast's too) is lifted
+// and the attempt counted; returns the jobs whose runs failed or were cancelled (to retry:
+// they go back blocked) and the nodes a cancel decided (to decide again).
+func (q *Queries) RetryWorkflowBegin(ctx context.Context, db DBTX, id pgtype.UUID) (*RetryWorkflowBeginRow, error) {
+	row := db.QueryRow(ctx, retryWorkflowBegin, id)
+	var i RetryWorkflowBeginRow
+	err := row.Scan(&i.ID, &i.Jobs, &i.Touch)
+	return &i, err
+}
+
 const sealWorkflowGroup = `-- name: SealWorkflowGroup :one
 SELECT venturi_workflow_seal($1, $2::text, $3::text)::boolean AS sealed
 `
@@ -198,6 +425,24 @@ func (q *Queries) SealWorkflowGroup(ctx context.Context, db DBTX, arg SealWorkfl
 	return sealed, err
 }
 
+const settleWorkflowTouch = `-- name: SettleWorkflowTouch :one
+SELECT venturi_workflow_settle_one($1, $2::text, $3::text[])::int AS applied
+`
+
+type SettleWorkflowTouchParams struct {
+	ID      pgtype.UUID
+	Channel string
+	Touch   []string
+}
+
+// Settles one workflow whose row this transaction holds, deciding the touched nodes again.
+func (q *Queries) SettleWorkflowTouch(ctx context.Context, db DBTX, arg SettleWorkflowTouchParams) (int32, error) {
+	row := db.QueryRow(ctx, settleWorkflowTouch, arg.ID, arg.Channel, arg.Touch)
+	var applied int32
+	err := row.Scan(&applied)
+	return applied, err
+}
+
 const settleWorkflows = `-- name: SettleWorkflows :one
 SELECT venturi_workflow_settle($1::uuid[], $2::text)::int AS applied
 `
@@ -213,6 +458,57 @@ func (q *Queries) SettleWorkflows(ctx context.Context, db DBTX, arg SettleWorkfl
 	var applied int32
 	err := row.Scan(&applied)
 	return applied, err
+}
+
+const shareWorkflows = `-- name: ShareWorkflows :exec
+SELECT w.id FROM venturi_workflow w WHERE w.id = ANY($1::uuid[]) ORDER BY w.id FOR SHARE
+`
+
+// Holds the given workflows against a settle until this transaction ends: a run's end
+// that attaches nodes locks them before its finish, so that no settle sees the run's end
+// without the nodes it attached. In ID order, the lock order.
+func (q *Queries) ShareWorkflows(ctx context.Context, db DBTX, ids []pgtype.UUID) error {
+	_, err := db.Exec(ctx, shareWorkflows, ids)
+	return err
+}
+
+const upstreamOutputs = `-- name: UpstreamOutputs :many
+WITH RECURSIVE me AS (
+    SELECT n.workflow_id, n.deps FROM venturi_workflow_node n WHERE n.job_id = $1
+), up AS (
+    SELECT me.workflow_id, d.dep AS node FROM me, unnest(me.deps) AS d(dep)
+    UNION
+    SELECT c.workflow_id, c.node FROM up JOIN venturi_workflow_node c ON c.workflow_id = up.workflow_id AND c.parent = up.node
+)
+SELECT o.node, o.output FROM up JOIN venturi_workflow_output o ON o.workflow_id = up.workflow_id AND o.node = up.node
+ORDER BY o.node
+`
+
+type UpstreamOutputsRow struct {
+	Node   string
+	Output []byte
+}
+
+// The outputs a job's node can read: those of the nodes it needs and of every node
+// attached to them (a group's members, a spawner's children), at any depth.
+func (q *Queries) UpstreamOutputs(ctx context.Context, db DBTX, jobID pgtype.UUID) ([]*UpstreamOutputsRow, error) {
+	rows, err := db.Query(ctx, upstreamOutputs, jobID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*UpstreamOutputsRow
+	for rows.Next() {
+		var i UpstreamOutputsRow
+		if err := rows.Scan(&i.Node, &i.Output); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const workflowByID = `-- name: WorkflowByID :one
@@ -268,6 +564,47 @@ func (q *Queries) WorkflowChannel(ctx context.Context, db DBTX) (string, error) 
 	var channel string
 	err := row.Scan(&channel)
 	return channel, err
+}
+
+const workflowGraph = `-- name: WorkflowGraph :many
+SELECT n.node, n.deps, COALESCE(n.parent, '')::text AS parent, (n.job_id IS NULL)::boolean AS grp, n.sealed
+FROM venturi_workflow_node n WHERE n.workflow_id = $1
+`
+
+type WorkflowGraphRow struct {
+	Node   string
+	Deps   []string
+	Parent string
+	Grp    bool
+	Sealed bool
+}
+
+// A workflow's nodes as a graph (what each needs and is attached to), to check the nodes
+// added to it.
+func (q *Queries) WorkflowGraph(ctx context.Context, db DBTX, workflowID pgtype.UUID) ([]*WorkflowGraphRow, error) {
+	rows, err := db.Query(ctx, workflowGraph, workflowID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*WorkflowGraphRow
+	for rows.Next() {
+		var i WorkflowGraphRow
+		if err := rows.Scan(
+			&i.Node,
+			&i.Deps,
+			&i.Parent,
+			&i.Grp,
+			&i.Sealed,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const workflowNodes = `-- name: WorkflowNodes :many
@@ -340,4 +677,42 @@ func (q *Queries) WorkflowNodes(ctx context.Context, db DBTX, arg WorkflowNodesP
 		return nil, err
 	}
 	return items, nil
+}
+
+const workflowOutput = `-- name: WorkflowOutput :one
+SELECT o.output FROM venturi_workflow_output o WHERE o.workflow_id = $1 AND o.node = $2::text
+`
+
+type WorkflowOutputParams struct {
+	WorkflowID pgtype.UUID
+	Node       string
+}
+
+func (q *Queries) WorkflowOutput(ctx context.Context, db DBTX, arg WorkflowOutputParams) ([]byte, error) {
+	row := db.QueryRow(ctx, workflowOutput, arg.WorkflowID, arg.Node)
+	var output []byte
+	err := row.Scan(&output)
+	return output, err
+}
+
+const writeOutputs = `-- name: WriteOutputs :exec
+INSERT INTO venturi_workflow_output (workflow_id, node, output, token)
+SELECT n.workflow_id, n.node, o.output::jsonb, o.token
+FROM (SELECT unnest($1::uuid[]) AS job_id, unnest($2::text[]) AS output, unnest($3::bigint[]) AS token) AS o
+JOIN venturi_workflow_node n ON n.job_id = o.job_id
+ON CONFLICT (workflow_id, node) DO UPDATE SET output = EXCLUDED.output, token = EXCLUDED.token, written_at = now()
+`
+
+type WriteOutputsParams struct {
+	JobIds  []pgtype.UUID
+	Outputs []string
+	Tokens  []int64
+}
+
+// Stores the outputs of runs whose completion this transaction wrote, for the nodes their
+// jobs are (a job outside workflows has none: nothing is stored). A later completion of
+// the same node (a retried workflow) replaces its output.
+func (q *Queries) WriteOutputs(ctx context.Context, db DBTX, arg WriteOutputsParams) error {
+	_, err := db.Exec(ctx, writeOutputs, arg.JobIds, arg.Outputs, arg.Tokens)
+	return err
 }

@@ -1,10 +1,13 @@
 package jobrun
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
@@ -102,6 +105,21 @@ type End struct {
 	// Lost reports that the lease was lost: write nothing.
 	Lost bool
 	// Degraded reports that the database refused the full result: it is stored without
-	// carry and attachment.
+	// carry and attachment (and a completion that carried a Flow ends dead instead).
 	Degraded bool
+	// Flow is what a workflow member's completion writes beside its end; nil for most.
+	Flow *Flow
+}
+
+// Flow is what a completed run of a workflow's job writes in its finish's transaction
+// (venturi's Run.SetOutput and Run.Spawn), only when its token still matched.
+type Flow struct {
+	// Output is the run's output (JSON) for its node; nil: none.
+	Output []byte
+	// Workflow is the workflow Attach adds nodes to: the finish holds its row against a
+	// settle (ShareWorkflows) before it writes the end, so no settle sees the end
+	// without the nodes. Zero without Attach.
+	Workflow pgtype.UUID
+	// Attach writes the nodes and jobs the run spawned; nil: none.
+	Attach func(ctx context.Context, tx pgx.Tx) error
 }

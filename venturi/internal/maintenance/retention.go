@@ -74,13 +74,15 @@ func NewPruner(cfg PrunerConfig, q *dbsqlc.Queries) *Pruner {
 }
 
 // Steps are the pruner's steps of the retention duty: partitions ahead, the sweep of
-// ended jobs, the drop of due partitions (one a batch), then events.
+// ended jobs, the drop of due partitions (one a batch), then events, then finished
+// workflows.
 func (p *Pruner) Steps() []Step {
 	return []Step{
 		{Name: "history_extend", Batch: 1, Do: p.Extend},
 		{Name: "sweep_ended", Batch: p.cfg.Batch, Do: p.SweepEnded},
 		{Name: "history_drop", Batch: 1, Do: p.DropDue},
 		{Name: "prune_events", Batch: p.cfg.Batch, Do: p.PruneEvents},
+		{Name: "prune_workflows", Batch: p.cfg.Batch, Do: p.PruneWorkflows},
 	}
 }
 
@@ -171,6 +173,28 @@ func (p *Pruner) PruneEvents(ctx context.Context, tx pgx.Tx) (int, error) {
 		AgeUs: micros(max(p.cfg.RetainCompleted, p.cfg.RetainDead, 0)), Max: int32(p.cfg.Batch)})
 	return int(n), err
 }
+
+// PruneWorkflows deletes, in tx, a batch of finished workflows (their nodes and outputs
+// with them): a succeeded one kept as long as completed jobs, a failed or cancelled one
+// as long as dead jobs, so that a failed workflow can be retried while its failed jobs
+// are kept. A retention that keeps no jobs (negative: Discard) keeps a finished workflow
+// DiscardedWorkflowKeep, so that its outcome can still be read and awaited. It returns
+// how many it deleted.
+func (p *Pruner) PruneWorkflows(ctx context.Context, tx pgx.Tx) (int, error) {
+	keep := func(d time.Duration) int64 {
+		if d < 0 {
+			return micros(DiscardedWorkflowKeep)
+		}
+		return micros(d)
+	}
+	n, err := p.q.PruneWorkflows(ctx, tx, dbsqlc.PruneWorkflowsParams{
+		CompletedUs: keep(p.cfg.RetainCompleted), DeadUs: keep(p.cfg.RetainDead), Max: int32(p.cfg.Batch)})
+	return int(n), err
+}
+
+// DiscardedWorkflowKeep is how long a finished workflow is kept when the retention of its
+// jobs keeps none.
+const DiscardedWorkflowKeep = time.Hour
 
 // millis is d in whole milliseconds, at least 1.
 func millis(d time.Duration) int32 {

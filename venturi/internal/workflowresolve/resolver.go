@@ -29,13 +29,17 @@ type Resolver struct {
 	channel  string // the jobs' channel, told of released jobs
 	interval time.Duration
 	log      *slog.Logger
+	stop     func(context.Context) (int, error)
 	wake     chan struct{}
 }
 
 // New returns a resolver that settles through db, tells released jobs' kinds on channel
-// ("" for none), and passes every interval when nothing wakes it.
-func New(db DB, q *dbsqlc.Queries, channel string, interval time.Duration, log *slog.Logger) *Resolver {
-	return &Resolver{db: db, q: q, channel: channel, interval: interval, log: log, wake: make(chan struct{}, 1)}
+// ("" for none), and passes every interval when nothing wakes it. After each pass it
+// calls stop, which cancels the released jobs of the workflows being cancelled (a
+// fail-fast trips in a settle, which cannot stop a running job) and returns how many.
+func New(db DB, q *dbsqlc.Queries, channel string, interval time.Duration, log *slog.Logger,
+	stop func(context.Context) (int, error)) *Resolver {
+	return &Resolver{db: db, q: q, channel: channel, interval: interval, log: log, stop: stop, wake: make(chan struct{}, 1)}
 }
 
 // Wake asks for a pass (a notification on the workflow channel arrived).
@@ -62,8 +66,19 @@ func (r *Resolver) Run(ctx context.Context) {
 }
 
 // Pass settles workflows until a statement finds nothing to apply (at most 100
-// statements, then the next wake or tick goes on). It returns the inbox rows applied.
+// statements, then the next wake or tick goes on), then stops the released jobs of the
+// workflows being cancelled. It returns the inbox rows applied.
 func (r *Resolver) Pass(ctx context.Context) int {
+	n := r.settle(ctx)
+	if r.stop != nil {
+		if _, err := r.stop(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("venturi: cancel the jobs of cancelled workflows", "err", err)
+		}
+	}
+	return n
+}
+
+func (r *Resolver) settle(ctx context.Context) int {
 	total := 0
 	for range 100 {
 		n, err := r.q.ResolveWorkflows(ctx, r.db, dbsqlc.ResolveWorkflowsParams{Channel: r.channel, Max: PerPass})
