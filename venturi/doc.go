@@ -148,6 +148,9 @@
 // at most once, with exact counts ([Run.Batch]); open batches take members from anywhere
 // ([Queue.AddToBatch]) until [Queue.SealBatch].
 //
+// A chunked kind ([RegisterChunks]) hands its claimed jobs to one handler call, up to a
+// size per key, each job keeping its own lease, journal and outcome ([ChunkItem]).
+//
 // # Supervised singletons
 //
 // A [Supervised] kind has one live job across the cluster: every worker that registers
