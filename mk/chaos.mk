@@ -25,10 +25,11 @@ CHAOS_WALDISK_PGDATA ?= $(CURDIR)/.pgdata-chaos-waldisk
 CHAOS_REPLICA_DELAY ?= 50ms
 # chaos/longtx: how long the snapshot is held (the issue asks for 5 minutes).
 CHAOS_LONGTX ?= 5m
-# chaos/rolling: the commit whose workers run first (the last one on schema version 23,
-# before the history's lanes; 48a2b5f, version 21, is the last before finished jobs moved
-# to the history); the run migrates to this checkout's schema under them and replaces them.
-CHAOS_ROLLING_FROM ?= 7436dec
+# chaos/rolling: the commit whose workers run first (the last one on schema version 27,
+# before a finish settles its workflows; 7436dec, version 25, is the last before workflows,
+# 48a2b5f, version 21, the last before finished jobs moved to the history); the run
+# migrates to this checkout's schema under them and replaces them.
+CHAOS_ROLLING_FROM ?= f1a58fd
 CHAOS_BIN := $(CURDIR)/.bin/chaos
 # flock: two chaos runs at once (several make test in one checkout) would restart each
 # other's database and drop each other's schema; they take turns instead.

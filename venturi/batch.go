@@ -130,7 +130,7 @@ func (q *Queue) EnqueueBatch(ctx context.Context, b *Batch) (BatchResult, error)
 	var res BatchResult
 	err := pgx.BeginTxFunc(ctx, q.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		var err error
-		res, err = q.enqueueBatch(ctx, tx, b)
+		res, err = q.enqueueBatch(ctx, tx, b, false)
 		return err
 	})
 	return res, err
@@ -141,14 +141,14 @@ func (q *Queue) EnqueueBatchTx(ctx context.Context, tx pgx.Tx, b *Batch) (BatchR
 	if err := q.checkReadCommitted(ctx, tx, "EnqueueBatchTx"); err != nil {
 		return BatchResult{}, err
 	}
-	return q.enqueueBatch(ctx, tx, b)
+	return q.enqueueBatch(ctx, tx, b, true)
 }
 
-func (q *Queue) enqueueBatch(ctx context.Context, tx pgx.Tx, b *Batch) (BatchResult, error) {
+func (q *Queue) enqueueBatch(ctx context.Context, tx pgx.Tx, b *Batch, inTx bool) (BatchResult, error) {
 	if b == nil {
 		return BatchResult{}, fmt.Errorf("%w: nil batch", ErrWorkflowInvalid)
 	}
-	r, err := q.enqueueGraph(ctx, tx, b.build(), workflowKindBatch)
+	r, err := q.enqueueGraph(ctx, tx, b.build(), workflowKindBatch, inTx)
 	return BatchResult{ID: r.ID, Action: r.Action}, err
 }
 
@@ -159,7 +159,7 @@ func (q *Queue) AddToBatch(ctx context.Context, id ulid.ULID, tasks ...Task) ([]
 	var ids []ulid.ULID
 	err := pgx.BeginTxFunc(ctx, q.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		var err error
-		ids, err = q.addToBatch(ctx, tx, id, tasks)
+		ids, err = q.addToBatch(ctx, tx, id, tasks, false)
 		return err
 	})
 	return ids, err
@@ -172,10 +172,10 @@ func (q *Queue) AddToBatchTx(ctx context.Context, tx pgx.Tx, id ulid.ULID, tasks
 	if err := q.checkReadCommitted(ctx, tx, "AddToBatchTx"); err != nil {
 		return nil, err
 	}
-	return q.addToBatch(ctx, tx, id, tasks)
+	return q.addToBatch(ctx, tx, id, tasks, true)
 }
 
-func (q *Queue) addToBatch(ctx context.Context, tx pgx.Tx, id ulid.ULID, tasks []Task) ([]ulid.ULID, error) {
+func (q *Queue) addToBatch(ctx context.Context, tx pgx.Tx, id ulid.ULID, tasks []Task, inTx bool) ([]ulid.ULID, error) {
 	if len(tasks) == 0 {
 		return nil, nil
 	}
@@ -185,7 +185,7 @@ func (q *Queue) addToBatch(ctx context.Context, tx pgx.Tx, id ulid.ULID, tasks [
 		ids[i] = ulid.Make()
 		w.Add(ids[i].String(), t, In(NodeNamed(BatchMembers)), With(withID(ids[i])))
 	}
-	if _, err := q.addToWorkflow(ctx, tx, id, w, workflowKindBatch); err != nil {
+	if _, err := q.addToWorkflow(ctx, tx, id, w, workflowKindBatch, inTx); err != nil {
 		if errors.Is(err, errNotOpenGroup) {
 			return nil, fmt.Errorf("%w: the batch is sealed", ErrWorkflowFinished)
 		}
@@ -242,5 +242,5 @@ func (r *Run[C]) Batch(ctx context.Context) (*BatchInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return batchInfo(ctx, r.flows.q, r.flows.db, ulidOf(n.WorkflowID))
+	return r.flows.batch(ctx, ulidOf(n.WorkflowID))
 }

@@ -43,6 +43,7 @@ func TestWorkerSendsNoTimestamps(t *testing.T) {
 		// the ops API: a filter's created-time bounds and a history's start, chosen by the
 		// caller, and a listing cursor's position (a time read from a listed job's row)
 		"ListJobsParams.After", "ListJobsParams.Before", "ListJobsParams.CTs", "StatsHistoryParams.Since",
+		"ListWorkflowsParams.After", "ListWorkflowsParams.Before",
 		// a bulk dry run's count: the same filter bounds
 		"CountMatchingJobsParams.After", "CountMatchingJobsParams.Before"}
 	var found []string

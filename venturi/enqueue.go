@@ -170,20 +170,11 @@ func (q *Queue) enqueueMany(ctx context.Context, tx pgx.Tx, tasks []Task, opts [
 	var plans []*plan
 	notify := map[string]bool{} // NOTIFY payloads: one per kind and due-now-or-later
 	for i, t := range tasks {
-		var p *plan
-		_, err := q.enqueueWith(ctx, t, opts, inTx, func(_ context.Context, opts []EnqueueOption) (Result, error) {
-			var err error
+		p, err := q.prepareWith(ctx, t, opts, inTx, func(opts []EnqueueOption) {
 			if used != nil {
 				used[i] = opts
 			}
-			if p, err = q.prepare(t, opts); err != nil {
-				return Result{}, err
-			}
-			return Result{ID: p.id, Action: ActionInserted}, nil
 		})
-		if err == nil && p == nil {
-			err = errors.New("venturi: enqueue middleware returned without calling next or an error")
-		}
 		if err != nil {
 			return nil, fmt.Errorf("task %d: %w", i, err)
 		}
@@ -239,6 +230,32 @@ func appendJob(a *dbsqlc.InsertJobsParams, p *plan, delay time.Duration) {
 	a.SlotPolicies = append(a.SlotPolicies, int16(p.slot.Policy))
 	a.Events = append(a.Events, p.events)
 	a.Metas = append(a.Metas, string(p.meta))
+}
+
+// prepareWith prepares task with opts inside the queue's enqueue middleware (each task of
+// a many-job enqueue counts as inserted when it is prepared); seen, if not nil, gets the
+// options it was prepared with (the middleware's metadata included).
+func (q *Queue) prepareWith(ctx context.Context, task Task, opts []EnqueueOption, inTx bool, seen func([]EnqueueOption)) (*plan, error) {
+	var p *plan
+	_, err := q.enqueueWith(ctx, task, opts, inTx, func(_ context.Context, opts []EnqueueOption) (Result, error) {
+		var err error
+		if seen != nil {
+			seen(opts)
+		}
+		if p, err = q.prepare(task, opts); err != nil {
+			return Result{}, err
+		}
+		return Result{ID: p.id, Action: ActionInserted}, nil
+	})
+	if err == nil && p == nil {
+		err = errors.New("venturi: enqueue middleware returned without calling next or an error")
+	}
+	return p, err
+}
+
+// preparer is prepareWith for the jobs of a workflow.
+func (q *Queue) preparer(ctx context.Context, inTx bool) func(Task, []EnqueueOption) (*plan, error) {
+	return func(t Task, opts []EnqueueOption) (*plan, error) { return q.prepareWith(ctx, t, opts, inTx, nil) }
 }
 
 // enqueueWith runs the queue's enqueue middleware around do, which enqueues task with

@@ -40,7 +40,7 @@ type runner struct {
 	steps     *stepStore    // Step's reads and writes, on the application's pool
 	journal   journalLoader // Run.EarlierHistory's reads, on the application's pool
 	saveCarry carrySaver    // Run.Checkpoint's writes, on the application's pool
-	flows     *flowAccess   // the runs' workflow calls, on the application's pool
+	flows     flowAccess    // the runs' workflow calls, on the application's pool
 	q         *dbsqlc.Queries
 	db        dbsqlc.DBTX // the application's pool
 	reg       map[string]*registration
@@ -71,7 +71,7 @@ func newExecutor(parent context.Context, cfg Config, db dbsqlc.DBTX, q *dbsqlc.Q
 func (e *runner) useDB(db dbsqlc.DBTX) {
 	q := e.q
 	e.db = db
-	e.flows = &flowAccess{db: db, q: q}
+	e.flows = &dbFlows{db: db, q: q}
 	e.journal = func(ctx context.Context, id ulid.ULID, before int64, limit int) ([]JournalEntry, error) {
 		return journalPage(ctx, db, q, id, before, limit)
 	}
@@ -222,7 +222,7 @@ func runTask[T Task, S, C any](ctx context.Context, e *runner, j *jobrun.Job, st
 		var ids []pgtype.UUID
 		b := &pgx.Batch{}
 		dbsqlc.QueueBoundLocalIdleTimeout(b, idleTxBound(e.cfg.Lease).Milliseconds())
-		shareBefore(b, req)
+		completer.BeforeFinish(b, e.channel, []*jobrun.End{req})
 		dbsqlc.QueueFinishRuns(b, completer.Params(e.cfg.ID, e.cfg.keep(), []*jobrun.End{req}), &ids)
 		if err := tx.SendBatch(fctx, b).Close(); err != nil {
 			return err

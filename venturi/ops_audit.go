@@ -24,6 +24,9 @@ const (
 	AuditCronResume       = "cron.resume"
 	AuditCronRemove       = "cron.remove"
 	AuditCircuitReset     = "circuit.reset"
+	AuditWorkflowCancel   = "workflow.cancel"
+	AuditWorkflowRetry    = "workflow.retry"
+	AuditWorkflowSeal     = "workflow.seal"
 )
 
 // Bounds of an audit entry: longer values are cut (on a UTF-8 boundary, marked with "…").

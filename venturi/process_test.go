@@ -80,6 +80,7 @@ func workerProcess(schema string) int {
 	venturi.MustRegister[procSlot](w)
 	venturi.MustRegister[approval](w)
 	venturi.MustRegister[procSteps](w)
+	venturi.MustRegister[procFlow](w)
 	setExecPool(pool)
 	if err := w.Run(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)

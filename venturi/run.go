@@ -33,8 +33,8 @@ type Run[C any] struct {
 	shutdown   <-chan struct{}
 	finish     func(ctx context.Context, tx pgx.Tx, o Outcome, carry *C, attachment json.RawMessage) error
 	finalized  bool
-	flows      *flowAccess // the workflow calls' reads; one per worker
-	flow       runFlow     // its output and spawns (workflow_run.go)
+	flows      flowAccess // the workflow calls' reads; one per worker
+	flow       runFlow    // its output and spawns (workflow_run.go)
 }
 
 // carrySaver stores a running job's carry, fenced by its run's token, and reports how many

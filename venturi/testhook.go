@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
@@ -95,12 +97,54 @@ func (r *Run[C]) fillTest(spec testhook.RunSpec) error {
 			}
 			return finish(ctx, o, c, attachment)
 		},
+		flows: &testFlows{spec: spec},
 	}
 	return nil
 }
 
 func (r *Run[C]) readTest() testhook.RunState {
-	return testhook.RunState{Carry: r.carry, Attachment: r.attachment, Finalized: r.finalized, Consumed: slices.Clone(r.consumed)}
+	st := testhook.RunState{Carry: r.carry, Attachment: r.attachment, Finalized: r.finalized, Consumed: slices.Clone(r.consumed),
+		Output: r.flow.output}
+	for _, g := range r.flow.spawned {
+		for _, n := range g.nodes {
+			st.Spawned = append(st.Spawned, n.Node)
+		}
+	}
+	return st
+}
+
+// testFlows is a test run's flowAccess: its workflow, node, the outputs and batch counts
+// the test gave it.
+type testFlows struct {
+	spec testhook.RunSpec
+}
+
+func (f *testFlows) node(context.Context, ulid.ULID) (*dbsqlc.NodeOfJobRow, error) {
+	if f.spec.Workflow == ([16]byte{}) {
+		return nil, pgx.ErrNoRows
+	}
+	return &dbsqlc.NodeOfJobRow{WorkflowID: pgtype.UUID{Bytes: f.spec.Workflow, Valid: true}, Node: f.spec.Node}, nil
+}
+
+func (f *testFlows) output(_ context.Context, _ pgtype.UUID, node string) ([]byte, error) {
+	b, ok := f.spec.Outputs[node]
+	if !ok {
+		return nil, pgx.ErrNoRows
+	}
+	return b, nil
+}
+
+func (f *testFlows) upstream(context.Context, ulid.ULID) (map[string]json.RawMessage, error) {
+	return maps.Clone(f.spec.Outputs), nil
+}
+
+func (f *testFlows) batch(context.Context, ulid.ULID) (*BatchInfo, error) {
+	b, ok := f.spec.Batch.(*BatchInfo)
+	if !ok || b == nil {
+		return nil, ErrNotBatch
+	}
+	c := *b
+	return &c, nil
 }
 
 // numbered returns a test run's history (its whole journal) with each entry's Seq set to

@@ -15,6 +15,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
@@ -1317,5 +1318,89 @@ func TestUpgradeTo27_WorkflowsBesideEarlierJobs(t *testing.T) {
 	}
 	if j := jobByID(t, q, res.Jobs["b"]); j.State != venturi.StateAvailable {
 		t.Fatalf("b is %s after a was finished by an older worker", j.State)
+	}
+}
+
+// Version 28 settles a member's end in the finish that writes it: an end an older worker
+// left in the inbox is settled by a resolver after the upgrade, and a finish that names
+// its channel releases what needs the member before it commits, with no resolver.
+func TestUpgradeTo28_SettleAtFinish(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 27)
+	if _, err := pool.Exec(ctx, `SELECT venturi_history_extend(interval '1 hour', now() + interval '3 hours', 1000)`); err != nil {
+		t.Fatal(err)
+	}
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	wf := venturi.NewWorkflow("upgrade")
+	a := wf.Add("a", wfStep{Node: "a"})
+	b := wf.Add("b", wfStep{Node: "b"}, venturi.Needs(a))
+	wf.Add("c", wfStep{Node: "c"}, venturi.Needs(b))
+	res, err := q.EnqueueWorkflow(ctx, wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(node string) int64 {
+		t.Helper()
+		var token int64
+		if err := pool.QueryRow(ctx, `UPDATE venturi_job SET state = 'running', runs = 1,
+			lease_token = nextval('venturi_lease_token_seq'), lease_expires_at = now() + interval '1 minute',
+			worker_id = 'w', attempted_at = now() WHERE id = $1 RETURNING lease_token`, pgtype.UUID{Bytes: res.Jobs[node], Valid: true}).Scan(&token); err != nil {
+			t.Fatal(err)
+		}
+		return token
+	}
+	finish := func(tx pgx.Tx, node string, token int64) {
+		t.Helper()
+		if got, err := dbsqlc.New().FinishRuns(ctx, tx, dbsqlc.FinishRunsParams{
+			Ids: []pgtype.UUID{{Bytes: res.Jobs[node], Valid: true}}, Tokens: []int64{token}, States: []string{"completed"},
+			DelaysUs: []int64{0}, Failed: []bool{false}, SetCarry: []bool{false}, Carries: []string{""},
+			Entries: []string{""}, RanUs: []int64{1500},
+			RetainCompletedUs: time.Hour.Microseconds(), RetainDeadUs: time.Hour.Microseconds()}); err != nil || len(got) != 1 {
+			t.Fatalf("FinishRuns = %v, %v", got, err)
+		}
+	}
+	// a ends as a version-27 worker's finish ends it: in the inbox, for a resolver.
+	ta := run("a")
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finish(tx, "a", ta)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || !slices.Equal(applied, []int{28}) {
+		t.Fatalf("Migrate = %v, %v; want 28 applied", applied, err)
+	}
+	if j := jobByID(t, q, res.Jobs["b"]); j.State != venturi.StateBlocked {
+		t.Fatalf("b is %s before a resolver settled a's end", j.State)
+	}
+	if _, err := pool.Exec(ctx, `SELECT venturi_workflow_resolve('', 64)`); err != nil {
+		t.Fatal(err)
+	}
+	if j := jobByID(t, q, res.Jobs["b"]); j.State != venturi.StateAvailable {
+		t.Fatalf("b is %s after the resolver", j.State)
+	}
+	// b ends in a finish that names its channel: c is released as it commits.
+	tb := run("b")
+	tx, err = pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dbsqlc.New().SetLocalFinishChannel(ctx, tx, ""); err != nil {
+		t.Fatal(err)
+	}
+	finish(tx, "b", tb)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if j := jobByID(t, q, res.Jobs["c"]); j.State != venturi.StateAvailable {
+		t.Fatalf("c is %s after b's finish committed", j.State)
+	}
+	var inbox int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM venturi_workflow_inbox`).Scan(&inbox); err != nil || inbox != 0 {
+		t.Fatalf("inbox rows left: %d, %v", inbox, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/venturi-dev/venturi/internal/dbsqlc"
 	"github.com/venturi-dev/venturi/internal/workflowmodel"
 )
 
@@ -261,13 +262,26 @@ func (e *engineCase) change(ctx context.Context, released, ended, blocked []stri
 	case x < 35:
 		e.steps = append(e.steps, "sweep")
 		e.sweep(ctx)
+	case x < 40 && len(released) > 0:
+		// A run's completion that spawns: its children are written in its finish's
+		// transaction, which settles as it commits (a worker's finish).
+		n := pick(released)
+		k := 1 + r.IntN(3)
+		e.steps = append(e.steps, fmt.Sprintf("spawn %d and complete %s", k, n))
+		e.finishWith(ctx, e.jobs[n], "completed", finishAtCommit, func(tx pgx.Tx) {
+			for i := range k {
+				e.addNode(ctx, tx, fmt.Sprintf("%s.c%d.%d", n, len(e.steps), i), false, false, workflowmodel.Needs, nil, n)
+			}
+		})
+		e.must(e.m.End(n, workflowmodel.OK))
 	case len(released) > 0:
 		n := pick(released)
 		o := []workflowmodel.Outcome{workflowmodel.OK, workflowmodel.OK, workflowmodel.OK, workflowmodel.Fail, workflowmodel.Cancel}[r.IntN(5)]
 		e.must(e.m.End(n, o))
 		if r.IntN(2) == 0 {
-			e.steps = append(e.steps, fmt.Sprintf("finish %s %v", n, o))
-			e.finish(ctx, e.jobs[n], endStates[o], r.IntN(2) == 0)
+			mode := finishMode(r.IntN(3))
+			e.steps = append(e.steps, fmt.Sprintf("finish %s %v (%d)", n, o, mode))
+			e.finish(ctx, e.jobs[n], endStates[o], mode)
 		} else {
 			e.steps = append(e.steps, fmt.Sprintf("end-in-place %s %v", n, o))
 			e.do(ctx, `UPDATE venturi_job SET state = $2::venturi_job_state, finished_at = now() WHERE id = $1`, e.jobs[n], endStates[o])
@@ -287,18 +301,38 @@ const historyCols = `id, kind, state, priority, dedup_key, payload, carry, run_a
 	worker_id, attempted_at, journal, created_at, journal_moved, journal_dropped, queue, part, slot_key, slot_limit,
 	slot_policy, breaker, stop_requested_at, stop_event, stop_note, events, meta, workflow_id`
 
+// finishMode is who settles a finish: a resolver afterwards, the finish's transaction
+// itself (SET LOCAL venturi.workflow_settle), or the deferred trigger as it commits (SET
+// LOCAL venturi.finish_channel, as a worker's finish does).
+type finishMode int
+
+const (
+	finishResolver finishMode = iota
+	finishSettles
+	finishAtCommit
+)
+
 // finish ends a job as a run's finish does: claimed, it leaves venturi_job for the
-// history in its end state; settled in the same transaction (SET LOCAL
-// venturi.workflow_settle) or not.
-func (e *engineCase) finish(ctx context.Context, job ulid.ULID, state string, settle bool) {
+// history in its end state, settled as mode says.
+func (e *engineCase) finish(ctx context.Context, job ulid.ULID, state string, mode finishMode) {
+	e.finishWith(ctx, job, state, mode, nil)
+}
+
+// finishWith is finish, with also (not nil) run in the transaction after the end.
+func (e *engineCase) finishWith(ctx context.Context, job ulid.ULID, state string, mode finishMode, also func(pgx.Tx)) {
 	e.t.Helper()
 	tx, err := e.pool.Begin(ctx)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if settle {
+	switch mode {
+	case finishSettles:
 		if _, err := tx.Exec(ctx, `SELECT set_config('venturi.workflow_settle', 'on', true)`); err != nil {
+			e.t.Fatal(err)
+		}
+	case finishAtCommit:
+		if err := dbsqlc.New().SetLocalFinishChannel(ctx, tx, ""); err != nil {
 			e.t.Fatal(err)
 		}
 	}
@@ -315,13 +349,16 @@ func (e *engineCase) finish(ctx context.Context, job ulid.ULID, state string, se
 		FROM d`, job, state); err != nil {
 		e.fatalf("finish: %v", err)
 	}
-	if settle {
+	if also != nil {
+		also(tx)
+	}
+	if mode == finishSettles {
 		if _, err := tx.Exec(ctx, `SELECT venturi_workflow_settle(ARRAY[$1::uuid], '')`, e.id); err != nil {
 			e.fatalf("settle: %v", err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		e.t.Fatal(err)
+		e.fatalf("commit: %v", err)
 	}
 }
 

@@ -23,7 +23,7 @@ func (q *Queue) EnqueueWorkflow(ctx context.Context, w *Workflow) (WorkflowResul
 	var res WorkflowResult
 	err := pgx.BeginTxFunc(ctx, q.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		var err error
-		res, err = q.enqueueWorkflow(ctx, tx, w)
+		res, err = q.enqueueWorkflow(ctx, tx, w, false)
 		return err
 	})
 	return res, err
@@ -36,7 +36,7 @@ func (q *Queue) EnqueueWorkflowTx(ctx context.Context, tx pgx.Tx, w *Workflow) (
 	if err := q.checkReadCommitted(ctx, tx, "EnqueueWorkflowTx"); err != nil {
 		return WorkflowResult{}, err
 	}
-	return q.enqueueWorkflow(ctx, tx, w)
+	return q.enqueueWorkflow(ctx, tx, w, true)
 }
 
 // checkReadCommitted refuses a nil transaction, and one that is not READ COMMITTED
@@ -74,24 +74,26 @@ type wfNodeRow struct {
 	DelayUs  int64    `json:"delay_us"`
 }
 
-func (q *Queue) enqueueWorkflow(ctx context.Context, tx pgx.Tx, w *Workflow) (WorkflowResult, error) {
+func (q *Queue) enqueueWorkflow(ctx context.Context, tx pgx.Tx, w *Workflow, inTx bool) (WorkflowResult, error) {
 	if w == nil {
 		return WorkflowResult{}, fmt.Errorf("%w: nil workflow", ErrWorkflowInvalid)
 	}
-	return q.enqueueGraph(ctx, tx, w, workflowKindGraph)
+	return q.enqueueGraph(ctx, tx, w, workflowKindGraph, inTx)
 }
 
-// enqueueGraph writes w as a venturi_workflow row of kind (a workflow, a batch).
-func (q *Queue) enqueueGraph(ctx context.Context, tx pgx.Tx, w *Workflow, kind int16) (WorkflowResult, error) {
+// enqueueGraph writes w as a venturi_workflow row of kind (a workflow, a batch); inTx: in
+// the caller's transaction.
+func (q *Queue) enqueueGraph(ctx context.Context, tx pgx.Tx, w *Workflow, kind int16, inTx bool) (WorkflowResult, error) {
 	if err := w.validate(nil); err != nil {
 		return WorkflowResult{}, err
 	}
 	// Prepare every job before writing anything. A root is released as it is written.
-	g, err := w.rows(q.prepare, "", "", true)
+	res := WorkflowResult{ID: ulid.Make(), Action: ActionInserted}
+	g, err := w.rows(q.preparer(ctx, inTx), graphPlace{workflow: res.ID, releaseRoots: true})
 	if err != nil {
 		return WorkflowResult{}, err
 	}
-	res := WorkflowResult{ID: ulid.Make(), Action: ActionInserted, Jobs: g.ids}
+	res.Jobs = g.ids
 	ids, err := q.q.InsertWorkflow(ctx, tx, dbsqlc.InsertWorkflowParams{ID: uuidOf(res.ID), Kind: kind, Name: w.name, Key: w.key, FailFast: w.failFast})
 	if err != nil {
 		return WorkflowResult{}, fmt.Errorf("venturi: insert workflow: %w", err)
@@ -129,13 +131,32 @@ type graphRows struct {
 	ids      map[string]ulid.ULID
 }
 
-// rows prepares w's nodes and jobs with prep. prefix is put before every node name of w
-// (a spawn's nodes are named after their spawner), attach is the node that w's nodes
-// without a group are attached to (a spawner; "" for none), and releaseRoots says
-// whether the nodes that need nothing are released as they are written (an enqueue) or
-// left to the settle that follows in the same transaction (nodes added to a running
-// workflow, which may have been cancelled).
-func (w *Workflow) rows(prep func(Task, []EnqueueOption) (*plan, error), prefix, attach string, releaseRoots bool) (*graphRows, error) {
+// graphPlace is where a graph's nodes go: their workflow, a prefix put before every node
+// name (a spawn's nodes are named after their spawner), the node that the nodes without
+// a group are attached to (a spawner; "" for none), the metadata every job inherits (a
+// spawner's), and whether the nodes that need nothing are released as they are written
+// (an enqueue) or left to the settle that follows in the same transaction (nodes added to
+// a running workflow, which may be being cancelled).
+type graphPlace struct {
+	workflow     ulid.ULID
+	prefix       string
+	attach       string
+	inherit      Meta
+	releaseRoots bool
+}
+
+// Metadata keys of a workflow's jobs, set on each as it is enqueued (see [Meta]): the
+// workflow's ID and the job's node. Middleware, events and the OpenTelemetry spans read
+// them; a spawned job also inherits its spawner's other keys (a trace's context, a
+// tenant).
+const (
+	MetaWorkflow = "venturi.workflow"
+	MetaNode     = "venturi.node"
+)
+
+// rows prepares w's nodes and jobs with prep, placed as at says.
+func (w *Workflow) rows(prep func(Task, []EnqueueOption) (*plan, error), at graphPlace) (*graphRows, error) {
+	prefix, attach, releaseRoots := at.prefix, at.attach, at.releaseRoots
 	g := &graphRows{notify: map[string]bool{}, ids: map[string]ulid.ULID{}}
 	local := func(name string) string {
 		if prefix != "" && w.byName[name] != nil {
@@ -156,7 +177,10 @@ func (w *Workflow) rows(prep func(Task, []EnqueueOption) (*plan, error), prefix,
 			row.Parent = &attach
 		}
 		if n.task != nil {
-			p, err := prep(n.task, n.opts)
+			// The inherited metadata first (the node's own wins), the workflow's keys last.
+			opts := append([]EnqueueOption{WithMeta(at.inherit)}, n.opts...)
+			opts = append(opts, WithMeta(Meta{MetaWorkflow: at.workflow.String(), MetaNode: row.Node}))
+			p, err := prep(n.task, opts)
 			if err != nil {
 				return nil, fmt.Errorf("node %q: %w", n.name, err)
 			}
@@ -290,38 +314,46 @@ func (q *Queue) WorkflowNodes(ctx context.Context, id ulid.ULID, after string, l
 
 // SealGroup seals an open group of workflow id: it takes no more members, and what needs
 // it runs once its members have ended. ErrWorkflowFinished when the group is not open.
+// It is audited (AuditWorkflowSeal, target "ID/group").
 func (q *Queue) SealGroup(ctx context.Context, id ulid.ULID, group string) error {
-	sealed, err := q.q.SealWorkflowGroup(ctx, q.pool, dbsqlc.SealWorkflowGroupParams{ID: uuidOf(id), Node: group, Channel: q.notifyChannel()})
-	if err != nil {
+	return pgx.BeginTxFunc(ctx, q.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		sealed, err := q.q.SealWorkflowGroup(ctx, tx, dbsqlc.SealWorkflowGroupParams{ID: uuidOf(id), Node: group, Channel: q.notifyChannel()})
+		if err != nil {
+			return err
+		}
+		if !sealed {
+			return fmt.Errorf("%w: no open group %q", ErrWorkflowFinished, group)
+		}
+		_, err = q.audit(ctx, tx, AuditWorkflowSeal, id.String()+"/"+group, 1, "")
 		return err
-	}
-	if !sealed {
-		return fmt.Errorf("%w: no open group %q", ErrWorkflowFinished, group)
-	}
-	return nil
+	})
 }
 
 // CancelWorkflow cancels workflow id, journaling reason: its blocked nodes end cancelled
 // at once, its released jobs are cancelled as [Queue.Cancel] cancels a job (a running one
 // is asked to stop, and ends cancelled unless it completes first), and nothing added to
-// it later runs. It returns when every released job has been cancelled or asked to stop.
-// ErrWorkflowFinished when the workflow is not open.
+// it later runs, all in one transaction, audited (AuditWorkflowCancel, counting the jobs
+// it cancelled or asked to stop). ErrWorkflowFinished when the workflow is not open.
 func (q *Queue) CancelWorkflow(ctx context.Context, id ulid.ULID, reason string) error {
 	note := cancelNote(reason)
-	running, err := q.q.CancelWorkflow(ctx, q.pool, dbsqlc.CancelWorkflowParams{ID: uuidOf(id), Note: note, Channel: q.notifyChannel()})
-	if err != nil {
-		return err
-	}
-	if running == nil {
-		return ErrWorkflowFinished
-	}
-	for _, u := range running { // in ID order: the lock order
-		_, err := q.Cancel(ctx, ulidOf(u), note)
-		if err != nil && !errors.Is(err, ErrJobFinished) && !errors.Is(err, ErrNotFound) {
+	return pgx.BeginTxFunc(ctx, q.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		// The workflow's row first, then its jobs' in ID order: the lock order.
+		running, err := q.q.CancelWorkflow(ctx, tx, dbsqlc.CancelWorkflowParams{ID: uuidOf(id), Note: note, Channel: q.notifyChannel()})
+		if err != nil {
 			return err
 		}
-	}
-	return nil
+		if running == nil {
+			return ErrWorkflowFinished
+		}
+		var n int64
+		if len(running) > 0 {
+			if n, err = cancelJobs(ctx, tx, q.q, q.notifyChannel(), running, note); err != nil {
+				return err
+			}
+		}
+		_, err = q.audit(ctx, tx, AuditWorkflowCancel, id.String(), n, reason)
+		return err
+	})
 }
 
 // AddToWorkflow adds the nodes of w to open workflow id, in one transaction, and returns
@@ -334,7 +366,7 @@ func (q *Queue) AddToWorkflow(ctx context.Context, id ulid.ULID, w *Workflow) (m
 	var ids map[string]ulid.ULID
 	err := pgx.BeginTxFunc(ctx, q.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		var err error
-		ids, err = q.addToWorkflow(ctx, tx, id, w, workflowKindGraph)
+		ids, err = q.addToWorkflow(ctx, tx, id, w, workflowKindGraph, false)
 		return err
 	})
 	return ids, err
@@ -347,11 +379,12 @@ func (q *Queue) AddToWorkflowTx(ctx context.Context, tx pgx.Tx, id ulid.ULID, w 
 	if err := q.checkReadCommitted(ctx, tx, "AddToWorkflowTx"); err != nil {
 		return nil, err
 	}
-	return q.addToWorkflow(ctx, tx, id, w, workflowKindGraph)
+	return q.addToWorkflow(ctx, tx, id, w, workflowKindGraph, true)
 }
 
-// addToWorkflow adds w's nodes to workflow id, which must be of kind, in tx.
-func (q *Queue) addToWorkflow(ctx context.Context, tx pgx.Tx, id ulid.ULID, w *Workflow, kind int16) (map[string]ulid.ULID, error) {
+// addToWorkflow adds w's nodes to workflow id, which must be of kind, in tx (the
+// caller's: inTx).
+func (q *Queue) addToWorkflow(ctx context.Context, tx pgx.Tx, id ulid.ULID, w *Workflow, kind int16, inTx bool) (map[string]ulid.ULID, error) {
 	if w == nil {
 		return nil, fmt.Errorf("%w: nil workflow", ErrWorkflowInvalid)
 	}
@@ -375,7 +408,7 @@ func (q *Queue) addToWorkflow(ctx context.Context, tx pgx.Tx, id ulid.ULID, w *W
 	if err := w.validate(graph); err != nil {
 		return nil, err
 	}
-	g, err := w.rows(q.prepare, "", "", false)
+	g, err := w.rows(q.preparer(ctx, inTx), graphPlace{workflow: id})
 	if err != nil {
 		return nil, err
 	}
@@ -396,7 +429,8 @@ func (q *Queue) addToWorkflow(ctx context.Context, tx pgx.Tx, id ulid.ULID, w *W
 // upstream failure, the workflow's cancel, a fail-fast) are decided again; what
 // completed is not run again. A cancel in force (a fail-fast's too) is lifted, and the
 // workflow's attempt counted. It returns how many jobs it retried (0: nothing failed or
-// was cancelled). ErrWorkflowNotFound when there is no such workflow.
+// was cancelled). It is audited (AuditWorkflowRetry). ErrWorkflowNotFound when there is
+// no such workflow.
 func (q *Queue) RetryWorkflow(ctx context.Context, id ulid.ULID, reason string) (int, error) {
 	note := joinNote("workflow retried", reason)
 	retried := 0
@@ -419,7 +453,10 @@ func (q *Queue) RetryWorkflow(ctx context.Context, id ulid.ULID, reason string) 
 				return err
 			}
 		}
-		_, err = q.q.SettleWorkflowTouch(ctx, tx, dbsqlc.SettleWorkflowTouchParams{ID: uuidOf(id), Channel: q.notifyChannel(), Touch: row.Touch})
+		if _, err = q.q.SettleWorkflowTouch(ctx, tx, dbsqlc.SettleWorkflowTouchParams{ID: uuidOf(id), Channel: q.notifyChannel(), Touch: row.Touch}); err != nil {
+			return err
+		}
+		_, err = q.audit(ctx, tx, AuditWorkflowRetry, id.String(), int64(retried), reason)
 		return err
 	})
 	return retried, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -29,10 +30,47 @@ var (
 	ErrNotInWorkflow = errors.New("venturi: the job is not in a workflow")
 )
 
-// flowAccess is a worker's database access for its runs' workflow calls.
-type flowAccess struct {
+// flowAccess is what a run's workflow calls read: the database in a worker (dbFlows), the
+// test's options in venturitest (testFlows).
+type flowAccess interface {
+	// node returns the job's workflow and node; pgx.ErrNoRows outside workflows.
+	node(ctx context.Context, job ulid.ULID) (*dbsqlc.NodeOfJobRow, error)
+	// output returns a node's output; pgx.ErrNoRows when it has none.
+	output(ctx context.Context, workflow pgtype.UUID, node string) ([]byte, error)
+	// upstream returns the outputs the job's node can read, by node.
+	upstream(ctx context.Context, job ulid.ULID) (map[string]json.RawMessage, error)
+	// batch returns a batch's counts.
+	batch(ctx context.Context, id ulid.ULID) (*BatchInfo, error)
+}
+
+// dbFlows is a worker's flowAccess: its database.
+type dbFlows struct {
 	db dbsqlc.DBTX
 	q  *dbsqlc.Queries
+}
+
+func (f *dbFlows) node(ctx context.Context, job ulid.ULID) (*dbsqlc.NodeOfJobRow, error) {
+	return f.q.NodeOfJob(ctx, f.db, uuidOf(job))
+}
+
+func (f *dbFlows) output(ctx context.Context, workflow pgtype.UUID, node string) ([]byte, error) {
+	return f.q.WorkflowOutput(ctx, f.db, dbsqlc.WorkflowOutputParams{WorkflowID: workflow, Node: node})
+}
+
+func (f *dbFlows) upstream(ctx context.Context, job ulid.ULID) (map[string]json.RawMessage, error) {
+	rows, err := f.q.UpstreamOutputs(ctx, f.db, uuidOf(job))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]json.RawMessage, len(rows))
+	for _, row := range rows {
+		out[row.Node] = row.Output
+	}
+	return out, nil
+}
+
+func (f *dbFlows) batch(ctx context.Context, id ulid.ULID) (*BatchInfo, error) {
+	return batchInfo(ctx, f.q, f.db, id)
 }
 
 // runFlow is what a run records for its workflow: its output and spawns, written with
@@ -80,7 +118,7 @@ func (r *Run[C]) nodeOf(ctx context.Context) (*dbsqlc.NodeOfJobRow, error) {
 	if r.flows == nil {
 		return nil, errors.New("venturi: workflow calls outside a worker's run")
 	}
-	n, err := r.flows.q.NodeOfJob(ctx, r.flows.db, uuidOf(r.id))
+	n, err := r.flows.node(ctx, r.id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotInWorkflow
 	}
@@ -98,7 +136,7 @@ func (r *Run[C]) Output(ctx context.Context, node string, v any) error {
 	if err != nil {
 		return err
 	}
-	b, err := r.flows.q.WorkflowOutput(ctx, r.flows.db, dbsqlc.WorkflowOutputParams{WorkflowID: n.WorkflowID, Node: node})
+	b, err := r.flows.output(ctx, n.WorkflowID, node)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%w: node %q", ErrNoOutput, node)
 	}
@@ -116,15 +154,7 @@ func (r *Run[C]) UpstreamOutputs(ctx context.Context) (map[string]json.RawMessag
 	if _, err := r.nodeOf(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := r.flows.q.UpstreamOutputs(ctx, r.flows.db, uuidOf(r.id))
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]json.RawMessage, len(rows))
-	for _, row := range rows {
-		out[row.Node] = row.Output
-	}
-	return out, nil
+	return r.flows.upstream(ctx, r.id)
 }
 
 // Spawn attaches the nodes of w to the run's node, to be written in the transaction that
@@ -162,7 +192,10 @@ func (r *Run[C]) Spawn(ctx context.Context, w *Workflow) (map[string]ulid.ULID, 
 	if r.flow.prepared+len(w.nodes) > MaxWorkflowNodes {
 		return nil, fmt.Errorf("%w: more than %d nodes spawned by one run", ErrWorkflowInvalid, MaxWorkflowNodes)
 	}
-	g, err := w.rows(prepare, prefix, n.Node, false)
+	inherit := maps.Clone(r.meta)
+	delete(inherit, MetaWorkflow)
+	delete(inherit, MetaNode)
+	g, err := w.rows(prepare, graphPlace{workflow: ulidOf(n.WorkflowID), prefix: prefix, attach: n.Node, inherit: inherit})
 	if err != nil {
 		return nil, err
 	}
@@ -206,12 +239,4 @@ func decodeOutput(node string, b []byte, v any) error {
 		return fmt.Errorf("venturi: output of node %q: %w", node, err)
 	}
 	return nil
-}
-
-// shareBefore queues, before a CompleteTx's finish, the hold of the workflow that req's
-// spawns attach to (see jobrun.Flow).
-func shareBefore(b *pgx.Batch, req *jobrun.End) {
-	if req.Flow != nil && req.Flow.Attach != nil {
-		dbsqlc.QueueShareWorkflows(b, []pgtype.UUID{req.Flow.Workflow})
-	}
 }

@@ -128,7 +128,7 @@ func TestWorkflowSpawnAndOutputs(t *testing.T) {
 
 	const pages = 5
 	wf := venturi.NewWorkflow("fan")
-	split := wf.Add("split", splitTask{Pages: pages})
+	split := wf.Add("split", splitTask{Pages: pages}, venturi.With(venturi.WithMeta(venturi.Meta{"tenant": "t1"})))
 	wf.Add("sum", sumTask{}, venturi.Needs(split))
 	res, err := q.EnqueueWorkflow(ctx, wf)
 	if err != nil {
@@ -166,6 +166,14 @@ func TestWorkflowSpawnAndOutputs(t *testing.T) {
 	nodes := nodesOf(t, q, res.ID)
 	if n := nodes["split/page-0"]; n.In != "split" || n.Own != "ok" {
 		t.Fatalf("a spawned node %+v", n)
+	}
+	// Every job carries its workflow and node; a spawned one inherits its spawner's keys.
+	page := jobByID(t, q, nodes["split/page-0"].JobID)
+	if m := page.Meta; m[venturi.MetaWorkflow] != res.ID.String() || m[venturi.MetaNode] != "split/page-0" || m["tenant"] != "t1" {
+		t.Fatalf("a spawned job's metadata %v", m)
+	}
+	if m := jobByID(t, q, res.Jobs["sum"]).Meta; m[venturi.MetaNode] != "sum" || m["tenant"] != "" {
+		t.Fatalf("sum's metadata %v", m)
 	}
 }
 
@@ -268,6 +276,7 @@ func TestAddToWorkflow(t *testing.T) {
 	if err := q.SealGroup(ctx, res.ID, "members"); err != nil {
 		t.Fatal(err)
 	}
+	requireAudit(t, q, venturi.AuditWorkflowSeal, res.ID.String()+"/members", 1)
 	waitWorkflow(t, q, res.ID, venturi.WorkflowSucceeded)
 	order := log.order()
 	if !slices.Equal(order, []string{"a", "m1", "m2", "after"}) {
@@ -309,6 +318,7 @@ func TestRetryWorkflow(t *testing.T) {
 	if err != nil || info.State != venturi.WorkflowOpen || info.Attempt != 2 {
 		t.Fatalf("after the retry %+v %v", info, err)
 	}
+	requireAudit(t, q, venturi.AuditWorkflowRetry, res.ID.String(), 2)
 	eventually(t, within, "b to run again", func() bool { return len(log.order()) == 3 })
 	// c waits for its delay; d for c.
 	nodes := nodesOf(t, q, res.ID)
@@ -362,4 +372,20 @@ func TestPruneWorkflows(t *testing.T) {
 	if _, err := q.Workflow(ctx, r2.ID); err != nil {
 		t.Fatalf("the open workflow: %v", err)
 	}
+}
+
+// requireAudit fails unless the newest audit entries hold one of action on target that
+// counts count.
+func requireAudit(t *testing.T, q *venturi.Queue, action, target string, count int) {
+	t.Helper()
+	entries, err := q.AuditLog(context.Background(), 0, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Action == action && e.Target == target && e.Count == count {
+			return
+		}
+	}
+	t.Fatalf("no audit entry %s %s counting %d in %+v", action, target, count, entries)
 }

@@ -199,6 +199,7 @@ func TestWorkflowCancel(t *testing.T) {
 	if err := q.CancelWorkflow(ctx, res.ID, "not needed"); err != nil {
 		t.Fatal(err)
 	}
+	requireAudit(t, q, venturi.AuditWorkflowCancel, res.ID.String(), 1) // a; b was blocked
 	log := &wfLog{fail: map[string]bool{}}
 	startWorkerFor[wfStep](t, pool, log, fastConfig())
 	info := waitWorkflow(t, q, res.ID, venturi.WorkflowCancelled)

@@ -268,6 +268,11 @@ CREATE TRIGGER venturi_workflow_delete AFTER DELETE ON venturi_job
     WHEN (old.workflow_id IS NOT NULL)
     EXECUTE FUNCTION venturi_workflow_note();
 
+CREATE CONSTRAINT TRIGGER venturi_workflow_finish AFTER DELETE ON venturi_job DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW
+    WHEN (old.workflow_id IS NOT NULL AND old.state = 'running'::venturi_job_state)
+    EXECUTE FUNCTION venturi_workflow_finish_settle();
+
 CREATE TRIGGER venturi_workflow_insert AFTER INSERT ON venturi_job
     FOR EACH ROW
     WHEN (new.workflow_id IS NOT NULL AND new.journal <> '[]'::jsonb)

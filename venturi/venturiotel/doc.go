@@ -29,7 +29,10 @@
 // (the queue), messaging.message.id (the job ID), venturi.kind, and on runs venturi.run
 // (the run's number), venturi.worker and venturi.outcome (the journal event of the run's
 // end, see below); on enqueues venturi.action (inserted, kept, replaced, merged,
-// independent). A run that fails or dies has status Error with the error recorded; a
+// independent); on a workflow's jobs venturi.workflow.id and venturi.workflow.node (from
+// venturi.MetaWorkflow and venturi.MetaNode). A workflow enqueued in a request's span is
+// one trace: each node's enqueue span is a child of the request's, and a job spawned at
+// run time inherits its spawner's trace context with its metadata. A run that fails or dies has status Error with the error recorded; a
 // handler's panic is recorded as an exception event of type "panic" with its stack.
 //
 // # Metrics

@@ -39,6 +39,7 @@ func (in *Instrumentation) Enqueue(ctx context.Context, info *venturi.EnqueueInf
 		info.Meta = venturi.Meta{}
 	}
 	in.textMap().Inject(ctx, propagation.MapCarrier(info.Meta))
+	span.SetAttributes(workflowAttrs(info.Meta)...)
 	r, err := next(ctx)
 	if err != nil {
 		span.RecordError(err)
@@ -71,7 +72,8 @@ func (in *Instrumentation) Work(ctx context.Context, job *venturi.JobInfo, next 
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(keyMessagingSystem.String("venturi"), keyOperationType.String("process"),
 			keyOperationName.String("work"), keyDestination.String(job.Queue), keyMessageID.String(job.ID.String()),
-			keySpanKind.String(job.Kind), keySpanRun.Int(job.Run), keySpanWorker.String(job.Worker))}
+			keySpanKind.String(job.Kind), keySpanRun.Int(job.Run), keySpanWorker.String(job.Worker)),
+		trace.WithAttributes(workflowAttrs(job.Meta)...)}
 	start := ctx
 	switch sc := trace.SpanContextFromContext(carried); {
 	case in.parent && sc.IsValid():
@@ -138,4 +140,15 @@ func statusText(err error) string {
 		s = strings.ToValidUTF8(s[:maxStatusBytes], "") + "…"
 	}
 	return s
+}
+
+// workflowAttrs are the span attributes of a workflow's job: venturi.workflow.id and
+// venturi.workflow.node, from the metadata venturi sets on it (venturi.MetaWorkflow,
+// venturi.MetaNode); none for other jobs.
+func workflowAttrs(m venturi.Meta) []attribute.KeyValue {
+	id, ok := m[venturi.MetaWorkflow]
+	if !ok {
+		return nil
+	}
+	return []attribute.KeyValue{keySpanWorkflow.String(id), keySpanNode.String(m[venturi.MetaNode])}
 }

@@ -195,3 +195,41 @@ func TestRefusedEnqueueSpan(t *testing.T) {
 		t.Errorf("a refused enqueue was counted: %d", n)
 	}
 }
+
+// A workflow enqueued in a request's span is one trace: every node's enqueue span is a
+// child of the request's, and with ParentFromEnqueue every run a child of its enqueue;
+// the spans carry the workflow's ID and each job's node.
+func TestWorkflowIsOneTrace(t *testing.T) {
+	t.Parallel()
+	pool := newDB(t)
+	x := newTelemetry(t, venturiotel.Config{ParentFromEnqueue: true})
+	q := venturi.NewQueue(pool, venturi.QueueConfig{Middleware: []venturi.EnqueueMiddleware{x.tel.Enqueue}})
+	startWorker(t, pool, x.tel, &seenBaggage{}, 0)
+	ctx, request := x.tp.Tracer("test").Start(context.Background(), "request")
+	wf := venturi.NewWorkflow("traced")
+	a := wf.Add("a", otelTask{})
+	wf.Add("b", otelTask{}, venturi.Needs(a))
+	res, err := q.EnqueueWorkflow(ctx, wf)
+	request.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, q, res.Jobs["b"], venturi.StateCompleted)
+	trace := request.SpanContext().TraceID()
+	nodes := map[string]int{}
+	for _, s := range x.spans.GetSpans() {
+		if s.Name == "request" {
+			continue
+		}
+		if s.SpanContext.TraceID() != trace {
+			t.Fatalf("span %s is in trace %v, not the request's %v", s.Name, s.SpanContext.TraceID(), trace)
+		}
+		if attr(s, "venturi.workflow.id").AsString() != res.ID.String() {
+			t.Fatalf("span %s: workflow %q", s.Name, attr(s, "venturi.workflow.id").AsString())
+		}
+		nodes[attr(s, "venturi.workflow.node").AsString()]++
+	}
+	if nodes["a"] != 2 || nodes["b"] != 2 {
+		t.Fatalf("spans by node %v; want an enqueue and a run of each", nodes)
+	}
+}

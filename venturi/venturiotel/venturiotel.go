@@ -137,6 +137,8 @@ const (
 	keySpanOutcome      = attribute.Key("venturi.outcome")
 	keySpanAction       = attribute.Key("venturi.action")
 	keySpanTx           = attribute.Key("venturi.tx")
+	keySpanWorkflow     = attribute.Key("venturi.workflow.id")
+	keySpanNode         = attribute.Key("venturi.workflow.node")
 	keyExceptionType    = attribute.Key("exception.type")
 	keyExceptionMessage = attribute.Key("exception.message")
 	keyExceptionStack   = attribute.Key("exception.stacktrace")

@@ -25,7 +25,10 @@
 // unless [RunOptions].CompleteTxErr makes it fail). [RunOptions].Waited and
 // [RunOptions].Signals make the run one that follows a venturi.WaitForSignal, with the
 // signals that arrived ([SignalOf] builds one); [Result].Consumed reports those the handler
-// read.
+// read. A workflow's node runs in its workflow with [RunOptions].Workflow and Node, the
+// outputs of the other nodes in [RunOptions].Outputs (what Run.Output and
+// Run.UpstreamOutputs read) and a batch's counts in [RunOptions].Batch (Run.Batch);
+// [Result].Output and [Result].Spawned report what the run would store and attach.
 //
 // # Asserting enqueues
 //

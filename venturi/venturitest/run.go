@@ -54,6 +54,17 @@ type RunOptions[C any] struct {
 	// CompleteTxErr, when not nil, is what Run.CompleteTx returns instead of succeeding:
 	// venturi.ErrLeaseLost tests the path where the run lost its job.
 	CompleteTxErr error
+	// Workflow and Node place the job in a workflow, as its node Node (a zero Workflow:
+	// the job is outside workflows, and the workflow calls return
+	// venturi.ErrNotInWorkflow).
+	Workflow ulid.ULID
+	Node     string
+	// Outputs are the outputs of the workflow's other nodes, by name, each encoded as
+	// JSON: Run.Output reads any of them, Run.UpstreamOutputs returns them all.
+	Outputs map[string]any
+	// Batch, when not nil, is what Run.Batch returns (the job is a member or callback of
+	// that batch); nil: Run.Batch returns venturi.ErrNotBatch.
+	Batch *venturi.BatchInfo
 }
 
 // Result is what one run of a handler did: its outcome or error, and what it left in its
@@ -83,6 +94,20 @@ type Result[C any] struct {
 	// Consumed are the signals the handler read with Run.Signals, in the order it first
 	// read them: a worker marks them consumed when the run ends, whatever its outcome.
 	Consumed []venturi.Signal
+	// Output is the run's output (Run.SetOutput), stored for its node if it completes;
+	// nil when none was set. DecodeOutput decodes it.
+	Output json.RawMessage
+	// Spawned are the full names of the nodes the run attached with Run.Spawn, in order:
+	// written if it completes.
+	Spawned []string
+}
+
+// DecodeOutput decodes the run's output into v; an error when it set none.
+func (r Result[C]) DecodeOutput(v any) error {
+	if r.Output == nil {
+		return errors.New("venturitest: the run set no output")
+	}
+	return json.Unmarshal(r.Output, v)
 }
 
 // SignalOf builds a signal for [RunOptions].Signals: name, the JSON encoding of payload
@@ -173,6 +198,10 @@ func RunFunc[T venturi.Task, S, C any](ctx context.Context, handle venturi.Handl
 	sigs := numberedSignals(opts.Signals)
 	sp := spec(task, carry, opts, &res)
 	sp.Signals = sigs
+	if sp.Outputs, err = encodeOutputs(opts.Outputs); err != nil {
+		res.Err = err
+		return res
+	}
 	if opts.Waited != nil {
 		history := append(slices.Clone(opts.History), venturi.JournalEntry{Event: venturi.EventWaiting,
 			Run: max(int(orOne(int64(opts.RunCount)))-1, 0), Wait: slices.Clone(opts.Waited), At: time.Now()})
@@ -187,6 +216,7 @@ func RunFunc[T venturi.Task, S, C any](ctx context.Context, handle venturi.Handl
 	}
 	res.Outcome, res.Panicked, res.Err = call(ctx, handle, decoded, run, state)
 	st := testhook.ReadRun(run)
+	res.Output, res.Spawned = st.Output, st.Spawned
 	if !res.CompletedTx {
 		res.Carry, _ = st.Carry.(C)
 		res.Attachment = st.Attachment
@@ -215,9 +245,14 @@ func spec[T venturi.Task, C any](task T, carry C, opts RunOptions[C], res *Resul
 		}
 		shutdown = ch
 	}
+	var batch any
+	if opts.Batch != nil {
+		batch = opts.Batch
+	}
 	return testhook.RunSpec{
 		ID: id, Kind: kindOf(task), Token: orOne(opts.Token), RunCount: int(orOne(int64(opts.RunCount))),
 		Failures: opts.Failures, History: opts.History, Carry: carry, Shutdown: shutdown,
+		Workflow: opts.Workflow, Node: opts.Node, Batch: batch,
 		Finish: func(_ context.Context, outcome, c any, attachment json.RawMessage) error {
 			if opts.CompleteTxErr != nil {
 				return opts.CompleteTxErr
@@ -299,4 +334,20 @@ func kindOf[T venturi.Task](task T) string {
 		return reflect.New(t.Elem()).Interface().(venturi.Task).Kind()
 	}
 	return task.Kind()
+}
+
+// encodeOutputs encodes RunOptions.Outputs as the worker stores outputs.
+func encodeOutputs(in map[string]any) (map[string]json.RawMessage, error) {
+	if in == nil {
+		return nil, nil
+	}
+	out := make(map[string]json.RawMessage, len(in))
+	for node, v := range in {
+		b, err := testhook.EncodeJSON(v)
+		if err != nil {
+			return nil, fmt.Errorf("venturitest: output of node %q: %w", node, err)
+		}
+		out[node] = b
+	}
+	return out, nil
 }

@@ -59,22 +59,33 @@ type Writer struct {
 func (w *Writer) Write(ctx context.Context, ends []*jobrun.End, wakeGated bool) ([]pgtype.UUID, error) {
 	var ids []pgtype.UUID
 	if !slices.ContainsFunc(ends, func(r *jobrun.End) bool { return needsTx(r, wakeGated && w.Channel != "") }) {
-		err := w.Send(ctx, func(b *pgx.Batch) { dbsqlc.QueueFinishRuns(b, Params(w.Worker, w.Keep, ends), &ids) })
+		err := w.Send(ctx, func(b *pgx.Batch) {
+			dbsqlc.QueueSetLocalFinishChannel(b, w.Channel)
+			dbsqlc.QueueFinishRuns(b, Params(w.Worker, w.Keep, ends), &ids)
+		})
 		return ids, err
 	}
 	err := w.InTx(ctx, func(tx pgx.Tx) error {
-		if wf := attaching(ends); len(wf) > 0 {
-			if err := w.Queries.ShareWorkflows(ctx, tx, wf); err != nil {
-				return err
-			}
-		}
-		var err error
-		if ids, err = w.Queries.FinishRuns(ctx, tx, Params(w.Worker, w.Keep, ends)); err != nil {
+		b := &pgx.Batch{}
+		BeforeFinish(b, w.Channel, ends)
+		dbsqlc.QueueFinishRuns(b, Params(w.Worker, w.Keep, ends), &ids)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
 		return AfterFinish(ctx, tx, w.Queries, w.Channel, ends, ids, wakeGated, w.Logger)
 	})
 	return ids, err
+}
+
+// BeforeFinish queues what goes before the FinishRuns of ends in their transaction: the
+// setting that has workflow members' ends settle their workflows as the transaction
+// commits (SetLocalFinishChannel), and the hold of the workflows that ends attach nodes to
+// (jobrun.Flow), so that no settle elsewhere sees a spawner's end without its children.
+func BeforeFinish(b *pgx.Batch, channel string, ends []*jobrun.End) {
+	dbsqlc.QueueSetLocalFinishChannel(b, channel)
+	if wf := attaching(ends); len(wf) > 0 {
+		dbsqlc.QueueShareWorkflows(b, wf)
+	}
 }
 
 // needsTx reports whether writing r's end takes more than FinishRuns (see AfterFinish);

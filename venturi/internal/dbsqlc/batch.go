@@ -187,3 +187,8 @@ func QueueSettleWorkflowTouch(b *pgx.Batch, arg SettleWorkflowTouchParams) {
 func QueueShareWorkflows(b *pgx.Batch, ids []pgtype.UUID) {
 	b.Queue(shareWorkflows, ids)
 }
+
+// QueueSetLocalFinishChannel is SetLocalFinishChannel in a batch.
+func QueueSetLocalFinishChannel(b *pgx.Batch, channel string) {
+	b.Queue(setLocalFinishChannel, channel)
+}

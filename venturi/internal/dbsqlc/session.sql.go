@@ -26,6 +26,19 @@ func (q *Queries) BoundLocalIdleTimeout(ctx context.Context, db DBTX, ms int64) 
 	return err
 }
 
+const setLocalFinishChannel = `-- name: SetLocalFinishChannel :exec
+SELECT set_config('venturi.finish_channel', 'on:' || $1::text, true)
+`
+
+// A finish's transaction (a pipeline's implicit one included) names the jobs' wake-up
+// channel (” for none): the ends of workflow members it writes then settle their
+// workflows at once when no other transaction holds them (venturi_workflow_note), and the
+// kinds of the jobs they release are told on channel.
+func (q *Queries) SetLocalFinishChannel(ctx context.Context, db DBTX, channel string) error {
+	_, err := db.Exec(ctx, setLocalFinishChannel, channel)
+	return err
+}
+
 const setLocalIdleTimeout = `-- name: SetLocalIdleTimeout :exec
 SELECT set_config('idle_in_transaction_session_timeout', $1::text, true),
        set_config('enable_seqscan', 'off', true),

@@ -211,8 +211,8 @@ func (r reader) tables() (string, error) {
 		cons, err := r.strings(`
 			SELECT 'CONSTRAINT ' || quote_ident(conname) || ' ' || pg_get_constraintdef(oid, true)
 			FROM pg_constraint
-			WHERE conrelid = $1 AND contype <> 'n'
-			ORDER BY array_position(ARRAY['p', 'u', 'f', 'c', 'x', 't'], contype::text), conname`, t.oid)
+			WHERE conrelid = $1 AND contype NOT IN ('n', 't') -- a constraint trigger is listed with the triggers
+			ORDER BY array_position(ARRAY['p', 'u', 'f', 'c', 'x'], contype::text), conname`, t.oid)
 		if err != nil {
 			return "", err
 		}
@@ -480,7 +480,7 @@ func (r reader) partition(b *strings.Builder, oid uint32, name, parent, bound st
 	cons, err := r.strings(`
 		SELECT 'CONSTRAINT ' || quote_ident(conname) || ' ' || pg_get_constraintdef(oid, true)
 		FROM pg_constraint
-		WHERE conrelid = $1 AND contype <> 'n' AND conislocal
+		WHERE conrelid = $1 AND contype NOT IN ('n', 't') AND conislocal
 		ORDER BY conname`, oid)
 	if err != nil {
 		return err

@@ -29,14 +29,23 @@ type RunSpec struct {
 	// Finish receives Run.CompleteTx's outcome (a venturi.Outcome), carry (a *C) and
 	// attachment; nil makes CompleteTx succeed without writing anything.
 	Finish func(ctx context.Context, outcome any, carry any, attachment json.RawMessage) error
+	// Workflow and Node place the job in a workflow (a zero Workflow: outside workflows);
+	// Outputs are the outputs of its other nodes, by name (Run.Output reads any of them,
+	// Run.UpstreamOutputs returns them all), and Batch a *venturi.BatchInfo (Run.Batch).
+	Workflow [16]byte
+	Node     string
+	Outputs  map[string]json.RawMessage
+	Batch    any
 }
 
 // RunState is what a handler left in its run.
 type RunState struct {
 	Carry      any // a C
 	Attachment json.RawMessage
-	Finalized  bool    // CompleteTx succeeded
-	Consumed   []int64 // the Seq of every signal Run.Signals returned: consumed when the run ends
+	Finalized  bool            // CompleteTx succeeded
+	Consumed   []int64         // the Seq of every signal Run.Signals returned: consumed when the run ends
+	Output     json.RawMessage // Run.SetOutput's
+	Spawned    []string        // the names of the nodes Run.Spawn attached, in order
 }
 
 // Drained is one run that Drain performed.

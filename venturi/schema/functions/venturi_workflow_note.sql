@@ -22,10 +22,14 @@ BEGIN
             RETURN NULL; -- an end in place, recorded when it ended, moved by the sweep
         END IF;
         INSERT INTO venturi_workflow_inbox (workflow_id, job_id, to_state) VALUES (OLD.workflow_id, OLD.id, v_state);
+        IF OLD.state = 'running' AND current_setting('venturi.finish_channel', true) LIKE 'on:%' THEN
+            RETURN NULL; -- settled as the finish commits
+        END IF;
     ELSE
         INSERT INTO venturi_workflow_inbox (workflow_id, job_id, to_state) VALUES (NEW.workflow_id, NEW.id, NEW.state);
     END IF;
-    IF current_setting('venturi.workflow_settle', true) IS DISTINCT FROM 'on' THEN
+    IF current_setting('venturi.workflow_settle', true) IS DISTINCT FROM 'on'
+       AND current_setting('venturi.workflow_settling', true) IS DISTINCT FROM 'on' THEN
         PERFORM pg_notify(venturi_workflow_channel(), '');
     END IF;
     RETURN NULL;

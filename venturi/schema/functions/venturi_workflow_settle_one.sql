@@ -22,12 +22,28 @@ DECLARE
     v_due   boolean;
     v_event text;
     v_final text;
+    v_prev  text;
+    ev_jobs   uuid[];
+    ev_states venturi_job_state[];
+    s_jobs    uuid[];
+    s_runs    text[];
+    c_jobs    uuid[];
+    pre_nodes text[];    -- nodes whose contributions the inbox's plain ends changed
+    pre_old   "char"[];
+    pre_new   "char"[];
+    d_nodes   text[];
+    d_old     "char"[];
+    d_new     "char"[];
 BEGIN
     SELECT * INTO w FROM venturi_workflow WHERE id = p_id;
     IF NOT FOUND THEN
         DELETE FROM venturi_workflow_inbox WHERE workflow_id = p_id;
         RETURN 0;
     END IF;
+    -- The member changes this settle makes (decisions, revivals) are recorded in the inbox
+    -- and applied below: the trigger neither settles them again nor wakes anyone.
+    v_prev := current_setting('venturi.workflow_settling', true);
+    PERFORM set_config('venturi.workflow_settling', 'on', true);
 
     -- 1. New nodes: their counters from what they need as it stands (a new node counts as
     -- waiting), their deps' next arrays, their parents' holds.
@@ -35,7 +51,8 @@ BEGIN
     WHERE n.workflow_id = p_id AND n.contrib IS NULL;
     IF fresh IS NOT NULL THEN
         UPDATE venturi_workflow_node n
-        SET n_deps = c.n_deps, waiting = c.waiting, n_fail = c.n_fail, n_cancel = c.n_cancel, n_skip = c.n_skip
+        SET n_deps = c.n_deps, waiting = c.waiting, n_fail = c.n_fail, n_cancel = c.n_cancel, n_skip = c.n_skip,
+            contrib = 'w'
         FROM (
             SELECT f.node,
                    count(u.node)::int AS n_deps,
@@ -50,7 +67,6 @@ BEGIN
             GROUP BY f.node
         ) c
         WHERE n.workflow_id = p_id AND n.node = c.node;
-        UPDATE venturi_workflow_node n SET contrib = 'w' WHERE n.workflow_id = p_id AND n.node = ANY(fresh);
         UPDATE venturi_workflow_node u SET next = u.next || x.nodes
         FROM (SELECT d.dep, array_agg(f.node ORDER BY f.node) AS nodes
               FROM venturi_workflow_node f, unnest(f.deps) AS d(dep)
@@ -68,40 +84,84 @@ BEGIN
         evals := evals || fresh;
     END IF;
 
-    -- 2. The inbox, in the order the changes were made.
-    FOR ev IN
-        WITH d AS (DELETE FROM venturi_workflow_inbox i WHERE i.workflow_id = p_id RETURNING i.seq, i.job_id, i.to_state)
-        SELECT d.job_id, d.to_state FROM d ORDER BY d.seq
-    LOOP
-        applied := applied + 1;
-        SELECT * INTO nd FROM venturi_workflow_node n WHERE n.job_id = ev.job_id;
-        CONTINUE WHEN NOT FOUND OR nd.workflow_id <> p_id;
-        v_run := CASE WHEN ev.to_state IS NULL THEN 'del' WHEN ev.to_state = 'completed' THEN 'ok'
-                      WHEN ev.to_state = 'dead' THEN 'fail' WHEN ev.to_state = 'cancelled' THEN 'cancel' END;
-        IF v_run IS NOT NULL THEN
-            -- A decided node's job ending cancelled is the decision itself; an end seen twice
-            -- (in place, then moved to the history) counts once.
-            CONTINUE WHEN nd.run IS NULL AND nd.own IS NOT NULL AND v_run = 'cancel';
-            CONTINUE WHEN nd.run IS NOT DISTINCT FROM v_run;
-            UPDATE venturi_workflow_node n SET run = v_run, own = v_run, released = true, ended_at = now()
-            WHERE n.workflow_id = p_id AND n.node = nd.node;
-            dirty := dirty || nd.node;
-            IF v_run = 'fail' AND w.fail_fast AND w.cancel_requested_at IS NULL THEN
+    -- 2. The inbox. A job whose changes are all one end (the common case: a run's end,
+    -- seen once, or in place and then moved to the history) is applied with the others
+    -- like it in one statement; the changes of the other jobs (a retry among them) one at
+    -- a time, in the order they were made.
+    WITH d AS (DELETE FROM venturi_workflow_inbox i WHERE i.workflow_id = p_id RETURNING i.seq, i.job_id, i.to_state)
+    SELECT array_agg(d.job_id ORDER BY d.seq), array_agg(d.to_state ORDER BY d.seq) INTO ev_jobs, ev_states FROM d;
+    applied := COALESCE(cardinality(ev_jobs), 0);
+    IF applied > 0 THEN
+        SELECT array_agg(e.job_id ORDER BY e.ord) FILTER (WHERE e.simple),
+               array_agg(e.run ORDER BY e.ord) FILTER (WHERE e.simple),
+               array_agg(e.job_id) FILTER (WHERE NOT e.simple)
+        INTO s_jobs, s_runs, c_jobs
+        FROM (SELECT u.job_id, min(u.ord) AS ord, min(u.run) AS run,
+                     bool_and(u.run IS NOT NULL) AND count(DISTINCT u.run) = 1 AS simple
+              FROM (SELECT x.job_id, x.ord,
+                           CASE WHEN x.to_state IS NULL THEN 'del' WHEN x.to_state = 'completed' THEN 'ok'
+                                WHEN x.to_state = 'dead' THEN 'fail' WHEN x.to_state = 'cancelled' THEN 'cancel' END AS run
+                    FROM unnest(ev_jobs, ev_states) WITH ORDINALITY AS x(job_id, to_state, ord)) u
+              GROUP BY u.job_id) e;
+        IF s_jobs IS NOT NULL THEN
+            -- A decided node's job ending cancelled is the decision itself; an end seen
+            -- twice counts once. Their new contributions are set here too, and moved to
+            -- the counters by the first wave below.
+            WITH x AS (
+                SELECT n.node, y.run, y.ord, n.contrib AS old, n.h_fail, n.h_cancel,
+                       venturi_workflow_contrib(y.run, n.holds, n.h_fail, n.h_cancel) AS new
+                FROM unnest(s_jobs, s_runs) WITH ORDINALITY AS y(job_id, run, ord)
+                JOIN venturi_workflow_node n ON n.job_id = y.job_id AND n.workflow_id = p_id
+                WHERE NOT (n.run IS NULL AND n.own IS NOT NULL AND y.run = 'cancel')
+                  AND n.run IS DISTINCT FROM y.run
+            ), upd AS (
+                UPDATE venturi_workflow_node n SET run = x.run, own = x.run, released = true, ended_at = now(),
+                    contrib = x.new,
+                    outcome = CASE WHEN x.new IN ('w', 'x') THEN NULL ELSE venturi_workflow_outcome(x.run, x.h_fail, x.h_cancel) END
+                FROM x
+                WHERE n.workflow_id = p_id AND n.node = x.node
+                RETURNING n.node, x.run, x.ord, x.old, x.new
+            )
+            SELECT array_agg(upd.node ORDER BY upd.ord), array_agg(upd.run ORDER BY upd.ord),
+                   array_agg(upd.old ORDER BY upd.ord), array_agg(upd.new ORDER BY upd.ord)
+            INTO pre_nodes, s_runs, pre_old, pre_new FROM upd;
+            IF pre_nodes IS NOT NULL AND w.fail_fast AND w.cancel_requested_at IS NULL AND 'fail' = ANY(s_runs) THEN
                 UPDATE venturi_workflow SET cancel_requested_at = now(), fail_fast_tripped = true,
-                    cancel_note = 'fail fast: ' || nd.node || ' is dead'
+                    cancel_note = 'fail fast: ' || pre_nodes[array_position(s_runs, 'fail')] || ' is dead'
                 WHERE id = p_id RETURNING * INTO w;
             END IF;
-        ELSE
-            -- Back from an end (a retry): blocked until the rules decide again; released
-            -- when an older worker's retry made it available.
-            CONTINUE WHEN nd.run IS NULL AND nd.own IS NULL;
-            UPDATE venturi_workflow_node n SET run = NULL, own = NULL, ended_at = NULL,
-                released = (ev.to_state <> 'blocked')
-            WHERE n.workflow_id = p_id AND n.node = nd.node;
-            dirty := dirty || nd.node;
-            evals := evals || nd.node;
         END IF;
-    END LOOP;
+        FOR ev IN
+            SELECT x.job_id, x.to_state FROM unnest(ev_jobs, ev_states) WITH ORDINALITY AS x(job_id, to_state, ord)
+            WHERE x.job_id = ANY(COALESCE(c_jobs, '{}')) ORDER BY x.ord
+        LOOP
+            SELECT * INTO nd FROM venturi_workflow_node n WHERE n.job_id = ev.job_id;
+            CONTINUE WHEN NOT FOUND OR nd.workflow_id <> p_id;
+            v_run := CASE WHEN ev.to_state IS NULL THEN 'del' WHEN ev.to_state = 'completed' THEN 'ok'
+                          WHEN ev.to_state = 'dead' THEN 'fail' WHEN ev.to_state = 'cancelled' THEN 'cancel' END;
+            IF v_run IS NOT NULL THEN
+                CONTINUE WHEN nd.run IS NULL AND nd.own IS NOT NULL AND v_run = 'cancel';
+                CONTINUE WHEN nd.run IS NOT DISTINCT FROM v_run;
+                UPDATE venturi_workflow_node n SET run = v_run, own = v_run, released = true, ended_at = now()
+                WHERE n.workflow_id = p_id AND n.node = nd.node;
+                dirty := dirty || nd.node;
+                IF v_run = 'fail' AND w.fail_fast AND w.cancel_requested_at IS NULL THEN
+                    UPDATE venturi_workflow SET cancel_requested_at = now(), fail_fast_tripped = true,
+                        cancel_note = 'fail fast: ' || nd.node || ' is dead'
+                    WHERE id = p_id RETURNING * INTO w;
+                END IF;
+            ELSE
+                -- Back from an end (a retry): blocked until the rules decide again; released
+                -- when an older worker's retry made it available.
+                CONTINUE WHEN nd.run IS NULL AND nd.own IS NULL;
+                UPDATE venturi_workflow_node n SET run = NULL, own = NULL, ended_at = NULL,
+                    released = (ev.to_state <> 'blocked')
+                WHERE n.workflow_id = p_id AND n.node = nd.node;
+                dirty := dirty || nd.node;
+                evals := evals || nd.node;
+            END IF;
+        END LOOP;
+    END IF;
 
     -- 3. A cancel: every blocked node and open group is decided.
     IF w.cancel_requested_at IS NOT NULL THEN
@@ -114,7 +174,13 @@ BEGIN
     -- 4. Waves: contributions that changed move the counters of what needs them and of
     -- their parents; the decisions those counters allow change contributions in turn.
     LOOP
-        EXIT WHEN cardinality(dirty) = 0 AND cardinality(evals) = 0;
+        EXIT WHEN cardinality(dirty) = 0 AND cardinality(evals) = 0 AND pre_nodes IS NULL;
+        c_nodes := pre_nodes;
+        c_old := pre_old;
+        c_new := pre_new;
+        pre_nodes := NULL;
+        pre_old := NULL;
+        pre_new := NULL;
         IF cardinality(dirty) > 0 THEN
             WITH x AS (
                 SELECT n.node, n.contrib AS old, c.new, n.outcome AS old_outcome,
@@ -130,51 +196,56 @@ BEGIN
                   AND (x.old IS DISTINCT FROM x.new OR x.old_outcome IS DISTINCT FROM x.outcome)
                 RETURNING n.node, x.old, x.new
             )
-            SELECT array_agg(ch.node), array_agg(ch.old), array_agg(ch.new) INTO c_nodes, c_old, c_new FROM ch;
+            SELECT array_agg(ch.node), array_agg(ch.old), array_agg(ch.new) INTO d_nodes, d_old, d_new FROM ch;
             dirty := '{}';
-            IF c_nodes IS NOT NULL THEN
-                WITH c AS (
-                    SELECT * FROM unnest(c_nodes, c_old, c_new) AS c(node, old, new)
-                ), d AS (
-                    SELECT t.dn,
-                           sum((c.new IN ('w', 'x'))::int - (c.old IN ('w', 'x'))::int)::int AS dw,
-                           sum((c.new IN ('x', 'f'))::int - (c.old IN ('x', 'f'))::int)::int AS df,
-                           sum((c.new = 'c')::int - (c.old = 'c')::int)::int AS dc,
-                           sum((c.new = 'k')::int - (c.old = 'k')::int)::int AS dk
-                    FROM c JOIN venturi_workflow_node u ON u.workflow_id = p_id AND u.node = c.node,
-                         unnest(u.next) AS t(dn)
-                    GROUP BY t.dn
-                ), upd AS (
-                    UPDATE venturi_workflow_node n
-                    SET waiting = n.waiting + d.dw, n_fail = n.n_fail + d.df, n_cancel = n.n_cancel + d.dc, n_skip = n.n_skip + d.dk
-                    FROM d
-                    WHERE n.workflow_id = p_id AND n.node = d.dn AND (d.dw, d.df, d.dc, d.dk) <> (0, 0, 0, 0)
-                    RETURNING n.node
-                )
-                SELECT evals || COALESCE(array_agg(upd.node), '{}') INTO evals FROM upd;
-                WITH c AS (
-                    SELECT * FROM unnest(c_nodes, c_old, c_new) AS c(node, old, new)
-                ), d AS (
-                    SELECT u.parent,
-                           sum((c.new IN ('w', 'x'))::int - (c.old IN ('w', 'x'))::int)::int AS dw,
-                           sum((c.new IN ('x', 'f'))::int - (c.old IN ('x', 'f'))::int)::int AS df,
-                           sum((c.new = 'c')::int - (c.old = 'c')::int)::int AS dc
-                    FROM c JOIN venturi_workflow_node u ON u.workflow_id = p_id AND u.node = c.node
-                    WHERE u.parent IS NOT NULL
-                    GROUP BY u.parent
-                ), upd AS (
-                    UPDATE venturi_workflow_node n
-                    SET holds = n.holds + d.dw, h_fail = n.h_fail + d.df, h_cancel = n.h_cancel + d.dc
-                    FROM d
-                    WHERE n.workflow_id = p_id AND n.node = d.parent AND (d.dw, d.df, d.dc) <> (0, 0, 0)
-                    RETURNING n.node
-                )
-                SELECT COALESCE(array_agg(upd.node), '{}') INTO dirty FROM upd;
-                UPDATE venturi_workflow
-                SET open_nodes = open_nodes + (SELECT sum((c.new IN ('w', 'x'))::int - (c.old IN ('w', 'x'))::int)::int
-                                               FROM unnest(c_old, c_new) AS c(old, new))
-                WHERE id = p_id;
+            IF d_nodes IS NOT NULL THEN
+                c_nodes := COALESCE(c_nodes, '{}') || d_nodes;
+                c_old := COALESCE(c_old, '{}') || d_old;
+                c_new := COALESCE(c_new, '{}') || d_new;
             END IF;
+        END IF;
+        IF c_nodes IS NOT NULL THEN
+            WITH c AS (
+                SELECT * FROM unnest(c_nodes, c_old, c_new) AS c(node, old, new)
+            ), d AS (
+                SELECT t.dn,
+                       sum((c.new IN ('w', 'x'))::int - (c.old IN ('w', 'x'))::int)::int AS dw,
+                       sum((c.new IN ('x', 'f'))::int - (c.old IN ('x', 'f'))::int)::int AS df,
+                       sum((c.new = 'c')::int - (c.old = 'c')::int)::int AS dc,
+                       sum((c.new = 'k')::int - (c.old = 'k')::int)::int AS dk
+                FROM c JOIN venturi_workflow_node u ON u.workflow_id = p_id AND u.node = c.node,
+                     unnest(u.next) AS t(dn)
+                GROUP BY t.dn
+            ), upd AS (
+                UPDATE venturi_workflow_node n
+                SET waiting = n.waiting + d.dw, n_fail = n.n_fail + d.df, n_cancel = n.n_cancel + d.dc, n_skip = n.n_skip + d.dk
+                FROM d
+                WHERE n.workflow_id = p_id AND n.node = d.dn AND (d.dw, d.df, d.dc, d.dk) <> (0, 0, 0, 0)
+                RETURNING n.node
+            )
+            SELECT evals || COALESCE(array_agg(upd.node), '{}') INTO evals FROM upd;
+            WITH c AS (
+                SELECT * FROM unnest(c_nodes, c_old, c_new) AS c(node, old, new)
+            ), d AS (
+                SELECT u.parent,
+                       sum((c.new IN ('w', 'x'))::int - (c.old IN ('w', 'x'))::int)::int AS dw,
+                       sum((c.new IN ('x', 'f'))::int - (c.old IN ('x', 'f'))::int)::int AS df,
+                       sum((c.new = 'c')::int - (c.old = 'c')::int)::int AS dc
+                FROM c JOIN venturi_workflow_node u ON u.workflow_id = p_id AND u.node = c.node
+                WHERE u.parent IS NOT NULL
+                GROUP BY u.parent
+            ), upd AS (
+                UPDATE venturi_workflow_node n
+                SET holds = n.holds + d.dw, h_fail = n.h_fail + d.df, h_cancel = n.h_cancel + d.dc
+                FROM d
+                WHERE n.workflow_id = p_id AND n.node = d.parent AND (d.dw, d.df, d.dc) <> (0, 0, 0)
+                RETURNING n.node
+            )
+            SELECT COALESCE(array_agg(upd.node), '{}') INTO dirty FROM upd;
+            UPDATE venturi_workflow
+            SET open_nodes = open_nodes + (SELECT sum((c.new IN ('w', 'x'))::int - (c.old IN ('w', 'x'))::int)::int
+                                           FROM unnest(c_old, c_new) AS c(old, new))
+            WHERE id = p_id;
         END IF;
         IF cardinality(evals) > 0 THEN
             FOR nd IN SELECT * FROM venturi_workflow_node n
@@ -259,6 +330,7 @@ BEGIN
     ELSIF w.open_nodes > 0 AND w.state <> 'open' THEN
         UPDATE venturi_workflow SET state = 'open', finished_at = NULL WHERE id = p_id;
     END IF;
+    PERFORM set_config('venturi.workflow_settling', COALESCE(v_prev, ''), true);
     RETURN applied;
 END
 $function$;

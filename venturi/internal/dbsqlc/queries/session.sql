@@ -41,3 +41,10 @@ FROM (SELECT (extract(epoch FROM current_setting('idle_in_transaction_session_ti
 
 -- name: TransactionIsolation :one
 SELECT current_setting('transaction_isolation')::text AS isolation;
+
+-- name: SetLocalFinishChannel :exec
+-- A finish's transaction (a pipeline's implicit one included) names the jobs' wake-up
+-- channel ('' for none): the ends of workflow members it writes then settle their
+-- workflows at once when no other transaction holds them (venturi_workflow_note), and the
+-- kinds of the jobs they release are told on channel.
+SELECT set_config('venturi.finish_channel', 'on:' || @channel::text, true);
