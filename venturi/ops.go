@@ -29,6 +29,10 @@ type JobFilter struct {
 	States []State
 	Kinds  []string
 	Queues []string
+	// Workflow matches the jobs of one workflow (or batch); zero for any. Its pending jobs
+	// are found through their workflow index, its finished ones through the workflow's
+	// nodes: the finished jobs of a workflow that retention pruned are not found.
+	Workflow ulid.ULID
 	// DedupKey matches the job's dedup key exactly.
 	DedupKey DedupKey
 	// CreatedAfter and CreatedBefore bound the job's creation time (database clock,
@@ -106,6 +110,9 @@ type JobDetail struct {
 	Hooks   []HookRecord
 	// Explain says what holds the job back and what happens next.
 	Explain *JobExplanation
+	// Workflow is the workflow (or batch) and node the job is a member of; nil outside
+	// workflows (or when its workflow was pruned).
+	Workflow *JobWorkflow
 }
 
 // RunRecord is one run of a job, from its journal.

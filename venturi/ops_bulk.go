@@ -269,6 +269,7 @@ func (q *Queue) bulkCount(ctx context.Context, f *JobFilter, limit, countMax int
 		counts, err = q.q.CountMatchingJobs(ctx, tx, dbsqlc.CountMatchingJobsParams{
 			SingletonPrefix: SingletonSlotPrefix, Max: int32(countMax), OneState: one,
 			Ids: lp.Ids, States: lp.States, Kinds: lp.Kinds, Queues: lp.Queues, DedupKey: lp.DedupKey, KeySearch: lp.KeySearch,
+			HasWorkflow: lp.HasWorkflow, WorkflowID: lp.WorkflowID,
 			HasAfter: lp.HasAfter, After: lp.After, SkewUs: lp.SkewUs, HasBefore: lp.HasBefore, Before: lp.Before,
 			MinusSkewUs: lp.MinusSkewUs, WithinUs: lp.WithinUs, WithinSkewUs: lp.WithinSkewUs, NotePattern: lp.NotePattern,
 			PayloadPaths: lp.PayloadPaths, PayloadValues: lp.PayloadValues,

@@ -26,7 +26,8 @@ const (
 // each entry that ended a run (completed, paused, failed, dead, abandoned, interrupted,
 // replaced, cancelled or waiting, with a run number) is one RunRecord; merges, operator
 // retries and cancels of pending jobs are not runs. Signals and hooks are the first
-// DetailMaxRecords of each; a hook's token is never read.
+// DetailMaxRecords of each; a hook's token is never read. Workflow names the workflow
+// and node of a workflow's (or batch's) job.
 func (q *Queue) JobDetail(ctx context.Context, id ulid.ULID) (*JobDetail, error) {
 	var d *JobDetail
 	err := q.readJob(ctx, id, func(tx pgx.Tx, j *Job) error {
@@ -54,7 +55,7 @@ func (q *Queue) JobDetail(ctx context.Context, id ulid.ULID) (*JobDetail, error)
 			d.Hooks = append(d.Hooks, HookRecord{Name: h.Name, Reusable: h.Reusable, CreatedAt: h.CreatedAt,
 				ExpiresAt: h.ExpiresAt, UsedAt: h.UsedAt, DisposedAt: h.DisposedAt})
 		}
-		d.Explain, err = q.explainJob(ctx, tx, j)
+		d.Explain, d.Workflow, err = q.explainJob(ctx, tx, j)
 		return err
 	})
 	if err != nil {

@@ -182,26 +182,37 @@ func flowNotes(j *Job, f *dbsqlc.ExplainFactsRow) []string {
 	return notes
 }
 
-// ExplainJob says why job id is where it is and what happens next. Retries is the rest of
+// ExplainJob says why job id is where it is and what happens next: a workflow's job names
+// its workflow and node, and a blocked one says what its node waits for (its policy, and
+// the nodes it needs that have not ended, with their jobs' states). Retries is the rest of
 // its retry schedule with [DefaultBackoff] and [DefaultJitterFraction] (the job alone does
 // not say its task's BackoffPolicy) until the backstop its last claim recorded; empty for a
 // finished job. [ErrNotFound] for an unknown or pruned job.
 func (q *Queue) ExplainJob(ctx context.Context, id ulid.ULID) (*JobExplanation, error) {
 	var ex *JobExplanation
 	err := q.readJob(ctx, id, func(tx pgx.Tx, j *Job) (err error) {
-		ex, err = q.explainJob(ctx, tx, j)
+		ex, _, err = q.explainJob(ctx, tx, j)
 		return err
 	})
 	return ex, err
 }
 
-// explainJob explains j, read in db's snapshot.
-func (q *Queue) explainJob(ctx context.Context, db dbsqlc.DBTX, j *Job) (*JobExplanation, error) {
+// explainJob explains j, read in db's snapshot, and returns the workflow it is a member of
+// (nil for none). A workflow's job is said to be its node's; a blocked one, what its node
+// waits for.
+func (q *Queue) explainJob(ctx context.Context, db dbsqlc.DBTX, j *Job) (*JobExplanation, *JobWorkflow, error) {
 	f, err := q.explainFacts(ctx, db, j)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	wf, wait, err := q.jobWorkflow(ctx, db, j.ID)
+	if err != nil {
+		return nil, nil, err
 	}
 	ex := &JobExplanation{Reasons: stateReasons(j, f)}
+	if wf != nil {
+		ex.Reasons = append(ex.Reasons, workflowReasons(j, wf, wait)...)
+	}
 	switch j.State {
 	case StateScheduled, StateAvailable:
 		ex.Reasons = append(ex.Reasons, flowNotes(j, f)...)
@@ -211,7 +222,7 @@ func (q *Queue) explainJob(ctx context.Context, db dbsqlc.DBTX, j *Job) (*JobExp
 	default:
 		ex.Retries = retrySchedule(DefaultBackoff, DefaultJitterFraction, j.ID, j.Failures+1, backstopOf(f))
 	}
-	return ex, nil
+	return ex, wf, nil
 }
 
 // stateReasons says in words where j is.

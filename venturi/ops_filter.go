@@ -33,19 +33,20 @@ func filterError(format string, args ...any) error {
 
 // ParseJobFilter parses the filter grammar: terms separated by spaces, each key:value,
 // a value in double quotes when it holds spaces or quotes (Go string syntax). Keys: id,
-// state, kind, queue, key (dedup key), after and before (RFC 3339 times), within (a Go
-// duration: created less than that long ago), note, payload.PATH and attachment.PATH
-// (PATH: keys separated by dots). A repeated id, state, kind or queue key adds an
-// alternative; any other repeated key adds a condition. An unknown key, a bad value or
-// an empty term is an error that names it.
+// state (blocked included), kind, queue, workflow (a workflow's or batch's ID: its jobs),
+// key (dedup key), after and before (RFC 3339 times), within (a Go duration: created less
+// than that long ago), note, payload.PATH and attachment.PATH (PATH: keys separated by
+// dots). A repeated id, state, kind or queue key adds an alternative; any other repeated
+// key adds a condition. An unknown key, a bad value or an empty term is an error that
+// names it.
 //
 // A condition that a JobFilter holds once combines with its repetition: two after terms
-// keep the later time, two before or within terms the earlier bound; two key or note
-// terms with different values are an error (no job could match both). A PATH segment may
-// be quoted too (payload."a.b".c:x) when it holds a dot, a colon, a space or a quote. A
-// value may be empty only when quoted, and only in a path match. The text, and every value
-// once unquoted, must be valid UTF-8 without NUL characters (PostgreSQL stores no NUL in
-// text). Errors wrap [ErrInvalidFilter].
+// keep the later time, two before or within terms the earlier bound; two key, note or
+// workflow terms with different values are an error (no job could match both). A PATH
+// segment may be quoted too (payload."a.b".c:x) when it holds a dot, a colon, a space or
+// a quote. A value may be empty only when quoted, and only in a path match. The text, and
+// every value once unquoted, must be valid UTF-8 without NUL characters (PostgreSQL
+// stores no NUL in text). Errors wrap [ErrInvalidFilter].
 func ParseJobFilter(s string) (JobFilter, error) {
 	var f JobFilter
 	if len(s) > MaxFilterBytes {
@@ -230,6 +231,15 @@ func (f *JobFilter) addTerm(t string) error {
 		if !slices.Contains(f.Queues, val) {
 			f.Queues = append(f.Queues, val)
 		}
+	case "workflow":
+		id, err := ulid.ParseStrict(val)
+		if err != nil {
+			return filterError("term %q: bad workflow ID: %v", t, err)
+		}
+		if f.Workflow != (ulid.ULID{}) && f.Workflow != id {
+			return filterError("term %q: a second, different workflow matches no job", t)
+		}
+		f.Workflow = id
 	case "key":
 		if len(val) > MaxDedupKeyBytes {
 			return filterError("term %q: a dedup key is at most %d bytes", t, MaxDedupKeyBytes)
@@ -275,14 +285,15 @@ func (f *JobFilter) addTerm(t string) error {
 			f.Attachment = append(f.Attachment, m)
 		}
 	default:
-		return filterError("term %q: unknown key %q (want id, state, kind, queue, key, after, before, within, note, payload.PATH or attachment.PATH)", t, key)
+		return filterError("term %q: unknown key %q (want id, state, kind, queue, workflow, key, after, before, within, note, payload.PATH or attachment.PATH)", t, key)
 	}
 	return nil
 }
 
-// validState reports whether s is one of the seven states.
+// validState reports whether s is one of the eight states: the seven the stats count,
+// and blocked (a workflow's job that waits for what it needs).
 func validState(s State) bool {
-	return statsIndex(string(s)) >= 0
+	return s == StateBlocked || statsIndex(string(s)) >= 0
 }
 
 // String writes f in the grammar of [ParseJobFilter], keys in a fixed order: parsing the
@@ -308,6 +319,9 @@ func (f JobFilter) String() string {
 	}
 	for _, q := range f.Queues {
 		term("queue", q)
+	}
+	if f.Workflow != (ulid.ULID{}) {
+		term("workflow", f.Workflow.String())
 	}
 	if f.DedupKey != "" {
 		term("key", string(f.DedupKey))

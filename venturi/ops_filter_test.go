@@ -15,15 +15,16 @@ import (
 func TestParseJobFilterReadsEveryKey(t *testing.T) {
 	t.Parallel()
 	id := ulid.MustParse("01JQ0000000000000000000000")
-	f, err := venturi.ParseJobFilter(`id:` + id.String() + ` state:dead state:cancelled kind:fetch_page kind:resize
-		queue:media key:user/42 after:2026-01-02T15:04:05+01:00 before:2026-02-01T00:00:00Z within:90m
+	wf := ulid.MustParse("01JQ0000000000000000000009")
+	f, err := venturi.ParseJobFilter(`id:` + id.String() + ` state:dead state:cancelled state:blocked kind:fetch_page kind:resize
+		queue:media workflow:` + wf.String() + ` key:user/42 after:2026-01-02T15:04:05+01:00 before:2026-02-01T00:00:00Z within:90m
 		note:"connection refused" payload.user.id:42 payload."a.b".c:"x y" attachment.status:503`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := venturi.JobFilter{
-		IDs: []ulid.ULID{id}, States: []venturi.State{venturi.StateDead, venturi.StateCancelled},
-		Kinds: []string{"fetch_page", "resize"}, Queues: []string{"media"}, DedupKey: "user/42",
+		IDs: []ulid.ULID{id}, States: []venturi.State{venturi.StateDead, venturi.StateCancelled, venturi.StateBlocked},
+		Kinds: []string{"fetch_page", "resize"}, Queues: []string{"media"}, Workflow: wf, DedupKey: "user/42",
 		CreatedAfter:  time.Date(2026, 1, 2, 14, 4, 5, 0, time.UTC),
 		CreatedBefore: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC),
 		CreatedWithin: 90 * time.Minute, Note: "connection refused",
@@ -37,7 +38,8 @@ func TestParseJobFilterReadsEveryKey(t *testing.T) {
 	if err != nil || !filtersEqual(again, f) {
 		t.Fatalf("String %q parses to %#v, %v", f.String(), again, err)
 	}
-	if got := f.String(); !strings.HasPrefix(got, "id:"+id.String()+" state:dead state:cancelled kind:fetch_page") ||
+	if got := f.String(); !strings.HasPrefix(got, "id:"+id.String()+" state:dead state:cancelled state:blocked kind:fetch_page") ||
+		!strings.Contains(got, "queue:media workflow:"+wf.String()+" key:user/42") ||
 		!strings.Contains(got, `note:"connection refused"`) || !strings.Contains(got, `payload."a.b".c:"x y"`) {
 		t.Fatalf("String = %q", got)
 	}
@@ -78,6 +80,8 @@ func TestParseJobFilterNamesWhatIsWrong(t *testing.T) {
 		{`note:a"b"`, "quoted whole"},
 		{`note:a"b`, "unterminated quote"},
 		{"key:a key:b", "different dedup key"},
+		{"workflow:nope", "bad workflow ID"},
+		{"workflow:01JQ0000000000000000000000 workflow:01JQ0000000000000000000001", "different workflow"},
 		{"note:a note:b", "different note"},
 		{"payload:x", "needs a path"},
 		{"payload..a:x", "empty path segment"},
@@ -113,6 +117,7 @@ func FuzzParseJobFilter(f *testing.F) {
 		"", "state:dead", `kind:a kind:"b c" queue:q key:k note:"x y"`, "after:2026-01-02T15:04:05.123456789+02:00",
 		"before:2026-01-02T15:04:05Z within:1h30m", `payload.a.b:1 payload."x.y":"" attachment.s:"\u00e9"`,
 		"id:01JQ0000000000000000000000 id:01JQ0000000000000000000001", `payload."":"\"" note:\`,
+		"state:blocked workflow:01JQ0000000000000000000000",
 	} {
 		f.Add(s)
 	}

@@ -2,7 +2,8 @@
 // under a path prefix to watch and operate its queues. It shows the stats table (depth,
 // lag and throughput per queue and kind), lists jobs over the filter grammar of
 // [venturi.ParseJobFilter], one job's runs, steps, signals, hooks and explanation, the
-// queues, cron schedules, circuit breakers and the audit log of operator actions.
+// workflows and batches (each with its graph of nodes, drawn on the server), the queues,
+// cron schedules, circuit breakers and the audit log of operator actions.
 //
 // Pages are rendered on the server with html/template; a small stylesheet and script are
 // embedded and served as files (no build step, no inline script: the Content-Security-Policy
@@ -38,9 +39,11 @@ type Action uint
 // Actions. Each guards the forms and buttons of one kind of change.
 const (
 	// Retry makes dead, cancelled, completed and scheduled jobs available now
-	// ([venturi.Queue.RetryJobs]).
+	// ([venturi.Queue.RetryJobs]), and runs a failed or cancelled workflow again from where
+	// it failed ([venturi.Queue.RetryWorkflow]).
 	Retry Action = 1 << iota
-	// Cancel cancels pending jobs and asks running ones to stop ([venturi.Queue.CancelJobs]).
+	// Cancel cancels pending jobs and asks running ones to stop ([venturi.Queue.CancelJobs]),
+	// and cancels an open workflow ([venturi.Queue.CancelWorkflow]).
 	Cancel
 	// Delete deletes jobs that are not running ([venturi.Queue.DeleteJobs]).
 	Delete

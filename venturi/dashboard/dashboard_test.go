@@ -279,7 +279,7 @@ func TestInternalErrorsAreNotShown(t *testing.T) {
 	t.Parallel()
 	pool := testdb.Pool(t, testdb.Schema(t), 5) // never migrated: every query fails
 	b := serve(t, pool, nil)
-	for _, path := range []string{"/ops/", "/ops/cron", "/ops/jobs", "/ops/breakers"} {
+	for _, path := range []string{"/ops/", "/ops/cron", "/ops/jobs", "/ops/breakers", "/ops/workflows", "/ops/workflows/" + ulid.Make().String()} {
 		status, body := b.get(t, path)
 		if status != http.StatusInternalServerError || !strings.Contains(body, "reference") {
 			t.Errorf("GET %s: %d, want 500 with a reference", path, status)

@@ -60,6 +60,9 @@ func funcs(prefix string) template.FuncMap {
 		"qkey":     queueKey,
 		"str":      func(v any) string { return toString(v) },
 		"eventcls": eventClass,
+		"wfcls":    workflowClass,
+		"outcls":   outcomeClass,
+		"join":     func(s []string) string { return strings.Join(s, ", ") },
 	}
 }
 
@@ -71,8 +74,39 @@ func toString(v any) string {
 		return string(x)
 	case venturi.Event:
 		return string(x)
+	case venturi.WorkflowState:
+		return string(x)
+	case venturi.WorkflowKind:
+		return string(x)
+	case venturi.Policy:
+		return x.String()
 	}
 	return ""
+}
+
+// workflowClass is the CSS class of a workflow's state.
+func workflowClass(s venturi.WorkflowState) string {
+	switch s {
+	case venturi.WorkflowOpen:
+		return "active"
+	case venturi.WorkflowSucceeded:
+		return "ok"
+	case venturi.WorkflowFailed:
+		return "bad"
+	}
+	return "muted"
+}
+
+// outcomeClass is the CSS class of a node's outcome (ok, fail, cancel, del; decided:
+// dfail, dcancel, skip).
+func outcomeClass(o string) string {
+	switch o {
+	case "ok":
+		return "ok"
+	case "fail", "dfail":
+		return "bad"
+	}
+	return "muted"
 }
 
 const timeLayout = "2006-01-02 15:04:05Z"

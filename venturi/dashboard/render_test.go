@@ -41,6 +41,22 @@ func TestTemplatesRender(t *testing.T) {
 		Hooks:   []venturi.HookRecord{{Name: "h", CreatedAt: now, ExpiresAt: now}},
 		Explain: &venturi.JobExplanation{Reasons: []string{"dead: retry it to run it again"}, Retries: []time.Duration{time.Second, 2 * time.Second}},
 	}
+	wfID := ulid.Make()
+	wfNodes := []venturi.NodeInfo{
+		{Name: "fetch", JobID: id, JobState: venturi.StateCompleted, Own: "ok", Outcome: "ok"},
+		{Name: "rows", Group: true},
+		{Name: "row<1>", JobID: id, JobState: venturi.StateRunning, In: "rows"},
+		{Name: "total", JobID: id, JobState: venturi.StateBlocked, Needs: []string{"fetch", "rows"}, Waiting: 1},
+	}
+	wfSum := venturi.WorkflowSummary{WorkflowInfo: venturi.WorkflowInfo{ID: wfID, Name: "import <42>", State: venturi.WorkflowOpen,
+		Nodes: 4, OpenNodes: 2, Attempt: 1, CreatedAt: now}, Kind: venturi.WorkflowKindGraph, CancelRequestedAt: &now}
+	wfDetail := &venturi.WorkflowDetail{WorkflowSummary: wfSum, NodeList: wfNodes, NextNode: "total"}
+	batchSum := venturi.WorkflowSummary{WorkflowInfo: venturi.WorkflowInfo{ID: wfID, Name: "mail", State: venturi.WorkflowFailed,
+		Nodes: 3, CreatedAt: now, FinishedAt: &now}, Kind: venturi.WorkflowKindBatch}
+	batchDetail := &venturi.WorkflowDetail{WorkflowSummary: batchSum, NodeList: wfNodes[:1],
+		Batch: &venturi.BatchInfo{Total: 1234, Succeeded: 1000, Failed: 234, Sealed: true}}
+	withWf := *detail
+	withWf.Workflow = &venturi.JobWorkflow{ID: wfID, Kind: venturi.WorkflowKindBatch, Name: "mail", Node: "on_success", State: venturi.WorkflowOpen}
 	all := Access{Actor: "alice", Grants: AllActions}
 	for _, tt := range []struct {
 		tmpl string
@@ -67,6 +83,17 @@ func TestTemplatesRender(t *testing.T) {
 			NextURL: "/ops/breakers?cursor=c", FirstURL: "/ops/breakers"}, []string{"Reset", "Next page", "First page", "1 breaker on"}},
 		{"audit", &auditData{Entries: []venturi.AuditEntry{{ID: 1, At: now, Actor: "alice", Action: "jobs.retry", Target: "state:dead", Count: 2}}},
 			[]string{"jobs.retry", "alice"}},
+		{"job", &jobData{JobDetail: &withWf}, []string{"Batch", `href="/ops/workflows/` + wfID.String() + `"`, "on_success"}},
+		{"workflows", &workflowsData{Workflows: []venturi.WorkflowSummary{wfSum, batchSum}, Tabs: []tab{{Label: "open", Active: true}},
+			Kinds: []option{{Value: "batch", Label: "batches", Selected: true}}, NextURL: "/ops/workflows?cursor=c", Partial: true, Window: 10_000},
+			[]string{"import &lt;42&gt;", "cancelling", "batch", "Search the next 10,000", `<option value="batch" selected>`}},
+		{"workflow", &workflowData{WorkflowDetail: wfDetail, Graph: layout("/ops", wfNodes), Cancel: true, NextURL: "/ops/workflows/x?after=total",
+			JobsURL: "/ops/jobs?q=workflow%3Ax"}, []string{"<svg", `class="edge needs"`, `class="edge member"`, "row&lt;1&gt;",
+			`href="/ops/jobs/` + id.String() + `"`, "Cancel workflow", "Next nodes", "succeeded: fetch, rows", "1 needed"}},
+		{"workflow", &workflowData{WorkflowDetail: batchDetail, Graph: layoutBatch("/ops", nil, batchDetail.Batch), Retry: true},
+			[]string{"1,234", "Retry from where it failed", "No nodes."}},
+		{"workflow", &workflowData{WorkflowDetail: wfDetail, GraphNote: "The graph is drawn for workflows of at most 200 nodes"},
+			[]string{"at most 200 nodes"}},
 		{"error", "", []string{"Back to the overview"}},
 		{"error", "/ops/bulk/retry?q=note%3Ax", []string{`href="/ops/bulk/retry?q=note%3Ax" id="run-here"`}},
 	} {

@@ -104,12 +104,15 @@ func (h *handler) routes() {
 	get("/cron", h.cron)
 	get("/breakers", h.breakers)
 	get("/audit", h.audit)
+	get("/workflows", h.workflows)
+	get("/workflows/{id}", h.workflow)
 	get("/", func(*request) (*view, error) { return nil, errNotFound })
 	post("/jobs/{id}/{action}", h.jobAction)
 	post("/bulk/{action}", h.bulkAction)
 	post("/queues/{action}", h.queueAction)
 	post("/cron/{action}", h.cronAction)
 	post("/breakers/reset", h.resetBreaker)
+	post("/workflows/{id}/{action}", h.workflowAction)
 	m.HandleFunc(p+"/", func(w http.ResponseWriter, _ *http.Request) {
 		// Any other method on any path: only GET (and HEAD) and POST are served.
 		methodNotAllowed(w)
@@ -223,7 +226,8 @@ func userErrorOf(err error) *userError {
 	case errors.Is(err, venturi.ErrListTimeout):
 		return &userError{status: http.StatusUnprocessableEntity, msg: "The listing took longer than " + venturi.ListTimeout.String() +
 			" and was stopped: narrow the filter with a state, kind, queue, id or time range (they use indexes; a count of a note or payload match reads every job)."}
-	case errors.Is(err, venturi.ErrNotFound), errors.Is(err, venturi.ErrNoSchedule), errors.Is(err, venturi.ErrNoCircuit):
+	case errors.Is(err, venturi.ErrNotFound), errors.Is(err, venturi.ErrNoSchedule), errors.Is(err, venturi.ErrNoCircuit),
+		errors.Is(err, venturi.ErrWorkflowNotFound):
 		return errNotFound
 	case errors.Is(err, venturi.ErrInvalidQueue):
 		return &userError{status: http.StatusBadRequest, msg: "That is not a valid queue name."}
@@ -289,6 +293,8 @@ var flashes = map[string]string{
 	"cron-paused":  "Schedule paused.",
 	"cron-resumed": "Schedule resumed.",
 	"reset":        "Circuit breaker closed.",
+	"wf-cancelled": "Workflow cancelled: its blocked nodes ended and its released jobs were cancelled (running ones are asked to stop).",
+	"wf-retried":   "Workflow retried: %s run again once what they need allows.",
 }
 
 func flashOf(q url.Values) string {
@@ -309,7 +315,7 @@ func flashOf(q url.Values) string {
 
 // parsePages parses each page's template with the layout.
 func parsePages(prefix string) (map[string]*template.Template, error) {
-	names := []string{"overview", "jobs", "job", "bulk", "queues", "cron", "breakers", "audit", "error"}
+	names := []string{"overview", "jobs", "job", "bulk", "queues", "cron", "breakers", "audit", "workflows", "workflow", "error"}
 	out := make(map[string]*template.Template, len(names))
 	for _, n := range names {
 		t, err := template.New(n).Funcs(funcs(prefix)).ParseFS(files, "templates/layout.html", "templates/"+n+".html")

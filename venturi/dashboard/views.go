@@ -18,9 +18,14 @@ import (
 
 // The pages. Each one says in its comment what it reads: none counts jobs.
 
-// states are the job list's tabs, in the order of a job's life.
+// states are the states the stats table counts, in the order of a job's life: the
+// overview's cards and the job list's tabs.
 var states = []venturi.State{venturi.StateAvailable, venturi.StateScheduled, venturi.StateRunning, venturi.StateWaiting,
 	venturi.StateDead, venturi.StateCompleted, venturi.StateCancelled}
+
+// tabStates are the job list's tabs: the counted states, and blocked (a workflow's jobs
+// that wait for what they need), which the stats table does not count.
+var tabStates = append(slices.Clone(states), venturi.StateBlocked)
 
 // url returns the dashboard path with the query pairs (key, value, ...) whose value is set.
 func (h *handler) url(path string, kv ...string) string {
@@ -179,7 +184,7 @@ func (h *handler) jobList(rq *request, dead bool) (*view, error) {
 	if dead {
 		v.title = "Dead jobs"
 	}
-	if state != "" && !slices.Contains(states, venturi.State(state)) {
+	if state != "" && !slices.Contains(tabStates, venturi.State(state)) {
 		return nil, badRequest("Unknown state tab.")
 	}
 	if len(cursor) > 1024 {
@@ -254,7 +259,7 @@ func (h *handler) fillTabs(rq *request, d *jobsData, f venturi.JobFilter, path s
 	// The counts are the stats table's, by queue and kind: they are shown when the filter
 	// names nothing else.
 	unfiltered := len(f.Queues) == 0 && len(f.Kinds) == 0
-	byStats := len(f.IDs) == 0 && f.DedupKey == "" && f.CreatedAfter.IsZero() && f.CreatedBefore.IsZero() &&
+	byStats := len(f.IDs) == 0 && f.DedupKey == "" && f.Workflow == (ulid.ULID{}) && f.CreatedAfter.IsZero() && f.CreatedBefore.IsZero() &&
 		f.CreatedWithin == 0 && f.Note == "" && len(f.Payload) == 0 && len(f.Attachment) == 0
 	t := totals(st, f)
 	d.TabCounts = d.Counted && byStats && !d.Dead
@@ -263,10 +268,11 @@ func (h *handler) fillTabs(rq *request, d *jobsData, f venturi.JobFilter, path s
 		return nil
 	}
 	d.Tabs = append(d.Tabs, tab{Label: "all", URL: h.url(path, "q", d.Query), Active: d.State == ""})
-	for _, s := range states {
+	for _, s := range tabStates {
+		counted := slices.Contains(states, s)
 		tb := tab{Label: string(s), URL: h.url(path, "q", d.Query, "state", string(s)), Active: d.State == string(s),
-			Count: t[s], HasCount: d.Counted && byStats}
-		if unfiltered && byStats {
+			Count: t[s], HasCount: d.Counted && byStats && counted}
+		if unfiltered && byStats && counted {
 			tb.Live = "t:" + string(s)
 		}
 		d.Tabs = append(d.Tabs, tb)
@@ -329,7 +335,7 @@ func (h *handler) job(rq *request) (*view, error) {
 		d.Retry = rq.access.Can(Retry)
 	}
 	switch j.State {
-	case venturi.StateAvailable, venturi.StateScheduled, venturi.StateWaiting, venturi.StateRunning:
+	case venturi.StateAvailable, venturi.StateScheduled, venturi.StateWaiting, venturi.StateRunning, venturi.StateBlocked:
 		d.Cancel = rq.access.Can(Cancel) && !j.StopRequested
 	}
 	d.Delete = j.State != venturi.StateRunning && rq.access.Can(Delete)

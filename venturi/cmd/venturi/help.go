@@ -21,6 +21,12 @@ func commands() []*command {
 			bulkCommand(cancelAction),
 			bulkCommand(deleteAction),
 		}},
+		{name: "workflows", summary: "list, show, cancel and retry workflows and batches", subs: []*command{
+			{name: "list", summary: "list workflows and batches, newest first", detail: workflowsListHelp, setup: workflowsList},
+			{name: "show", args: "ID", summary: "show one workflow or batch: its nodes with their states and outcomes, a batch's counts", setup: workflowsShow},
+			{name: "cancel", args: "ID", summary: "cancel a workflow: its blocked nodes end, its released jobs are cancelled", setup: workflowsCancel},
+			{name: "retry", args: "ID", summary: "run a workflow again from where it failed: its failed and cancelled jobs, and what they decided", setup: workflowsRetry},
+		}},
 		{name: "queues", summary: "list queues, pause and resume them, limit their concurrency", subs: []*command{
 			{name: "list", summary: "list queues with their settings and job counts", setup: queuesList},
 			{name: "pause", args: "NAME", summary: "pause a queue: no job of it starts until resume", setup: queuePause},
@@ -52,11 +58,19 @@ quote it for the shell too, 'note:"connection refused"' (an argument such as
 note:"connection refused", which the shell passes as note:connection refused, is
 quoted for you). Keys:
   id:ULID   state:STATE   kind:KIND   queue:NAME      repeated: any of them
+  workflow:ULID (a workflow's or batch's jobs)
   key:DEDUPKEY            after:RFC3339   before:RFC3339   within:DURATION (created since)
   note:TEXT (in the recent journal's notes, any case)
   payload.PATH:VALUE   attachment.PATH:VALUE   (PATH: keys or array indexes, dot-separated)
-States: scheduled available running waiting completed dead cancelled.
+States: scheduled available running waiting completed dead cancelled blocked (a
+workflow's job that waits for the nodes it needs).
 Example: venturi jobs list state:dead kind:fetch_page within:1h`
+
+// workflowsListHelp says what workflows list reads.
+const workflowsListHelp = `It walks the workflows newest first. No index serves --state, --kind or --name: with
+one of them a page reads at most a window of workflows and may stop short of --limit;
+it then says so, and --cursor searches on. venturi workflows show ID prints one with
+its nodes; venturi jobs list workflow:ID lists its jobs.`
 
 // help prints the help of the command named by args ("help jobs list"), or of all.
 func (a *app) help(args []string) int {

@@ -1,6 +1,7 @@
 // Command venturi operates a venturi queue from a terminal: migrations, jobs (list, show,
-// retry, cancel, delete, each over the filter grammar of the dashboard), queues, cron
-// schedules, circuit breakers, the audit log, stats and a live view (top).
+// retry, cancel, delete, each over the filter grammar of the dashboard), workflows and
+// batches (list, show, cancel, retry), queues, cron schedules, circuit breakers, the audit
+// log, stats and a live view (top).
 //
 // It connects to the database named by DATABASE_URL; the schema is the URL's search_path
 // (as for every venturi pool), or the --schema flag. `venturi help` lists the commands.

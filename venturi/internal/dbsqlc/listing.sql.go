@@ -24,27 +24,32 @@ FROM (
       AND (cardinality($5::text[]) = 0 OR j.kind = ANY($5::text[]))
       AND (cardinality($6::text[]) = 0 OR j.queue = ANY($6::text[]))
       AND ($7::text = '' OR j.dedup_key = $7::text)
+      -- A workflow's jobs: venturi_job's through its workflow index, the history's (which has
+      -- none) by the IDs of the workflow's job nodes, through the history's ID index.
+      AND (NOT $8::bool OR (j.workflow_id = $9::uuid
+           AND (NOT j.in_history OR j.id = ANY(ARRAY(SELECT n.job_id FROM venturi_workflow_node n
+                                                      WHERE n.workflow_id = $9::uuid AND n.job_id IS NOT NULL)))))
       -- Creation time, with the ID bounded by the ULID's time give or take skew_us, so that
       -- the primary key narrows the scan (created_at decides).
-      AND (NOT $8::bool OR (j.created_at >= $9::timestamptz
-           AND j.id >= venturi_ulid_floor($9::timestamptz, $10::bigint)))
-      AND (NOT $11::bool OR (j.created_at < $12::timestamptz
-           AND j.id < venturi_ulid_floor($12::timestamptz, $13::bigint)))
-      AND ($14::bigint = 0 OR (j.created_at > now() - interval '1 microsecond' * $14::bigint
-           AND j.id >= venturi_ulid_floor(now(), $15::bigint)))
+      AND (NOT $10::bool OR (j.created_at >= $11::timestamptz
+           AND j.id >= venturi_ulid_floor($11::timestamptz, $12::bigint)))
+      AND (NOT $13::bool OR (j.created_at < $14::timestamptz
+           AND j.id < venturi_ulid_floor($14::timestamptz, $15::bigint)))
+      AND ($16::bigint = 0 OR (j.created_at > now() - interval '1 microsecond' * $16::bigint
+           AND j.id >= venturi_ulid_floor(now(), $17::bigint)))
       AND
-           (($16::text = '' OR j.dedup_key IS NOT DISTINCT FROM $16::text)
-            AND ($17::text = '' OR EXISTS (
-                SELECT 1 FROM jsonb_array_elements(j.journal) AS e(x) WHERE e.x->>'note' ILIKE $17::text))
-            AND (cardinality($18::text[]) = 0 OR NOT EXISTS (
-                SELECT 1 FROM (SELECT unnest($18::text[]) AS p, unnest($19::text[]) AS v) pm
-                WHERE venturi_json_text(j.payload, string_to_array(pm.p, chr(31))) IS DISTINCT FROM pm.v))
+           (($18::text = '' OR j.dedup_key IS NOT DISTINCT FROM $18::text)
+            AND ($19::text = '' OR EXISTS (
+                SELECT 1 FROM jsonb_array_elements(j.journal) AS e(x) WHERE e.x->>'note' ILIKE $19::text))
             AND (cardinality($20::text[]) = 0 OR NOT EXISTS (
-                SELECT 1 FROM (SELECT unnest($20::text[]) AS p, unnest($21::text[]) AS v) am
+                SELECT 1 FROM (SELECT unnest($20::text[]) AS p, unnest($21::text[]) AS v) pm
+                WHERE venturi_json_text(j.payload, string_to_array(pm.p, chr(31))) IS DISTINCT FROM pm.v))
+            AND (cardinality($22::text[]) = 0 OR NOT EXISTS (
+                SELECT 1 FROM (SELECT unnest($22::text[]) AS p, unnest($23::text[]) AS v) am
                 WHERE NOT EXISTS (SELECT 1 FROM jsonb_array_elements(j.journal) AS e(x)
                                   WHERE venturi_json_text(e.x->'attachment', string_to_array(am.p, chr(31))) = am.v)))
            )
-    LIMIT $22::int
+    LIMIT $24::int
 ) c
 GROUP BY c.state, c.singleton
 `
@@ -57,6 +62,8 @@ type CountMatchingJobsParams struct {
 	Kinds            []string
 	Queues           []string
 	DedupKey         string
+	HasWorkflow      bool
+	WorkflowID       pgtype.UUID
 	HasAfter         bool
 	After            time.Time
 	SkewUs           int64
@@ -93,6 +100,8 @@ func (q *Queries) CountMatchingJobs(ctx context.Context, db DBTX, arg CountMatch
 		arg.Kinds,
 		arg.Queues,
 		arg.DedupKey,
+		arg.HasWorkflow,
+		arg.WorkflowID,
 		arg.HasAfter,
 		arg.After,
 		arg.SkewUs,
@@ -130,31 +139,36 @@ func (q *Queries) CountMatchingJobs(ctx context.Context, db DBTX, arg CountMatch
 const listJobs = `-- name: ListJobs :many
 WITH m AS NOT MATERIALIZED (
     SELECT j.id, j.queue, j.state, j.priority, j.part, j.run_at, j.finished_at, j.lease_expires_at,
-           (($13::text = '' OR j.dedup_key IS NOT DISTINCT FROM $13::text)
-            AND ($14::text = '' OR EXISTS (
-                SELECT 1 FROM jsonb_array_elements(j.journal) AS e(x) WHERE e.x->>'note' ILIKE $14::text))
-            AND (cardinality($15::text[]) = 0 OR NOT EXISTS (
-                SELECT 1 FROM (SELECT unnest($15::text[]) AS p, unnest($16::text[]) AS v) pm
+           (($14::text = '' OR j.dedup_key IS NOT DISTINCT FROM $14::text)
+            AND ($15::text = '' OR EXISTS (
+                SELECT 1 FROM jsonb_array_elements(j.journal) AS e(x) WHERE e.x->>'note' ILIKE $15::text))
+            AND (cardinality($16::text[]) = 0 OR NOT EXISTS (
+                SELECT 1 FROM (SELECT unnest($16::text[]) AS p, unnest($17::text[]) AS v) pm
                 WHERE venturi_json_text(j.payload, string_to_array(pm.p, chr(31))) IS DISTINCT FROM pm.v))
-            AND (cardinality($17::text[]) = 0 OR NOT EXISTS (
-                SELECT 1 FROM (SELECT unnest($17::text[]) AS p, unnest($18::text[]) AS v) am
+            AND (cardinality($18::text[]) = 0 OR NOT EXISTS (
+                SELECT 1 FROM (SELECT unnest($18::text[]) AS p, unnest($19::text[]) AS v) am
                 WHERE NOT EXISTS (SELECT 1 FROM jsonb_array_elements(j.journal) AS e(x)
                                   WHERE venturi_json_text(e.x->'attachment', string_to_array(am.p, chr(31))) = am.v)))
            ) AS hit
     FROM venturi_job_all j
-    WHERE (cardinality($19::uuid[]) = 0 OR j.id = ANY($19::uuid[]))
-      AND (cardinality($20::text[]) = 0 OR j.state = ANY(($20::text[])::venturi_job_state[]))
+    WHERE (cardinality($20::uuid[]) = 0 OR j.id = ANY($20::uuid[]))
+      AND (cardinality($5::text[]) = 0 OR j.state = ANY(($5::text[])::venturi_job_state[]))
       AND (cardinality($21::text[]) = 0 OR j.kind = ANY($21::text[]))
       AND (cardinality($22::text[]) = 0 OR j.queue = ANY($22::text[]))
       AND ($23::text = '' OR j.dedup_key = $23::text)
+      -- A workflow's jobs: venturi_job's through its workflow index, the history's (which has
+      -- none) by the IDs of the workflow's job nodes, through the history's ID index.
+      AND (NOT $24::bool OR (j.workflow_id = $25::uuid
+           AND (NOT j.in_history OR j.id = ANY(ARRAY(SELECT n.job_id FROM venturi_workflow_node n
+                                                      WHERE n.workflow_id = $25::uuid AND n.job_id IS NOT NULL)))))
       -- Creation time, with the ID bounded by the ULID's time give or take skew_us, so that
       -- the primary key narrows the scan (created_at decides).
-      AND (NOT $24::bool OR (j.created_at >= $25::timestamptz
-           AND j.id >= venturi_ulid_floor($25::timestamptz, $26::bigint)))
-      AND (NOT $27::bool OR (j.created_at < $28::timestamptz
-           AND j.id < venturi_ulid_floor($28::timestamptz, $29::bigint)))
-      AND ($30::bigint = 0 OR (j.created_at > now() - interval '1 microsecond' * $30::bigint
-           AND j.id >= venturi_ulid_floor(now(), $31::bigint)))
+      AND (NOT $26::bool OR (j.created_at >= $27::timestamptz
+           AND j.id >= venturi_ulid_floor($27::timestamptz, $28::bigint)))
+      AND (NOT $29::bool OR (j.created_at < $30::timestamptz
+           AND j.id < venturi_ulid_floor($30::timestamptz, $31::bigint)))
+      AND ($32::bigint = 0 OR (j.created_at > now() - interval '1 microsecond' * $32::bigint
+           AND j.id >= venturi_ulid_floor(now(), $33::bigint)))
 )
 SELECT j.id, j.kind, j.queue, j.state, j.priority, j.dedup_key, j.part, j.run_at, j.runs, j.failures,
        j.created_at, j.attempted_at, j.finished_at, j.lease_expires_at, j.worker_id,
@@ -171,72 +185,75 @@ FROM (
         SELECT x.id, x.hit, count(*) FILTER (WHERE x.hit) OVER o AS hits, row_number() OVER o AS rn
         FROM (SELECT m.id, m.hit FROM m
               WHERE $2::text = 'id' AND (NOT $3::bool OR m.id < $4::uuid)
+                -- One state (blocked, the one state listed in this order) as its type:
+                -- its partial index applies, and the history's lanes are excluded.
+                AND (cardinality($5::text[]) <> 1 OR m.state = $6::venturi_job_state)
               ORDER BY m.id DESC
-              LIMIT $5::int) x
+              LIMIT $7::int) x
         WINDOW o AS (ORDER BY x.id DESC ROWS UNBOUNDED PRECEDING)) w
-     WHERE (w.hit AND w.hits <= $6::int) OR (w.rn = $5::int AND w.hits < $6::int)
-     LIMIT $6::int)
+     WHERE (w.hit AND w.hits <= $8::int) OR (w.rn = $7::int AND w.hits < $8::int)
+     LIMIT $8::int)
     UNION ALL
     (SELECT w.id, w.hit FROM (
         SELECT x.id, x.hit, count(*) FILTER (WHERE x.hit) OVER o AS hits, row_number() OVER o AS rn
         FROM (SELECT m.id, m.run_at, m.hit FROM m
-              WHERE $2::text = 'run_at' AND m.state = $7::venturi_job_state
-                AND (NOT $3::bool OR (m.run_at, m.id) > ($8::timestamptz, $4::uuid))
+              WHERE $2::text = 'run_at' AND m.state = $6::venturi_job_state
+                AND (NOT $3::bool OR (m.run_at, m.id) > ($9::timestamptz, $4::uuid))
               ORDER BY m.run_at, m.id
-              LIMIT $5::int) x
+              LIMIT $7::int) x
         WINDOW o AS (ORDER BY x.run_at, x.id ROWS UNBOUNDED PRECEDING)) w
-     WHERE (w.hit AND w.hits <= $6::int) OR (w.rn = $5::int AND w.hits < $6::int)
-     LIMIT $6::int)
+     WHERE (w.hit AND w.hits <= $8::int) OR (w.rn = $7::int AND w.hits < $8::int)
+     LIMIT $8::int)
     UNION ALL
     (SELECT w.id, w.hit FROM (
         SELECT x.id, x.hit, count(*) FILTER (WHERE x.hit) OVER o AS hits, row_number() OVER o AS rn
         FROM (SELECT m.id, m.lease_expires_at, m.hit FROM m
               WHERE $2::text = 'lease' AND m.state = 'running'
-                AND (NOT $3::bool OR (m.lease_expires_at, m.id) > ($8::timestamptz, $4::uuid))
+                AND (NOT $3::bool OR (m.lease_expires_at, m.id) > ($9::timestamptz, $4::uuid))
               ORDER BY m.lease_expires_at, m.id
-              LIMIT $5::int) x
+              LIMIT $7::int) x
         WINDOW o AS (ORDER BY x.lease_expires_at, x.id ROWS UNBOUNDED PRECEDING)) w
-     WHERE (w.hit AND w.hits <= $6::int) OR (w.rn = $5::int AND w.hits < $6::int)
-     LIMIT $6::int)
+     WHERE (w.hit AND w.hits <= $8::int) OR (w.rn = $7::int AND w.hits < $8::int)
+     LIMIT $8::int)
     UNION ALL
     (SELECT w.id, w.hit FROM (
         SELECT x.id, x.hit, count(*) FILTER (WHERE x.hit) OVER o AS hits, row_number() OVER o AS rn
         FROM (SELECT m.id, m.finished_at, m.hit FROM m
-              WHERE $2::text = 'finished' AND m.state = $7::venturi_job_state
-                AND (NOT $3::bool OR (m.finished_at, m.id) < ($8::timestamptz, $4::uuid))
+              WHERE $2::text = 'finished' AND m.state = $6::venturi_job_state
+                AND (NOT $3::bool OR (m.finished_at, m.id) < ($9::timestamptz, $4::uuid))
               ORDER BY m.finished_at DESC, m.id DESC
-              LIMIT $5::int) x
+              LIMIT $7::int) x
         WINDOW o AS (ORDER BY x.finished_at DESC, x.id DESC ROWS UNBOUNDED PRECEDING)) w
-     WHERE (w.hit AND w.hits <= $6::int) OR (w.rn = $5::int AND w.hits < $6::int)
-     LIMIT $6::int)
+     WHERE (w.hit AND w.hits <= $8::int) OR (w.rn = $7::int AND w.hits < $8::int)
+     LIMIT $8::int)
     UNION ALL
     (SELECT w.id, w.hit FROM (
         SELECT x.id, x.hit, count(*) FILTER (WHERE x.hit) OVER o AS hits, row_number() OVER o AS rn
         FROM (SELECT m.id, m.priority, m.run_at, m.hit FROM m
-              WHERE $2::text = 'plain' AND m.state = 'available' AND m.part IS NULL AND m.queue = $9::text
-                AND ($10::int = 0
-                     OR ($10::int = 1 AND m.priority = $11::smallint AND (m.run_at, m.id) > ($8::timestamptz, $4::uuid))
-                     OR ($10::int = 2 AND m.priority < $11::smallint))
+              WHERE $2::text = 'plain' AND m.state = 'available' AND m.part IS NULL AND m.queue = $10::text
+                AND ($11::int = 0
+                     OR ($11::int = 1 AND m.priority = $12::smallint AND (m.run_at, m.id) > ($9::timestamptz, $4::uuid))
+                     OR ($11::int = 2 AND m.priority < $12::smallint))
               ORDER BY m.priority DESC, m.run_at, m.id
-              LIMIT $5::int) x
+              LIMIT $7::int) x
         WINDOW o AS (ORDER BY x.priority DESC, x.run_at, x.id ROWS UNBOUNDED PRECEDING)) w
-     WHERE (w.hit AND w.hits <= $6::int) OR (w.rn = $5::int AND w.hits < $6::int)
-     LIMIT $6::int)
+     WHERE (w.hit AND w.hits <= $8::int) OR (w.rn = $7::int AND w.hits < $8::int)
+     LIMIT $8::int)
     UNION ALL
     (SELECT w.id, w.hit FROM (
         SELECT x.id, x.hit, count(*) FILTER (WHERE x.hit) OVER o AS hits, row_number() OVER o AS rn
         FROM (SELECT m.id, m.part, m.priority, m.run_at, m.hit FROM m
-              WHERE $2::text = 'gated' AND m.state = 'available' AND m.part IS NOT NULL AND m.queue = $9::text
-                AND ($10::int = 0
-                     OR ($10::int = 1 AND m.part = $12::text AND m.priority = $11::smallint
-                         AND (m.run_at, m.id) > ($8::timestamptz, $4::uuid))
-                     OR ($10::int = 2 AND m.part = $12::text AND m.priority < $11::smallint)
-                     OR ($10::int = 3 AND m.part > $12::text))
+              WHERE $2::text = 'gated' AND m.state = 'available' AND m.part IS NOT NULL AND m.queue = $10::text
+                AND ($11::int = 0
+                     OR ($11::int = 1 AND m.part = $13::text AND m.priority = $12::smallint
+                         AND (m.run_at, m.id) > ($9::timestamptz, $4::uuid))
+                     OR ($11::int = 2 AND m.part = $13::text AND m.priority < $12::smallint)
+                     OR ($11::int = 3 AND m.part > $13::text))
               ORDER BY m.part, m.priority DESC, m.run_at, m.id
-              LIMIT $5::int) x
+              LIMIT $7::int) x
         WINDOW o AS (ORDER BY x.part, x.priority DESC, x.run_at, x.id ROWS UNBOUNDED PRECEDING)) w
-     WHERE (w.hit AND w.hits <= $6::int) OR (w.rn = $5::int AND w.hits < $6::int)
-     LIMIT $6::int)
+     WHERE (w.hit AND w.hits <= $8::int) OR (w.rn = $7::int AND w.hits < $8::int)
+     LIMIT $8::int)
 ) p
 JOIN venturi_job_all j ON j.id = p.id
 `
@@ -246,9 +263,10 @@ type ListJobsParams struct {
 	OrderBy          string
 	HasCursor        bool
 	CID              pgtype.UUID
+	States           []string
+	State            VenturiJobState
 	Scan             int32
 	Max              int32
-	State            VenturiJobState
 	CTs              time.Time
 	CQueue           string
 	Seg              int32
@@ -261,10 +279,11 @@ type ListJobsParams struct {
 	AttachmentPaths  []string
 	AttachmentValues []string
 	Ids              []pgtype.UUID
-	States           []string
 	Kinds            []string
 	Queues           []string
 	DedupKey         string
+	HasWorkflow      bool
+	WorkflowID       pgtype.UUID
 	HasAfter         bool
 	After            time.Time
 	SkewUs           int64
@@ -330,9 +349,10 @@ func (q *Queries) ListJobs(ctx context.Context, db DBTX, arg ListJobsParams) ([]
 		arg.OrderBy,
 		arg.HasCursor,
 		arg.CID,
+		arg.States,
+		arg.State,
 		arg.Scan,
 		arg.Max,
-		arg.State,
 		arg.CTs,
 		arg.CQueue,
 		arg.Seg,
@@ -345,10 +365,11 @@ func (q *Queries) ListJobs(ctx context.Context, db DBTX, arg ListJobsParams) ([]
 		arg.AttachmentPaths,
 		arg.AttachmentValues,
 		arg.Ids,
-		arg.States,
 		arg.Kinds,
 		arg.Queues,
 		arg.DedupKey,
+		arg.HasWorkflow,
+		arg.WorkflowID,
 		arg.HasAfter,
 		arg.After,
 		arg.SkewUs,

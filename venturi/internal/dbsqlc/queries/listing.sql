@@ -54,6 +54,11 @@ WITH m AS NOT MATERIALIZED (
       AND (cardinality(@kinds::text[]) = 0 OR j.kind = ANY(@kinds::text[]))
       AND (cardinality(@queues::text[]) = 0 OR j.queue = ANY(@queues::text[]))
       AND (@dedup_key::text = '' OR j.dedup_key = @dedup_key::text)
+      -- A workflow's jobs: venturi_job's through its workflow index, the history's (which has
+      -- none) by the IDs of the workflow's job nodes, through the history's ID index.
+      AND (NOT @has_workflow::bool OR (j.workflow_id = @workflow_id::uuid
+           AND (NOT j.in_history OR j.id = ANY(ARRAY(SELECT n.job_id FROM venturi_workflow_node n
+                                                      WHERE n.workflow_id = @workflow_id::uuid AND n.job_id IS NOT NULL)))))
       -- Creation time, with the ID bounded by the ULID's time give or take skew_us, so that
       -- the primary key narrows the scan (created_at decides).
       AND (NOT @has_after::bool OR (j.created_at >= @after::timestamptz
@@ -78,6 +83,9 @@ FROM (
         SELECT x.id, x.hit, count(*) FILTER (WHERE x.hit) OVER o AS hits, row_number() OVER o AS rn
         FROM (SELECT m.id, m.hit FROM m
               WHERE @order_by::text = 'id' AND (NOT @has_cursor::bool OR m.id < @c_id::uuid)
+                -- One state (blocked, the one state listed in this order) as its type:
+                -- its partial index applies, and the history's lanes are excluded.
+                AND (cardinality(@states::text[]) <> 1 OR m.state = @state::venturi_job_state)
               ORDER BY m.id DESC
               LIMIT @scan::int) x
         WINDOW o AS (ORDER BY x.id DESC ROWS UNBOUNDED PRECEDING)) w
@@ -164,6 +172,11 @@ FROM (
       AND (cardinality(@kinds::text[]) = 0 OR j.kind = ANY(@kinds::text[]))
       AND (cardinality(@queues::text[]) = 0 OR j.queue = ANY(@queues::text[]))
       AND (@dedup_key::text = '' OR j.dedup_key = @dedup_key::text)
+      -- A workflow's jobs: venturi_job's through its workflow index, the history's (which has
+      -- none) by the IDs of the workflow's job nodes, through the history's ID index.
+      AND (NOT @has_workflow::bool OR (j.workflow_id = @workflow_id::uuid
+           AND (NOT j.in_history OR j.id = ANY(ARRAY(SELECT n.job_id FROM venturi_workflow_node n
+                                                      WHERE n.workflow_id = @workflow_id::uuid AND n.job_id IS NOT NULL)))))
       -- Creation time, with the ID bounded by the ULID's time give or take skew_us, so that
       -- the primary key narrows the scan (created_at decides).
       AND (NOT @has_after::bool OR (j.created_at >= @after::timestamptz
