@@ -12,7 +12,7 @@ import (
 
 // FuzzTaskPayloadDecode decodes arbitrary bytes the way the worker does (json.Unmarshal
 // into the payload and carry types, which the worker's handler functions take as they
-// are) and exercises every enqueue-time policy on what decoded. Properties: nothing
+// are, and into the outputs an import's summary reads) and exercises every enqueue-time policy on what decoded. Properties: nothing
 // panics; a decoded value survives an encode/decode round trip unchanged; merging two
 // rebuilds never loses a request (Requests is at least each side's, with no overflow to a
 // negative count) and yields sorted, unique tags, at most MaxRebuildTags of them; Size is always from 1 to 1000; dedup keys
@@ -28,6 +28,7 @@ func FuzzTaskPayloadDecode(f *testing.F) {
 		`{"all":true,"requests":1}`,
 		`{"next":100,"imported":90,"skipped":10,"pages":2}`,
 		`{"merged":2}`,
+		`{"status":"failed","reason":"http_status","http_status":410}`, `{"status":"fetched","title_found":true}`,
 		`{}`, `null`, `[]`, `""`, `5`, `{"bookmark_id":5}`, `{"url":null}`, `{"page_size":"50"}`,
 		`{"page_size":1e999}`, `{"page_size":-9223372036854775808}`, `{"page_size":9223372036854775807}`,
 		`{"requests":9223372036854775807,"tags":["a"]}`, `{"requests":-9223372036854775808}`,
@@ -109,6 +110,18 @@ func FuzzTaskPayloadDecode(f *testing.F) {
 		}
 		var fc FetchCarry
 		_ = json.Unmarshal(data, &fc)
+		var fib FetchImportedBookmarks
+		if json.Unmarshal(data, &fib) == nil {
+			roundTrip(t, fib)
+		}
+		var si SummarizeImport
+		if json.Unmarshal(data, &si) == nil {
+			roundTrip(t, si)
+		}
+		var fo FetchOutput
+		if json.Unmarshal(data, &fo) == nil {
+			roundTrip(t, fo)
+		}
 	})
 }
 

@@ -10,7 +10,10 @@ const KindImportBookmarks = "import_bookmarks"
 const DefaultImportPageSize = 50
 
 // ImportBookmarks imports an uploaded bookmarks export (stored by the API as the rows of
-// an import) page by page. Each run imports one page in one transaction together with its
+// an import) page by page. It is the first node of the import's workflow
+// (NewImportWorkflow), whose later nodes fetch the bookmarks it creates, recount the
+// import's tags and summarize; an import enqueued before imports were workflows is a job
+// of its own, which enqueues its fetches page by page. Each run imports one page in one transaction together with its
 // checkpoint (the carry), then pauses; the next run resumes after the checkpoint. A crash
 // or shutdown between pages repeats nothing that committed. The run that finds no item
 // left completes the job (and marks the import done), so an import of n pages takes n+1

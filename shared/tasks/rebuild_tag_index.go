@@ -35,6 +35,10 @@ const TagIndexMaxWait = 30 * time.Second
 // further enqueues merge into it with With, which unions their tags, so a burst of edits
 // costs one rebuild.
 //
+// Rebuilds that cannot merge (those claimed together, and the reindex nodes of import
+// workflows, which venturi never merges) are handled in chunks by the worker: one recount
+// for up to 100 of them.
+//
 // An enqueue that sets QuietMS debounces: the merge pushes the pending rebuild's due time
 // to now + QuietMS, so a burst of tag edits runs one rebuild once it has been quiet that
 // long, and never later than TagIndexMaxWait after the burst's first edit. Enqueue the
@@ -66,7 +70,9 @@ func NewRebuildTagIndex(tags ...string) RebuildTagIndex {
 // Kind implements venturi.Task.
 func (RebuildTagIndex) Kind() string { return KindRebuildTagIndex }
 
-// DedupKey makes every rebuild a candidate for merging into the pending one.
+// DedupKey makes every rebuild a candidate for merging into the pending one. It names the
+// index a rebuild recounts (the app has one), and the worker keys its chunks of rebuilds
+// by it too (bookmarks-worker's handlers.TagIndexChunks): one recount per index per chunk.
 func (RebuildTagIndex) DedupKey() venturi.DedupKey { return "tag-index" }
 
 // Priority raises a rebuild that stands for a long burst of requests.

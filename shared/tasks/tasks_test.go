@@ -263,3 +263,37 @@ func TestRefetchStalePolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestImportWorkflowPolicy: an import's workflow is keyed by the import, its fetch and
+// summary nodes run in the imports queue, and the outputs its nodes store keep their JSON
+// form (a stored format, as payloads are).
+func TestImportWorkflowPolicy(t *testing.T) {
+	t.Parallel()
+	if k := ImportWorkflowKey("01J0000000000000000000000A"); k != "import/01J0000000000000000000000A" {
+		t.Fatalf("workflow key %q", k)
+	}
+	if NewImportWorkflow(ImportBookmarks{ImportID: "01J0000000000000000000000A"}, []string{"go"}) == nil {
+		t.Fatal("no workflow")
+	}
+	f, s := FetchImportedBookmarks{ImportID: "x"}, SummarizeImport{ImportID: "x"}
+	if f.Kind() != KindFetchImportedBookmarks || f.Queue() != QueueImports || s.Kind() != KindSummarizeImport || s.Queue() != QueueImports {
+		t.Fatalf("fetch node %q in %q, summary node %q in %q", f.Kind(), f.Queue(), s.Kind(), s.Queue())
+	}
+	for _, tt := range []struct {
+		v    any
+		want string
+	}{
+		{f, `{"import_id":"x"}`},
+		{s, `{"import_id":"x"}`},
+		{FetchOutput{Status: FetchStatusFetched, HTTPStatus: 200, TitleFound: true}, `{"status":"fetched","http_status":200,"title_found":true}`},
+		{FetchOutput{Status: FetchStatusFailed, Reason: "http_status", HTTPStatus: 410}, `{"status":"failed","reason":"http_status","http_status":410}`},
+		{ImportFetchesOutput{Fetches: 3}, `{"fetches":3}`},
+		{TagIndexOutput{Tags: 2, Chunk: 5}, `{"tags":2,"chunk":5}`},
+		{ImportSummary{Fetches: 2, Fetched: 1, TitlesFound: 1, Failed: 1, Failures: map[string]int{"dns": 1}, TagIndex: TagIndexRebuilt},
+			`{"fetches":2,"fetched":1,"titles_found":1,"failed":1,"failures":{"dns":1},"gave_up":0,"superseded":0,"tag_index":"rebuilt"}`},
+	} {
+		if b, err := json.Marshal(tt.v); err != nil || string(b) != tt.want {
+			t.Errorf("%T encodes as %s (%v), want %s", tt.v, b, err, tt.want)
+		}
+	}
+}

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/venturi-dev/bookmarks/sql/dbtest"
 	"github.com/venturi-dev/venturi"
 )
@@ -135,8 +138,8 @@ func TestIdempotencyKeysUpgrade(t *testing.T) {
 		}
 	}
 	res, err := Migrate(ctx, pool)
-	if err != nil || len(res.App) != 1 || res.App[0] != 6 {
-		t.Fatalf("Migrate = %+v, %v; want version 6 applied", res, err)
+	if err != nil || len(res.App) == 0 || res.App[0] != 6 {
+		t.Fatalf("Migrate = %+v, %v; want version 6 applied (and those after it)", res, err)
 	}
 	var title, name string
 	if err := pool.QueryRow(ctx, "SELECT b.title, k.name FROM bookmark b, api_key k WHERE b.id = $1 AND k.id = $2", bookmark, key).
@@ -168,5 +171,103 @@ func TestIdempotencyKeysUpgrade(t *testing.T) {
 	var n int
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM idempotency_key").Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d idempotency keys left after their API key was deleted (%v)", n, err)
+	}
+}
+
+// migrateTo applies venturi's migrations and the app's up to version last (included) to
+// pool's schema.
+func migrateTo(t *testing.T, pool *pgxpool.Pool, last int) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := venturi.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	all, err := All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	older := fstest.MapFS{}
+	entries, err := files.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range entries { // in name order, which is version order
+		if i >= last {
+			break
+		}
+		data, err := files.ReadFile(e.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		older[e.Name()] = &fstest.MapFile{Data: data}
+	}
+	if len(older) != last || len(all) <= last {
+		t.Fatalf("%d of %d migrations up to version %d", len(older), len(all), last)
+	}
+	if _, err := venturi.MigrateFS(ctx, pool, older, "bookmarks_migration"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestImportWorkflowsUpgrade: migration 7 applies to a version 6 database with an import
+// in it; the import keeps its rows and has no workflow (it is an import of the old kind,
+// which the worker still runs as a job of its own). The summary table takes a summary
+// whose counts add up, refuses one whose do not (or that is malformed), holds one summary
+// per import, and loses it with its import.
+func TestImportWorkflowsUpgrade(t *testing.T) {
+	ctx := context.Background()
+	pool := dbtest.Pool(t, "bm7", 0)
+	migrateTo(t, pool, 6)
+	const imp, bookmark = "01890000-0000-7000-8000-000000000003", "01890000-0000-7000-8000-000000000004"
+	for _, q := range []string{
+		"INSERT INTO bookmark_import (id, job_id, total, imported, status) VALUES ('" + imp + "', gen_random_uuid(), 2, 1, 'done')",
+		"INSERT INTO bookmark (id, url, import_id) VALUES ('" + bookmark + "', 'https://example.com/', '" + imp + "')",
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := Migrate(ctx, pool)
+	if err != nil || len(res.App) != 1 || res.App[0] != 7 {
+		t.Fatalf("Migrate = %+v, %v; want version 7 applied", res, err)
+	}
+	var imported int
+	var workflow pgtype.UUID
+	if err := pool.QueryRow(ctx, "SELECT imported, workflow_id FROM bookmark_import WHERE id = $1", imp).Scan(&imported, &workflow); err != nil ||
+		imported != 1 || workflow.Valid {
+		t.Fatalf("the import after the upgrade: %d imported, workflow %v (%v)", imported, workflow, err)
+	}
+	summary := func(fetches, fetched, titles, failed, gaveUp, superseded int, failures, tagIndex string) error {
+		_, err := pool.Exec(ctx, `INSERT INTO bookmark_import_summary
+			(import_id, fetches, fetched, titles_found, failed, failures, gave_up, superseded, tag_index)
+			VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9)`, imp, fetches, fetched, titles, failed, failures, gaveUp, superseded, tagIndex)
+		return err
+	}
+	for what, err := range map[string]error{
+		"counts that do not add up":      summary(3, 1, 0, 1, 0, 0, `{"dns":1}`, "rebuilt"),
+		"more titles than pages fetched": summary(2, 1, 2, 1, 0, 0, `{"dns":1}`, "rebuilt"),
+		"a negative count":               summary(0, 1, 0, 0, -1, 0, `{}`, "rebuilt"),
+		"failures that are not a map":    summary(2, 1, 0, 1, 0, 0, `["dns"]`, "rebuilt"),
+		"an unknown tag index outcome":   summary(2, 1, 0, 1, 0, 0, `{"dns":1}`, "maybe"),
+	} {
+		if err == nil {
+			t.Errorf("%s was stored", what)
+		}
+	}
+	if err := summary(4, 1, 1, 1, 1, 1, `{"dns":1}`, "rebuilt"); err != nil {
+		t.Fatalf("a summary: %v", err)
+	}
+	if err := summary(4, 1, 1, 1, 1, 1, `{"dns":1}`, "rebuilt"); err == nil {
+		t.Fatal("a second summary of one import was stored")
+	}
+	if _, err := pool.Exec(ctx, "DELETE FROM bookmark WHERE import_id = $1", imp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "DELETE FROM bookmark_import WHERE id = $1", imp); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM bookmark_import_summary").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d summaries left after their import was deleted (%v)", n, err)
 	}
 }

@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -35,7 +37,10 @@ type ImportItem struct {
 }
 
 // Import is an import's progress. Status is awaiting_confirmation (a large import, until
-// it is confirmed), pending, running, done or cancelled.
+// it is confirmed), pending, running, done or cancelled: the import of the items, which
+// ends before the fetches of the bookmarks it made. Workflow is the state of the whole
+// (the fetches, the tag recount and the summary after the items), and Summary what the
+// fetches came to, once it is written.
 type Import struct {
 	ID         string     `json:"id"`
 	Status     string     `json:"status"`
@@ -47,7 +52,51 @@ type Import struct {
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	// Confirmation is set for an import that waits (or waited) for a confirmation.
 	Confirmation *Confirmation `json:"confirmation,omitempty"`
-	Job          *Job          `json:"job,omitempty"`
+	// Job is the import's job: the workflow's import node, which imports the items.
+	Job *Job `json:"job,omitempty"`
+	// Workflow is the import's workflow; absent for an import made before workflows, and
+	// once venturi has pruned the finished workflow (its retention).
+	Workflow *ImportWorkflow `json:"workflow,omitempty"`
+	// Summary is what the import's fetches came to; absent until the workflow's summary
+	// node has written it (and for an import made before workflows).
+	Summary *ImportSummary `json:"summary,omitempty"`
+}
+
+// ImportWorkflow is the state of an import's workflow (tasks.NewImportWorkflow): the
+// import of the items, then one fetch per bookmark made, then the recount of the import's
+// tags, then the summary.
+type ImportWorkflow struct {
+	// ID is the venturi workflow's ID, as Job.ID is the job's.
+	ID string `json:"id"`
+	// State is open until every node has ended, then succeeded; failed when a node failed
+	// (a fetch that gave up on its host), cancelled when one was cancelled (the import,
+	// DELETE /imports/{id}). The fetches, the recount and the summary run whatever the
+	// import's end.
+	State      string     `json:"state"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+}
+
+// ImportSummary is what an import's fetches came to, written by the workflow's summary
+// node: fetched + failed + gave_up + superseded = fetches.
+type ImportSummary struct {
+	// Fetches is how many fetches the import made: one per bookmark it created.
+	Fetches int32 `json:"fetches"`
+	// Fetched counts the pages fetched and stored; TitlesFound those of them with a title.
+	Fetched     int32 `json:"fetched"`
+	TitlesFound int32 `json:"titles_found"`
+	// Failed counts verdicts on the page (404, not HTML, a refused address...), and
+	// Failures counts them by reason code (the fetch_error codes of GET /bookmarks/{id}).
+	Failed   int32            `json:"failed"`
+	Failures map[string]int32 `json:"failures"`
+	// GaveUp counts fetches that ended without a result: the host kept failing until
+	// their attempts ran out.
+	GaveUp int32 `json:"gave_up"`
+	// Superseded counts fetches a refetch or a delete of the bookmark took over.
+	Superseded int32 `json:"superseded"`
+	// TagIndex is "rebuilt", or "failed" when the recount of the import's tags did not
+	// complete.
+	TagIndex     string    `json:"tag_index"`
+	SummarizedAt time.Time `json:"summarized_at"`
 }
 
 // maxItemErrors bounds the per-item messages of a refused import: past it, the field
@@ -122,19 +171,24 @@ func (a *API) createImport(c echo.Context) error {
 		job     ulid.ULID
 		expires time.Time
 	)
-	// The import, its items, its job and (for a large import) its confirmation commit
+	// The import, its items, its workflow and (for a large import) its confirmation commit
 	// together: the worker never sees an import without the confirmation it must wait for.
+	// pgx.BeginFunc's transaction is READ COMMITTED (the server's default), as
+	// EnqueueWorkflowTx requires.
 	err = pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
 		if err := a.claim(ctx, tx, idem, id); err != nil {
 			return err
 		}
-		res, err := a.queue.EnqueueTx(ctx, tx, task)
+		res, err := a.queue.EnqueueWorkflowTx(ctx, tx, tasks.NewImportWorkflow(task, tags))
 		if err != nil {
 			return err
 		}
-		job = res.ID
-		if created, err = a.q.InsertImport(ctx, tx, store.InsertImportParams{ID: uuidOf(id), JobID: uuidOf(res.ID), Status: status,
-			Tags: tags, Total: int32(len(urls))}); err != nil {
+		if res.Action != venturi.ActionInserted { // the key is the import's new ID: never kept
+			return fmt.Errorf("enqueue the workflow of import %s: %v", id, res.Action)
+		}
+		job = res.Jobs[tasks.ImportNodeImport]
+		if created, err = a.q.InsertImport(ctx, tx, store.InsertImportParams{ID: uuidOf(id), JobID: uuidOf(job),
+			WorkflowID: uuidOf(res.ID), Status: status, Tags: tags, Total: int32(len(urls))}); err != nil {
 			return err
 		}
 		if _, err = a.q.InsertImportItems(ctx, tx, store.InsertImportItemsParams{ImportID: uuidOf(id), Urls: urls, Titles: titles}); err != nil {
@@ -162,6 +216,7 @@ func (a *API) createImport(c echo.Context) error {
 	}
 	atCommit := toImport(created)
 	atCommit.Job = committedJob(job, task, created.CreatedAt)
+	atCommit.Workflow = &ImportWorkflow{ID: ulid.ULID(created.WorkflowID.Bytes).String(), State: string(venturi.WorkflowOpen)}
 	if confirm {
 		atCommit.Confirmation = &Confirmation{ExpiresAt: expires, URL: link}
 	}
@@ -201,10 +256,12 @@ func (a *API) respondImport(c echo.Context, status int, id ulid.ULID) error {
 	return c.JSON(status, out)
 }
 
-// loadImport reads an import, its confirmation and its job. The job is read first and the
-// import's rows after it: the worker commits an import's progress and its job's outcome in
-// one transaction, so rows read later are at least as new as the job (a completed job never
-// shows beside an import still "running").
+// loadImport reads an import, its confirmation, its job, its workflow and its summary. The
+// job and the workflow are read first and the import's rows after them: the worker commits
+// an import's progress and its job's outcome in one transaction, and the summary with the
+// summary node's completion, so rows read later are at least as new as the job and the
+// workflow (a completed job never shows beside an import still "running", nor a succeeded
+// workflow without its summary).
 func (a *API) loadImport(ctx context.Context, id ulid.ULID) (*Import, error) {
 	r, err := a.q.GetImport(ctx, a.pool, uuidOf(id))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -216,6 +273,14 @@ func (a *API) loadImport(ctx context.Context, id ulid.ULID) (*Import, error) {
 	j, jobErr := a.queue.Job(ctx, ulid.ULID(r.JobID.Bytes))
 	if jobErr != nil && !errors.Is(jobErr, venturi.ErrNotFound) {
 		return nil, jobErr
+	}
+	var wf *venturi.WorkflowInfo
+	if r.WorkflowID.Valid {
+		if wf, err = a.queue.Workflow(ctx, ulid.ULID(r.WorkflowID.Bytes)); errors.Is(err, venturi.ErrWorkflowNotFound) {
+			wf = nil // pruned once finished (venturi's retention); the summary stays
+		} else if err != nil {
+			return nil, err
+		}
 	}
 	r, err = a.q.GetImport(ctx, a.pool, uuidOf(id))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -240,7 +305,30 @@ func (a *API) loadImport(ctx context.Context, id ulid.ULID) (*Import, error) {
 			out.Status = "cancelled"
 		}
 	}
+	if wf != nil {
+		out.Workflow = &ImportWorkflow{ID: wf.ID.String(), State: string(wf.State), FinishedAt: wf.FinishedAt}
+	}
+	sum, err := a.q.GetImportSummary(ctx, a.pool, uuidOf(id))
+	switch {
+	case err == nil:
+		out.Summary = toImportSummary(sum)
+	case !errors.Is(err, pgx.ErrNoRows):
+		return nil, err
+	}
 	return out, nil
+}
+
+// toImportSummary is an import's summary row as the API shows it. Its failures are the
+// worker's reason codes; a row that does not decode shows none rather than failing the
+// request.
+func toImportSummary(r *store.BookmarkImportSummary) *ImportSummary {
+	out := &ImportSummary{Fetches: r.Fetches, Fetched: r.Fetched, TitlesFound: r.TitlesFound, Failed: r.Failed,
+		Failures: map[string]int32{}, GaveUp: r.GaveUp, Superseded: r.Superseded, TagIndex: r.TagIndex, SummarizedAt: r.SummarizedAt}
+	var failures map[string]int32
+	if json.Unmarshal(r.Failures, &failures) == nil && failures != nil {
+		out.Failures = failures
+	}
+	return out
 }
 
 // cancelImport is DELETE /imports/{id}: it cancels the import's job (venturi's Cancel). A

@@ -54,7 +54,7 @@ func (q *Queries) GetBookmark(ctx context.Context, db DBTX, id pgtype.UUID) (*Bo
 }
 
 const getImport = `-- name: GetImport :one
-SELECT id, job_id, status, tags, total, imported, skipped, created_at, finished_at FROM bookmark_import WHERE id = $1
+SELECT id, job_id, status, tags, total, imported, skipped, created_at, finished_at, workflow_id FROM bookmark_import WHERE id = $1
 `
 
 func (q *Queries) GetImport(ctx context.Context, db DBTX, id pgtype.UUID) (*BookmarkImport, error) {
@@ -70,6 +70,7 @@ func (q *Queries) GetImport(ctx context.Context, db DBTX, id pgtype.UUID) (*Book
 		&i.Skipped,
 		&i.CreatedAt,
 		&i.FinishedAt,
+		&i.WorkflowID,
 	)
 	return &i, err
 }
@@ -102,6 +103,29 @@ func (q *Queries) GetImportConfirmation(ctx context.Context, db DBTX, importID p
 		&i.ConfirmedAt,
 		&i.Open,
 		&i.JobID,
+	)
+	return &i, err
+}
+
+const getImportSummary = `-- name: GetImportSummary :one
+SELECT import_id, fetches, fetched, titles_found, failed, failures, gave_up, superseded, tag_index, summarized_at FROM bookmark_import_summary WHERE import_id = $1
+`
+
+// What an import's fetches came to, once its workflow's summary node has written it.
+func (q *Queries) GetImportSummary(ctx context.Context, db DBTX, importID pgtype.UUID) (*BookmarkImportSummary, error) {
+	row := db.QueryRow(ctx, getImportSummary, importID)
+	var i BookmarkImportSummary
+	err := row.Scan(
+		&i.ImportID,
+		&i.Fetches,
+		&i.Fetched,
+		&i.TitlesFound,
+		&i.Failed,
+		&i.Failures,
+		&i.GaveUp,
+		&i.Superseded,
+		&i.TagIndex,
+		&i.SummarizedAt,
 	)
 	return &i, err
 }
@@ -154,16 +178,18 @@ func (q *Queries) InsertBookmark(ctx context.Context, db DBTX, arg InsertBookmar
 }
 
 const insertImport = `-- name: InsertImport :one
-INSERT INTO bookmark_import (id, job_id, status, tags, total) VALUES ($1, $2, $3, $4::text[], $5)
-RETURNING id, job_id, status, tags, total, imported, skipped, created_at, finished_at
+INSERT INTO bookmark_import (id, job_id, workflow_id, status, tags, total)
+VALUES ($1, $2, $3, $4, $5::text[], $6)
+RETURNING id, job_id, status, tags, total, imported, skipped, created_at, finished_at, workflow_id
 `
 
 type InsertImportParams struct {
-	ID     pgtype.UUID
-	JobID  pgtype.UUID
-	Status string
-	Tags   []string
-	Total  int32
+	ID         pgtype.UUID
+	JobID      pgtype.UUID
+	WorkflowID pgtype.UUID
+	Status     string
+	Tags       []string
+	Total      int32
 }
 
 // Returns the row as written: POST /imports answers with it when the import cannot be
@@ -172,6 +198,7 @@ func (q *Queries) InsertImport(ctx context.Context, db DBTX, arg InsertImportPar
 	row := db.QueryRow(ctx, insertImport,
 		arg.ID,
 		arg.JobID,
+		arg.WorkflowID,
 		arg.Status,
 		arg.Tags,
 		arg.Total,
@@ -187,6 +214,7 @@ func (q *Queries) InsertImport(ctx context.Context, db DBTX, arg InsertImportPar
 		&i.Skipped,
 		&i.CreatedAt,
 		&i.FinishedAt,
+		&i.WorkflowID,
 	)
 	return &i, err
 }

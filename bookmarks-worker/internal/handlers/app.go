@@ -67,6 +67,8 @@ func Registrations() []Registration {
 	return []Registration{
 		RegisterFetchBookmark,
 		RegisterImportBookmarks,
+		RegisterFetchImportedBookmarks,
+		RegisterSummarizeImport,
 		RegisterRebuildTagIndex,
 		RegisterLinkChecker,
 		RegisterRefetchStale,
@@ -74,8 +76,9 @@ func Registrations() []Registration {
 }
 
 // Queues are the queues a worker serves: venturi.DefaultQueue with interactive handlers
-// (the fetches users ask for, the tag index rebuilds) and tasks.QueueImports with
-// imports handlers (the import pages and the fetches of imported bookmarks). Each queue
+// (the fetches users ask for, the tag index rebuilds, an import's reindex) and
+// tasks.QueueImports with imports handlers (the nodes of an import's workflow: its pages,
+// the fetches of its bookmarks, its summary). Each queue
 // has its own handlers and claims, so a backlog in one never delays the other.
 func Queues(interactive, imports int) []venturi.WorkerQueue {
 	return []venturi.WorkerQueue{

@@ -16,6 +16,8 @@ package handlers
 //	fetch_bookmark payload of a non-ULID bookmark id dead, "bad bookmark id" (also one run through
 //	                                                 venturitest.RunFunc, without a database)
 //	import_bookmarks payload of a non-ULID import id dead, "bad import id" (RunFunc)
+//	fetch_imported_bookmarks, summarize_import       dead, "bad import id" (RunFunc)
+//	  payload of a non-ULID import id
 //	fetch of http://[::1]/ (the API accepts it)      completed with the note "fetch failed:
 //	                                                 blocked_address" (a verdict on the page, not
 //	                                                 the host's failure: see handleFetchBookmark);
@@ -118,7 +120,7 @@ func TestBadInputURLsReachingTheFetcher(t *testing.T) {
 
 	// The same URLs in an import.
 	ctx := context.Background()
-	task, job := b.newImport(t, 0, nil, "http://[::1]/", "http://2130706433/", "http://0x7f.1/", "file:///etc/passwd",
+	task, job := b.newImportJob(t, 0, nil, "http://[::1]/", "http://2130706433/", "http://0x7f.1/", "file:///etc/passwd",
 		"gopher://127.0.0.1:70/_GET", "https://u:p@a.example/")
 	imp, _ := parseID(task.ImportID)
 	b.waitJob(t, job, venturi.StateCompleted)
@@ -162,5 +164,15 @@ func TestBadIDsKillTheJobOnTheFirstRun(t *testing.T) {
 		app, venturitest.RunOptions[tasks.ImportCarry]{})
 	if !ib.IsPermanent() || !strings.HasPrefix(ib.Note(), `bad import id "01J-not-a-ulid"`) {
 		t.Fatalf("import with a non-ULID id: %s %q, want dead with bad import id", ib.Event(), ib.Note())
+	}
+	// The other nodes of an import's workflow.
+	fn := venturitest.RunFunc(ctx, handleFetchImportedBookmarks, tasks.FetchImportedBookmarks{ImportID: "01J-not-a-ulid"},
+		app, venturitest.RunOptions[struct{}]{})
+	sn := venturitest.RunFunc(ctx, handleSummarizeImport, tasks.SummarizeImport{ImportID: "01J-not-a-ulid"},
+		app, venturitest.RunOptions[struct{}]{})
+	for name, res := range map[string]venturitest.Result[struct{}]{"fetch node": fn, "summary node": sn} {
+		if !res.IsPermanent() || !strings.HasPrefix(res.Note(), `bad import id "01J-not-a-ulid"`) {
+			t.Fatalf("%s with a non-ULID import id: %s %q, want dead with bad import id", name, res.Event(), res.Note())
+		}
 	}
 }

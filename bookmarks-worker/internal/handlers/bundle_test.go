@@ -79,6 +79,12 @@ func (b *testBundle) start(t *testing.T) { b.startQueues(t, 4, 4) }
 // startQueues is start with the given handlers for the default and the imports queue.
 func (b *testBundle) startQueues(t *testing.T, interactive, imports int) {
 	t.Helper()
+	b.startWith(t, interactive, imports, Registrations())
+}
+
+// startWith is startQueues with the given registrations only.
+func (b *testBundle) startWith(t *testing.T, interactive, imports int, regs []Registration) {
+	t.Helper()
 	w, err := venturi.NewWorker(b.pool, b.app, venturi.Config{
 		Queues: Queues(interactive, imports), PollInterval: 20 * time.Millisecond, Backoff: venturi.Backoff{Base: time.Millisecond},
 		Logger: b.app.Log,
@@ -86,7 +92,7 @@ func (b *testBundle) startQueues(t *testing.T, interactive, imports int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range Registrations() {
+	for _, r := range regs {
 		if err := r(w); err != nil {
 			t.Fatal(err)
 		}
@@ -117,9 +123,12 @@ func (b *testBundle) bookmark(t *testing.T, url string) (ulid.ULID, ulid.ULID) {
 	return id, job
 }
 
-// newImport stores an import of urls and enqueues its job in one transaction, as the API
-// does. The job is pending, for a started worker or for venturitest.RunFunc.
-func (b *testBundle) newImport(t *testing.T, pageSize int, tags []string, urls ...string) (tasks.ImportBookmarks, ulid.ULID) {
+// newImportJob stores an import of urls and enqueues its job in one transaction, as the
+// API did before imports were workflows (schema version 7): an import job of its own,
+// which enqueues its bookmarks' fetches page by page and asks for the tag recount at its
+// end. The worker keeps running such imports. The job is pending, for a started worker or
+// for venturitest.RunFunc. newImportWorkflow makes an import as the API does now.
+func (b *testBundle) newImportJob(t *testing.T, pageSize int, tags []string, urls ...string) (tasks.ImportBookmarks, ulid.ULID) {
 	t.Helper()
 	ctx := context.Background()
 	task := tasks.ImportBookmarks{ImportID: ulid.Make().String(), PageSize: pageSize}

@@ -61,21 +61,34 @@ type FetchAttachment struct {
 // HTTP status in http_status; the journal note says the same ("fetch failed: dns"); the
 // underlying error, which can name internal addresses, is logged with the job ID and
 // nowhere else.
+//
+// The fetch of an imported bookmark (ImportID set) is a node of its import's workflow:
+// every run that completes outputs a tasks.FetchOutput (fetched, failed with its reason,
+// or superseded) for the import's summary. A fetch that gives up ends dead and outputs
+// nothing.
 func handleFetchBookmark(ctx context.Context, t tasks.FetchBookmark, run *venturi.Run[tasks.FetchCarry], app *App) (venturi.Outcome, error) {
 	id, err := parseID(t.BookmarkID)
 	if err != nil {
 		return venturi.Outcome{}, venturi.Permanentf("bad bookmark id %q: %v", t.BookmarkID, err)
 	}
 	job := uuidOf(run.ID())
+	// output records what the fetch came to, for an import's summary (imported bookmarks
+	// only: the others are in no workflow).
+	output := func(o tasks.FetchOutput) error {
+		if t.ImportID == "" {
+			return nil
+		}
+		return run.SetOutput(o)
+	}
 	bm, err := app.Store.GetBookmarkForFetch(ctx, app.Pool, id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return venturi.CompletedWith("bookmark deleted; nothing to fetch"), nil
+		return venturi.CompletedWith("bookmark deleted; nothing to fetch"), output(tasks.FetchOutput{Status: tasks.FetchStatusSuperseded})
 	}
 	if err != nil {
 		return venturi.Outcome{}, err
 	}
 	if bm.FetchJobID != job {
-		return venturi.CompletedWith("superseded by a newer fetch job"), nil
+		return venturi.CompletedWith("superseded by a newer fetch job"), output(tasks.FetchOutput{Status: tasks.FetchStatusSuperseded})
 	}
 	att := FetchAttachment{URL: t.URL}
 	res, ferr := app.Fetcher.Fetch(ctx, t.URL)
@@ -102,10 +115,17 @@ func handleFetchBookmark(ctx context.Context, t tasks.FetchBookmark, run *ventur
 			// A verdict on the page: the job completes (see above), with the failure.
 			var out venturi.Outcome
 			err := pgx.BeginFunc(ctx, app.Pool, func(tx pgx.Tx) error {
-				if _, err := app.Store.RecordFetchFailure(ctx, tx, record); err != nil {
+				n, err := app.Store.RecordFetchFailure(ctx, tx, record)
+				if err != nil {
 					return fmt.Errorf("record failure (%s): %w", fe.Summary(), err)
 				}
-				var err error
+				result := tasks.FetchOutput{Status: tasks.FetchStatusFailed, Reason: fe.Reason, HTTPStatus: fe.Status}
+				if n == 0 { // deleted or refetched meanwhile: the failure is not the bookmark's
+					result = tasks.FetchOutput{Status: tasks.FetchStatusSuperseded}
+				}
+				if err := output(result); err != nil {
+					return err
+				}
 				out, err = run.CompleteTx(ctx, tx, venturi.CompletedWith(failed.Error()))
 				return err
 			})
@@ -138,8 +158,13 @@ func handleFetchBookmark(ctx context.Context, t tasks.FetchBookmark, run *ventur
 			return err
 		}
 		note := fmt.Sprintf("fetched %d, %d bytes of %s", res.Status, res.Bytes, res.ContentType)
+		result := tasks.FetchOutput{Status: tasks.FetchStatusFetched, HTTPStatus: res.Status, TitleFound: res.Title != ""}
 		if n == 0 {
 			note = "fetched, but the bookmark was deleted or refetched meanwhile; result dropped"
+			result = tasks.FetchOutput{Status: tasks.FetchStatusSuperseded}
+		}
+		if err := output(result); err != nil {
+			return err
 		}
 		out, err = run.CompleteTx(ctx, tx, venturi.CompletedWith(note))
 		return err

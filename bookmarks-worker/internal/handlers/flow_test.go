@@ -325,7 +325,7 @@ func TestImportCannotStarveInteractiveFetches(t *testing.T) {
 	for _, h := range importHosts {
 		urls = append(urls, srv.url(h, "bookmarked"))
 	}
-	task, importJob := b.newImport(t, 10, nil, urls...)
+	task, importJob := b.newImportJob(t, 10, nil, urls...)
 	b.startQueues(t, 2, 2)
 
 	if j := b.job(t, importJob); j.Queue != tasks.QueueImports {

@@ -109,7 +109,7 @@ func TestImportBookmarksPausesWithCarry(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	task, job := b.newImport(t, 3, []string{"imported"}, "https://1.example/", "https://2.example/", "javascript:alert(1)",
+	task, job := b.newImportJob(t, 3, []string{"imported"}, "https://1.example/", "https://2.example/", "javascript:alert(1)",
 		"https://4.example/", "https://5.example/", "ftp://6.example/", "https://7.example/")
 	imp, _ := parseID(task.ImportID)
 	b.start(t)

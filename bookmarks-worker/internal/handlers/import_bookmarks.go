@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/bookmarks/bookmarks-worker/internal/fetch"
@@ -24,15 +25,22 @@ func RegisterImportBookmarks(w *Worker) error {
 const ImportPause = 0 * time.Second
 
 // handleImportBookmarks imports one page of the import, starting at the carry's
-// checkpoint: it creates the page's bookmarks, enqueues their fetches, advances the
-// checkpoint and records the outcome in one transaction, then pauses until the next page.
+// checkpoint: it creates the page's bookmarks, advances the checkpoint and records the
+// outcome in one transaction, then pauses until the next page.
 //
-// The run that finds no item left completes the job: it marks the import done, asks for
-// its tags to be recounted and records the totals, again in one transaction. Completion
-// gets a run of its own because venturi stores a carry only when the job goes back to
-// pending (a pause or a retry), never when it completes: had the last page completed the
-// job, the carry the job keeps, which GET /imports/{id} shows, would be the previous
-// page's, with stale counts.
+// An import made as a workflow (its row names one: every import the API makes since
+// schema version 7) is the workflow's import node: its bookmarks are created without a
+// fetch, and the workflow's next nodes fetch them, recount the tags and summarize, once
+// the import has ended however it ended (tasks.NewImportWorkflow). An import made before
+// that is a job of its own, and does it all itself, as it did: each page enqueues its
+// bookmarks' fetches in its transaction, and the last run asks for the tags' recount.
+//
+// The run that finds no item left completes the job: it marks the import done, records
+// the totals and outputs the final checkpoint (the import node's output), again in one
+// transaction. Completion gets a run of its own because venturi stores a carry only when
+// the job goes back to pending (a pause or a retry), never when it completes: had the
+// last page completed the job, the carry the job keeps, which GET /imports/{id} shows,
+// would be the previous page's, with stale counts.
 //
 // Stopping: a run that starts after its Run.Shutdown closed (the import was cancelled,
 // DELETE /imports/{id}, or the worker is shutting down) imports nothing and pauses with its
@@ -78,6 +86,7 @@ func handleImportBookmarks(ctx context.Context, t tasks.ImportBookmarks, run *ve
 		run.SetCarry(saved)
 	}
 	size := t.Size()
+	inWorkflow := imp.WorkflowID.Valid
 	var out venturi.Outcome
 	err = pgx.BeginFunc(ctx, app.Pool, func(tx pgx.Tx) error {
 		c := saved // work on a copy: the carry advances only with the commit
@@ -88,8 +97,9 @@ func handleImportBookmarks(ctx context.Context, t tasks.ImportBookmarks, run *ve
 			return err
 		}
 		if len(rows) == 0 {
-			// Every page is in: the carry is final (the last page's pause stored it).
-			if len(imp.Tags) > 0 && carry.Imported > 0 {
+			// Every page is in: the carry is final (the last page's pause stored it). An
+			// import's workflow recounts the tags in its reindex node.
+			if !inWorkflow && len(imp.Tags) > 0 && carry.Imported > 0 {
 				if _, err := app.Queue.EnqueueTx(ctx, tx, tasks.NewRebuildTagIndex(imp.Tags...), venturi.After(time.Second)); err != nil {
 					return err
 				}
@@ -99,6 +109,9 @@ func handleImportBookmarks(ctx context.Context, t tasks.ImportBookmarks, run *ve
 				return err
 			}
 			_ = run.SetAttachment(carry)
+			if err := run.SetOutput(carry); err != nil {
+				return err
+			}
 			out, err = run.CompleteTx(ctx, tx, venturi.CompletedWith(fmt.Sprintf("imported %d of %d items in %d pages (%d skipped)",
 				carry.Imported, imp.Total, carry.Pages, carry.Skipped)))
 			return err
@@ -115,14 +128,18 @@ func handleImportBookmarks(ctx context.Context, t tasks.ImportBookmarks, run *ve
 				continue
 			}
 			bid := ulid.Make()
-			fb := tasks.FetchBookmark{BookmarkID: bid.String(), URL: r.Url, ImportID: t.ImportID}
-			res, err := app.Queue.EnqueueTx(ctx, tx, fb)
-			if err != nil {
-				return fmt.Errorf("enqueue fetch: %w", err)
+			var fetchJob pgtype.UUID // none: the workflow's fetch node makes it
+			if !inWorkflow {
+				fb := tasks.FetchBookmark{BookmarkID: bid.String(), URL: r.Url, ImportID: t.ImportID}
+				res, err := app.Queue.EnqueueTx(ctx, tx, fb)
+				if err != nil {
+					return fmt.Errorf("enqueue fetch: %w", err)
+				}
+				fetchJob = uuidOf(res.ID)
 			}
 			if err := app.Store.InsertImportedBookmark(ctx, tx, store.InsertImportedBookmarkParams{
 				ID: uuidOf(bid), Url: r.Url, Title: r.Title, Tags: imp.Tags, ImportID: id,
-				FetchJobID: uuidOf(res.ID),
+				FetchJobID: fetchJob,
 			}); err != nil {
 				return err
 			}

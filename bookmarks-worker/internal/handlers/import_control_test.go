@@ -72,7 +72,7 @@ func TestImportWaitsForItsConfirmation(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	task, job := b.newImport(t, 2, nil, urls(5)...)
+	task, job := b.newImportJob(t, 2, nil, urls(5)...)
 	b.requireConfirmation(t, task, time.Hour)
 	b.start(t)
 	j := b.waitJob(t, job, venturi.StateWaiting)
@@ -111,7 +111,7 @@ func TestImportWaitsForItsConfirmation(t *testing.T) {
 func TestUnconfirmedImportIsCancelled(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	task, job := b.newImport(t, 2, nil, urls(3)...)
+	task, job := b.newImportJob(t, 2, nil, urls(3)...)
 	b.requireConfirmation(t, task, 1500*time.Millisecond)
 	b.start(t)
 	j := b.waitJob(t, job, venturi.StateCancelled)
@@ -144,7 +144,7 @@ func TestConfirmationSurvivesAFailedRun(t *testing.T) {
 		CREATE TRIGGER fail_once BEFORE INSERT ON bookmark FOR EACH ROW EXECUTE FUNCTION fail_once();`); err != nil {
 		t.Fatal(err)
 	}
-	task, job := b.newImport(t, 10, nil, urls(3)...)
+	task, job := b.newImportJob(t, 10, nil, urls(3)...)
 	b.requireConfirmation(t, task, time.Hour)
 	// Sent before the job waits: kept, and the wait ends at once.
 	if _, err := b.queue.Signal(ctx, job, tasks.SignalConfirmImport, tasks.ImportConfirmation{Via: "link"}, tasks.ConfirmDeliveryID); err != nil {
@@ -169,12 +169,12 @@ func TestCancelStopsTheImportAtThePage(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	// A pending import (not started, or between pages) ends at once.
-	pending, pendingJob := b.newImport(t, 2, nil, urls(3)...)
+	pending, pendingJob := b.newImportJob(t, 2, nil, urls(3)...)
 	if res, err := b.queue.Cancel(ctx, pendingJob, "stop"); err != nil || res != venturi.CancelEnded {
 		t.Fatalf("Cancel of a pending import = %v, %v", res, err)
 	}
 
-	task, job := b.newImport(t, 2, nil, urls(7)...)
+	task, job := b.newImportJob(t, 2, nil, urls(7)...)
 	imp, _ := parseID(task.ImportID)
 	hold, err := b.pool.Begin(ctx)
 	if err != nil {

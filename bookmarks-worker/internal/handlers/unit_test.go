@@ -9,13 +9,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/oklog/ulid/v2"
 
@@ -130,7 +127,7 @@ func TestImportBookmarksOnePageARun(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	urls := []string{"https://1.example/", "javascript:alert(1)", "https://3.example/", "https://4.example/", "https://5.example/"}
-	task, job := b.newImport(t, 2, []string{"go"}, urls...)
+	task, job := b.newImportJob(t, 2, []string{"go"}, urls...)
 	fetchOf := func(url string) func(tasks.FetchBookmark) bool {
 		return func(f tasks.FetchBookmark) bool { return f.URL == url }
 	}
@@ -195,35 +192,6 @@ func TestImportBookmarksOnePageARun(t *testing.T) {
 	venturitest.RequireEnqueued(t, b.pool, func(r tasks.RebuildTagIndex) bool { return slices.Equal(r.Tags, []string{"go"}) })
 }
 
-// TestRebuildTagIndexRecountsItsTags: a rebuild recounts only its tags, dropping those no
-// bookmark uses, and records what it covered.
-func TestRebuildTagIndexRecountsItsTags(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	ctx := context.Background()
-	for _, tags := range []string{"{go,db}", "{go}"} {
-		if _, err := b.pool.Exec(ctx, "INSERT INTO bookmark (id, url, tags) VALUES ($1, 'https://x/', $2)", uuidOf(ulid.Make()), tags); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := b.pool.Exec(ctx, "INSERT INTO tag_index (tag, bookmark_count) VALUES ('gone', 3)"); err != nil {
-		t.Fatal(err)
-	}
-	res := venturitest.RunFunc(ctx, handleRebuildTagIndex, tasks.RebuildTagIndex{Tags: []string{"gone", "go"}, Requests: 3}, b.app,
-		venturitest.RunOptions[tasks.TagIndexCarry]{Carry: tasks.TagIndexCarry{Merged: 2}})
-	if res.Err != nil || !res.CompletedTx || res.Note() != "recounted 2 tag(s) for 3 request(s)" {
-		t.Fatalf("%s %q completedTx %v", res.Event(), res.Note(), res.CompletedTx)
-	}
-	var att TagIndexAttachment
-	if err := res.DecodeAttachment(&att); err != nil || !reflect.DeepEqual(att, TagIndexAttachment{Tags: []string{"gone", "go"}, Requests: 3, Merged: 2}) {
-		t.Fatalf("attachment %+v (%v)", att, err)
-	}
-	rows, _ := b.pool.Query(ctx, "SELECT tag || '=' || bookmark_count FROM tag_index ORDER BY tag")
-	if got, err := pgx.CollectRows(rows, pgx.RowTo[string]); err != nil || strings.Join(got, ",") != "go=2" {
-		t.Fatalf("tag index %v (%v), want go=2 only", got, err)
-	}
-}
-
 // TestImportStopsBeforeAPageWhenAskedTo: a run that starts after its Run.Shutdown closed (a
 // cancel, or the worker's shutdown) imports nothing and pauses with its checkpoint as the
 // attachment, so the journal keeps where the import stopped.
@@ -231,7 +199,7 @@ func TestImportStopsBeforeAPageWhenAskedTo(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	task, job := b.newImport(t, 2, nil, "https://1.example/", "https://2.example/", "https://3.example/")
+	task, job := b.newImportJob(t, 2, nil, "https://1.example/", "https://2.example/", "https://3.example/")
 	checkpoint := tasks.ImportCarry{Next: 2, Imported: 2, Pages: 1}
 	res := venturitest.RunFunc(ctx, handleImportBookmarks, task, b.app,
 		venturitest.RunOptions[tasks.ImportCarry]{ID: job, RunCount: 2, Carry: checkpoint, ShuttingDown: true})

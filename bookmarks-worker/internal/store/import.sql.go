@@ -12,7 +12,7 @@ import (
 )
 
 const getImportForRun = `-- name: GetImportForRun :one
-SELECT i.id, i.status, i.tags, i.total,
+SELECT i.id, i.status, i.tags, i.total, i.workflow_id,
        (c.import_id IS NOT NULL)::bool AS confirm_required,
        coalesce((extract(epoch FROM c.expires_at - now()) * 1000000)::bigint, 0)::bigint AS confirm_left_us,
        coalesce((extract(epoch FROM c.expires_at - i.created_at) * 1000000)::bigint, 0)::bigint AS confirm_timeout_us
@@ -25,13 +25,15 @@ type GetImportForRunRow struct {
 	Status           string
 	Tags             []string
 	Total            int32
+	WorkflowID       pgtype.UUID
 	ConfirmRequired  bool
 	ConfirmLeftUs    int64
 	ConfirmTimeoutUs int64
 }
 
-// An import and, when it waits for a confirmation, how long the wait has left and how long
-// it was (on the database's clock; both zero when it needs none).
+// An import, its workflow (NULL for an import made before workflows) and, when it waits for
+// a confirmation, how long the wait has left and how long it was (on the database's clock;
+// both zero when it needs none).
 func (q *Queries) GetImportForRun(ctx context.Context, db DBTX, id pgtype.UUID) (*GetImportForRunRow, error) {
 	row := db.QueryRow(ctx, getImportForRun, id)
 	var i GetImportForRunRow
@@ -40,6 +42,7 @@ func (q *Queries) GetImportForRun(ctx context.Context, db DBTX, id pgtype.UUID) 
 		&i.Status,
 		&i.Tags,
 		&i.Total,
+		&i.WorkflowID,
 		&i.ConfirmRequired,
 		&i.ConfirmLeftUs,
 		&i.ConfirmTimeoutUs,
@@ -76,6 +79,45 @@ func (q *Queries) ImportPage(ctx context.Context, db DBTX, arg ImportPageParams)
 	for rows.Next() {
 		var i ImportPageRow
 		if err := rows.Scan(&i.Position, &i.Url, &i.Title); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const importedBookmarksToFetch = `-- name: ImportedBookmarksToFetch :many
+SELECT id, url FROM bookmark
+WHERE import_id = $1 AND fetch_job_id IS NULL
+ORDER BY id
+LIMIT $2
+`
+
+type ImportedBookmarksToFetchParams struct {
+	ImportID pgtype.UUID
+	MaxRows  int32
+}
+
+type ImportedBookmarksToFetchRow struct {
+	ID  pgtype.UUID
+	Url string
+}
+
+// The bookmarks an import created that have no fetch job yet, for its workflow's fetch
+// node: every one, unless a refetch got to it first.
+func (q *Queries) ImportedBookmarksToFetch(ctx context.Context, db DBTX, arg ImportedBookmarksToFetchParams) ([]*ImportedBookmarksToFetchRow, error) {
+	rows, err := db.Query(ctx, importedBookmarksToFetch, arg.ImportID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*ImportedBookmarksToFetchRow
+	for rows.Next() {
+		var i ImportedBookmarksToFetchRow
+		if err := rows.Scan(&i.ID, &i.Url); err != nil {
 			return nil, err
 		}
 		items = append(items, &i)
@@ -155,6 +197,65 @@ func (q *Queries) SetImportProgress(ctx context.Context, db DBTX, arg SetImportP
 		arg.Imported,
 		arg.Skipped,
 		arg.ID,
+	)
+	return err
+}
+
+const setImportedFetchJobs = `-- name: SetImportedFetchJobs :execrows
+UPDATE bookmark b SET fetch_job_id = ($1::uuid[])[x.ord], updated_at = now()
+FROM unnest($2::uuid[]) WITH ORDINALITY AS x(id, ord)
+WHERE b.id = x.id AND b.fetch_job_id IS NULL
+`
+
+type SetImportedFetchJobsParams struct {
+	JobIds []pgtype.UUID
+	Ids    []pgtype.UUID
+}
+
+// Points each bookmark (ids) at the fetch job spawned for it (job_ids, in the same order),
+// unless a refetch got there first.
+func (q *Queries) SetImportedFetchJobs(ctx context.Context, db DBTX, arg SetImportedFetchJobsParams) (int64, error) {
+	result, err := db.Exec(ctx, setImportedFetchJobs, arg.JobIds, arg.Ids)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const upsertImportSummary = `-- name: UpsertImportSummary :exec
+INSERT INTO bookmark_import_summary (import_id, fetches, fetched, titles_found, failed, failures, gave_up, superseded, tag_index)
+VALUES ($1, $2, $3, $4, $5, ($6::text)::jsonb, $7, $8, $9)
+ON CONFLICT (import_id) DO UPDATE
+SET fetches = excluded.fetches, fetched = excluded.fetched, titles_found = excluded.titles_found,
+    failed = excluded.failed, failures = excluded.failures, gave_up = excluded.gave_up,
+    superseded = excluded.superseded, tag_index = excluded.tag_index, summarized_at = now()
+`
+
+type UpsertImportSummaryParams struct {
+	ImportID    pgtype.UUID
+	Fetches     int32
+	Fetched     int32
+	TitlesFound int32
+	Failed      int32
+	Failures    string
+	GaveUp      int32
+	Superseded  int32
+	TagIndex    string
+}
+
+// The import's summary, written by its workflow's summary node (a retry of it writes it
+// again).
+func (q *Queries) UpsertImportSummary(ctx context.Context, db DBTX, arg UpsertImportSummaryParams) error {
+	_, err := db.Exec(ctx, upsertImportSummary,
+		arg.ImportID,
+		arg.Fetches,
+		arg.Fetched,
+		arg.TitlesFound,
+		arg.Failed,
+		arg.Failures,
+		arg.GaveUp,
+		arg.Superseded,
+		arg.TagIndex,
 	)
 	return err
 }

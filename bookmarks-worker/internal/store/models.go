@@ -50,6 +50,7 @@ type BookmarkImport struct {
 	Skipped    int32
 	CreatedAt  time.Time
 	FinishedAt *time.Time
+	WorkflowID pgtype.UUID
 }
 
 type BookmarkImportConfirmation struct {
@@ -65,6 +66,19 @@ type BookmarkImportItem struct {
 	Position int32
 	Url      string
 	Title    string
+}
+
+type BookmarkImportSummary struct {
+	ImportID     pgtype.UUID
+	Fetches      int32
+	Fetched      int32
+	TitlesFound  int32
+	Failed       int32
+	Failures     []byte
+	GaveUp       int32
+	Superseded   int32
+	TagIndex     string
+	SummarizedAt time.Time
 }
 
 type IdempotencyKey struct {

@@ -30,7 +30,8 @@ DELETE FROM bookmark WHERE id = @id RETURNING tags;
 -- name: InsertImport :one
 -- Returns the row as written: POST /imports answers with it when the import cannot be
 -- read back after the commit.
-INSERT INTO bookmark_import (id, job_id, status, tags, total) VALUES (@id, @job_id, @status, @tags::text[], @total)
+INSERT INTO bookmark_import (id, job_id, workflow_id, status, tags, total)
+VALUES (@id, @job_id, @workflow_id, @status, @tags::text[], @total)
 RETURNING *;
 
 -- name: InsertImportConfirmation :one
@@ -47,6 +48,10 @@ FROM unnest(@urls::text[]) WITH ORDINALITY AS x(url, ord);
 
 -- name: GetImport :one
 SELECT * FROM bookmark_import WHERE id = @id;
+
+-- name: GetImportSummary :one
+-- What an import's fetches came to, once its workflow's summary node has written it.
+SELECT * FROM bookmark_import_summary WHERE import_id = @import_id;
 
 -- name: GetImportConfirmation :one
 -- An import's confirmation; open is false once the wait has expired.

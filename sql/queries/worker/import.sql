@@ -1,7 +1,8 @@
 -- name: GetImportForRun :one
--- An import and, when it waits for a confirmation, how long the wait has left and how long
--- it was (on the database's clock; both zero when it needs none).
-SELECT i.id, i.status, i.tags, i.total,
+-- An import, its workflow (NULL for an import made before workflows) and, when it waits for
+-- a confirmation, how long the wait has left and how long it was (on the database's clock;
+-- both zero when it needs none).
+SELECT i.id, i.status, i.tags, i.total, i.workflow_id,
        (c.import_id IS NOT NULL)::bool AS confirm_required,
        coalesce((extract(epoch FROM c.expires_at - now()) * 1000000)::bigint, 0)::bigint AS confirm_left_us,
        coalesce((extract(epoch FROM c.expires_at - i.created_at) * 1000000)::bigint, 0)::bigint AS confirm_timeout_us
@@ -34,3 +35,28 @@ SET status = CASE WHEN status = 'cancelled' AND @status::text <> 'done' THEN 'ca
     imported = @imported, skipped = @skipped,
     finished_at = CASE WHEN @status::text = 'done' THEN now() WHEN status = 'cancelled' THEN finished_at END
 WHERE id = @id;
+
+-- name: ImportedBookmarksToFetch :many
+-- The bookmarks an import created that have no fetch job yet, for its workflow's fetch
+-- node: every one, unless a refetch got to it first.
+SELECT id, url FROM bookmark
+WHERE import_id = @import_id AND fetch_job_id IS NULL
+ORDER BY id
+LIMIT @max_rows;
+
+-- name: SetImportedFetchJobs :execrows
+-- Points each bookmark (ids) at the fetch job spawned for it (job_ids, in the same order),
+-- unless a refetch got there first.
+UPDATE bookmark b SET fetch_job_id = (@job_ids::uuid[])[x.ord], updated_at = now()
+FROM unnest(@ids::uuid[]) WITH ORDINALITY AS x(id, ord)
+WHERE b.id = x.id AND b.fetch_job_id IS NULL;
+
+-- name: UpsertImportSummary :exec
+-- The import's summary, written by its workflow's summary node (a retry of it writes it
+-- again).
+INSERT INTO bookmark_import_summary (import_id, fetches, fetched, titles_found, failed, failures, gave_up, superseded, tag_index)
+VALUES (@import_id, @fetches, @fetched, @titles_found, @failed, (@failures::text)::jsonb, @gave_up, @superseded, @tag_index)
+ON CONFLICT (import_id) DO UPDATE
+SET fetches = excluded.fetches, fetched = excluded.fetched, titles_found = excluded.titles_found,
+    failed = excluded.failed, failures = excluded.failures, gave_up = excluded.gave_up,
+    superseded = excluded.superseded, tag_index = excluded.tag_index, summarized_at = now();
