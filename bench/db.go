@@ -80,9 +80,10 @@ func resetJobs(ctx context.Context, admin *pgxpool.Pool) error {
 	return err
 }
 
-// resetAll is resetJobs and, when graphile-worker is in this run, resetGraphile.
+// resetAll is resetJobs (resetVenturi: the backdrop kept when wanted) and, when
+// graphile-worker is in this run, resetGraphile.
 func (b *bencher) resetAll(ctx context.Context) error {
-	if err := resetJobs(ctx, b.admin); err != nil {
+	if err := b.resetVenturi(ctx); err != nil {
 		return err
 	}
 	return b.resetGraphile(ctx)

@@ -250,18 +250,31 @@ func (b *bencher) scenarioFlow(ctx context.Context) error {
 		fr.variants = append(fr.variants, flowVariantDesc{name: v.name, label: v.label, target: v.target})
 	}
 	for rep := range b.o.reps {
-		for _, v := range rotate(variants, rep) {
-			jps, cpu, err := b.flowThroughput(ctx, v, n)
-			if err != nil {
-				return fmt.Errorf("%s: %w", v.name, err)
+		for _, on := range b.backdropPhases(rep) {
+			b.backdropWant(on)
+			for _, v := range rotate(variants, rep) {
+				jps, cpu, err := b.flowThroughput(ctx, v, n)
+				if err != nil {
+					return fmt.Errorf("%s: %w", v.name, err)
+				}
+				if on { // -backdrop: the same run over the blocked workflow jobs
+					b.backdropFlow(v.name, n, backdropOn, jps, cpu)
+					logf("  11. %s over %d blocked workflow jobs, rep %d: %.0f jobs/s (worker CPU %v, PostgreSQL backends %v)", v.name, b.bd.n, rep, jps, cpu.worker, cpu.db)
+					continue
+				}
+				b.backdropFlow(v.name, n, backdropOff, jps, cpu)
+				fr.tput[v.name] = append(fr.tput[v.name], jps)
+				if cpu.ok {
+					fr.cpuWorker[v.name] = append(fr.cpuWorker[v.name], float64(cpu.worker.Milliseconds())*1000/float64(n))
+					fr.cpuDB[v.name] = append(fr.cpuDB[v.name], float64(cpu.db.Milliseconds())*1000/float64(n))
+				}
+				logf("  11. %s rep %d: %.0f jobs/s (worker CPU %v, PostgreSQL backends %v)", v.name, rep, jps, cpu.worker, cpu.db)
 			}
-			fr.tput[v.name] = append(fr.tput[v.name], jps)
-			if cpu.ok {
-				fr.cpuWorker[v.name] = append(fr.cpuWorker[v.name], float64(cpu.worker.Milliseconds())*1000/float64(n))
-				fr.cpuDB[v.name] = append(fr.cpuDB[v.name], float64(cpu.db.Milliseconds())*1000/float64(n))
-			}
-			logf("  11. %s rep %d: %.0f jobs/s (worker CPU %v, PostgreSQL backends %v)", v.name, rep, jps, cpu.worker, cpu.db)
 		}
+	}
+	b.backdropWant(false)
+	if err := b.backdropUnload(ctx); err != nil {
+		return err
 	}
 	for _, others := range b.o.flowOthers {
 		fr.othersOrder = append(fr.othersOrder, others)
@@ -310,9 +323,10 @@ func (b *bencher) recordFlowLimits(ctx context.Context) error {
 	return w.Stop(ctx)
 }
 
-// resetFlow empties the job table and the gate state, and lifts queue settings.
+// resetFlow empties the job table (the backdrop kept when wanted) and the gate state,
+// and lifts queue settings.
 func (b *bencher) resetFlow(ctx context.Context) error {
-	if err := resetJobs(ctx, b.admin); err != nil {
+	if err := b.resetVenturi(ctx); err != nil {
 		return err
 	}
 	_, err := b.admin.Exec(ctx, "TRUNCATE "+venturiSchema+".venturi_gate, "+venturiSchema+".venturi_queue")

@@ -127,20 +127,31 @@ type sustainRec struct {
 }
 
 func newSustainRec(ctx context.Context, pool *pgxpool.Pool) (*sustainRec, error) {
-	r := &sustainRec{rttUs: math.MaxInt64}
+	off, rtt, err := dbClockOffset(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	return &sustainRec{offsetUs: off, rttUs: rtt}, nil
+}
+
+// dbClockOffset measures the database clock (clock_timestamp()) against this process's
+// wall clock: 16 probes, the one with the shortest round trip kept; it returns the offset
+// to add to a local Unix time, known within half the round trip, both in µs.
+func dbClockOffset(ctx context.Context, pool *pgxpool.Pool) (offsetUs, rttUs int64, err error) {
+	rttUs = math.MaxInt64
 	for range 16 {
 		t0 := time.Now()
 		var db time.Time
 		if err := pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&db); err != nil {
-			return nil, err
+			return 0, 0, err
 		}
 		rtt := time.Since(t0)
-		if rtt.Microseconds() < r.rttUs {
-			r.rttUs = rtt.Microseconds()
-			r.offsetUs = db.UnixMicro() - t0.Add(rtt/2).UnixMicro()
+		if rtt.Microseconds() < rttUs {
+			rttUs = rtt.Microseconds()
+			offsetUs = db.UnixMicro() - t0.Add(rtt/2).UnixMicro()
 		}
 	}
-	return r, nil
+	return offsetUs, rttUs, nil
 }
 
 // start records a handler start for a job enqueued at enqUs and, if delayed, due at

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/venturi-dev/venturi"
 )
 
 const (
@@ -76,6 +78,14 @@ type options struct {
 	opsJobs       int             // scenario 14: jobs loaded
 	opsRequests   int             // scenario 14: requests per page
 	flowVariants  map[string]bool // scenario 11: the throughput variants to run (nil: all)
+
+	handoffNodes  int             // scenario 20: links of the chain
+	faninMembers  int             // scenario 21: members of the fan-in
+	faninVariants map[string]bool // scenario 21: group, spawn (nil: both)
+	chunkJobs     int             // scenario 22: jobs per run
+	chunkSize     int             // scenario 22: ChunkConfig.Size
+	backdrop      int             // scenarios 4 and 11: blocked workflow jobs of the backdrop (0: none)
+	backdropNodes int             // nodes per workflow of the backdrop
 }
 
 func main() {
@@ -113,7 +123,7 @@ func main() {
 	flag.StringVar(&o.url, "db", defaultURL(), "PostgreSQL URL of the bench database (default $BENCH_DATABASE_URL, else $DATABASE_URL)")
 	flag.BoolVar(&o.quick, "quick", false, "smaller sizes (development; about five minutes)")
 	flag.IntVar(&o.reps, "reps", 3, "repetitions of every scenario and library")
-	flag.StringVar(&only, "only", "", "comma-separated scenarios to run: enqueue,dedup,batch,e2e,pickup,backlog,sustained,history,kinds,flow,coord,events,ops,scaling,iobound,pgbouncer,app,growth (default all)")
+	flag.StringVar(&only, "only", "", "comma-separated scenarios to run: enqueue,dedup,batch,e2e,pickup,backlog,sustained,history,kinds,flow,coord,events,ops,scaling,iobound,pgbouncer,app,growth,handoff,fanin,chunks (default all)")
 	flag.IntVar(&o.opsJobs, "ops-jobs", 0, "scenario 14: jobs loaded under the dashboard's pages (default 1,000,000; quick 100,000)")
 	flag.IntVar(&o.opsRequests, "ops-requests", 0, "scenario 14: requests per page (default 200; quick 30)")
 	flag.StringVar(&o.out, "out", "RESULTS.md", "file the markdown report is written to ('' for none)")
@@ -138,6 +148,14 @@ func main() {
 	var flowOthers, flowVariantsFlag string
 	flag.StringVar(&flowOthers, "flow-others", "9,99", "scenario 11: comma-separated numbers of other keys in the fairness runs ('' for no fairness runs)")
 	flag.StringVar(&flowVariantsFlag, "flow-variants", "", "scenario 11: comma-separated throughput variants to run: plain,slots,slots-unbound,kind-limit,queue-limit,partitions,rate (default all; '-' for none)")
+	flag.IntVar(&o.handoffNodes, "handoff-nodes", 0, "scenario 20: links of the workflow chain (default 1,000; quick 200)")
+	flag.IntVar(&o.faninMembers, "fanin-members", 0, "scenario 21: members of the fan-in (default 10,000; quick 1,000); spawned at most 10,000")
+	var faninVariants string
+	flag.StringVar(&faninVariants, "fanin-variants", "", "scenario 21: comma-separated workflow variants beside the plain reference: group,spawn (default both)")
+	flag.IntVar(&o.chunkJobs, "chunk-jobs", 0, "scenario 22: jobs per run (default 20,000; quick 2,000)")
+	flag.IntVar(&o.chunkSize, "chunk-size", venturi.DefaultChunkSize, "scenario 22: the chunked kind's ChunkConfig.Size")
+	flag.IntVar(&o.backdrop, "backdrop", 0, "scenarios 4 and 11: also make venturi's runs over this many blocked workflow jobs, e.g. 1000000 (0: none)")
+	flag.IntVar(&o.backdropNodes, "backdrop-nodes", 1000, "the backdrop's nodes per workflow (at most 9,999)")
 	flag.Parse()
 	if o.url == "" {
 		fmt.Fprintln(os.Stderr, "bench: no database: set -db, BENCH_DATABASE_URL or DATABASE_URL (make bench does)")
@@ -155,6 +173,32 @@ func main() {
 	o.sized(&o.historyParallelRuns, 10_000, 5_000)
 	o.sized(&o.opsJobs, 1_000_000, 100_000)
 	o.sized(&o.opsRequests, 200, 30)
+	o.sized(&o.handoffNodes, 1_000, 200)
+	o.sized(&o.faninMembers, 10_000, 1_000)
+	o.sized(&o.chunkJobs, 20_000, 2_000)
+	if o.handoffNodes < 2+handoffWarm || o.handoffNodes > venturi.MaxWorkflowNodes {
+		fmt.Fprintf(os.Stderr, "bench: -handoff-nodes must be %d to %d\n", 2+handoffWarm, venturi.MaxWorkflowNodes)
+		os.Exit(2)
+	}
+	if o.chunkSize < 1 || o.backdrop < 0 || o.backdropNodes < 1 || o.backdropNodes >= venturi.MaxWorkflowNodes {
+		fmt.Fprintf(os.Stderr, "bench: -chunk-size must be positive, -backdrop not negative, -backdrop-nodes 1 to %d\n", venturi.MaxWorkflowNodes-1)
+		os.Exit(2)
+	}
+	if faninVariants != "" {
+		o.faninVariants = map[string]bool{}
+		for _, v := range strings.Split(faninVariants, ",") {
+			v = strings.TrimSpace(v)
+			if v != fanInGrouped && v != fanInSpawned {
+				fmt.Fprintf(os.Stderr, "bench: -fanin-variants: %q is neither %s nor %s\n", v, fanInGrouped, fanInSpawned)
+				os.Exit(2)
+			}
+			o.faninVariants[v] = true
+		}
+	}
+	if (o.faninVariants == nil || o.faninVariants[fanInSpawned]) && o.faninMembers > venturi.MaxWorkflowNodes {
+		fmt.Fprintf(os.Stderr, "bench: a run spawns at most %d nodes: -fanin-members %d needs -fanin-variants group\n", venturi.MaxWorkflowNodes, o.faninMembers)
+		os.Exit(2)
+	}
 	if min(o.historyRuns, o.historyParallelRuns) < 1_000+2*historyWindow {
 		fmt.Fprintf(os.Stderr, "bench: -history-runs and -history-parallel-runs must be at least %d\n", 1_000+2*historyWindow)
 		os.Exit(2)
@@ -249,6 +293,9 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	b := &bencher{o: o, admin: admin, rep: rep, graphile: gw}
+	if o.backdrop > 0 {
+		b.bd = &backdrop{n: o.backdrop, nodes: o.backdropNodes}
+	}
 	steps := []struct {
 		name string
 		fn   func(context.Context) error
@@ -271,6 +318,9 @@ func run(ctx context.Context, o options) error {
 		{"pgbouncer", b.scenarioPgBouncer},
 		{"app", b.scenarioApp},
 		{"growth", b.scenarioGrowth},
+		{"handoff", b.scenarioHandoff},
+		{"fanin", b.scenarioFanIn},
+		{"chunks", b.scenarioChunks},
 	}
 	for _, s := range steps {
 		if !o.want(s.name) {
@@ -300,6 +350,7 @@ type bencher struct {
 	rep      *report
 	loads    []float64    // 1-minute load averages noted before measured runs (scenario 11)
 	graphile *graphileEnv // nil when this run has no graphile-worker rows
+	bd       *backdrop    // -backdrop: the blocked workflow jobs of scenarios 4 and 11 (nil: none)
 }
 
 // order alternates the libraries' order from one repetition to the next. It leaves out

@@ -52,6 +52,11 @@ type report struct {
 	ops     *opsReport                   // scenario 14
 	pgb     *pgbReport                   // scenario 17
 
+	handoff  *handoffReport  // scenario 20
+	fanin    *faninReport    // scenario 21
+	chunks   *chunksReport   // scenario 22
+	backdrop *backdropReport // -backdrop: scenarios 4 and 11 with and without it
+
 	graphileSkip string // why graphile-worker did not run although this run has its rows ("" otherwise)
 }
 
@@ -314,6 +319,18 @@ func (r *report) markdown(env *environment, o options) string {
 	}
 	if r.pgb != nil {
 		r.pgb.markdown(&b)
+	}
+	if r.backdrop != nil {
+		r.backdrop.markdown(&b)
+	}
+	if r.handoff != nil {
+		r.handoff.markdown(&b)
+	}
+	if r.fanin != nil {
+		r.fanin.markdown(&b)
+	}
+	if r.chunks != nil {
+		r.chunks.markdown(&b)
 	}
 	if len(r.notes) > 0 {
 		fmt.Fprintf(&b, "\n## Notes\n\n")

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
 	"github.com/venturi-dev/venturi"
@@ -62,6 +63,10 @@ type benchState struct {
 	pickup  *pickupRec
 	sustain *sustainRec
 	sleep   time.Duration // the no-op handler's simulated I/O (bench worker -sleep)
+
+	handoff *handoffRec   // scenario 20: the links' handler starts
+	db      *pgxpool.Pool // scenario 22: the handlers' writes (bench worker -chunks)
+	calls   atomic.Int64  // scenario 22: handler calls, numbering them
 }
 
 // pause waits d (a handler's simulated I/O) or until ctx ends.

@@ -49,6 +49,9 @@ func workerMain(args []string) error {
 	retain := fs.Duration("retain-completed", 0, "venturi Config.RetainCompleted and River's CompletedJobRetentionPeriod (0 keeps the default)")
 	retainDead := fs.Duration("retain-dead", 0, "venturi Config.RetainDead (0 keeps the default)")
 	historyPartition := fs.Duration("history-partition", 0, "venturi Config.HistoryPartition (0 keeps the default)")
+	wf := fs.Bool("wf", false, "scenario 21: work the fan-in's workflow kinds and the no-op kind")
+	chunks := fs.String("chunks", "", "scenario 22: work the kind whose handler writes a row: one (one by one) or many (RegisterChunks)")
+	chunkSize := fs.Int("chunk-size", venturi.DefaultChunkSize, "scenario 22: ChunkConfig.Size of -chunks many")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -116,11 +119,31 @@ func workerMain(args []string) error {
 	case libVenturi:
 		cfg := venturi.Config{Concurrency: *concurrency, Prefetch: *prefetch, RetainCompleted: *retain, PollOnly: *pollOnly,
 			RetainDead: *retainDead, HistoryPartition: *historyPartition}
-		w, err := venturi.NewWorker(pool, &benchState{sustain: rec, sleep: *sleep}, cfg)
+		state := &benchState{sustain: rec, sleep: *sleep}
+		if *chunks != "" {
+			// The handlers' writes go through a pool of their own (pgxpool's default size),
+			// its connections marked as the worker's so that their server CPU is counted.
+			hp, err := pgxpool.NewWithConfig(ctx, pcfg.Copy())
+			if err != nil {
+				return err
+			}
+			defer hp.Close()
+			if err := hp.Ping(ctx); err != nil {
+				return err
+			}
+			state.db = hp
+		}
+		w, err := venturi.NewWorker(pool, state, cfg)
 		if err != nil {
 			return err
 		}
 		switch {
+		case *wf:
+			registerWorkflowKinds(w)
+		case *chunks != "":
+			if err := registerChunks(w, *chunks, *chunkSize); err != nil {
+				return err
+			}
 		case *sustained:
 			venturi.MustRegister[SustainTask](w)
 		case *kinds > 0:
@@ -538,13 +561,19 @@ func (b *bencher) workProc(ctx context.Context, p *workerProc, lib string, done 
 // takes more than a quarter of a core (a count of 100,000 gated jobs took 270 ms on a
 // loaded machine, and polls every 200 ms then held a core).
 func (b *bencher) allDone(lib, kind string, n int) func(ctx context.Context) (bool, time.Duration, error) {
+	return b.doneWhenNone(n, func(ctx context.Context) (int64, error) { return pendingCount(ctx, b.admin, lib, kind) })
+}
+
+// doneWhenNone is allDone with the count of the n jobs left unfinished given (scenario 21
+// counts blocked workflow jobs too).
+func (b *bencher) doneWhenNone(n int, count func(ctx context.Context) (int64, error)) func(ctx context.Context) (bool, time.Duration, error) {
 	var (
 		prevAt   time.Time
 		prevDone int64 = -1
 	)
 	return func(ctx context.Context) (bool, time.Duration, error) {
 		t0 := time.Now()
-		left, err := pendingCount(ctx, b.admin, lib, kind)
+		left, err := count(ctx)
 		if err != nil {
 			return false, 0, err
 		}
@@ -589,21 +618,40 @@ func (b *bencher) scenarioE2E(ctx context.Context) error {
 	discardName := fmt.Sprintf("4. end-to-end, completed jobs discarded (venturi.Discard: the finish deletes the job, as graphile-worker's does), %d jobs", n)
 	rssName := "7. worker peak RSS during 4"
 	for rep := range b.o.reps {
-		for _, lib := range b.order(rep, libVenturi, libRiverTuned, libGraphileTuned, libRiver, libGraphile) {
-			if err := b.e2eRun(ctx, lib, rep, n, name, rssName, b.o.workerArgs); err != nil {
-				return err
-			}
-			if args, ok := steadyArgs[lib]; ok && b.o.profileDir == "" {
-				if err := b.e2eRun(ctx, lib, rep, n, steadyName, "", append(slices.Clone(b.o.workerArgs), args...)); err != nil {
+		for _, on := range b.backdropPhases(rep) {
+			b.backdropWant(on)
+			if on { // -backdrop: venturi's run again, over the blocked workflow jobs
+				res, err := b.e2eMeasure(ctx, libVenturi, n, "", b.o.workerArgs, true)
+				if err != nil {
 					return err
 				}
+				logf("  %s venturi over %d blocked workflow jobs, rep %d: %.0f jobs/s (%v)", name, b.bd.n, rep, res.jps, res.elapsed.Round(time.Millisecond))
+				b.backdropE2E(n, backdropOn, res)
+				continue
 			}
-			if lib == libVenturi && b.o.profileDir == "" {
-				if err := b.e2eRun(ctx, lib, rep, n, discardName, "", append(slices.Clone(b.o.workerArgs), discardArgs...)); err != nil {
+			for _, lib := range b.order(rep, libVenturi, libRiverTuned, libGraphileTuned, libRiver, libGraphile) {
+				res, err := b.e2eRun(ctx, lib, rep, n, name, rssName, b.o.workerArgs)
+				if err != nil {
 					return err
+				}
+				if lib == libVenturi {
+					b.backdropE2E(n, backdropOff, res)
+				}
+				if args, ok := steadyArgs[lib]; ok && b.o.profileDir == "" {
+					if _, err := b.e2eRun(ctx, lib, rep, n, steadyName, "", append(slices.Clone(b.o.workerArgs), args...)); err != nil {
+						return err
+					}
+				}
+				if lib == libVenturi && b.o.profileDir == "" {
+					if _, err := b.e2eRun(ctx, lib, rep, n, discardName, "", append(slices.Clone(b.o.workerArgs), discardArgs...)); err != nil {
+						return err
+					}
 				}
 			}
 		}
+	}
+	if err := b.backdropUnload(ctx); err != nil {
+		return err
 	}
 	// graphile-worker's steady state, and its work with nothing kept, is its drain (it
 	// keeps no finished job).
@@ -633,39 +681,59 @@ func graphileAtLeast(k float64) func(*row) (bool, bool) {
 	}
 }
 
-// e2eRun is one run of scenario 4 (name) for lib: n no-op jobs enqueued first, one
-// worker process with args; rssName "" records no peak RSS row.
-func (b *bencher) e2eRun(ctx context.Context, lib string, rep, n int, name, rssName string, args []string) error {
+// e2eResult is what one run of scenario 4 measured.
+type e2eResult struct {
+	jps      float64
+	elapsed  time.Duration
+	rss      float64 // MiB
+	cpu      cpuUse
+	walBytes int64
+}
+
+// e2eMeasure is one run of scenario 4 for lib: n no-op jobs enqueued first, one worker
+// process with args. With a profile name, venturi's worker writes a CPU profile; with
+// strict, every job must be counted completed (without: retention may have pruned some
+// during the drain, or discarded them all).
+func (b *bencher) e2eMeasure(ctx context.Context, lib string, n int, profile string, args []string, strict bool) (e2eResult, error) {
 	if _, err := b.drainBacklog(ctx, lib, n); err != nil {
-		return err
+		return e2eResult{}, err
 	}
+	wal0, err := walLSN(ctx, b.admin)
+	if err != nil {
+		return e2eResult{}, err
+	}
+	r, err := b.workUntilRun(ctx, lib, profile, args, b.allDone(lib, kindNoop, n))
+	if err != nil {
+		return e2eResult{}, err
+	}
+	walBytes, err := walSince(ctx, b.admin, wal0)
+	if err != nil {
+		return e2eResult{}, err
+	}
+	done := r.runs // graphile-worker deletes completed jobs: none left (allDone) and n runs
+	if !isGraphile(lib) {
+		if done, err = completedCount(ctx, b.admin, lib, kindNoop); err != nil {
+			return e2eResult{}, err
+		}
+	}
+	if done != int64(n) && strict {
+		return e2eResult{}, fmt.Errorf("%s: %d of %d jobs completed", lib, done, n)
+	}
+	return e2eResult{jps: float64(n) / r.elapsed.Seconds(), elapsed: r.elapsed, rss: r.rss, cpu: r.cpu, walBytes: walBytes}, nil
+}
+
+// e2eRun is one run of scenario 4 (name) for lib, recorded in the report: n no-op jobs
+// enqueued first, one worker process with args; rssName "" records no peak RSS row.
+func (b *bencher) e2eRun(ctx context.Context, lib string, rep, n int, name, rssName string, args []string) (e2eResult, error) {
 	profile := ""
 	if b.o.profileDir != "" && lib == libVenturi {
 		profile = filepath.Join(b.o.profileDir, fmt.Sprintf("venturi-e2e-%d.pprof", rep))
 	}
-	wal0, err := walLSN(ctx, b.admin)
+	res, err := b.e2eMeasure(ctx, lib, n, profile, args, rssName != "") // in steady state, retention may have pruned some
 	if err != nil {
-		return err
+		return res, err
 	}
-	r, err := b.workUntilRun(ctx, lib, profile, args, b.allDone(lib, kindNoop, n))
-	if err != nil {
-		return err
-	}
-	walBytes, err := walSince(ctx, b.admin, wal0)
-	if err != nil {
-		return err
-	}
-	el, rss, cpu := r.elapsed, r.rss, r.cpu
-	done := r.runs // graphile-worker deletes completed jobs: none left (allDone) and n runs
-	if !isGraphile(lib) {
-		if done, err = completedCount(ctx, b.admin, lib, kindNoop); err != nil {
-			return err
-		}
-	}
-	if done != int64(n) && rssName != "" { // in steady state, retention may have pruned some
-		return fmt.Errorf("%s: %d of %d jobs completed", lib, done, n)
-	}
-	jps := float64(n) / el.Seconds()
+	el, rss, cpu, walBytes, jps := res.elapsed, res.rss, res.cpu, res.walBytes, res.jps
 	logf("  %s %s rep %d: %.0f jobs/s (%v), peak RSS %.1f MiB", name, lib, rep, jps, el.Round(time.Millisecond), rss)
 	x := b.rep.add(name, "jobs/s (durably completed)", true, lib, jps)
 	x.ratioOf, x.ratioTo, x.target, x.check = libVenturi, []string{libRiverTuned, libRiver}, e2eTarget, e2eCheck
@@ -688,7 +756,7 @@ func (b *bencher) e2eRun(ctx context.Context, lib string, rep, n int, name, rssN
 		c2 := b.rep.add(name, "PostgreSQL backend CPU ms per 1k jobs", false, lib, float64(cpu.db.Milliseconds())*1000/float64(n))
 		c2.ratioOf, c2.ratioTo, c2.graphileTo = libVenturi, []string{libRiverTuned, libRiver}, graphilePeers
 	}
-	return nil
+	return res, nil
 }
 
 // e2eTarget is issue 15's end-to-end target: at least twice River tuned and, when
