@@ -27,6 +27,10 @@ type checkConfig struct {
 	checkLedger bool
 	ledger      []ledgerEntry
 	ledgerTorn  int
+	// retain is the retention schema (wfdriver.go), when the run has one.
+	retain *pgxpool.Pool
+	// deadlocks is pg_stat_database.deadlocks over the run, when the driver sampled it.
+	deadlocks *int64
 }
 
 type jobRow struct {
@@ -58,6 +62,7 @@ type effectRow struct {
 	outcome string
 	counter int
 	value   int64
+	at      time.Time // clock_timestamp() in its transaction, before the commit
 }
 
 type faultRow struct {
@@ -81,10 +86,13 @@ type expectRow struct {
 	steps    int // steps: memoized steps
 }
 
+// endEvents are the events that end a run. replaced and cancelled end a run when they
+// name one (Run > 0: a run asked to stop, by a newer job of its slot or by a cancel of its
+// job or workflow); without a run they record a job stopped before any run began.
 var endEvents = map[venturi.Event]bool{
 	venturi.EventCompleted: true, venturi.EventPaused: true, venturi.EventFailed: true,
 	venturi.EventDead: true, venturi.EventAbandoned: true, venturi.EventInterrupted: true,
-	venturi.EventReplaced: true, venturi.EventWaiting: true,
+	venturi.EventReplaced: true, venturi.EventWaiting: true, venturi.EventCancelled: true,
 }
 
 // report is the checker's result.
@@ -126,6 +134,9 @@ type report struct {
 	cron            string                    // the cron schedule's summary (croncheck.go)
 	events          string                    // the event stream's summary (eventcheck.go)
 	ledger          string                    // the completion ledger's summary (ledger.go)
+	wf, wfRetain    *wfStats                  // the workflows of each schema (wfcheck.go)
+	chunk           chunkStats                // chunkcheck.go
+	deadlocks       *int64                    // over the run, when sampled
 	zombieStarts    int                       // async failover: handler starts of runs whose claim the failover lost
 	lossy           *faultRow                 // the asynchronous failover, if any
 	extra           string                    // the figures of a mode (overload.go, failover.go, fulldisk.go, longtx.go)
@@ -198,6 +209,11 @@ func check(ctx context.Context, pool *pgxpool.Pool, cfg checkConfig) (*report, e
 	}
 	r.checkGates(p.flowRuns, p.groupDone)
 	r.checkControl(cfg)
+	r.checkChunks(d)
+	if err := r.checkWorkflows(ctx, pool, d, cfg); err != nil {
+		return nil, err
+	}
+	r.checkDeadlocks(cfg)
 
 	r.measureKillRecovery(p.cuts, d, cfg)
 	r.checkHalfOpen(p.hoCuts, d.faults, d.starts, cfg)
@@ -225,7 +241,8 @@ func newReport(cfg checkConfig) *report {
 		faults: map[string]int{}, disturbed: map[string]int{}, dupStarts: map[string]int{},
 		flowEnds: map[string]map[string]int{}}
 	for _, n := range []string{invLost, invOnce, invStale, invDead, invOneEnd, invCarry, invDedup, invDupStarts,
-		invSlot, invKindConc, invQueueConc, invRate, invFlowEnd, invSteps, invSignals} {
+		invSlot, invKindConc, invQueueConc, invRate, invFlowEnd, invSteps, invSignals,
+		invWfEarly, invWfRelease, invWfStuck, invWfCounters, invWfPropagate, invWfCancel, invWfSpawn, invChunk} {
 		r.invariants = append(r.invariants, invariant{name: n})
 	}
 	if cfg.control {
@@ -244,6 +261,7 @@ type runRecords struct {
 	effects map[[16]byte][]effectRow
 	faults  []faultRow
 	coord   *coordEvidence
+	chunks  []chunkItemRow // chaos_chunk_item (chunkcheck.go)
 	// lossy is the asynchronous failover, if any: it loses the end of the old primary's
 	// history.
 	lossy *faultRow
@@ -269,87 +287,39 @@ func loadRun(ctx context.Context, pool *pgxpool.Pool, r *report) (*runRecords, e
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	jobs := map[[16]byte]*jobRow{}
-	rows, err = pool.Query(ctx, `SELECT id, kind, queue, state::text, runs, failures, part, slot_key, slot_limit, slot_policy,
-		journal_moved, journal FROM venturi_job_all WHERE kind NOT IN ('`+singletonKind+`', '`+cronKind+`')`) // singletoncheck.go, croncheck.go check them
+	jobs, moved, err := loadJobs(ctx, pool, `kind NOT IN ('`+singletonKind+`', '`+cronKind+`')`) // singletoncheck.go, croncheck.go check them
+	if err != nil {
+		return nil, err
+	}
+	r.journalMoved += moved
+	// Nodes that members spawned, and members that members added to their batch, were
+	// enqueued by the workers: the records written with their spawner's completion
+	// (chaos_spawn) expect them (wfdriver.go).
+	rows, err = pool.Query(ctx, `SELECT child FROM chaos_spawn`)
 	if err != nil {
 		return nil, err
 	}
 	for rows.Next() {
 		var id pgtype.UUID
-		var j jobRow
-		var journal []byte
-		if err := rows.Scan(&id, &j.kind, &j.queue, &j.state, &j.runs, &j.failures, &j.part, &j.slotKey, &j.slotLim, &j.slotPol,
-			&j.moved, &journal); err != nil {
+		if err := rows.Scan(&id); err != nil {
 			return nil, err
 		}
-		j.id = id.Bytes
-		if err := json.Unmarshal(journal, &j.journal); err != nil {
-			return nil, fmt.Errorf("journal of %x: %w", j.id, err)
+		if _, ok := expects[id.Bytes]; !ok {
+			expects[id.Bytes] = expectRow{scenario: scSpawned, state: "completed|dead|cancelled"}
 		}
-		jobs[j.id] = &j
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	// Entries moved out of the rows (migration 3) come first in a job's journal.
-	rows, err = pool.Query(ctx, `SELECT job_id, entry FROM venturi_journal ORDER BY job_id, seq`)
+	starts, err := loadStarts(ctx, pool)
 	if err != nil {
 		return nil, err
 	}
-	moved := map[[16]byte][]venturi.JournalEntry{}
-	for rows.Next() {
-		var id pgtype.UUID
-		var b []byte
-		var en venturi.JournalEntry
-		if err := rows.Scan(&id, &b); err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal(b, &en); err != nil {
-			return nil, fmt.Errorf("moved journal entry of %x: %w", id.Bytes, err)
-		}
-		moved[id.Bytes] = append(moved[id.Bytes], en)
-		r.journalMoved++
+	for _, ss := range starts {
+		r.starts += len(ss)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	for id, ms := range moved {
-		if j := jobs[id]; j != nil {
-			j.journal = append(ms, j.journal...)
-		}
-	}
-	starts := map[[16]byte][]startRow{}
-	rows, err = pool.Query(ctx, `SELECT job_id, run, token, worker, pid, at FROM chaos_start ORDER BY at`)
+	effects, err := loadEffects(ctx, pool)
 	if err != nil {
-		return nil, err
-	}
-	for rows.Next() {
-		var id pgtype.UUID
-		var s startRow
-		if err := rows.Scan(&id, &s.run, &s.token, &s.worker, &s.pid, &s.at); err != nil {
-			return nil, err
-		}
-		starts[id.Bytes] = append(starts[id.Bytes], s)
-		r.starts++
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	effects := map[[16]byte][]effectRow{}
-	rows, err = pool.Query(ctx, `SELECT job_id, run, token, outcome, counter, value FROM chaos_effect`)
-	if err != nil {
-		return nil, err
-	}
-	for rows.Next() {
-		var id pgtype.UUID
-		var e effectRow
-		if err := rows.Scan(&id, &e.run, &e.token, &e.outcome, &e.counter, &e.value); err != nil {
-			return nil, err
-		}
-		effects[id.Bytes] = append(effects[id.Bytes], e)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	var faults []faultRow
@@ -377,13 +347,111 @@ func loadRun(ctx context.Context, pool *pgxpool.Pool, r *report) (*runRecords, e
 	if err != nil {
 		return nil, err
 	}
+	chunks, err := loadChunkItems(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
 	// An asynchronous failover loses the end of the old primary's history: a worker can
 	// hold a run whose claim the new primary never received, and its unfenced writes
 	// (start rows) land on the new primary.
 	lossy := lossyFailover(faults)
 	r.lossy = lossy
 	return &runRecords{expects: expects, jobs: jobs, starts: starts, effects: effects, faults: faults,
-		coord: coord, lossy: lossy}, nil
+		coord: coord, chunks: chunks, lossy: lossy}, nil
+}
+
+// loadJobs reads the jobs that match cond (an SQL condition on venturi_job_all) with their
+// whole journals: the entries moved to venturi_journal first. It returns how many entries
+// it read from venturi_journal.
+func loadJobs(ctx context.Context, pool *pgxpool.Pool, cond string) (map[[16]byte]*jobRow, int, error) {
+	jobs := map[[16]byte]*jobRow{}
+	rows, err := pool.Query(ctx, `SELECT id, kind, queue, state::text, runs, failures, part, slot_key, slot_limit, slot_policy,
+		journal_moved, journal FROM venturi_job_all WHERE `+cond)
+	if err != nil {
+		return nil, 0, err
+	}
+	for rows.Next() {
+		var id pgtype.UUID
+		var j jobRow
+		var journal []byte
+		if err := rows.Scan(&id, &j.kind, &j.queue, &j.state, &j.runs, &j.failures, &j.part, &j.slotKey, &j.slotLim, &j.slotPol,
+			&j.moved, &journal); err != nil {
+			return nil, 0, err
+		}
+		j.id = id.Bytes
+		if err := json.Unmarshal(journal, &j.journal); err != nil {
+			return nil, 0, fmt.Errorf("journal of %x: %w", j.id, err)
+		}
+		jobs[j.id] = &j
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	// Entries moved out of the rows (migration 3) come first in a job's journal.
+	rows, err = pool.Query(ctx, `SELECT job_id, entry FROM venturi_journal ORDER BY job_id, seq`)
+	if err != nil {
+		return nil, 0, err
+	}
+	moved := map[[16]byte][]venturi.JournalEntry{}
+	n := 0
+	for rows.Next() {
+		var id pgtype.UUID
+		var b []byte
+		var en venturi.JournalEntry
+		if err := rows.Scan(&id, &b); err != nil {
+			return nil, 0, err
+		}
+		if err := json.Unmarshal(b, &en); err != nil {
+			return nil, 0, fmt.Errorf("moved journal entry of %x: %w", id.Bytes, err)
+		}
+		moved[id.Bytes] = append(moved[id.Bytes], en)
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	for id, ms := range moved {
+		if j := jobs[id]; j != nil {
+			j.journal = append(ms, j.journal...)
+		}
+	}
+	return jobs, n, nil
+}
+
+// loadStarts reads chaos_start, by job, in time order.
+func loadStarts(ctx context.Context, pool *pgxpool.Pool) (map[[16]byte][]startRow, error) {
+	starts := map[[16]byte][]startRow{}
+	rows, err := pool.Query(ctx, `SELECT job_id, run, token, worker, pid, at FROM chaos_start ORDER BY at`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var id pgtype.UUID
+		var s startRow
+		if err := rows.Scan(&id, &s.run, &s.token, &s.worker, &s.pid, &s.at); err != nil {
+			return nil, err
+		}
+		starts[id.Bytes] = append(starts[id.Bytes], s)
+	}
+	return starts, rows.Err()
+}
+
+// loadEffects reads chaos_effect, by job.
+func loadEffects(ctx context.Context, pool *pgxpool.Pool) (map[[16]byte][]effectRow, error) {
+	effects := map[[16]byte][]effectRow{}
+	rows, err := pool.Query(ctx, `SELECT job_id, run, token, outcome, counter, value, at FROM chaos_effect`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var id pgtype.UUID
+		var e effectRow
+		if err := rows.Scan(&id, &e.run, &e.token, &e.outcome, &e.counter, &e.value, &e.at); err != nil {
+			return nil, err
+		}
+		effects[id.Bytes] = append(effects[id.Bytes], e)
+	}
+	return effects, rows.Err()
 }
 
 // perJobEvidence is what the checks of each job gather for the checks after them.
@@ -542,6 +610,9 @@ func (r *report) checkCompletedOnce(h *jobHistory, e expectRow, starts []startRo
 		if len(completed) != 1 {
 			r.fail(invOnce, "job %s has %d completed journal entries", ulidStr(id), len(completed))
 		}
+		if e.scenario == scChunk {
+			break // a chunk item left unset completes with no effect: chunkcheck.go counts them
+		}
 		if len(effCompleted) != 1 {
 			r.fail(invOnce, "job %s has %d committed completion effects", ulidStr(id), len(effCompleted))
 		}
@@ -561,7 +632,7 @@ func (r *report) checkCompletedOnce(h *jobHistory, e expectRow, starts []startRo
 			r.fail(invDead, "dead job %s has %d dead entries (%s)", ulidStr(id), len(dead), events(j.journal))
 		} else {
 			switch e.scenario {
-			case scPermanent:
+			case scPermanent, scChunk, scWorkflow, scBatch, scSpawned, scCallback:
 				if dead[0].Note != permanentNote {
 					r.fail(invDead, "permanent job %s died with %q", ulidStr(id), dead[0].Note)
 				}
@@ -653,7 +724,11 @@ func (r *report) checkDisturbedRuns(h *jobHistory, e expectRow, d *runRecords, c
 		for _, en := range es {
 			scripted := en.Event == venturi.EventCompleted || en.Event == venturi.EventPaused || en.Event == venturi.EventReplaced || en.Event == venturi.EventWaiting ||
 				en.Event == venturi.EventDead && en.Note != "" && !strings.HasPrefix(en.Note, "backstop") ||
-				en.Event == venturi.EventFailed && en.Note == transientNote
+				en.Event == venturi.EventFailed && en.Note == transientNote ||
+				// A workflow member asked to stop by its workflow's cancel (wfcheck.go checks
+				// that one was asked for); a chunk item failed by its call's scripted panic.
+				en.Event == venturi.EventCancelled && isWfScenario(e.scenario) ||
+				en.Event == venturi.EventFailed && e.scenario == scChunk && strings.HasPrefix(en.Note, chunkPanicNote)
 			if scripted {
 				continue
 			}
@@ -1095,6 +1170,7 @@ func (r *report) print(w io.Writer, mode string, seed uint64, elapsed time.Durat
 	}
 	r.printFlow(w)
 	r.printCoord(w)
+	r.printWorkflows(w)
 	fmt.Fprintf(w, "duplicate starts (handler started, run cut) / disturbed runs (incl. cut before start), by cause\n")
 	causes := map[string]bool{}
 	for c := range r.disturbed {

@@ -276,6 +276,8 @@ type driver struct {
 	started time.Time // workers started
 	spawns  int
 	exits   []string // worker exits the driver did not cause
+
+	wf wfState // workflows, batches, the retention schema, deadlocks (wfdriver.go)
 }
 
 type proc struct {
@@ -334,6 +336,13 @@ func (d *driver) run(ctx context.Context) (int, error) {
 		return 1, fmt.Errorf("setup: %w", err)
 	}
 	defer d.pool.Close()
+	if d.wf.rpool != nil {
+		defer d.wf.rpool.Close()
+	}
+	dctx, stopDeadlocks := context.WithCancel(ctx)
+	deadlocksDone := make(chan struct{})
+	go func() { defer close(deadlocksDone); d.sampleDeadlocks(dctx) }()
+	defer func() { stopDeadlocks(); <-deadlocksDone }()
 	t0 := time.Now()
 	var ov *overload
 	var n int
@@ -394,9 +403,16 @@ func (d *driver) run(ctx context.Context) (int, error) {
 	default:
 		close(faultsDone)
 	}
-	remaining, waitErr := d.waitTerminal(ctx, faultsDone)
+	// The scripted operations on workflows (wfdriver.go): the run is over when they are
+	// done too.
+	opsDone := make(chan struct{})
+	go func() { defer close(opsDone); d.runWfOps(fctx) }()
+	allDone := make(chan struct{})
+	go func() { <-faultsDone; <-opsDone; close(allDone) }()
+	remaining, waitErr := d.waitTerminal(ctx, allDone)
 	stopFaults()
 	<-faultsDone
+	<-opsDone
 	d.logf("all faults done; %d jobs not terminal; stopping workers", remaining)
 	d.fleetStop()
 	if waitErr != nil {
@@ -408,6 +424,12 @@ func (d *driver) run(ctx context.Context) (int, error) {
 	if err := d.saveFaults(cctx); err != nil {
 		return 1, fmt.Errorf("save faults: %w", err)
 	}
+	if err := d.saveWfOps(cctx); err != nil {
+		return 1, fmt.Errorf("save the workflow operations: %w", err)
+	}
+	stopDeadlocks()
+	<-deadlocksDone
+	d.sampleDeadlocksOnce(cctx) // after the workers' backends ended (and reported theirs)
 	if ov != nil {
 		if err := ov.saveExpects(cctx); err != nil {
 			return 1, fmt.Errorf("save the overload's expected jobs: %w", err)
@@ -432,7 +454,7 @@ func (d *driver) run(ctx context.Context) (int, error) {
 		return 1, fmt.Errorf("read the completion ledger: %w", err)
 	}
 	rep, err := check(cctx, d.pool, checkConfig{lease: o.lease, control: o.control || ov != nil || d.ltx != nil,
-		ledger: ledger, ledgerTorn: torn, checkLedger: true})
+		ledger: ledger, ledgerTorn: torn, checkLedger: true, retain: d.wf.rpool, deadlocks: d.deadlockCount()})
 	if err != nil {
 		return 1, fmt.Errorf("check: %w", err)
 	}
@@ -604,11 +626,15 @@ func (d *driver) setup(ctx context.Context) error {
 	} else if _, err := venturi.Migrate(ctx, d.pool); err != nil {
 		return err
 	}
-	if _, err = d.pool.Exec(ctx, appSchema); err != nil {
-		return err
+	for _, sql := range []string{appSchema, eventSchema, wfSchema} {
+		if _, err = d.pool.Exec(ctx, sql); err != nil {
+			return err
+		}
 	}
-	_, err = d.pool.Exec(ctx, eventSchema)
-	return err
+	if d.wfOn() {
+		return d.setupRetain(ctx)
+	}
+	return nil
 }
 
 type expect struct {
@@ -635,7 +661,7 @@ func (d *driver) enqueue(ctx context.Context) (int, error) {
 	if err := q.SetQueueConcurrency(ctx, limitedQueue, limitedQueueConcurrency); err != nil {
 		return 0, err
 	}
-	wave := 250 * time.Millisecond
+	wave := enqueueWave
 	waves := max(int(p.arrival/wave), 1)
 	perWave := make([][]venturi.Task, waves)
 	var expects []expect
@@ -685,6 +711,24 @@ func (d *driver) enqueue(ctx context.Context) (int, error) {
 		case r >= 0.175 && r < 0.192 && p.jobs-total >= 10:
 			// A burst of flow-controlled jobs of one gate, all due in wave w.
 			for _, b := range d.flowBurst(seq, r) {
+				b.e.seq = seq
+				refs = append(refs, plainRef{wave: w, idx: len(perWave[w]), e: b.e})
+				perWave[w] = append(perWave[w], b.t)
+				seq++
+				total++
+			}
+			continue
+		case r >= 0.262 && r < 0.268 && p.jobs-total >= 12 && d.wfOn():
+			// A workflow (wfdriver.go), enqueued after the plain jobs.
+			total += d.scriptWorkflow(seq, w, workMs()/2)
+			continue
+		case r >= 0.268 && r < 0.271 && p.jobs-total >= 12 && d.wfOn():
+			// A batch with callbacks (wfdriver.go), enqueued after the plain jobs.
+			total += d.scriptBatch(seq, w, workMs()/2)
+			continue
+		case r >= 0.271 && r < 0.274 && p.jobs-total >= 12 && d.wfOn():
+			// A burst of chunk jobs of one partition, all due in wave w.
+			for _, b := range d.chunkBurst(seq) {
 				b.e.seq = seq
 				refs = append(refs, plainRef{wave: w, idx: len(perWave[w]), e: b.e})
 				perWave[w] = append(perWave[w], b.t)
@@ -765,15 +809,29 @@ func (d *driver) enqueue(ctx context.Context) (int, error) {
 			}
 		}
 	}
+	// Workflows and batches: each in its own enqueue.
+	wfExpects, err := d.enqueueWorkflows(ctx, q, d.wf.plans, &seq)
+	if err != nil {
+		return 0, err
+	}
+	expects = append(expects, wfExpects...)
 	rows := make([][]any, 0, len(expects))
 	for _, e := range expects {
 		rows = append(rows, []any{uuidOf(e.id), e.seq, e.scenario, e.state, e.pauses, e.value, e.group, e.slotKey, e.slotLim, e.part, e.steps})
 	}
-	_, err := d.pool.CopyFrom(ctx, pgx.Identifier{"chaos_expect"},
+	_, err = d.pool.CopyFrom(ctx, pgx.Identifier{"chaos_expect"},
 		[]string{"job_id", "seq", "scenario", "want_state", "want_pauses", "want_value", "grp", "slot_key", "slot_limit", "part", "want_steps"},
 		pgx.CopyFromRows(rows))
 	if err != nil {
 		return 0, err
+	}
+	if d.wfOn() {
+		if err := writeWfScripts(ctx, d.pool, d.wf.plans); err != nil {
+			return 0, err
+		}
+		if err := d.enqueueRetain(ctx, &seq); err != nil {
+			return 0, err
+		}
 	}
 	// A third of the wait jobs get their signal before their first run: it must be kept
 	// and end the wait at once. The signaller sends the same delivery ID again later. (Not
@@ -871,6 +929,11 @@ func (d *driver) spawn(slot int) error {
 	cmd := exec.Command(exe, "worker", "-n", fmt.Sprint(slot), "-lease", d.o.lease.String(),
 		fmt.Sprintf("-poll-only=%v", d.behindPgBouncer(slot)), "-ledger", ledgerPath(d.o.logdir, slot))
 	cmd.Env = append(os.Environ(), "CHAOS_DSN="+dsn)
+	if rdsn, err := d.retainDSN(slot); err != nil {
+		return err
+	} else if rdsn != "" {
+		cmd.Env = append(cmd.Env, "CHAOS_DSN_RETAIN="+rdsn)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Own process group (killed as a group); SIGKILL if the driver dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -1316,6 +1379,15 @@ func (d *driver) waitTerminal(ctx context.Context, faultsDone <-chan struct{}) (
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := d.pool.QueryRow(qctx, `SELECT count(*) FROM venturi_job WHERE state NOT IN ('completed', 'dead', 'cancelled') AND kind <> ALL($1)`,
 			[]string{singletonKind, cronKind}).Scan(&n)
+		// Workflows: open ones and unsettled changes (a settle may release more), in both
+		// schemas (wfdriver.go).
+		for _, pool := range []*pgxpool.Pool{d.pool, d.wf.rpool} {
+			if err == nil && pool != nil && d.wfOn() {
+				var m int
+				m, err = wfPending(qctx, pool)
+				n += m
+			}
+		}
 		cancel()
 		if err == nil {
 			last = n
@@ -1378,7 +1450,23 @@ func checkOnlyMain(o options) (int, error) {
 		return 1, err
 	}
 	defer pool.Close()
-	rep, err := check(ctx, pool, checkConfig{lease: o.lease, control: o.control})
+	cfg := checkConfig{lease: o.lease, control: o.control}
+	// The retention schema (wfdriver.go), when the run had one.
+	var hasRetain bool
+	if err := pool.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL`, o.schema+"_retain").Scan(&hasRetain); err != nil {
+		return 1, err
+	}
+	if hasRetain {
+		rdsn, err := withParams(o.dsn, "search_path", o.schema+"_retain", "application_name", "chaos-driver")
+		if err != nil {
+			return 2, err
+		}
+		if cfg.retain, err = pgxpool.New(ctx, rdsn); err != nil {
+			return 1, err
+		}
+		defer cfg.retain.Close()
+	}
+	rep, err := check(ctx, pool, cfg)
 	if err != nil {
 		return 1, fmt.Errorf("check: %w", err)
 	}

@@ -74,6 +74,8 @@ func flowGates(runs []flowRun) []*gate {
 			add("slot "+r.slotKey, gateOverlap, max(r.slotLim, 1), 0, r)
 		case scCapped:
 			add("kind "+Capped{}.Kind(), gateOverlap, cappedConcurrency, 0, r)
+		case scChunk:
+			add("kind "+ChunkJob{}.Kind(), gateOverlap, chunkConcurrency, 0, r)
 		case scQueued:
 			add("queue "+limitedQueue, gateOverlap, limitedQueueConcurrency, 0, r)
 		case scRated:
@@ -193,7 +195,7 @@ func maxInWindow(starts []time.Time, per time.Duration) (int, time.Time) {
 // isFlow reports whether a scenario is flow-controlled.
 func isFlow(scenario string) bool {
 	switch scenario {
-	case scSlot, scDrop, scReplace, scCapped, scRated, scQueued:
+	case scSlot, scDrop, scReplace, scCapped, scRated, scQueued, scChunk:
 		return true
 	}
 	return false
@@ -247,7 +249,7 @@ func (r *report) checkFlowJob(id [16]byte, e expectRow, j *jobRow, runs *[]flowR
 		pol := map[string]venturi.SlotPolicy{scSlot: venturi.SlotQueue, scDrop: venturi.SlotDropIfRunning, scReplace: venturi.SlotReplace}[e.scenario]
 		wantPart, wantKey = fmt.Sprintf("%q", e.slotKey), fmt.Sprintf("%q", e.slotKey)
 		wantLim, wantPol = fmt.Sprint(e.slotLim), fmt.Sprint(int(pol))
-	case scCapped, scRated:
+	case scCapped, scRated, scChunk:
 		wantPart = fmt.Sprintf("%q", e.part)
 	case scQueued:
 		wantQueue = limitedQueue

@@ -188,7 +188,9 @@ type App struct {
 	Pool   *pgxpool.Pool
 	Worker int // slot number (application_name chaos-worker-<n>)
 	PID    int
-	Ledger *ledger // acknowledged commits, out of band (ledger.go); nil: none
+	Ledger *ledger        // acknowledged commits, out of band (ledger.go); nil: none
+	Queue  *venturi.Queue // for the members that add members to their batch (AddToBatchTx)
+	Retain bool           // the retention schema's worker (wfdriver.go): reads record pruned upstreams
 }
 
 const transientNote = "scripted transient failure"

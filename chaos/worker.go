@@ -76,7 +76,7 @@ func workerMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	app := App{Pool: pool, Worker: *slot, PID: os.Getpid(), Ledger: led}
+	app := App{Pool: pool, Worker: *slot, PID: os.Getpid(), Ledger: led, Queue: venturi.NewQueue(pool, venturi.QueueConfig{})}
 	// The default queue, and limitedQueue with a few handlers: more across the workers
 	// than the queue's limit, so that the limit binds.
 	queues := []venturi.WorkerQueue{{Name: venturi.DefaultQueue}, {Name: limitedQueue, Concurrency: limitedQueueHandlers}}
@@ -103,6 +103,10 @@ func workerMain(args []string) error {
 	venturi.MustRegister[Queued](w)
 	venturi.MustRegister[Stepped](w)
 	venturi.MustRegister[Waiter](w)
+	venturi.MustRegister[WfTask](w)     // tasks_wf.go
+	venturi.MustRegister[WfCallback](w) // tasks_wf.go
+	venturi.MustRegisterChunks(w, venturi.ChunkConfig[ChunkJob]{Size: chunkSize, Linger: chunkLinger,
+		Key: func(j ChunkJob) string { return j.Part }}, handleChunk)
 	venturi.MustRegister[SingletonService](w) // singleton.go
 	venturi.MustRegister[CronTick](w)         // cron.go
 	for {                                     // Start pings the database; retry while it restarts
@@ -122,8 +126,76 @@ func workerMain(args []string) error {
 		log.Error("chaos worker: registering the cron schedule failed", "err", err)
 	}
 	rcancel()
+	// The retention schema's worker (wfdriver.go), when the driver runs one in this slot.
+	var rw *venturi.Worker[App]
+	if rdsn := os.Getenv("CHAOS_DSN_RETAIN"); rdsn != "" {
+		var rpool *pgxpool.Pool
+		if rw, rpool, err = startRetainWorker(ctx, rdsn, *slot, *lease, log); err != nil {
+			return err
+		}
+		defer rpool.Close()
+	}
 	<-ctx.Done()
 	sctx, scancel := context.WithTimeout(context.Background(), 8*time.Second)
 	defer scancel()
+	if rw != nil {
+		_ = rw.Stop(sctx)
+	}
 	return w.Stop(sctx)
+}
+
+// startRetainWorker starts a second worker, on the retention schema (its connection
+// string's search_path): workflow members only, and completed jobs kept retainCompleted,
+// so that members are pruned while their workflows run (wfdriver.go).
+func startRetainWorker(ctx context.Context, dsn string, slot int, lease time.Duration, log *slog.Logger) (*venturi.Worker[App], *pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.MaxConns = 2*retainConcurrency + 2
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var pool *pgxpool.Pool
+	for {
+		pool, err = pgxpool.NewWithConfig(cctx, cfg)
+		if err == nil {
+			if err = pool.Ping(cctx); err == nil {
+				break
+			}
+			pool.Close()
+		}
+		if cctx.Err() != nil {
+			return nil, nil, fmt.Errorf("connect (retention schema): %w", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	app := App{Pool: pool, Worker: slot, PID: os.Getpid(), Queue: venturi.NewQueue(pool, venturi.QueueConfig{}), Retain: true}
+	w, err := venturi.NewWorker(pool, app, venturi.Config{
+		Concurrency:         retainConcurrency,
+		Lease:               lease,
+		MaintenanceInterval: 250 * time.Millisecond,
+		PollInterval:        500 * time.Millisecond,
+		ShutdownGrace:       3 * time.Second,
+		Backoff:             venturi.Backoff{Base: 100 * time.Millisecond, Cap: 2 * time.Second},
+		RetainCompleted:     retainCompleted,
+		Logger:              log,
+		ID:                  fmt.Sprintf("chaos-worker-%d-pid%d", app.Worker, os.Getpid()),
+	})
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	venturi.MustRegister[WfTask](w)
+	venturi.MustRegister[WfCallback](w)
+	for {
+		err = w.Start(ctx)
+		if err == nil {
+			return w, pool, nil
+		}
+		if cctx.Err() != nil {
+			pool.Close()
+			return nil, nil, fmt.Errorf("start (retention schema): %w", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

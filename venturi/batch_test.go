@@ -202,6 +202,22 @@ func TestOpenBatch(t *testing.T) {
 		t.Fatalf("Batch of nothing: %v", err)
 	}
 
+	// A cancelled open batch stays as it ended: it can no longer be sealed.
+	open, err := q.EnqueueBatch(ctx, venturi.NewBatch("cancelled", venturi.OpenBatch()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.CancelWorkflow(ctx, open.ID, "not needed"); err != nil {
+		t.Fatal(err)
+	}
+	waitWorkflow(t, q, open.ID, venturi.WorkflowCancelled)
+	if err := q.SealBatch(ctx, open.ID); !errors.Is(err, venturi.ErrWorkflowFinished) {
+		t.Fatalf("sealing a cancelled batch: %v", err)
+	}
+	if info := waitWorkflow(t, q, open.ID, venturi.WorkflowCancelled); info.State != venturi.WorkflowCancelled {
+		t.Fatalf("the cancelled batch %+v", info)
+	}
+
 	empty, err := q.EnqueueBatch(ctx, venturi.NewBatch("empty", venturi.OnSuccess(callbackTask{Name: "empty"})))
 	if err != nil {
 		t.Fatal(err)

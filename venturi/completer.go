@@ -22,12 +22,17 @@ func newTracker(cfg Config, log *slog.Logger) *jobrun.Tracker {
 }
 
 // newWriter returns the writer of run ends on db (the worker's control pool, or for Drain
-// the application's): plain ends through sendIndexed, the others in an inHotTx
+// the application's): plain ends in one pipeline after SetLocalFinish, the others in an inHotTx
 // transaction bounded by the lease.
 func newWriter(cfg Config, channel string, db *pgxpool.Pool, q *dbsqlc.Queries, log *slog.Logger) completer.Writer {
 	return completer.Writer{
 		Worker: cfg.ID, Keep: cfg.keep(), Queries: q, Channel: channel, Logger: log,
-		Send: func(ctx context.Context, queue func(*pgx.Batch)) error { return sendIndexed(ctx, db, queue) },
+		Send: func(ctx context.Context, channel string, queue func(*pgx.Batch)) error {
+			b := &pgx.Batch{}
+			dbsqlc.QueueSetLocalFinish(b, channel)
+			queue(b)
+			return db.SendBatch(ctx, b).Close()
+		},
 		InTx: func(ctx context.Context, fn func(pgx.Tx) error) error {
 			return inHotTx(ctx, db, idleTxBound(cfg.Lease), fn)
 		},

@@ -52,10 +52,14 @@ func TestLeaseExtensionDoesNotWaitForAResultBeingWritten(t *testing.T) {
 		CREATE FUNCTION hold_finish() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
 			PERFORM pg_advisory_xact_lock_shared(hashtext(current_schema() || '.hold'));
-			RETURN NEW;
+			RETURN COALESCE(NEW, OLD);
 		END $$;
+		-- The finish ends the job in place (no history partition yet) or moves it to the
+		-- history (a DELETE): either waits.
 		CREATE TRIGGER hold_finish BEFORE UPDATE ON venturi_job FOR EACH ROW
-		WHEN (NEW.kind = 'finish-blocked' AND NEW.state = 'completed') EXECUTE FUNCTION hold_finish();`); err != nil {
+		WHEN (NEW.kind = 'finish-blocked' AND NEW.state = 'completed') EXECUTE FUNCTION hold_finish();
+		CREATE TRIGGER hold_finish_moved BEFORE DELETE ON venturi_job FOR EACH ROW
+		WHEN (OLD.kind = 'finish-blocked') EXECUTE FUNCTION hold_finish();`); err != nil {
 		t.Fatal(err)
 	}
 	holder, err := pool.Acquire(ctx)

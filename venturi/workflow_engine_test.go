@@ -185,8 +185,12 @@ func (e *engineCase) byState() (released, ended, blocked []string) {
 	return released, ended, blocked
 }
 
-// sealAll seals the open groups; false when there were none.
+// sealAll seals the open groups; false when there were none (or the workflow finished:
+// then nothing can be sealed).
 func (e *engineCase) sealAll(ctx context.Context) bool {
+	if e.m.Finished() {
+		return false
+	}
 	any := false
 	for _, n := range e.m.Names() {
 		if nd := e.m.Node(n); nd.Group && nd.State != workflowmodel.Sealed {

@@ -209,7 +209,7 @@ func (g *graphRows) queue(b *pgx.Batch, id pgtype.UUID) error {
 		return err
 	}
 	plain := g.jobs
-	dbsqlc.QueueInsertWorkflowNodes(b, dbsqlc.InsertWorkflowNodesParams{WorkflowID: id, Nodes: nodesJSON})
+	dbsqlc.QueueInsertWorkflowNodes(b, dbsqlc.InsertWorkflowNodesParams{WorkflowID: id, Nodes: string(nodesJSON)})
 	dbsqlc.QueueInsertWorkflowJobs(b, dbsqlc.InsertWorkflowJobsParams{WorkflowID: id, Ids: plain.Ids, Kinds: plain.Kinds,
 		Queues: plain.Queues, Priorities: plain.Priorities, Payloads: plain.Payloads, HasAt: plain.HasAt, Ats: plain.Ats,
 		DelaysUs: plain.DelaysUs, HasPart: plain.HasPart, Parts: plain.Parts, SlotKeys: plain.SlotKeys,

@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi"
 )
@@ -388,4 +391,57 @@ func requireAudit(t *testing.T, q *venturi.Queue, action, target string, count i
 		}
 	}
 	t.Fatalf("no audit entry %s %s counting %d in %+v", action, target, count, entries)
+}
+
+// Behind a pooler in transaction mode pgx sends statements without preparing them
+// (QueryExecModeExec): every write of a workflow's nodes works there too (they went as
+// bytea and the server refused them as JSON).
+func TestWorkflowsWithoutPreparedStatements(t *testing.T) {
+	t.Parallel()
+	migrated, _ := newQueue(t)
+	cfg := migrated.Config().Copy()
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	ctx := context.Background()
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	l := &flowLog{}
+	w := newWorker(t, pool, l, fastConfig())
+	venturi.MustRegister[splitTask](w)
+	venturi.MustRegister[pageTask](w)
+	venturi.MustRegister[sumTask](w)
+	startWorker(t, w)
+	wf := venturi.NewWorkflow("exec mode")
+	split := wf.Add("split", splitTask{Pages: 2})
+	wf.Add("sum", sumTask{}, venturi.Needs(split), venturi.In(wf.Group("g", venturi.OpenGroup())))
+	res, err := q.EnqueueWorkflow(ctx, wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := venturi.NewWorkflow("")
+	add.Add("extra", pageTask{N: 7}, venturi.In(venturi.NodeNamed("g")))
+	if _, err := q.AddToWorkflow(ctx, res.ID, add); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.SealGroup(ctx, res.ID, "g"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := q.EnqueueBatch(ctx, venturi.NewBatch("exec mode"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []ulid.ULID{res.ID, b.ID} {
+		actx, cancel := context.WithTimeout(ctx, within)
+		info, err := q.AwaitWorkflow(actx, id)
+		cancel()
+		if err != nil || info.State != venturi.WorkflowSucceeded {
+			t.Fatalf("workflow %s: %+v, %v", id, info, err)
+		}
+	}
+	if info, _ := q.Workflow(ctx, res.ID); info.Nodes != 6 { // split, sum, g, extra, 2 pages
+		t.Fatalf("nodes %d", info.Nodes)
+	}
 }

@@ -12,8 +12,12 @@
 -- operator's retry, an older worker's finish), wakes the resolvers as before. A settle
 -- marks its transaction as settling (venturi.workflow_settling) while it runs: the member
 -- changes it makes itself (decisions, revivals) it applies itself, and the inbox trigger
--- does not wake anyone for them. The settle also initialises new nodes in one statement
--- instead of two, and applies the inbox's plain ends in one statement instead of one each
+-- does not wake anyone for them. A workflow's row is locked FOR NO KEY UPDATE (it was FOR
+-- UPDATE): a node or an output written for it checks its foreign key with FOR KEY SHARE,
+-- which FOR UPDATE blocked, so a completion writing its output (holding its job's row)
+-- and CancelWorkflow (holding the workflow's, then locking the job's) deadlocked. A
+-- finished workflow's group can no longer be sealed. The settle also initialises new nodes
+-- in one statement instead of two, and applies the inbox's plain ends in one statement instead of one each
 -- (a 2,000-member fan-in's ends: 287 ms to settle before, see bench/FINDINGS.md).
 --
 -- Rolling deploy: older workers do not set the channel; the ends of the members they run
@@ -69,7 +73,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NULL; -- settled already
     END IF;
-    PERFORM 1 FROM venturi_workflow w WHERE w.id = OLD.workflow_id FOR UPDATE SKIP LOCKED;
+    PERFORM 1 FROM venturi_workflow w WHERE w.id = OLD.workflow_id FOR NO KEY UPDATE SKIP LOCKED;
     IF FOUND THEN
         PERFORM venturi_workflow_settle_one(OLD.workflow_id, substr(v_at, 4), NULL);
     ELSE
@@ -89,7 +93,11 @@ CREATE CONSTRAINT TRIGGER venturi_workflow_finish AFTER DELETE ON venturi_job
 -- decisions to undo), propagates, releases and decides what the counters allow, and
 -- finishes or reopens the workflow. Returns how many inbox rows it applied. p_channel:
 -- the jobs' NOTIFY channel, told the kind of every job it releases ('' for none).
-CREATE OR REPLACE FUNCTION venturi_workflow_settle_one(p_id uuid, p_channel text, p_touch text[]) RETURNS integer LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION venturi_workflow_settle_one(p_id uuid, p_channel text, p_touch text[]) RETURNS integer LANGUAGE plpgsql
+-- Planned for its arguments on every call: a plan cached for the small arrays of a chain's
+-- settles scanned a 2,000-node enqueue's arrays for every node (2.5 minutes).
+SET plan_cache_mode = force_custom_plan
+AS $$
 DECLARE
     w       venturi_workflow%ROWTYPE;
     ev      record;
@@ -417,5 +425,84 @@ BEGIN
     END IF;
     PERFORM set_config('venturi.workflow_settling', COALESCE(v_prev, ''), true);
     RETURN applied;
+END
+$$;
+
+-- Settles the given workflows, waiting for each one's row lock in ID order (the caller's
+-- transaction recorded their changes: a run's finish, an enqueue, a cancel). Returns how
+-- many inbox rows it applied.
+CREATE OR REPLACE FUNCTION venturi_workflow_settle(p_ids uuid[], p_channel text) RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    v_id uuid;
+    n    integer := 0;
+BEGIN
+    FOR v_id IN SELECT w.id FROM venturi_workflow w WHERE w.id = ANY(p_ids) ORDER BY w.id FOR NO KEY UPDATE LOOP
+        n := n + venturi_workflow_settle_one(v_id, p_channel, NULL);
+    END LOOP;
+    RETURN n;
+END
+$$;
+
+-- The resolvers' pass: settles up to p_max workflows that have inbox rows, skipping those
+-- another transaction holds (it settles them); drops the rows of workflows that are gone.
+-- Returns how many inbox rows it applied.
+CREATE OR REPLACE FUNCTION venturi_workflow_resolve(p_channel text, p_max integer) RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    v_id uuid;
+    n    integer := 0;
+BEGIN
+    FOR v_id IN
+        SELECT w.id FROM venturi_workflow w
+        WHERE w.id IN (SELECT DISTINCT i.workflow_id FROM venturi_workflow_inbox i LIMIT p_max)
+        ORDER BY w.id FOR NO KEY UPDATE SKIP LOCKED
+    LOOP
+        n := n + venturi_workflow_settle_one(v_id, p_channel, NULL);
+    END LOOP;
+    DELETE FROM venturi_workflow_inbox i
+    WHERE i.workflow_id IN (SELECT DISTINCT x.workflow_id FROM venturi_workflow_inbox x LIMIT p_max)
+      AND NOT EXISTS (SELECT 1 FROM venturi_workflow w WHERE w.id = i.workflow_id);
+    RETURN n;
+END
+$$;
+
+-- Seals a group: it takes no more members from outside, and what needs it is released
+-- once its members have ended. Returns false when there is no such open group, or the
+-- workflow has finished.
+CREATE OR REPLACE FUNCTION venturi_workflow_seal(p_id uuid, p_group text, p_channel text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM venturi_workflow w WHERE w.id = p_id AND w.state = 'open' FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN false; -- finished (a cancelled one's open group stays as it was)
+    END IF;
+    UPDATE venturi_workflow_node n SET sealed = true
+    WHERE n.workflow_id = p_id AND n.node = p_group AND n.job_id IS NULL AND NOT n.sealed;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM venturi_workflow_settle_one(p_id, p_channel, ARRAY[p_group]);
+    RETURN true;
+END
+$$;
+
+-- Requests a workflow's cancel: its blocked nodes and open groups end cancelled at once,
+-- and nothing it adds later is released. Returns the jobs of its members that are
+-- released and have not ended, which the caller stops (Queue.CancelWorkflow cancels
+-- them as Cancel does, a running one asked to stop), or NULL when there is no such
+-- workflow or it has finished.
+CREATE OR REPLACE FUNCTION venturi_workflow_cancel(p_id uuid, p_note text, p_channel text) RETURNS uuid[] LANGUAGE plpgsql AS $$
+DECLARE
+    v_state text;
+BEGIN
+    SELECT w.state INTO v_state FROM venturi_workflow w WHERE w.id = p_id FOR NO KEY UPDATE;
+    IF v_state IS DISTINCT FROM 'open' THEN
+        RETURN NULL;
+    END IF;
+    UPDATE venturi_workflow SET cancel_requested_at = COALESCE(cancel_requested_at, now()),
+        cancel_note = COALESCE(cancel_note, p_note)
+    WHERE id = p_id;
+    PERFORM venturi_workflow_settle_one(p_id, p_channel, NULL);
+    RETURN ARRAY(SELECT n.job_id FROM venturi_workflow_node n
+                 WHERE n.workflow_id = p_id AND n.job_id IS NOT NULL AND n.released AND n.run IS NULL
+                 ORDER BY n.job_id);
 END
 $$;

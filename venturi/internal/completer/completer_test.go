@@ -69,7 +69,7 @@ func setup(t *testing.T) *testBundle {
 	b.c = completer.New(completer.Config{
 		Writer: completer.Writer{
 			Worker: "w1", Queries: q, Logger: log,
-			Send: func(ctx context.Context, queue func(*pgx.Batch)) error {
+			Send: func(ctx context.Context, _ string, queue func(*pgx.Batch)) error {
 				b.mu.Lock()
 				b.sends++
 				fail := b.failSends > 0

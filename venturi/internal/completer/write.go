@@ -22,8 +22,9 @@ type DB interface {
 }
 
 // SendFunc sends, in one round trip, the statements queue adds to a batch, after
-// SetLocalIndexScans (the worker's sendIndexed: their plans reach rows by index).
-type SendFunc func(ctx context.Context, queue func(*pgx.Batch)) error
+// SetLocalFinish with channel (their plans reach rows by index, and workflow members'
+// ends settle as the pipeline's transaction commits, telling released kinds on channel).
+type SendFunc func(ctx context.Context, channel string, queue func(*pgx.Batch)) error
 
 // TxFunc runs fn in a transaction that the server ends if it stays idle between
 // statements for too long, and whose plans reach rows by index (the worker's inHotTx).
@@ -49,7 +50,7 @@ type Writer struct {
 
 // Write writes the ends of runs, and returns the IDs of the jobs whose token still
 // matched (the others lost their job; nothing of theirs was written). Plain runs take one
-// FinishRuns statement (after SetLocalIndexScans, in the same round trip: see Send). When
+// FinishRuns statement (after SetLocalFinish, in the same round trip: see Send). When
 // runs reported to breakers, waited or read signals, the same transaction also does what
 // that entails (see [AfterFinish]): a breaker has counted a failure by the time its job
 // can be claimed again. wakeGated says whether to wake the workers of the gated runs'
@@ -59,10 +60,7 @@ type Writer struct {
 func (w *Writer) Write(ctx context.Context, ends []*jobrun.End, wakeGated bool) ([]pgtype.UUID, error) {
 	var ids []pgtype.UUID
 	if !slices.ContainsFunc(ends, func(r *jobrun.End) bool { return needsTx(r, wakeGated && w.Channel != "") }) {
-		err := w.Send(ctx, func(b *pgx.Batch) {
-			dbsqlc.QueueSetLocalFinishChannel(b, w.Channel)
-			dbsqlc.QueueFinishRuns(b, Params(w.Worker, w.Keep, ends), &ids)
-		})
+		err := w.Send(ctx, w.Channel, func(b *pgx.Batch) { dbsqlc.QueueFinishRuns(b, Params(w.Worker, w.Keep, ends), &ids) })
 		return ids, err
 	}
 	err := w.InTx(ctx, func(tx pgx.Tx) error {

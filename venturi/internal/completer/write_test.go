@@ -42,8 +42,9 @@ func (b *testBundle) partitions(t *testing.T) {
 func (b *testBundle) write(t *testing.T, keep completer.Retention, ends ...*jobrun.End) {
 	t.Helper()
 	w := completer.Writer{Worker: "w1", Keep: keep, Queries: dbsqlc.New(), Logger: slog.New(slog.NewTextHandler(b.logs, nil)),
-		Send: func(ctx context.Context, queue func(*pgx.Batch)) error {
+		Send: func(ctx context.Context, channel string, queue func(*pgx.Batch)) error {
 			batch := &pgx.Batch{}
+			dbsqlc.QueueSetLocalFinish(batch, channel)
 			queue(batch)
 			return b.pool.SendBatch(ctx, batch).Close()
 		},

@@ -192,3 +192,8 @@ func QueueShareWorkflows(b *pgx.Batch, ids []pgtype.UUID) {
 func QueueSetLocalFinishChannel(b *pgx.Batch, channel string) {
 	b.Queue(setLocalFinishChannel, channel)
 }
+
+// QueueSetLocalFinish is SetLocalFinish in a batch.
+func QueueSetLocalFinish(b *pgx.Batch, channel string) {
+	b.Queue(setLocalFinish, channel)
+}

@@ -26,6 +26,19 @@ func (q *Queries) BoundLocalIdleTimeout(ctx context.Context, db DBTX, ms int64) 
 	return err
 }
 
+const setLocalFinish = `-- name: SetLocalFinish :exec
+SELECT set_config('enable_seqscan', 'off', true),
+       set_config('jit', 'off', true),
+       set_config('venturi.finish_channel', 'on:' || $1::text, true)
+`
+
+// A worker's plain finish pipeline, first: SetLocalIndexScans and SetLocalFinishChannel
+// in one statement.
+func (q *Queries) SetLocalFinish(ctx context.Context, db DBTX, channel string) error {
+	_, err := db.Exec(ctx, setLocalFinish, channel)
+	return err
+}
+
 const setLocalFinishChannel = `-- name: SetLocalFinishChannel :exec
 SELECT set_config('venturi.finish_channel', 'on:' || $1::text, true)
 `

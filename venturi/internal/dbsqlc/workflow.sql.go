@@ -269,13 +269,13 @@ func (q *Queries) InsertWorkflowJobs(ctx context.Context, db DBTX, arg InsertWor
 const insertWorkflowNodes = `-- name: InsertWorkflowNodes :exec
 INSERT INTO venturi_workflow_node (workflow_id, node, job_id, policy, deps, parent, sealed, released, delay_us)
 SELECT $1, n.node, n.job_id, n.policy, COALESCE(n.deps, '{}'), n.parent, n.sealed, n.released, n.delay_us
-FROM jsonb_to_recordset($2::jsonb) AS n(node text, job_id uuid, policy smallint, deps text[], parent text,
+FROM jsonb_to_recordset(($2::text)::jsonb) AS n(node text, job_id uuid, policy smallint, deps text[], parent text,
                                              sealed boolean, released boolean, delay_us bigint)
 `
 
 type InsertWorkflowNodesParams struct {
 	WorkflowID pgtype.UUID
-	Nodes      []byte
+	Nodes      string
 }
 
 // Inserts a workflow's nodes, given as a JSON array of objects (node, job_id, policy,
@@ -286,7 +286,7 @@ func (q *Queries) InsertWorkflowNodes(ctx context.Context, db DBTX, arg InsertWo
 }
 
 const lockWorkflow = `-- name: LockWorkflow :one
-SELECT state, kind FROM venturi_workflow WHERE id = $1 FOR UPDATE
+SELECT state, kind FROM venturi_workflow WHERE id = $1 FOR NO KEY UPDATE
 `
 
 type LockWorkflowRow struct {

@@ -175,10 +175,15 @@ func (f *Flow) WaitsOn(from []string, target string) bool {
 // Seal seals a group: its own outcome is OK, and it propagates once its members have.
 // Until then a member may still attach nodes to it (a batch member spawning into its
 // batch); the queue refuses additions from outside a sealed group, the model does not.
+// A finished workflow's groups are as they ended (a cancel's open group stays cancelled):
+// sealing one is ErrState.
 func (f *Flow) Seal(group string) error {
 	n := f.nodes[group]
 	if n == nil || !n.Group {
 		return fmt.Errorf("%w: no group %q", ErrInvalid, group)
+	}
+	if f.Finished() {
+		return fmt.Errorf("%w: the workflow has finished", ErrState)
 	}
 	n.sealed = true
 	return nil

@@ -8,7 +8,7 @@ AS $function$
 DECLARE
     v_state text;
 BEGIN
-    SELECT w.state INTO v_state FROM venturi_workflow w WHERE w.id = p_id FOR UPDATE;
+    SELECT w.state INTO v_state FROM venturi_workflow w WHERE w.id = p_id FOR NO KEY UPDATE;
     IF v_state IS DISTINCT FROM 'open' THEN
         RETURN NULL;
     END IF;

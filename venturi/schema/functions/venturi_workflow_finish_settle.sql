@@ -15,7 +15,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NULL; -- settled already
     END IF;
-    PERFORM 1 FROM venturi_workflow w WHERE w.id = OLD.workflow_id FOR UPDATE SKIP LOCKED;
+    PERFORM 1 FROM venturi_workflow w WHERE w.id = OLD.workflow_id FOR NO KEY UPDATE SKIP LOCKED;
     IF FOUND THEN
         PERFORM venturi_workflow_settle_one(OLD.workflow_id, substr(v_at, 4), NULL);
     ELSE

@@ -12,7 +12,7 @@ BEGIN
     FOR v_id IN
         SELECT w.id FROM venturi_workflow w
         WHERE w.id IN (SELECT DISTINCT i.workflow_id FROM venturi_workflow_inbox i LIMIT p_max)
-        ORDER BY w.id FOR UPDATE SKIP LOCKED
+        ORDER BY w.id FOR NO KEY UPDATE SKIP LOCKED
     LOOP
         n := n + venturi_workflow_settle_one(v_id, p_channel, NULL);
     END LOOP;

@@ -6,7 +6,10 @@ CREATE OR REPLACE FUNCTION venturi_workflow_seal(p_id uuid, p_group text, p_chan
  LANGUAGE plpgsql
 AS $function$
 BEGIN
-    PERFORM 1 FROM venturi_workflow w WHERE w.id = p_id FOR UPDATE;
+    PERFORM 1 FROM venturi_workflow w WHERE w.id = p_id AND w.state = 'open' FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN false; -- finished (a cancelled one's open group stays as it was)
+    END IF;
     UPDATE venturi_workflow_node n SET sealed = true
     WHERE n.workflow_id = p_id AND n.node = p_group AND n.job_id IS NULL AND NOT n.sealed;
     IF NOT FOUND THEN

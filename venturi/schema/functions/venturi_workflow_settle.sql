@@ -9,7 +9,7 @@ DECLARE
     v_id uuid;
     n    integer := 0;
 BEGIN
-    FOR v_id IN SELECT w.id FROM venturi_workflow w WHERE w.id = ANY(p_ids) ORDER BY w.id FOR UPDATE LOOP
+    FOR v_id IN SELECT w.id FROM venturi_workflow w WHERE w.id = ANY(p_ids) ORDER BY w.id FOR NO KEY UPDATE LOOP
         n := n + venturi_workflow_settle_one(v_id, p_channel, NULL);
     END LOOP;
     RETURN n;

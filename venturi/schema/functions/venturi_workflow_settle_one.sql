@@ -4,6 +4,7 @@
 CREATE OR REPLACE FUNCTION venturi_workflow_settle_one(p_id uuid, p_channel text, p_touch text[])
  RETURNS integer
  LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_custom_plan'
 AS $function$
 DECLARE
     w       venturi_workflow%ROWTYPE;

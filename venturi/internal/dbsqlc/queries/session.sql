@@ -48,3 +48,10 @@ SELECT current_setting('transaction_isolation')::text AS isolation;
 -- workflows at once when no other transaction holds them (venturi_workflow_note), and the
 -- kinds of the jobs they release are told on channel.
 SELECT set_config('venturi.finish_channel', 'on:' || @channel::text, true);
+
+-- name: SetLocalFinish :exec
+-- A worker's plain finish pipeline, first: SetLocalIndexScans and SetLocalFinishChannel
+-- in one statement.
+SELECT set_config('enable_seqscan', 'off', true),
+       set_config('jit', 'off', true),
+       set_config('venturi.finish_channel', 'on:' || @channel::text, true);

@@ -14,7 +14,7 @@ SELECT id FROM venturi_workflow WHERE key = @key::text AND state = 'open';
 -- deps, parent, sealed, released, delay_us); venturi_workflow_settle initialises them.
 INSERT INTO venturi_workflow_node (workflow_id, node, job_id, policy, deps, parent, sealed, released, delay_us)
 SELECT @workflow_id, n.node, n.job_id, n.policy, COALESCE(n.deps, '{}'), n.parent, n.sealed, n.released, n.delay_us
-FROM jsonb_to_recordset(@nodes::jsonb) AS n(node text, job_id uuid, policy smallint, deps text[], parent text,
+FROM jsonb_to_recordset((@nodes::text)::jsonb) AS n(node text, job_id uuid, policy smallint, deps text[], parent text,
                                              sealed boolean, released boolean, delay_us bigint);
 
 -- name: InsertWorkflowJobs :exec
@@ -74,7 +74,7 @@ SELECT venturi_workflow_channel()::text AS channel;
 -- name: LockWorkflow :one
 -- Locks a workflow's row for a change of its graph (nodes added), and returns its state
 -- and kind.
-SELECT state, kind FROM venturi_workflow WHERE id = @id FOR UPDATE;
+SELECT state, kind FROM venturi_workflow WHERE id = @id FOR NO KEY UPDATE;
 
 -- name: ShareWorkflows :exec
 -- Holds the given workflows against a settle until this transaction ends: a run's end
