@@ -14,7 +14,7 @@ BENCH_FLAGS ?=
 BENCH_URL_SH = export BENCH_DATABASE_URL="$${BENCH_DATABASE_URL:-$$(if [ -n "$${VENTURI_PGDATA:-}" ]; then env -u DATABASE_URL -u TEST_DATABASE_URL $(BENCH_PG) url venturi_bench; else echo "$$DATABASE_URL"; fi)}"
 
 .PHONY: bench bench-quick bench-explain
-bench: ## Benchmark venturi vs River, every scenario, full sizes (~45 min, 21 of them sustained load); writes bench/RESULTS.md, sustained-samples.csv, sustained.png
+bench: ## Benchmark venturi vs River, every scenario, full sizes (~50 min, 21 of them sustained load, a few the workflow rows); writes bench/RESULTS.md, sustained-samples.csv, sustained.png
 	@$(BENCH_PG) with -- bash -c '$(BENCH_URL_SH) && cd bench && go run . $(BENCH_FLAGS)'
 
 bench-quick: ## Benchmark venturi vs River with small sizes (about seven minutes); writes bench/RESULTS.md, sustained-samples.csv, sustained.png

@@ -13,4 +13,4 @@ test/dashboard: ## The dashboard in headless Chromium against PostgreSQL and a w
 	@$(PG) with -- $(CURDIR)/scripts/chromium.sh with -- bash -c '$(DASHBOARD_TEST) ./...'
 
 dashboard/screenshots: ## Rewrite venturi/dashboard/docs/*.png, a screenshot of each view, from the browser test
-	@$(PG) with -- $(CURDIR)/scripts/chromium.sh with -- bash -c '$(DASHBOARD_TEST) -run TestDashboardInBrowser . -args -screenshots=$(CURDIR)/venturi/dashboard/docs'
+	@$(PG) with -- $(CURDIR)/scripts/chromium.sh with -- bash -c '$(DASHBOARD_TEST) -run "TestDashboardInBrowser|TestWorkflowsInBrowser" . -args -screenshots=$(CURDIR)/venturi/dashboard/docs'
