@@ -24,15 +24,34 @@ const AwaitPoll = time.Second
 // notifications. It returns ctx's error when ctx ends first, and [ErrNotFound] for an
 // unknown job or one pruned before it was read.
 func (q *Queue) Await(ctx context.Context, id ulid.ULID) (*Job, error) {
-	j, err := q.Job(ctx, id)
-	if err != nil || j.ended() {
-		return j, err
+	return awaitEnd(ctx, q, q.awaiter(), id,
+		func(ctx context.Context) (*Job, bool, error) {
+			j, err := q.Job(ctx, id)
+			return j, err == nil && j.ended(), err
+		},
+		func(ctx context.Context) error {
+			_, err := q.q.AwaitJob(ctx, q.pool, dbsqlc.AwaitJobParams{Channel: q.doneChannel, ID: uuidOf(id)})
+			return err
+		})
+}
+
+// awaitEnd waits, as Await and AwaitWorkflow do, until what read reads of id has ended:
+// read returns it and whether it ended (or an error, returned as is); mark registers the
+// process's end channel on it, pgx.ErrNoRows when it ended (or is gone) before the mark.
+// The waiter is registered with a (the process's awaiter of such ends) first, then marked,
+// once the process listens: an end after the mark is notified to a waiter that already
+// listens (or is polled).
+func awaitEnd[T any](ctx context.Context, q *Queue, a *awaiter.Awaiter, id ulid.ULID,
+	read func(context.Context) (T, bool, error), mark func(context.Context) error) (T, error) {
+	v, ended, err := read(ctx)
+	if err != nil || ended {
+		return v, err
 	}
-	a := q.awaiter()
+	var zero T
 	wake, done, listening := a.Add(id)
 	defer done()
-	// Mark the job once the process listens, so its end cannot be notified before that
-	// (then only the poll would see it). Without notifications the poll serves.
+	// Mark once the process listens, so the end cannot be notified before that (then only
+	// the poll would see it). Without notifications the poll serves.
 	if !q.poll {
 		t := time.NewTimer(AwaitPoll)
 		select {
@@ -40,29 +59,26 @@ func (q *Queue) Await(ctx context.Context, id ulid.ULID) (*Job, error) {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, ctx.Err()
+			return zero, ctx.Err()
 		}
 		t.Stop()
 	}
-	// Registered first, then marked: an end after the mark is notified to a waiter that is
-	// already listening (or polled).
-	_, err = q.q.AwaitJob(ctx, q.pool, dbsqlc.AwaitJobParams{Channel: q.doneChannel, ID: uuidOf(id)})
-	if errors.Is(err, pgx.ErrNoRows) {
-		// The job ended (or was pruned) between the first read and the mark: nobody will
-		// notify its end, so read it now rather than wait for the poll.
-		return q.Job(ctx, id)
-	}
-	if err != nil {
-		return nil, err
+	if err := mark(ctx); errors.Is(err, pgx.ErrNoRows) {
+		// It ended (or was pruned) between the first read and the mark: nobody will notify
+		// the end, so read it now rather than wait for the poll.
+		v, _, err := read(ctx)
+		return v, err
+	} else if err != nil {
+		return zero, err
 	}
 	for {
 		select {
 		case <-wake:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return zero, ctx.Err()
 		}
-		if j, err = q.Job(ctx, id); err != nil || j.ended() {
-			return j, err
+		if v, ended, err = read(ctx); err != nil || ended {
+			return v, err
 		}
 	}
 }

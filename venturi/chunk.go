@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -195,11 +194,7 @@ func (c *chunker[T, S, C]) run(items []*ChunkItem[T, C], state S) {
 func (c *chunker[T, S, C]) call(ctx context.Context, items []*ChunkItem[T, C], state S) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			stack := debug.Stack()
-			if len(stack) > 8<<10 {
-				stack = stack[:8<<10]
-			}
-			err = fmt.Errorf("panic: %v\n%s", r, stack)
+			err = panicError(r)
 		}
 	}()
 	return c.fn(ctx, items, state)

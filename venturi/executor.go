@@ -287,15 +287,21 @@ func endEvent(r *jobrun.End, worker string) JobEvent {
 		Delay: r.Entry.ResumeIn, Meta: r.Job.Meta}
 }
 
+// panicError is the error a recovered panic r becomes: its value and the stack (the
+// first 8 KiB), recorded as the run's failure.
+func panicError(r any) error {
+	stack := debug.Stack()
+	if len(stack) > 8<<10 {
+		stack = stack[:8<<10]
+	}
+	return fmt.Errorf("panic: %v\n%s", r, stack)
+}
+
 // safeHandle runs handle and turns a panic into an error carrying the stack.
 func safeHandle[T Task, S, C any](ctx context.Context, handle HandlerFunc[T, S, C], task T, run *Run[C], state S) (o Outcome, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			stack := debug.Stack()
-			if len(stack) > 8<<10 {
-				stack = stack[:8<<10]
-			}
-			err = fmt.Errorf("panic: %v\n%s", r, stack)
+			err = panicError(r)
 		}
 	}()
 	return handle(ctx, task, run, state)

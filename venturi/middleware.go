@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"maps"
-	"runtime/debug"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -157,11 +155,7 @@ func handleWith(ctx context.Context, mws []WorkMiddleware, info *JobInfo, h func
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			stack := debug.Stack()
-			if len(stack) > 8<<10 {
-				stack = stack[:8<<10]
-			}
-			err = fmt.Errorf("panic: %v\n%s", r, stack)
+			err = panicError(r)
 		}
 	}()
 	next := h

@@ -467,43 +467,15 @@ func (q *Queue) RetryWorkflow(ctx context.Context, id ulid.ULID, reason string) 
 // finishes, and a poll every [AwaitPoll] behind it. It returns ctx's error when ctx ends
 // first, and ErrWorkflowNotFound for an unknown workflow or one pruned before it was read.
 func (q *Queue) AwaitWorkflow(ctx context.Context, id ulid.ULID) (*WorkflowInfo, error) {
-	w, err := q.Workflow(ctx, id)
-	if err != nil || w.State != WorkflowOpen {
-		return w, err
-	}
-	a := q.workflowAwaiter()
-	wake, done, listening := a.Add(id)
-	defer done()
-	if !q.poll {
-		t := time.NewTimer(AwaitPoll)
-		select {
-		case <-listening:
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		}
-		t.Stop()
-	}
-	// Registered first, then marked: a finish after the mark is notified to a waiter
-	// that is already listening (or polled).
-	_, err = q.q.AwaitWorkflow(ctx, q.pool, dbsqlc.AwaitWorkflowParams{Channel: q.doneChannel, ID: uuidOf(id)})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return q.Workflow(ctx, id)
-	}
-	if err != nil {
-		return nil, err
-	}
-	for {
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if w, err = q.Workflow(ctx, id); err != nil || w.State != WorkflowOpen {
-			return w, err
-		}
-	}
+	return awaitEnd(ctx, q, q.workflowAwaiter(), id,
+		func(ctx context.Context) (*WorkflowInfo, bool, error) {
+			w, err := q.Workflow(ctx, id)
+			return w, err == nil && w.State != WorkflowOpen, err
+		},
+		func(ctx context.Context) error {
+			_, err := q.q.AwaitWorkflow(ctx, q.pool, dbsqlc.AwaitWorkflowParams{Channel: q.doneChannel, ID: uuidOf(id)})
+			return err
+		})
 }
 
 // workflowAwaiter returns the Queue's awaiter of workflows (internal/awaiter), as
