@@ -76,11 +76,10 @@ func (f *dbFlows) batch(ctx context.Context, id ulid.ULID) (*BatchInfo, error) {
 // runFlow is what a run records for its workflow: its output and spawns, written with
 // its completion, and its node, read once.
 type runFlow struct {
-	output   []byte
-	node     *dbsqlc.NodeOfJobRow // nil until looked up
-	spawned  []*graphRows
-	names    map[string]bool // the spawned nodes' names
-	prepared int             // how many nodes spawned
+	output  []byte
+	node    *dbsqlc.NodeOfJobRow // nil until looked up
+	spawned []*graphRows
+	names   map[string]bool // the spawned nodes' names (how many it spawned)
 }
 
 // SetOutput records v's JSON encoding as this run's output: when the run completes, it
@@ -189,7 +188,7 @@ func (r *Run[C]) Spawn(ctx context.Context, w *Workflow) (map[string]ulid.ULID, 
 			return nil, fmt.Errorf("%w: node %q spawned twice", ErrWorkflowInvalid, name)
 		}
 	}
-	if r.flow.prepared+len(w.nodes) > MaxWorkflowNodes {
+	if len(r.flow.names)+len(w.nodes) > MaxWorkflowNodes {
 		return nil, fmt.Errorf("%w: more than %d nodes spawned by one run", ErrWorkflowInvalid, MaxWorkflowNodes)
 	}
 	inherit := maps.Clone(r.meta)
@@ -199,13 +198,9 @@ func (r *Run[C]) Spawn(ctx context.Context, w *Workflow) (map[string]ulid.ULID, 
 	if err != nil {
 		return nil, err
 	}
-	for name := range g.ids {
-		r.flow.names[name] = true
-	}
 	for _, c := range g.nodes {
 		r.flow.names[c.Node] = true
 	}
-	r.flow.prepared += len(w.nodes)
 	r.flow.spawned = append(r.flow.spawned, g)
 	return g.ids, nil
 }
