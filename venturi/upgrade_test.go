@@ -1371,9 +1371,7 @@ func TestUpgradeTo28_SettleAtFinish(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if applied, err := venturi.Migrate(ctx, pool); err != nil || !slices.Equal(applied, []int{28}) {
-		t.Fatalf("Migrate = %v, %v; want 28 applied", applied, err)
-	}
+	migrateTo(t, pool, 28)
 	if j := jobByID(t, q, res.Jobs["b"]); j.State != venturi.StateBlocked {
 		t.Fatalf("b is %s before a resolver settled a's end", j.State)
 	}
@@ -1398,6 +1396,107 @@ func TestUpgradeTo28_SettleAtFinish(t *testing.T) {
 	}
 	if j := jobByID(t, q, res.Jobs["c"]); j.State != venturi.StateAvailable {
 		t.Fatalf("c is %s after b's finish committed", j.State)
+	}
+	var inbox int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM venturi_workflow_inbox`).Scan(&inbox); err != nil || inbox != 0 {
+		t.Fatalf("inbox rows left: %d, %v", inbox, err)
+	}
+}
+
+// Version 29 settles in sets: a fan-out an older worker's finish left in the inbox is
+// released by a resolver after the upgrade, two members ended in one finish settle their
+// workflow once, and a member that fails cancels the fan-in that needs every member.
+func TestUpgradeTo29_SettleInSets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 28)
+	if _, err := pool.Exec(ctx, `SELECT venturi_history_extend(1::smallint, interval '1 hour', now() + interval '3 hours', 1000),
+		venturi_history_extend(2::smallint, interval '1 hour', now() + interval '3 hours', 1000)`); err != nil {
+		t.Fatal(err)
+	}
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	wf := venturi.NewWorkflow("upgrade")
+	root := wf.Add("root", wfStep{Node: "root"})
+	members := wf.Group("members")
+	for _, m := range []string{"m1", "m2", "m3"} {
+		wf.Add(m, wfStep{Node: m}, venturi.Needs(root), venturi.In(members))
+	}
+	wf.Add("fanin", wfStep{Node: "fanin"}, venturi.Needs(members))
+	res, err := q.EnqueueWorkflow(ctx, wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(node string) int64 {
+		t.Helper()
+		var token int64
+		if err := pool.QueryRow(ctx, `UPDATE venturi_job SET state = 'running', runs = 1,
+			lease_token = nextval('venturi_lease_token_seq'), lease_expires_at = now() + interval '1 minute',
+			worker_id = 'w', attempted_at = now() WHERE id = $1 RETURNING lease_token`, pgtype.UUID{Bytes: res.Jobs[node], Valid: true}).Scan(&token); err != nil {
+			t.Fatal(err)
+		}
+		return token
+	}
+	// finish ends nodes in one FinishRuns, naming the jobs' channel when channel is set.
+	finish := func(channel bool, states map[string]string) {
+		t.Helper()
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		if channel {
+			if err := dbsqlc.New().SetLocalFinishChannel(ctx, tx, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p := dbsqlc.FinishRunsParams{RetainCompletedUs: time.Hour.Microseconds(), RetainDeadUs: time.Hour.Microseconds()}
+		for node, state := range states {
+			p.Ids = append(p.Ids, pgtype.UUID{Bytes: res.Jobs[node], Valid: true})
+			p.Tokens = append(p.Tokens, run(node))
+			p.States = append(p.States, state)
+			p.DelaysUs = append(p.DelaysUs, 0)
+			p.Failed = append(p.Failed, state == "dead")
+			p.SetCarry = append(p.SetCarry, false)
+			p.Carries = append(p.Carries, "")
+			p.Entries = append(p.Entries, "")
+			p.RanUs = append(p.RanUs, 1500)
+		}
+		if got, err := dbsqlc.New().FinishRuns(ctx, tx, p); err != nil || len(got) != len(states) {
+			t.Fatalf("FinishRuns = %v, %v", got, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := func(node string) venturi.State {
+		t.Helper()
+		return jobByID(t, q, res.Jobs[node]).State
+	}
+	// The root ends as a version-28 worker's finish without the channel ends it: in the
+	// inbox, for a resolver.
+	finish(false, map[string]string{"root": "completed"})
+	migrateTo(t, pool, 29)
+	if _, err := pool.Exec(ctx, `SELECT venturi_workflow_resolve('', 64)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"m1", "m2", "m3"} {
+		if s := state(m); s != venturi.StateAvailable {
+			t.Fatalf("%s is %s after the resolver settled the root's end", m, s)
+		}
+	}
+	finish(true, map[string]string{"m1": "completed", "m2": "completed"})
+	if s := state("fanin"); s != venturi.StateBlocked {
+		t.Fatalf("fanin is %s with m3 pending", s)
+	}
+	finish(true, map[string]string{"m3": "dead"})
+	j := jobByID(t, q, res.Jobs["fanin"])
+	if j.State != venturi.StateCancelled || len(j.Journal) == 0 || j.Journal[len(j.Journal)-1].Event != "upstream_failed" {
+		t.Fatalf("fanin after m3 failed: %s, journal %+v", j.State, j.Journal)
+	}
+	info, err := q.Workflow(ctx, res.ID)
+	if err != nil || info.State != venturi.WorkflowFailed {
+		t.Fatalf("workflow = %+v, %v; want failed", info, err)
 	}
 	var inbox int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM venturi_workflow_inbox`).Scan(&inbox); err != nil || inbox != 0 {

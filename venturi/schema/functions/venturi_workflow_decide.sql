@@ -5,12 +5,15 @@ CREATE OR REPLACE FUNCTION venturi_workflow_decide(p_policy smallint, p_cancel b
  RETURNS text
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
-AS $function$ SELECT CASE WHEN d IS NULL OR d = 'release' THEN CASE WHEN p_cancel THEN 'cancel' ELSE d END ELSE d END
-FROM (SELECT CASE
+AS $function$ SELECT CASE
     WHEN p_policy = 0 THEN CASE WHEN p_n_fail > 0 THEN 'dfail' WHEN p_n_cancel > 0 THEN 'dcancel'
-                                WHEN p_waiting > 0 THEN NULL
-                                WHEN p_n_deps > 0 AND p_n_skip = p_n_deps THEN 'skip' ELSE 'release' END
-    WHEN p_policy = 1 THEN CASE WHEN p_waiting > 0 THEN NULL
-                                WHEN p_n_deps > 0 AND p_n_skip = p_n_deps THEN 'skip' ELSE 'release' END
-    ELSE CASE WHEN p_n_fail > 0 THEN 'release' WHEN p_waiting > 0 THEN NULL ELSE 'skip' END
-END AS d) x $function$;
+                                WHEN p_waiting > 0 THEN CASE WHEN p_cancel THEN 'cancel' END
+                                WHEN p_n_deps > 0 AND p_n_skip = p_n_deps THEN 'skip'
+                                WHEN p_cancel THEN 'cancel' ELSE 'release' END
+    WHEN p_policy = 1 THEN CASE WHEN p_waiting > 0 THEN CASE WHEN p_cancel THEN 'cancel' END
+                                WHEN p_n_deps > 0 AND p_n_skip = p_n_deps THEN 'skip'
+                                WHEN p_cancel THEN 'cancel' ELSE 'release' END
+    ELSE CASE WHEN p_n_fail > 0 THEN CASE WHEN p_cancel THEN 'cancel' ELSE 'release' END
+              WHEN p_waiting > 0 THEN CASE WHEN p_cancel THEN 'cancel' END
+              ELSE 'skip' END
+END $function$;

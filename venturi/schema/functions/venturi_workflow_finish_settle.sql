@@ -6,11 +6,17 @@ CREATE OR REPLACE FUNCTION venturi_workflow_finish_settle()
  LANGUAGE plpgsql
 AS $function$
 DECLARE
-    v_at text := current_setting('venturi.finish_channel', true);
+    v_at   text := current_setting('venturi.finish_channel', true);
+    v_done text := COALESCE(current_setting('venturi.finish_settled', true), '');
+    v_id   text := OLD.workflow_id::text;
 BEGIN
     IF v_at IS NULL OR v_at NOT LIKE 'on:%' THEN
         RETURN NULL; -- not a worker's finish: venturi_workflow_note woke the resolvers
     END IF;
+    IF strpos(v_done, v_id) > 0 THEN
+        RETURN NULL; -- settled (or handed to the resolvers) by an earlier member
+    END IF;
+    PERFORM set_config('venturi.finish_settled', v_done || v_id || ' ', true);
     PERFORM 1 FROM venturi_workflow_inbox i WHERE i.workflow_id = OLD.workflow_id LIMIT 1;
     IF NOT FOUND THEN
         RETURN NULL; -- settled already

@@ -10,7 +10,6 @@ DECLARE
     ev      record;
     nd      venturi_workflow_node%ROWTYPE;
     v_run   text;
-    v_dec   text;
     applied integer := 0;
     fresh   text[];
     dirty   text[] := COALESCE(p_touch, '{}');  -- nodes whose contribution may have changed
@@ -18,13 +17,8 @@ DECLARE
     c_nodes text[];
     c_old   "char"[];
     c_new   "char"[];
-    v_kind  text;
-    v_due   boolean;
-    v_event text;
     v_final text;
     v_prev  text;
-    v_loops text;            -- enable_nestloop and plan_cache_mode as they were, while a
-    v_plans text;            -- large settle changes them
     ev_jobs   uuid[];
     ev_states venturi_job_state[];
     s_jobs    uuid[];
@@ -36,6 +30,21 @@ DECLARE
     d_nodes   text[];
     d_old     "char"[];
     d_new     "char"[];
+    e_nodes   text[];    -- an evaluation: the nodes whose decision changed,
+    e_jobs    uuid[];    -- their jobs (NULL: a group),
+    e_decs    text[];    -- their decisions, and
+    e_owns    text[];    -- the decisions they had
+    e_delays  bigint[];  -- and their delays after what they need
+    a_nodes   text[];    -- the nodes whose decision changed, with
+    a_acts    text[];    -- what it does (own, release, end, wait) and
+    a_decs    text[];    -- the decision
+    v_act     text;
+    r_jobs    uuid[];    -- the jobs released,
+    r_delays  bigint[];  -- with their delays
+    x_jobs    uuid[];    -- the jobs decided against running (cancelled, skipped)
+    x_decs    text[];
+    v_wakes   text[];    -- the kinds released ('@' before a kind scheduled for later)
+    v_i       integer;
 BEGIN
     SELECT * INTO w FROM venturi_workflow WHERE id = p_id;
     IF NOT FOUND THEN
@@ -51,22 +60,25 @@ BEGIN
     -- waiting), their deps' next arrays, their parents' holds.
     SELECT array_agg(n.node) INTO fresh FROM venturi_workflow_node n
     WHERE n.workflow_id = p_id AND n.contrib IS NULL;
-    -- A large settle (many new nodes, many changes) is planned for its arrays, and joins
-    -- them with the workflow's nodes by hashing: the plans cached for small settles, and
-    -- the planner's estimate that a workflow has a few nodes (the statistics of a table of
-    -- many small ones, or none of a new one), loop over one side for every row of the other
-    -- (2.5 minutes for a 2,000-node enqueue; 115 ms so).
-    IF cardinality(fresh) > 64 THEN
-        v_loops := current_setting('enable_nestloop');
-        v_plans := current_setting('plan_cache_mode');
-        PERFORM set_config('enable_nestloop', 'off', true), set_config('plan_cache_mode', 'force_custom_plan', true);
-    END IF;
     IF fresh IS NOT NULL THEN
+        UPDATE venturi_workflow_node u SET next = u.next || x.nodes
+        FROM (SELECT d.dep, array_agg(f.node ORDER BY f.node) AS nodes
+              FROM venturi_workflow_node f, unnest(f.deps) AS d(dep)
+              WHERE f.workflow_id = p_id AND f.contrib IS NULL
+              GROUP BY d.dep) x,
+             LATERAL (SELECT v.ctid FROM venturi_workflow_node v WHERE v.workflow_id = p_id AND v.node = x.dep LIMIT 1) t(tid)
+        WHERE u.ctid = t.tid;
+        UPDATE venturi_workflow_node p SET holds = p.holds + x.k
+        FROM (SELECT f.parent, count(*)::int AS k FROM venturi_workflow_node f
+              WHERE f.workflow_id = p_id AND f.contrib IS NULL AND f.parent IS NOT NULL
+              GROUP BY f.parent) x,
+             LATERAL (SELECT v.ctid FROM venturi_workflow_node v WHERE v.workflow_id = p_id AND v.node = x.parent LIMIT 1) t(tid)
+        WHERE p.ctid = t.tid;
         UPDATE venturi_workflow_node n
         SET n_deps = c.n_deps, waiting = c.waiting, n_fail = c.n_fail, n_cancel = c.n_cancel, n_skip = c.n_skip,
             contrib = 'w'
         FROM (
-            SELECT f.node,
+            SELECT f.ctid AS tid,
                    count(u.node)::int AS n_deps,
                    count(u.node) FILTER (WHERE COALESCE(u.contrib, 'w') IN ('w', 'x'))::int AS waiting,
                    count(u.node) FILTER (WHERE u.contrib IN ('x', 'f'))::int AS n_fail,
@@ -74,22 +86,12 @@ BEGIN
                    count(u.node) FILTER (WHERE u.contrib = 'k')::int AS n_skip
             FROM venturi_workflow_node f
             LEFT JOIN LATERAL unnest(f.deps) AS d(dep) ON true
-            LEFT JOIN venturi_workflow_node u ON u.workflow_id = p_id AND u.node = d.dep
-            WHERE f.workflow_id = p_id AND f.node = ANY(fresh)
-            GROUP BY f.node
+            LEFT JOIN LATERAL (SELECT v.node, v.contrib FROM venturi_workflow_node v
+                               WHERE v.workflow_id = p_id AND v.node = d.dep LIMIT 1) u ON true
+            WHERE f.workflow_id = p_id AND f.contrib IS NULL
+            GROUP BY f.ctid
         ) c
-        WHERE n.workflow_id = p_id AND n.node = c.node;
-        UPDATE venturi_workflow_node u SET next = u.next || x.nodes
-        FROM (SELECT d.dep, array_agg(f.node ORDER BY f.node) AS nodes
-              FROM venturi_workflow_node f, unnest(f.deps) AS d(dep)
-              WHERE f.workflow_id = p_id AND f.node = ANY(fresh)
-              GROUP BY d.dep) x
-        WHERE u.workflow_id = p_id AND u.node = x.dep;
-        UPDATE venturi_workflow_node p SET holds = p.holds + x.k
-        FROM (SELECT f.parent, count(*)::int AS k FROM venturi_workflow_node f
-              WHERE f.workflow_id = p_id AND f.node = ANY(fresh) AND f.parent IS NOT NULL
-              GROUP BY f.parent) x
-        WHERE p.workflow_id = p_id AND p.node = x.parent;
+        WHERE n.ctid = c.tid;
         UPDATE venturi_workflow SET open_nodes = open_nodes + cardinality(fresh), nodes = nodes + cardinality(fresh)
         WHERE id = p_id;
         dirty := dirty || fresh;
@@ -103,11 +105,6 @@ BEGIN
     WITH d AS (DELETE FROM venturi_workflow_inbox i WHERE i.workflow_id = p_id RETURNING i.seq, i.job_id, i.to_state)
     SELECT array_agg(d.job_id ORDER BY d.seq), array_agg(d.to_state ORDER BY d.seq) INTO ev_jobs, ev_states FROM d;
     applied := COALESCE(cardinality(ev_jobs), 0);
-    IF applied > 64 AND v_loops IS NULL THEN
-        v_loops := current_setting('enable_nestloop');
-        v_plans := current_setting('plan_cache_mode');
-        PERFORM set_config('enable_nestloop', 'off', true), set_config('plan_cache_mode', 'force_custom_plan', true);
-    END IF;
     IF applied > 0 THEN
         SELECT array_agg(e.job_id ORDER BY e.ord) FILTER (WHERE e.simple),
                array_agg(e.run ORDER BY e.ord) FILTER (WHERE e.simple),
@@ -125,18 +122,18 @@ BEGIN
             -- twice counts once. Their new contributions are set here too, and moved to
             -- the counters by the first wave below.
             WITH x AS (
-                SELECT n.node, y.run, y.ord, n.contrib AS old, n.h_fail, n.h_cancel,
+                SELECT n.ctid AS tid, n.node, y.run, y.ord, n.contrib AS old, n.h_fail, n.h_cancel,
                        venturi_workflow_contrib(y.run, n.holds, n.h_fail, n.h_cancel) AS new
-                FROM unnest(s_jobs, s_runs) WITH ORDINALITY AS y(job_id, run, ord)
-                JOIN venturi_workflow_node n ON n.job_id = y.job_id AND n.workflow_id = p_id
-                WHERE NOT (n.run IS NULL AND n.own IS NOT NULL AND y.run = 'cancel')
+                FROM unnest(s_jobs, s_runs) WITH ORDINALITY AS y(job_id, run, ord),
+                     LATERAL (SELECT v.ctid, v.* FROM venturi_workflow_node v WHERE v.job_id = y.job_id LIMIT 1) n
+                WHERE n.workflow_id = p_id AND NOT (n.run IS NULL AND n.own IS NOT NULL AND y.run = 'cancel')
                   AND n.run IS DISTINCT FROM y.run
             ), upd AS (
                 UPDATE venturi_workflow_node n SET run = x.run, own = x.run, released = true, ended_at = now(),
                     contrib = x.new,
                     outcome = CASE WHEN x.new IN ('w', 'x') THEN NULL ELSE venturi_workflow_outcome(x.run, x.h_fail, x.h_cancel) END
                 FROM x
-                WHERE n.workflow_id = p_id AND n.node = x.node
+                WHERE n.ctid = x.tid
                 RETURNING n.node, x.run, x.ord, x.old, x.new
             )
             SELECT array_agg(upd.node ORDER BY upd.ord), array_agg(upd.run ORDER BY upd.ord),
@@ -200,16 +197,16 @@ BEGIN
         pre_new := NULL;
         IF cardinality(dirty) > 0 THEN
             WITH x AS (
-                SELECT n.node, n.contrib AS old, c.new, n.outcome AS old_outcome,
+                SELECT n.ctid AS tid, n.node, n.contrib AS old, c.new, n.outcome AS old_outcome,
                        CASE WHEN c.new IN ('w', 'x') THEN NULL ELSE venturi_workflow_outcome(n.own, n.h_fail, n.h_cancel) END AS outcome
-                FROM venturi_workflow_node n,
+                FROM (SELECT DISTINCT a.node FROM unnest(dirty) AS a(node)) a,
+                     LATERAL (SELECT v.ctid, v.* FROM venturi_workflow_node v WHERE v.workflow_id = p_id AND v.node = a.node LIMIT 1) n,
                      LATERAL (SELECT venturi_workflow_contrib(n.own, n.holds, n.h_fail, n.h_cancel) AS new) c
-                WHERE n.workflow_id = p_id AND n.node = ANY(dirty)
             ), ch AS (
                 -- (A changed outcome of the same class, a decision relabelled, moves no counter.)
                 UPDATE venturi_workflow_node n SET contrib = x.new, outcome = x.outcome
                 FROM x
-                WHERE n.workflow_id = p_id AND n.node = x.node
+                WHERE n.ctid = x.tid
                   AND (x.old IS DISTINCT FROM x.new OR x.old_outcome IS DISTINCT FROM x.outcome)
                 RETURNING n.node, x.old, x.new
             )
@@ -230,14 +227,15 @@ BEGIN
                        sum((c.new IN ('x', 'f'))::int - (c.old IN ('x', 'f'))::int)::int AS df,
                        sum((c.new = 'c')::int - (c.old = 'c')::int)::int AS dc,
                        sum((c.new = 'k')::int - (c.old = 'k')::int)::int AS dk
-                FROM c JOIN venturi_workflow_node u ON u.workflow_id = p_id AND u.node = c.node,
+                FROM c,
+                     LATERAL (SELECT v.next FROM venturi_workflow_node v WHERE v.workflow_id = p_id AND v.node = c.node LIMIT 1) u,
                      unnest(u.next) AS t(dn)
                 GROUP BY t.dn
             ), upd AS (
                 UPDATE venturi_workflow_node n
                 SET waiting = n.waiting + d.dw, n_fail = n.n_fail + d.df, n_cancel = n.n_cancel + d.dc, n_skip = n.n_skip + d.dk
-                FROM d
-                WHERE n.workflow_id = p_id AND n.node = d.dn AND (d.dw, d.df, d.dc, d.dk) <> (0, 0, 0, 0)
+                FROM d, LATERAL (SELECT v.ctid FROM venturi_workflow_node v WHERE v.workflow_id = p_id AND v.node = d.dn LIMIT 1) t(tid)
+                WHERE n.ctid = t.tid AND (d.dw, d.df, d.dc, d.dk) <> (0, 0, 0, 0)
                 RETURNING n.node
             )
             SELECT evals || COALESCE(array_agg(upd.node), '{}') INTO evals FROM upd;
@@ -248,14 +246,15 @@ BEGIN
                        sum((c.new IN ('w', 'x'))::int - (c.old IN ('w', 'x'))::int)::int AS dw,
                        sum((c.new IN ('x', 'f'))::int - (c.old IN ('x', 'f'))::int)::int AS df,
                        sum((c.new = 'c')::int - (c.old = 'c')::int)::int AS dc
-                FROM c JOIN venturi_workflow_node u ON u.workflow_id = p_id AND u.node = c.node
+                FROM c,
+                     LATERAL (SELECT v.parent FROM venturi_workflow_node v WHERE v.workflow_id = p_id AND v.node = c.node LIMIT 1) u
                 WHERE u.parent IS NOT NULL
                 GROUP BY u.parent
             ), upd AS (
                 UPDATE venturi_workflow_node n
                 SET holds = n.holds + d.dw, h_fail = n.h_fail + d.df, h_cancel = n.h_cancel + d.dc
-                FROM d
-                WHERE n.workflow_id = p_id AND n.node = d.parent AND (d.dw, d.df, d.dc) <> (0, 0, 0)
+                FROM d, LATERAL (SELECT v.ctid FROM venturi_workflow_node v WHERE v.workflow_id = p_id AND v.node = d.parent LIMIT 1) t(tid)
+                WHERE n.ctid = t.tid AND (d.dw, d.df, d.dc) <> (0, 0, 0)
                 RETURNING n.node
             )
             SELECT COALESCE(array_agg(upd.node), '{}') INTO dirty FROM upd;
@@ -265,66 +264,94 @@ BEGIN
             WHERE id = p_id;
         END IF;
         IF cardinality(evals) > 0 THEN
-            FOR nd IN SELECT * FROM venturi_workflow_node n
-                      WHERE n.workflow_id = p_id AND n.node = ANY(evals) ORDER BY n.node
-            LOOP
-                IF nd.job_id IS NULL THEN
-                    -- A group: ok once sealed; cancelled while open in a cancelled workflow.
-                    v_dec := CASE WHEN nd.sealed THEN 'ok' WHEN w.cancel_requested_at IS NOT NULL THEN 'cancel' END;
-                    IF v_dec IS DISTINCT FROM nd.own THEN
-                        UPDATE venturi_workflow_node n SET own = v_dec WHERE n.workflow_id = p_id AND n.node = nd.node;
-                        dirty := dirty || nd.node;
-                    END IF;
-                    CONTINUE;
+            -- The decisions that changed. A group is ok once sealed, cancelled while open in
+            -- a cancelled workflow; a job's node not yet released or ended is decided by
+            -- its policy and counters.
+            SELECT array_agg(e.node ORDER BY e.node), array_agg(e.job_id ORDER BY e.node),
+                   array_agg(e.dec ORDER BY e.node), array_agg(e.own ORDER BY e.node),
+                   array_agg(e.delay_us ORDER BY e.node)
+            INTO e_nodes, e_jobs, e_decs, e_owns, e_delays
+            FROM (SELECT n.node, n.job_id, n.own, n.delay_us,
+                         CASE WHEN n.job_id IS NULL
+                              THEN CASE WHEN n.sealed THEN 'ok' WHEN w.cancel_requested_at IS NOT NULL THEN 'cancel' END
+                              ELSE venturi_workflow_decide(n.policy, w.cancel_requested_at IS NOT NULL, n.n_deps, n.waiting,
+                                                           n.n_fail, n.n_cancel, n.n_skip) END AS dec
+                  FROM (SELECT DISTINCT a.node FROM unnest(evals) AS a(node)) a,
+                       LATERAL (SELECT v.* FROM venturi_workflow_node v WHERE v.workflow_id = p_id AND v.node = a.node LIMIT 1) n
+                  WHERE n.job_id IS NULL OR (n.run IS NULL AND NOT n.released)) e
+            WHERE e.dec IS DISTINCT FROM e.own;
+            evals := '{}';
+            -- What each decision does: 'own' sets the decision alone (a group; a decided
+            -- node decided otherwise, cancel then dcancel: its job stays cancelled, its
+            -- outcome says why now); 'release' makes the job available; 'end' cancels it;
+            -- 'wait' undecides it.
+            a_nodes := '{}'; a_acts := '{}'; a_decs := '{}';
+            r_jobs := '{}'; r_delays := '{}'; x_jobs := '{}'; x_decs := '{}';
+            FOR v_i IN 1 .. COALESCE(cardinality(e_nodes), 0) LOOP
+                IF e_jobs[v_i] IS NULL OR (e_owns[v_i] IS NOT NULL AND e_decs[v_i] <> 'release') THEN
+                    v_act := 'own';
+                ELSE
+                    -- Decided before, free to run or wait now: the job comes back first. A
+                    -- job that is gone (deleted, pruned) keeps its decision.
+                    CONTINUE WHEN e_owns[v_i] IS NOT NULL AND NOT venturi_workflow_revive(e_jobs[v_i], 'what it needs changed');
+                    v_act := CASE WHEN e_decs[v_i] = 'release' THEN 'release' WHEN e_decs[v_i] IS NULL THEN 'wait' ELSE 'end' END;
                 END IF;
-                CONTINUE WHEN nd.run IS NOT NULL OR nd.released;
-                v_dec := venturi_workflow_decide(nd.policy, w.cancel_requested_at IS NOT NULL, nd.n_deps, nd.waiting,
-                                                 nd.n_fail, nd.n_cancel, nd.n_skip);
-                CONTINUE WHEN v_dec IS NOT DISTINCT FROM nd.own;
-                IF nd.own IS NOT NULL AND v_dec IS NOT NULL AND v_dec <> 'release' THEN
-                    -- Decided before, decided otherwise now (cancel, then dcancel): the job
-                    -- stays cancelled; the node's outcome says why now.
-                    UPDATE venturi_workflow_node n SET own = v_dec WHERE n.workflow_id = p_id AND n.node = nd.node;
-                    dirty := dirty || nd.node;
-                    CONTINUE;
+                a_nodes := a_nodes || e_nodes[v_i];
+                a_acts := a_acts || v_act;
+                a_decs := a_decs || e_decs[v_i];
+                IF v_act = 'release' THEN
+                    r_jobs := r_jobs || e_jobs[v_i];
+                    r_delays := r_delays || e_delays[v_i];
+                ELSIF v_act = 'end' THEN
+                    x_jobs := x_jobs || e_jobs[v_i];
+                    x_decs := x_decs || e_decs[v_i];
                 END IF;
-                -- Decided before, free to run or wait now: the job comes back first. A job
-                -- that is gone (deleted, pruned) keeps its decision.
-                CONTINUE WHEN nd.own IS NOT NULL AND NOT venturi_workflow_revive(nd.job_id, 'what it needs changed');
-                IF v_dec = 'release' THEN
+            END LOOP;
+            -- Released: the job becomes available (scheduled while its delay runs), a gated
+            -- job behind its partition's pending ones; each kind released is told once.
+            IF cardinality(r_jobs) > 0 THEN
+                WITH upd AS (
                     UPDATE venturi_job j SET
-                        state = (CASE WHEN GREATEST(j.run_at, now() + nd.delay_us * interval '1 microsecond') <= now()
+                        state = (CASE WHEN GREATEST(j.run_at, now() + x.delay_us * interval '1 microsecond') <= now()
                                       THEN 'available' ELSE 'scheduled' END)::venturi_job_state,
-                        run_at = GREATEST(j.run_at, now() + nd.delay_us * interval '1 microsecond'),
-                        vt = CASE WHEN j.part IS NOT NULL AND GREATEST(j.run_at, now() + nd.delay_us * interval '1 microsecond') <= now()
+                        run_at = GREATEST(j.run_at, now() + x.delay_us * interval '1 microsecond'),
+                        vt = CASE WHEN j.part IS NOT NULL AND GREATEST(j.run_at, now() + x.delay_us * interval '1 microsecond') <= now()
                                   THEN venturi_job_place(j.queue, j.part, j.priority) ELSE j.vt END,
                         journal = j.journal || jsonb_build_array(jsonb_build_object('event', 'unblocked', 'at', now()))
-                    WHERE j.id = nd.job_id AND j.state = 'blocked'
-                    RETURNING j.kind, j.state = 'available' INTO v_kind, v_due;
-                    IF FOUND AND p_channel <> '' THEN
-                        PERFORM pg_notify(p_channel, CASE WHEN v_due THEN v_kind ELSE '@' || v_kind END);
-                    END IF;
-                    UPDATE venturi_workflow_node n SET released = true, own = NULL, ended_at = NULL
-                    WHERE n.workflow_id = p_id AND n.node = nd.node;
-                ELSIF v_dec IS NULL THEN
-                    UPDATE venturi_workflow_node n SET own = NULL, ended_at = NULL
-                    WHERE n.workflow_id = p_id AND n.node = nd.node;
-                ELSE
-                    v_event := CASE v_dec WHEN 'dfail' THEN 'upstream_failed' WHEN 'dcancel' THEN 'upstream_cancelled'
-                                          WHEN 'skip' THEN 'skipped' ELSE 'cancelled' END;
-                    UPDATE venturi_job j SET state = 'cancelled', finished_at = now(),
-                        journal = j.journal || jsonb_build_array(jsonb_build_object('event', v_event, 'note',
-                            CASE v_dec WHEN 'cancel' THEN COALESCE(w.cancel_note, 'workflow cancelled')
-                                       WHEN 'skip' THEN 'its policy cannot apply'
-                                       ELSE 'something it needs ' || CASE v_dec WHEN 'dfail' THEN 'failed' ELSE 'was cancelled' END
-                            END, 'at', now()))
-                    WHERE j.id = nd.job_id AND j.state = 'blocked';
-                    UPDATE venturi_workflow_node n SET own = v_dec, ended_at = now()
-                    WHERE n.workflow_id = p_id AND n.node = nd.node;
+                    FROM unnest(r_jobs, r_delays) AS x(job_id, delay_us)
+                    WHERE j.id = x.job_id AND j.state = 'blocked'
+                    RETURNING CASE WHEN j.state = 'available' THEN j.kind ELSE '@' || j.kind END AS wake
+                )
+                SELECT array_agg(DISTINCT upd.wake) INTO v_wakes FROM upd;
+                IF p_channel <> '' THEN
+                    PERFORM pg_notify(p_channel, k.wake) FROM unnest(v_wakes) AS k(wake);
                 END IF;
-                dirty := dirty || nd.node;
-            END LOOP;
-            evals := '{}';
+            END IF;
+            -- Decided against running: the job ends cancelled, its journal saying why.
+            IF cardinality(x_jobs) > 0 THEN
+                UPDATE venturi_job j SET state = 'cancelled', finished_at = now(),
+                    journal = j.journal || jsonb_build_array(jsonb_build_object(
+                        'event', CASE x.dec WHEN 'dfail' THEN 'upstream_failed' WHEN 'dcancel' THEN 'upstream_cancelled'
+                                            WHEN 'skip' THEN 'skipped' ELSE 'cancelled' END,
+                        'note', CASE x.dec WHEN 'cancel' THEN COALESCE(w.cancel_note, 'workflow cancelled')
+                                           WHEN 'skip' THEN 'its policy cannot apply'
+                                           ELSE 'something it needs ' || CASE x.dec WHEN 'dfail' THEN 'failed' ELSE 'was cancelled' END
+                                END,
+                        'at', now()))
+                FROM unnest(x_jobs, x_decs) AS x(job_id, dec)
+                WHERE j.id = x.job_id AND j.state = 'blocked';
+            END IF;
+            -- The nodes: their decisions, and the contributions they may have changed.
+            IF cardinality(a_nodes) > 0 THEN
+                UPDATE venturi_workflow_node n SET
+                    own = CASE WHEN x.act IN ('release', 'wait') THEN NULL ELSE x.dec END,
+                    released = n.released OR x.act = 'release',
+                    ended_at = CASE x.act WHEN 'own' THEN n.ended_at WHEN 'end' THEN now() END
+                FROM unnest(a_nodes, a_acts, a_decs) AS x(node, act, dec),
+                     LATERAL (SELECT v.ctid FROM venturi_workflow_node v WHERE v.workflow_id = p_id AND v.node = x.node LIMIT 1) t(tid)
+                WHERE n.ctid = t.tid;
+                dirty := dirty || a_nodes;
+            END IF;
         END IF;
     END LOOP;
 
@@ -348,9 +375,6 @@ BEGIN
         UPDATE venturi_workflow SET state = 'open', finished_at = NULL WHERE id = p_id;
     END IF;
     PERFORM set_config('venturi.workflow_settling', COALESCE(v_prev, ''), true);
-    IF v_loops IS NOT NULL THEN
-        PERFORM set_config('enable_nestloop', v_loops, true), set_config('plan_cache_mode', v_plans, true);
-    END IF;
     RETURN applied;
 END
 $function$;
