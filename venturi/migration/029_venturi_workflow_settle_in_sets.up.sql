@@ -9,8 +9,9 @@
 -- before and decided otherwise now (a revival after a retry, rare) is still taken alone.
 -- The settle's statements name nodes through joins with their arrays, never `= ANY(array)`
 -- (a filter that compares each row with every element: quadratic in a large settle), so
--- the plans are index lookups per element whatever the settle's size; the planner settings
--- a large settle switched (enable_nestloop, plan_cache_mode) are left alone.
+-- the plans are index lookups per element whatever the planner believes of the workflow's
+-- size; the settle no longer turns nested loops off. Its statements use the generic plans
+-- cached per connection unless they name more than 64 nodes (then a plan for the arrays).
 -- A worker's finish that ends many members of one workflow settles it once: the deferred
 -- trigger notes in the transaction (venturi.finish_settled) which workflows it settled, and
 -- the members after the first skip the inbox probe, which walked the inbox entries the
@@ -54,7 +55,8 @@ $$;
 -- decisions to undo), propagates, releases and decides what the counters allow, and
 -- finishes or reopens the workflow. Returns how many inbox rows it applied. p_channel:
 -- the jobs' NOTIFY channel, told the kind of every job it releases ('' for none).
-CREATE OR REPLACE FUNCTION venturi_workflow_settle_one(p_id uuid, p_channel text, p_touch text[]) RETURNS integer LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION venturi_workflow_settle_one(p_id uuid, p_channel text, p_touch text[]) RETURNS integer LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     w       venturi_workflow%ROWTYPE;
     ev      record;
@@ -110,6 +112,13 @@ BEGIN
     -- waiting), their deps' next arrays, their parents' holds.
     SELECT array_agg(n.node) INTO fresh FROM venturi_workflow_node n
     WHERE n.workflow_id = p_id AND n.contrib IS NULL;
+    -- Plans: generic ones, cached per connection, for the small settles most are (a plan
+    -- per call costs a handoff about half a millisecond); a statement over more than 64
+    -- names is planned for its arrays (a hash join where index probes would take longer).
+    -- The function's SET clause restores the setting when it returns.
+    IF cardinality(fresh) > 64 THEN
+        PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
+    END IF;
     IF fresh IS NOT NULL THEN
         UPDATE venturi_workflow_node u SET next = u.next || x.nodes
         FROM (SELECT d.dep, array_agg(f.node ORDER BY f.node) AS nodes
@@ -155,6 +164,7 @@ BEGIN
     WITH d AS (DELETE FROM venturi_workflow_inbox i WHERE i.workflow_id = p_id RETURNING i.seq, i.job_id, i.to_state)
     SELECT array_agg(d.job_id ORDER BY d.seq), array_agg(d.to_state ORDER BY d.seq) INTO ev_jobs, ev_states FROM d;
     applied := COALESCE(cardinality(ev_jobs), 0);
+    PERFORM set_config('plan_cache_mode', CASE WHEN applied > 64 THEN 'force_custom_plan' ELSE 'force_generic_plan' END, true);
     IF applied > 0 THEN
         SELECT array_agg(e.job_id ORDER BY e.ord) FILTER (WHERE e.simple),
                array_agg(e.run ORDER BY e.ord) FILTER (WHERE e.simple),
@@ -239,6 +249,8 @@ BEGIN
     -- their parents; the decisions those counters allow change contributions in turn.
     LOOP
         EXIT WHEN cardinality(dirty) = 0 AND cardinality(evals) = 0 AND pre_nodes IS NULL;
+        PERFORM set_config('plan_cache_mode', CASE WHEN GREATEST(cardinality(dirty), cardinality(evals), cardinality(pre_nodes)) > 64
+                                                   THEN 'force_custom_plan' ELSE 'force_generic_plan' END, true);
         c_nodes := pre_nodes;
         c_old := pre_old;
         c_new := pre_new;
@@ -312,6 +324,9 @@ BEGIN
             SET open_nodes = open_nodes + (SELECT sum((c.new IN ('w', 'x'))::int - (c.old IN ('w', 'x'))::int)::int
                                            FROM unnest(c_old, c_new) AS c(old, new))
             WHERE id = p_id;
+        END IF;
+        IF cardinality(evals) > 64 THEN
+            PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
         END IF;
         IF cardinality(evals) > 0 THEN
             -- The decisions that changed. A group is ok once sealed, cancelled while open in

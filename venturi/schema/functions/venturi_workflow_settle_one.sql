@@ -4,6 +4,7 @@
 CREATE OR REPLACE FUNCTION venturi_workflow_settle_one(p_id uuid, p_channel text, p_touch text[])
  RETURNS integer
  LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 DECLARE
     w       venturi_workflow%ROWTYPE;
@@ -60,6 +61,13 @@ BEGIN
     -- waiting), their deps' next arrays, their parents' holds.
     SELECT array_agg(n.node) INTO fresh FROM venturi_workflow_node n
     WHERE n.workflow_id = p_id AND n.contrib IS NULL;
+    -- Plans: generic ones, cached per connection, for the small settles most are (a plan
+    -- per call costs a handoff about half a millisecond); a statement over more than 64
+    -- names is planned for its arrays (a hash join where index probes would take longer).
+    -- The function's SET clause restores the setting when it returns.
+    IF cardinality(fresh) > 64 THEN
+        PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
+    END IF;
     IF fresh IS NOT NULL THEN
         UPDATE venturi_workflow_node u SET next = u.next || x.nodes
         FROM (SELECT d.dep, array_agg(f.node ORDER BY f.node) AS nodes
@@ -105,6 +113,7 @@ BEGIN
     WITH d AS (DELETE FROM venturi_workflow_inbox i WHERE i.workflow_id = p_id RETURNING i.seq, i.job_id, i.to_state)
     SELECT array_agg(d.job_id ORDER BY d.seq), array_agg(d.to_state ORDER BY d.seq) INTO ev_jobs, ev_states FROM d;
     applied := COALESCE(cardinality(ev_jobs), 0);
+    PERFORM set_config('plan_cache_mode', CASE WHEN applied > 64 THEN 'force_custom_plan' ELSE 'force_generic_plan' END, true);
     IF applied > 0 THEN
         SELECT array_agg(e.job_id ORDER BY e.ord) FILTER (WHERE e.simple),
                array_agg(e.run ORDER BY e.ord) FILTER (WHERE e.simple),
@@ -189,6 +198,8 @@ BEGIN
     -- their parents; the decisions those counters allow change contributions in turn.
     LOOP
         EXIT WHEN cardinality(dirty) = 0 AND cardinality(evals) = 0 AND pre_nodes IS NULL;
+        PERFORM set_config('plan_cache_mode', CASE WHEN GREATEST(cardinality(dirty), cardinality(evals), cardinality(pre_nodes)) > 64
+                                                   THEN 'force_custom_plan' ELSE 'force_generic_plan' END, true);
         c_nodes := pre_nodes;
         c_old := pre_old;
         c_new := pre_new;
@@ -262,6 +273,9 @@ BEGIN
             SET open_nodes = open_nodes + (SELECT sum((c.new IN ('w', 'x'))::int - (c.old IN ('w', 'x'))::int)::int
                                            FROM unnest(c_old, c_new) AS c(old, new))
             WHERE id = p_id;
+        END IF;
+        IF cardinality(evals) > 64 THEN
+            PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
         END IF;
         IF cardinality(evals) > 0 THEN
             -- The decisions that changed. A group is ok once sealed, cancelled while open in
