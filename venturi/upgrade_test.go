@@ -1503,3 +1503,57 @@ func TestUpgradeTo29_SettleInSets(t *testing.T) {
 		t.Fatalf("inbox rows left: %d, %v", inbox, err)
 	}
 }
+
+// Version 30 reads the gated claim's rate windows once per claim: a claim after the
+// upgrade admits what the windows filled before it left room for, in every partition.
+func TestUpgradeTo30_ClaimReadsRateWindowsOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 29)
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_kind (kind, rate_n, rate_period, rate_by_part)
+		VALUES ('rated', 3, interval '1 hour', true)`); err != nil {
+		t.Fatal(err)
+	}
+	enqueue := func(parts, each int) {
+		t.Helper()
+		for p := range parts {
+			for range each {
+				id := ulid.Make()
+				if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, part)
+					VALUES ($1, 'rated', 'default', 'available', '{}', now(), $2)`, id[:], fmt.Sprint("p", p)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	claim := func() map[string]int {
+		t.Helper()
+		rows, err := pool.Query(ctx, `SELECT j.part FROM venturi_claim_gated('default', ARRAY['rated'], 100, 5000000, 'w', 25, 'ch') c
+			JOIN venturi_job j ON j.id = c.id WHERE c.id IS NOT NULL`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int{}
+		for _, p := range parts {
+			got[p]++
+		}
+		return got
+	}
+	enqueue(10, 5)
+	if got := claim(); len(got) != 10 || got["p0"] != 3 || got["p9"] != 3 {
+		t.Fatalf("claim at version 29: %v, want 3 in each of 10 partitions", got)
+	}
+	migrateTo(t, pool, 30)
+	if got := claim(); len(got) != 0 {
+		t.Fatalf("claim with every window full: %v, want none", got)
+	}
+	enqueue(12, 1) // p10 and p11 are new partitions with empty windows
+	if got := claim(); len(got) != 2 || got["p10"] != 1 || got["p11"] != 1 {
+		t.Fatalf("claim after the upgrade: %v, want one each of p10 and p11", got)
+	}
+}

@@ -57,7 +57,7 @@ DECLARE
     rate_adm  integer[] := '{}';
     probe_keys text[] := '{}'; -- breakers that admitted a job (a half-open one: its probe)
     blocked   text[] := '{}';  -- rate and breaker gates that held a candidate back
-    -- the slots-and-rates path's one statement (migration 20): the candidates that pass
+    -- the slots-and-rates path's one statement: the candidates that pass
     -- their gates (ok_*) and those a rate holds back (nr_*), in admission order
     ok_rkey    text[];
     ok_missing boolean[];
@@ -89,7 +89,7 @@ BEGIN
     PERFORM pg_advisory_xact_lock(ns, s) FROM generate_series(0, 63) AS s;
     v_check := clock_timestamp();
     -- Every slot's running jobs, in one grouped pass, as a map from slot key to count
-    -- (migration 14: no plan can join each slot of the claim with every running job).
+    -- (no plan can join each slot of the claim with every running job).
     SELECT COALESCE(jsonb_object_agg(su.s, su.n), '{}') INTO v_slot_used
     FROM (SELECT x.slot_key AS s, count(*)::integer AS n
           FROM venturi_job x
@@ -117,13 +117,13 @@ BEGIN
             WHERE gt.full_until IS NOT NULL AND gt.kind = ANY(p_kinds) AND left(gt.key, 1) = 'r'
               AND gt.full_until > v_check;
         END IF;
-        -- Migration 20: one statement reads and locks the candidates with whether each
+        -- One statement reads and locks the candidates with whether each
         -- passes its slot and its rate window. When no candidate held back has a slot
         -- policy (Replace or DropIfRunning: the common case), the claim admits the first
-        -- p_max that pass, and the rate bookkeeping comes from the same arrays: what
-        -- migration 19's statement computed with three more window passes, their sorts
-        -- and seven aggregates. When one has, migration 19's statement decides, with its
-        -- drops and stop requests; the rows locked here are this transaction's, so it
+        -- p_max that pass, and the rate bookkeeping comes from the same arrays: what the
+        -- statement below computes with three more window passes, their sorts and seven
+        -- aggregates. When one has, the statement below decides, with its drops and stop
+        -- requests; the rows locked here are this transaction's, so it
         -- reads the same candidates.
         IF NOT v_rated THEN
             -- Slots alone (or no gate at all: partitions): the candidates in admission
@@ -175,7 +175,7 @@ BEGIN
                             LIMIT GREATEST(p_max + 16, 32)
                             FOR UPDATE SKIP LOCKED) x) x
                 LEFT JOIN kl ON kl.kind = x.kind
-            ), rates AS (
+            ), rates AS MATERIALIZED (
                 SELECT r.key, r.cap, gt.key IS NULL AS missing,
                        COALESCE((SELECT sum(w.c) FROM unnest(gt.rate_at, gt.rate_n) AS w(at, c)
                                  WHERE w.at > v_check - r.period), 0)::integer AS used
@@ -248,7 +248,7 @@ BEGIN
                             LIMIT GREATEST(p_max + 16, 32)
                             FOR UPDATE SKIP LOCKED) x) x
                 LEFT JOIN kl ON kl.kind = x.kind
-            ), rates AS (
+            ), rates AS MATERIALIZED (
                 -- The candidates' rate windows: each one's starts within its period.
                 SELECT r.key, r.cap, gt.key IS NULL AS missing,
                        COALESCE((SELECT sum(w.c) FROM unnest(gt.rate_at, gt.rate_n) AS w(at, c)
@@ -293,7 +293,7 @@ BEGIN
                 INTO rate_keys, rate_adm
                 FROM (SELECT k AS key, count(*)::integer AS n FROM unnest(rate_keys) AS k GROUP BY k) rk;
             END IF;
-        END IF; -- migration 20
+        END IF;
         n_admit := cardinality(admit);
         IF n_admit = 0 AND cardinality(dropped) = 0 AND cardinality(replace_slots) = 0
            AND cardinality(blocked) = 0 AND v_wake_pre IS NULL THEN
@@ -526,7 +526,7 @@ BEGIN
 
     -- A drop is decided from the running jobs counted before the candidates were read
     -- (v_slot_used), so it is made only if the slot is full in this statement's snapshot
-    -- too: its running jobs now plus the jobs of the slot this claim admits (migration 19).
+    -- too: its running jobs now plus the jobs of the slot this claim admits.
     IF cardinality(dropped) > 0 THEN
         UPDATE venturi_job x SET
             state = 'cancelled', finished_at = v_now,
@@ -543,7 +543,7 @@ BEGIN
     -- Replace: ask the oldest running job of each full slot to stop, unless one already is
     -- stopping. A locked row is skipped (it is finishing, or another claim asks it). As for
     -- a drop, the slot must be full now too: its running jobs (with the limit they were
-    -- claimed under) plus the jobs of the slot this claim admits (migration 19).
+    -- claimed under) plus the jobs of the slot this claim admits.
     IF cardinality(replace_slots) > 0 THEN
         FOR r IN
             UPDATE venturi_job x SET stop_requested_at = v_now, stop_event = 'replaced',
@@ -593,11 +593,10 @@ BEGIN
     END IF;
 
     -- Rates: record the starts admitted now; forget those older than the period. A window
-    -- this fills is full until its oldest start leaves it (full_until, migration 16: the
-    -- next claims pass over its jobs without locking them).
+    -- this fills is full until its oldest start leaves it (full_until: the next claims
+    -- pass over its jobs without locking them).
     IF cardinality(rate_keys) > 0 THEN
-        -- Each window's starts are read once, from the row being updated (migration 20:
-        -- two subqueries per gate read the row and its kind again before).
+        -- Each window's starts are read once, from the row being updated.
         UPDATE venturi_gate gt SET
             (rate_at, rate_n, full_until) = (
                 SELECT COALESCE(array_agg(t.at ORDER BY t.at), '{}') || v_now,
@@ -640,7 +639,7 @@ BEGIN
             attempted_at     = v_now,
             max_failures     = p_max_failures,
             -- The breaker a run reports to, from the map of the worker's kinds read above
-            -- (migration 14: a probe of venturi_kind per claimed row before).
+            -- (not a probe of venturi_kind per claimed row).
             breaker = CASE WHEN v_brk ? x.kind THEN 'b' || sep || x.kind
                            || CASE WHEN (v_brk ->> x.kind)::boolean THEN sep || COALESCE(x.part, '') ELSE '' END END
         -- ANY(ARRAY(SELECT ...)), not ANY(admit): with the array as a parameter the planner
