@@ -97,6 +97,29 @@ CREATE TABLE venturi_cron_fire (
 
 CREATE INDEX venturi_cron_fire_enqueued_idx ON venturi_cron_fire USING btree (enqueued_at);
 
+-- venturi_deferred_merge
+
+CREATE TABLE venturi_deferred_merge (
+    seq         bigint                   GENERATED ALWAYS AS IDENTITY NOT NULL,
+    id          uuid                     NOT NULL,
+    kind        text                     NOT NULL,
+    dedup_key   text                     NOT NULL,
+    queue       text                     NOT NULL,
+    priority    smallint                 NOT NULL,
+    payload     jsonb                    NOT NULL,
+    run_at      timestamp with time zone,
+    part        text,
+    slot_key    text,
+    slot_limit  integer,
+    slot_policy smallint,
+    events      boolean                  NOT NULL,
+    meta        jsonb,
+    created_at  timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT venturi_deferred_merge_pkey PRIMARY KEY (seq)
+);
+
+CREATE INDEX venturi_deferred_merge_key_idx ON venturi_deferred_merge USING btree (kind, dedup_key, seq);
+
 -- venturi_event
 
 CREATE TABLE venturi_event (
@@ -354,19 +377,26 @@ CREATE TABLE venturi_journal (
 -- venturi_kind
 
 CREATE TABLE venturi_kind (
-    kind         text                     NOT NULL,
-    concurrency  integer                  DEFAULT 0 NOT NULL,
-    rate_n       integer                  DEFAULT 0 NOT NULL,
-    rate_period  interval                 DEFAULT '00:00:01'::interval NOT NULL,
-    rate_by_part boolean                  DEFAULT false NOT NULL,
-    brk_failures integer                  DEFAULT 0 NOT NULL,
-    brk_cooldown interval                 DEFAULT '00:00:30'::interval NOT NULL,
-    brk_by_part  boolean                  DEFAULT false NOT NULL,
-    updated_at   timestamp with time zone DEFAULT now() NOT NULL,
-    limited      boolean                  GENERATED ALWAYS AS (concurrency > 0 OR rate_n > 0 OR brk_failures > 0) STORED,
+    kind           text                     NOT NULL,
+    concurrency    integer                  DEFAULT 0 NOT NULL,
+    rate_n         integer                  DEFAULT 0 NOT NULL,
+    rate_period    interval                 DEFAULT '00:00:01'::interval NOT NULL,
+    rate_by_part   boolean                  DEFAULT false NOT NULL,
+    brk_failures   integer                  DEFAULT 0 NOT NULL,
+    brk_cooldown   interval                 DEFAULT '00:00:30'::interval NOT NULL,
+    brk_by_part    boolean                  DEFAULT false NOT NULL,
+    updated_at     timestamp with time zone DEFAULT now() NOT NULL,
+    limited        boolean                  GENERATED ALWAYS AS (concurrency > 0 OR rate_n > 0 OR brk_failures > 0) STORED,
+    merge          text,
+    merge_due      smallint                 DEFAULT 0 NOT NULL,
+    merge_delay    interval                 DEFAULT '00:00:00'::interval NOT NULL,
+    merge_max_wait interval                 DEFAULT '00:00:00'::interval NOT NULL,
+    singleton      boolean                  DEFAULT false NOT NULL,
     CONSTRAINT venturi_kind_pkey PRIMARY KEY (kind),
     CONSTRAINT venturi_kind_brk_failures_check CHECK (brk_failures >= 0),
     CONSTRAINT venturi_kind_concurrency_check CHECK (concurrency >= 0),
+    CONSTRAINT venturi_kind_merge_check CHECK (merge = ANY (ARRAY['replace'::text, 'keep'::text, 'go'::text])),
+    CONSTRAINT venturi_kind_merge_due_check CHECK (merge_due >= 0 AND merge_due <= 2),
     CONSTRAINT venturi_kind_rate_n_check CHECK (rate_n >= 0)
 );
 

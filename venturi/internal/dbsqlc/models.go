@@ -110,6 +110,24 @@ type VenturiCronFire struct {
 	EnqueuedAt time.Time
 }
 
+type VenturiDeferredMerge struct {
+	Seq        int64
+	ID         pgtype.UUID
+	Kind       string
+	DedupKey   string
+	Queue      string
+	Priority   int16
+	Payload    []byte
+	RunAt      *time.Time
+	Part       pgtype.Text
+	SlotKey    pgtype.Text
+	SlotLimit  pgtype.Int4
+	SlotPolicy pgtype.Int2
+	Events     bool
+	Meta       []byte
+	CreatedAt  time.Time
+}
+
 type VenturiEvent struct {
 	Xid       pgtype.Uint64
 	Seq       int64
@@ -382,16 +400,21 @@ type VenturiJournal struct {
 }
 
 type VenturiKind struct {
-	Kind        string
-	Concurrency int32
-	RateN       int32
-	RatePeriod  pgtype.Interval
-	RateByPart  bool
-	BrkFailures int32
-	BrkCooldown pgtype.Interval
-	BrkByPart   bool
-	UpdatedAt   time.Time
-	Limited     pgtype.Bool
+	Kind         string
+	Concurrency  int32
+	RateN        int32
+	RatePeriod   pgtype.Interval
+	RateByPart   bool
+	BrkFailures  int32
+	BrkCooldown  pgtype.Interval
+	BrkByPart    bool
+	UpdatedAt    time.Time
+	Limited      pgtype.Bool
+	Merge        pgtype.Text
+	MergeDue     int16
+	MergeDelay   pgtype.Interval
+	MergeMaxWait pgtype.Interval
+	Singleton    bool
 }
 
 type VenturiQueue struct {

@@ -8,8 +8,9 @@
 // schema that venturi.Migrate migrated, through pg_catalog (format_type,
 // pg_get_constraintdef, pg_get_indexdef, pg_get_triggerdef, pg_get_functiondef), so it
 // depends on the server's major version but on no client tool such as pg_dump. The
-// schema's name is stripped, so a snapshot of any throwaway schema reads the same. Every
-// file starts with [Header].
+// schema's name is stripped, so a snapshot of any throwaway schema reads the same (a
+// function's search_path pinned to the schema reads as SET search_path FROM CURRENT, as the
+// migrations write it). Every file starts with [Header].
 //
 // The golden test of this package fails when the committed snapshot differs from what the
 // migrations produce; `make generate` (or the test with -update) rewrites it.
@@ -90,7 +91,11 @@ func Take(ctx context.Context, db DB, schema string) (Snapshot, error) {
 		snap[FunctionsDir+"/"+name+".sql"] = text
 	}
 	quoted := pgx.Identifier{schema}.Sanitize()
+	// A function created with SET search_path FROM CURRENT holds the migration's
+	// search_path, the schema: print the clause as the migration wrote it.
+	pinned := " SET search_path TO '" + strings.ReplaceAll(schema, "'", "''") + "'\n"
 	for path, text := range snap {
+		text = strings.ReplaceAll(text, pinned, " SET search_path FROM CURRENT\n")
 		text = strings.ReplaceAll(text, quoted+".", "")
 		text = strings.ReplaceAll(text, schema+".", "")
 		if strings.Contains(text, schema) {
