@@ -89,11 +89,12 @@ func (q *Queue) enqueue(ctx context.Context, task Task, opts []EnqueueOption) (R
 	}
 	// The common dedup case, in one round trip: lock the key, insert unless a pending job
 	// has it. The batch is one implicit transaction, so the lock covers the insert.
-	if _, inserted, err := q.lockAndInsert(ctx, q.pool, p); err != nil || inserted {
+	if _, inserted, _, err := q.lockAndInsert(ctx, q.pool, p); err != nil || inserted {
 		return Result{ID: p.id, Action: ActionInserted}, err
 	}
-	// A collision (or a server whose default isolation is not READ COMMITTED): merge
-	// under the key's lock in an explicit READ COMMITTED transaction.
+	// A collision (or a server whose default isolation is not READ COMMITTED, or enqueues
+	// from SQL of the key that wait for a Go merge): merge under the key's lock in an
+	// explicit READ COMMITTED transaction.
 	var res Result
 	err = pgx.BeginTxFunc(ctx, q.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		var err error

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 
 	"github.com/jackc/pgx/v5"
@@ -18,7 +19,7 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 	if res, ok, err := q.replaceFast(ctx, tx, p); ok || err != nil {
 		return res, err
 	}
-	iso, inserted, err := q.lockAndInsert(ctx, tx, p)
+	iso, inserted, deferred, err := q.lockAndInsert(ctx, tx, p)
 	if err != nil {
 		return Result{}, err
 	}
@@ -27,6 +28,13 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 	}
 	if inserted {
 		return Result{ID: p.id, Action: ActionInserted}, nil
+	}
+	if deferred {
+		// Enqueues from SQL of this key wait for a Go merge: they came first, so they are
+		// applied first, with this task's type (see merge_deferred.go).
+		if err := q.applyDeferred(ctx, tx, p.kind, p.key, reflect.TypeOf(p.task), slog.Default()); err != nil {
+			return Result{}, err
+		}
 	}
 	row, err := q.q.DedupCandidate(ctx, tx, dbsqlc.DedupCandidateParams{Kind: p.kind, DedupKey: p.key})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -40,11 +48,11 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 		runs: int(row.Runs), failures: int(row.Failures), journal: row.Journal, moved: row.JournalMoved}
 	m, err := mergerFor(reflect.TypeOf(p.task))
 	if err != nil {
-		return Result{}, err
+		return Result{}, &mergeError{err}
 	}
 	decision, with, carry, due, err := m.merge(p.task, c)
 	if err != nil {
-		return Result{}, fmt.Errorf("venturi: merge %s into job %s: %w", p.kind, c.id, err)
+		return Result{}, &mergeError{fmt.Errorf("venturi: merge %s into job %s: %w", p.kind, c.id, err)}
 	}
 	args := dbsqlc.MergeIntoParams{ID: row.ID, At: p.opts.at, DelayUs: delayOf(p.opts.delay),
 		DuePolicy: int16(due.Policy), DebounceUs: delayOf(due.Delay), MaxWaitUs: delayOf(due.MaxWait), Events: p.events}
@@ -61,14 +69,14 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 	case ActionMerged:
 		wp, err := prepare(with, nil)
 		if err != nil {
-			return Result{}, fmt.Errorf("venturi: merge result: %w", err)
+			return Result{}, &mergeError{fmt.Errorf("venturi: merge result: %w", err)}
 		}
 		if wp.kind != p.kind || wp.key != p.key {
-			return Result{}, fmt.Errorf("venturi: merge of %s/%s returned a task with kind %q and key %q; With must keep both", p.kind, p.key, wp.kind, wp.key)
+			return Result{}, &mergeError{fmt.Errorf("venturi: merge of %s/%s returned a task with kind %q and key %q; With must keep both", p.kind, p.key, wp.kind, wp.key)}
 		}
 		cb, err := encodeCarry(carry)
 		if err != nil {
-			return Result{}, fmt.Errorf("venturi: merge: %w", err)
+			return Result{}, &mergeError{fmt.Errorf("venturi: merge: %w", err)}
 		}
 		if p.opts.queue != "" { // OnQueue applies to the merged task too
 			wp.queue = p.opts.queue
@@ -91,12 +99,21 @@ func (q *Queue) enqueueTx(ctx context.Context, tx pgx.Tx, p *plan) (Result, erro
 	return Result{ID: c.id, Action: action}, nil
 }
 
-// replaceFast enqueues a dedup task whose type has no merge method, so a collision is
-// always Replace: lock the key and replace-or-insert in one round trip. ok is false when
-// the type has a merge method, or when db's transaction is not READ COMMITTED (the caller
-// then takes the general path, which reports ErrIsolation where it applies).
+// mergeError is an enqueue's merge that failed in Go (a malformed merge method, a merge
+// result that cannot be stored): the transaction is intact. It reads as the error it wraps.
+type mergeError struct{ err error }
+
+func (e *mergeError) Error() string { return e.err.Error() }
+func (e *mergeError) Unwrap() error { return e.err }
+
+// replaceFast enqueues a dedup task whose type has no merge method (nor a rule other than
+// the default), so a collision is always Replace: lock the key and replace-or-insert in
+// one round trip. ok is false when the type has a merge method or another rule, when db's
+// transaction is not READ COMMITTED (the caller then takes the general path, which
+// reports ErrIsolation where it applies), or when enqueues from SQL of the key wait for a
+// Go merge (the general path applies them first).
 func (q *Queue) replaceFast(ctx context.Context, db batcher, p *plan) (Result, bool, error) {
-	if m, err := mergerFor(reflect.TypeOf(p.task)); err != nil || m.method.Func.IsValid() {
+	if m, err := mergerFor(reflect.TypeOf(p.task)); err != nil || !m.alwaysReplaces() {
 		return Result{}, false, nil // the general path reports a malformed merge on collision
 	}
 	entry := mergedEntry(ActionReplaced.mergeName(), DueEarliest, p.id)
@@ -129,8 +146,9 @@ func (q *Queue) replaceFast(ctx context.Context, db batcher, p *plan) (Result, b
 // lockAndInsert takes the key's lock and inserts the task unless a pending job has the
 // key, in one round trip; a NOTIFY for due work rides the same batch and is delivered at
 // commit. It reports the transaction's isolation level (nothing is inserted unless it is
-// READ COMMITTED) and whether the task was inserted.
-func (q *Queue) lockAndInsert(ctx context.Context, db batcher, p *plan) (iso string, inserted bool, err error) {
+// READ COMMITTED), whether the task was inserted, and whether enqueues from SQL of the key
+// wait for a Go merge (then nothing is inserted either).
+func (q *Queue) lockAndInsert(ctx context.Context, db batcher, p *plan) (iso string, inserted, deferred bool, err error) {
 	b := &pgx.Batch{}
 	var row dbsqlc.InsertIfNoCandidateRow
 	dbsqlc.QueueDedupLock(b, dbsqlc.DedupLockParams{Kind: p.kind, DedupKey: p.key}, &iso)
@@ -143,7 +161,7 @@ func (q *Queue) lockAndInsert(ctx context.Context, db batcher, p *plan) (iso str
 	}, &row)
 	q.queueNotify(b, p)
 	err = db.SendBatch(ctx, b).Close()
-	return iso, row.Inserted, err
+	return iso, row.Inserted, row.Deferred, err
 }
 
 // mergedEntry is the journal entry an enqueue leaves in the pending job it merged into.
@@ -163,13 +181,14 @@ type candidate struct {
 	moved    int64 // journal entries moved out of the row before journal's first
 }
 
-// merger calls a task type's Merge method through reflection. One is built per task type
-// and cached; it is used only on a dedup collision.
+// merger calls a task type's Merge method through reflection, or applies its MergeRule.
+// One is built per task type and cached; it is used only on a dedup collision.
 type merger struct {
-	method    reflect.Method // nil Func: no merge method, the default Replace applies
+	method    reflect.Method // nil Func: no merge method, the rule (or the default Replace) applies
 	ptrRecv   bool
 	param     reflect.Type // Pending[T, C]
 	carryType reflect.Type
+	rule      *MergeRule // the type's MergeRule (RuleMerger); nil: none
 }
 
 func mergerFor(t reflect.Type) (*merger, error) {
@@ -190,6 +209,13 @@ func mergerFor(t reflect.Type) (*merger, error) {
 
 func buildMerger(t reflect.Type) (*merger, error) {
 	m := &merger{}
+	rule, hasRule, err := ruleOf(t)
+	if err != nil {
+		return nil, err
+	}
+	if hasRule {
+		m.rule = &rule
+	}
 	method, ok := t.MethodByName("Merge")
 	if !ok && t.Kind() != reflect.Pointer {
 		method, ok = reflect.PointerTo(t).MethodByName("Merge")
@@ -197,6 +223,9 @@ func buildMerger(t reflect.Type) (*merger, error) {
 	}
 	if !ok {
 		return m, nil
+	}
+	if hasRule {
+		return nil, fmt.Errorf("venturi: %v has both a Merge and a MergeRule method; declare one", t)
 	}
 	ft := method.Type // receiver is the first input
 	if ft.NumIn() != 2 || ft.NumOut() != 1 ||
@@ -213,9 +242,58 @@ func buildMerger(t reflect.Type) (*merger, error) {
 	return m, nil
 }
 
-// merge runs the task's merge method against a candidate, or returns Replace when the type
-// has none.
+// ruleOf calls t's MergeRule method, if it has one, on the zero value.
+func ruleOf(t reflect.Type) (MergeRule, bool, error) {
+	var v reflect.Value
+	switch {
+	case t.Kind() == reflect.Pointer && t.Implements(ruleMergerType):
+		v = reflect.New(t.Elem()) // a nil pointer's method could panic
+	case t.Implements(ruleMergerType):
+		v = reflect.New(t).Elem()
+	case reflect.PointerTo(t).Implements(ruleMergerType):
+		v = reflect.New(t)
+	default:
+		return MergeRule{}, false, nil
+	}
+	r := v.Interface().(RuleMerger).MergeRule()
+	if r.decision != ActionKept && r.decision != ActionReplaced {
+		return MergeRule{}, false, fmt.Errorf("venturi: %v.MergeRule returned no rule (use venturi.KeepPending() or venturi.ReplacePending())", t)
+	}
+	if err := r.Due().validate(); err != nil {
+		return MergeRule{}, false, fmt.Errorf("venturi: %v.MergeRule: %w", t, err)
+	}
+	return r, true, nil
+}
+
+// alwaysReplaces reports whether every collision of the type is a Replace with the default
+// due time (no Merge method, no rule or that rule): replaceFast's one-statement case.
+func (m *merger) alwaysReplaces() bool {
+	return !m.method.Func.IsValid() &&
+		(m.rule == nil || (m.rule.decision == ActionReplaced && m.rule.Due() == Due{Policy: DueEarliest}))
+}
+
+// sqlMerge is what a collision of an enqueue from SQL may decide for the type, as the
+// workers that register it record it (venturi_kind.merge): "go" for a Merge method (it
+// waits for a Go process), else the rule's decision ("keep" or "replace"; "replace"
+// without a rule) and its due-time rule.
+func (m *merger) sqlMerge() (string, Due) {
+	switch {
+	case m.method.Func.IsValid():
+		return "go", Due{}
+	case m.rule != nil && m.rule.decision == ActionKept:
+		return "keep", m.rule.Due()
+	case m.rule != nil:
+		return "replace", m.rule.Due()
+	}
+	return "replace", Due{Policy: DueEarliest}
+}
+
+// merge runs the task's merge method against a candidate, or returns its rule's decision,
+// or Replace when the type has neither.
 func (m *merger) merge(task Task, c *candidate) (Action, Task, any, Due, error) {
+	if m.rule != nil {
+		return m.rule.decision, nil, nil, m.rule.Due(), nil
+	}
 	if !m.method.Func.IsValid() {
 		return ActionReplaced, nil, nil, Due{}, nil
 	}

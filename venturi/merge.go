@@ -148,6 +148,71 @@ func (p Pending[T, C]) With(task T, carry C) Merge[T, C] {
 // Independent enqueues the incoming task as a new job beside the existing one.
 func (p Pending[T, C]) Independent() Merge[T, C] { return Merge[T, C]{decision: ActionIndependent} }
 
+// MergeRule is a merge decision that does not look at the jobs: keep the pending job, or
+// replace its payload, with a due-time rule. A task type declares one with a MergeRule
+// method ([RuleMerger]) instead of a Merge method. A Go enqueue applies it as it applies a
+// Merge method's decision. An enqueue from SQL (venturi_enqueue, see the README, "Enqueue
+// from SQL") applies it in the database, at once: every worker that registers the kind
+// records the rule in venturi_kind. A Merge method reads the pending job's payload and
+// carry, which only Go can do: an enqueue from SQL that collides with a pending job of
+// such a kind waits until a Go process that knows the type merges it.
+//
+//	func (SyncContacts) MergeRule() venturi.MergeRule { return venturi.ReplacePending().Throttle() }
+type MergeRule struct {
+	decision Action
+	due      Due
+	dueSet   bool
+}
+
+// KeepPending is the rule that leaves the pending job as it is (Pending.Keep); its due
+// time stays unless the rule says otherwise ([DueKeep]).
+func KeepPending() MergeRule { return MergeRule{decision: ActionKept} }
+
+// ReplacePending is the rule that replaces the pending job's payload with the incoming
+// task's, its carry reset (Pending.Replace); its due time moves to the earlier of the two
+// unless the rule says otherwise ([DueEarliest]).
+func ReplacePending() MergeRule { return MergeRule{decision: ActionReplaced} }
+
+// Throttle keeps the pending job's due time ([DueKeep]).
+func (r MergeRule) Throttle() MergeRule {
+	r.due, r.dueSet = Due{Policy: DueKeep}, true
+	return r
+}
+
+// Debounce pushes the pending job's due time to now + delay, but never beyond maxWait
+// after the burst began; a maxWait of 0 sets no bound ([DueDebounce]). A negative delay
+// or maxWait fails Register and every enqueue of the type.
+func (r MergeRule) Debounce(delay, maxWait time.Duration) MergeRule {
+	r.due, r.dueSet = Due{Policy: DueDebounce, Delay: delay, MaxWait: maxWait}, true
+	return r
+}
+
+// Earliest moves the pending job's due time to the earlier of its own and the incoming
+// enqueue's ([DueEarliest]).
+func (r MergeRule) Earliest() MergeRule {
+	r.due, r.dueSet = Due{Policy: DueEarliest}, true
+	return r
+}
+
+// Decision reports the rule's decision: ActionKept or ActionReplaced (0 for the zero
+// MergeRule, which Register refuses).
+func (r MergeRule) Decision() Action { return r.decision }
+
+// Due reports the rule's due-time rule, the default one when none was chosen.
+func (r MergeRule) Due() Due {
+	if !r.dueSet && r.decision == ActionKept {
+		return Due{Policy: DueKeep}
+	}
+	return r.due
+}
+
+// RuleMerger is implemented by task types whose merge is a [MergeRule]. MergeRule is
+// called on the zero value (the rule cannot depend on the payload). A type has a
+// MergeRule method or a Merge method, not both.
+type RuleMerger interface {
+	MergeRule() MergeRule
+}
+
 // pendingFiller and mergeResult are implemented by every Pending and Merge instantiation;
 // they let the type-erased enqueue path call a typed merge method.
 type pendingFiller interface {
@@ -194,6 +259,7 @@ var mergers sync.Map
 var (
 	pendingFillerType = reflect.TypeFor[pendingFiller]()
 	mergeResultType   = reflect.TypeFor[mergeResult]()
+	ruleMergerType    = reflect.TypeFor[RuleMerger]()
 )
 
 // validate refuses a due rule the database cannot apply.

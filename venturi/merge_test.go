@@ -373,3 +373,74 @@ func TestMergeErrorsWriteNothing(t *testing.T) {
 		t.Fatalf("%d rows, want 2", n)
 	}
 }
+
+// ruleKeep keeps the pending job by a MergeRule; ruleBoth also has a Merge method;
+// ruleNone returns the zero rule; ruleNegative a negative debounce.
+type (
+	ruleKeep     struct{ V int }
+	ruleBoth     struct{}
+	ruleNone     struct{}
+	ruleNegative struct{}
+)
+
+func (ruleKeep) Kind() string                 { return "rule_keep" }
+func (ruleKeep) DedupKey() venturi.DedupKey   { return "k" }
+func (ruleKeep) MergeRule() venturi.MergeRule { return venturi.KeepPending() }
+func (ruleBoth) Kind() string                 { return "rule_both" }
+func (ruleBoth) MergeRule() venturi.MergeRule { return venturi.KeepPending() }
+func (ruleNone) Kind() string                 { return "rule_none" }
+func (ruleNone) MergeRule() venturi.MergeRule { return venturi.MergeRule{} }
+func (ruleNegative) Kind() string             { return "rule_negative" }
+func (ruleNegative) MergeRule() venturi.MergeRule {
+	return venturi.ReplacePending().Debounce(-time.Second, 0)
+}
+func (ruleBoth) Merge(existing venturi.Pending[ruleBoth, struct{}]) venturi.Merge[ruleBoth, struct{}] {
+	return existing.Keep()
+}
+
+// TestMergeRuleInGo: a MergeRule decides a Go enqueue's collision as a Merge method
+// returning it would (KeepPending: the job and its due time stay, a merged keep entry);
+// its due-time methods apply; a type with both a rule and a Merge method, the zero rule,
+// or a negative debounce is refused at Register.
+func TestMergeRuleInGo(t *testing.T) {
+	t.Parallel()
+	pool, q := newQueue(t)
+	first := enqueue(t, q, ruleKeep{V: 1}, venturi.After(time.Hour))
+	second := enqueue(t, q, ruleKeep{V: 2})
+	j := jobByID(t, q, first.ID)
+	var p ruleKeep
+	decodePayload(t, j, &p)
+	if second.ID != first.ID || second.Action != venturi.ActionKept || p.V != 1 || j.State != venturi.StateScheduled ||
+		lastEntry(j).Merge != "keep" || lastEntry(j).Due != "keep" {
+		t.Fatalf("keep rule: %+v, %+v, %s, %+v", second, p, j.State, lastEntry(j))
+	}
+	if r := venturi.ReplacePending().Throttle(); r.Decision() != venturi.ActionReplaced || r.Due().Policy != venturi.DueKeep {
+		t.Errorf("ReplacePending().Throttle() = %v %v", r.Decision(), r.Due())
+	}
+	if r := venturi.KeepPending().Earliest(); r.Due().Policy != venturi.DueEarliest {
+		t.Errorf("KeepPending().Earliest() = %v", r.Due())
+	}
+	w := newWorker(t, pool, struct{}{}, fastConfig())
+	run := func(ctx context.Context, _ *venturi.Run[struct{}], _ struct{}) (venturi.Outcome, error) {
+		return venturi.Completed(), nil
+	}
+	for _, tt := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"both", venturi.RegisterFunc(w, func(ctx context.Context, _ ruleBoth, r *venturi.Run[struct{}], s struct{}) (venturi.Outcome, error) {
+			return run(ctx, r, s)
+		}), "both a Merge and a MergeRule"},
+		{"zero", venturi.RegisterFunc(w, func(ctx context.Context, _ ruleNone, r *venturi.Run[struct{}], s struct{}) (venturi.Outcome, error) {
+			return run(ctx, r, s)
+		}), "returned no rule"},
+		{"negative", venturi.RegisterFunc(w, func(ctx context.Context, _ ruleNegative, r *venturi.Run[struct{}], s struct{}) (venturi.Outcome, error) {
+			return run(ctx, r, s)
+		}), "negative duration"},
+	} {
+		if tt.err == nil || !strings.Contains(tt.err.Error(), tt.want) {
+			t.Errorf("%s: Register = %v, want %q", tt.name, tt.err, tt.want)
+		}
+	}
+}

@@ -12,8 +12,8 @@ import (
 
 // Register adds task type T to w. S and C are inferred from T's Handle method, so the
 // call is Register[FetchBookmark](w). It returns an error if the kind is empty or already
-// registered, if w has started, or if T's merge method uses another carry type than its
-// handler.
+// registered, if w has started, if T's merge method uses another carry type than its
+// handler, or if T has both a merge method and a [MergeRule].
 func Register[T Handler[S, C], S, C any](w *Worker[S]) error {
 	return register(w, func(ctx context.Context, task T, run *Run[C], state S) (Outcome, error) {
 		return task.Handle(ctx, run, state)
@@ -53,6 +53,9 @@ type registration struct {
 	limits    Limits     // the type's Limits (see Limiter)
 	singleton *Singleton // the type's Singleton (see Supervised); nil for other kinds
 	zero      Task       // the zero value of the task type: a singleton's payload
+	typ       reflect.Type
+	merge     string // what a collision of an enqueue from SQL may decide (merger.sqlMerge)
+	mergeDue  Due    // and its due-time rule
 	run       func(ctx context.Context, e *runner, j *jobrun.Job) *jobrun.End
 }
 
@@ -99,7 +102,9 @@ func register[T Task, S, C any](w *Worker[S], handle HandlerFunc[T, S, C]) error
 		zeroTask = reflect.New(t.Elem()).Interface().(Task)
 	}
 	state := w.state
+	merge, mergeDue := m.sqlMerge()
 	w.reg[kind] = &registration{kind: kind, limits: limits, singleton: singleton, zero: zeroTask,
+		typ: reflect.TypeFor[T](), merge: merge, mergeDue: mergeDue,
 		run: func(ctx context.Context, e *runner, j *jobrun.Job) *jobrun.End {
 			return runTask(ctx, e, j, state, handle)
 		}}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"time"
 
@@ -155,15 +156,24 @@ func (w *Worker[S]) Start(ctx context.Context) error {
 	if err != nil {
 		w.log.Warn("venturi: the workflow channel (workflows settle on the resolver's timer only)", "err", err)
 	}
+	mergeCh, err := w.q.MergeChannel(ctx, ctl)
+	if err != nil {
+		w.log.Warn("venturi: the merge channel (enqueues from SQL wait for the next pass to be merged)", "err", err)
+	}
+	merges := w.deferredMerges(ctl)
+	w.goBg(func() { merges.Run(bgCtx) })
 	wakeCh := notifyChannelOf(w.cfg.PollOnly, w.channel)
 	resolver := workflowresolve.New(ctl, w.q, wakeCh, w.cfg.MaintenanceInterval, w.log, func(ctx context.Context) (int, error) {
 		return stopCancelledMembers(ctx, ctl, w.q, wakeCh, idleTxBound(w.cfg.Lease))
 	})
 	w.goBg(func() { resolver.Run(bgCtx) })
 	if !w.cfg.PollOnly {
-		var also map[string]func()
+		also := map[string]func(){}
 		if wfChannel != "" {
-			also = map[string]func(){wfChannel: resolver.Wake}
+			also[wfChannel] = resolver.Wake
+		}
+		if mergeCh != "" {
+			also[mergeCh] = merges.Wake
 		}
 		l := newListener(w.pool.Config().ConnConfig, w.channel, w.kinds, w.log, w.notifyAll, w.pokeAll,
 			func(name string) {
@@ -195,6 +205,17 @@ func (w *Worker[S]) ensureSingletons(ctx context.Context) error {
 	return nil
 }
 
+// deferredMerges returns the service that applies the enqueues from SQL of the worker's
+// kinds that wait for a Go merge (merge_deferred.go), through the control pool.
+func (w *Worker[S]) deferredMerges(ctl *pgxpool.Pool) *deferredMerges {
+	types := make(map[string]reflect.Type, len(w.reg))
+	for k, reg := range w.reg {
+		types[k] = reg.typ
+	}
+	return &deferredMerges{q: NewQueue(ctl, QueueConfig{NoNotify: w.cfg.PollOnly}), db: ctl, kinds: w.kinds, types: types,
+		interval: w.cfg.MaintenanceInterval, idle: idleTxBound(w.cfg.Lease), log: w.log, wake: make(chan struct{}, 1)}
+}
+
 // pokeAll asks every fetcher to look for jobs now.
 func (w *Worker[S]) pokeAll() {
 	for _, f := range w.fetchers {
@@ -210,10 +231,12 @@ func (w *Worker[S]) notifyAll() {
 }
 
 // recordLimits writes the registered kinds' limits to the database, where every worker's
-// claim reads them. A kind whose limits first appear gets its pending jobs gated.
+// claim reads them, with what an enqueue from SQL may decide for each (its merge rule,
+// whether it is a singleton). A kind whose limits first appear gets its pending jobs gated.
 func (w *Worker[S]) recordLimits(ctx context.Context) error {
 	for _, k := range w.kinds {
-		l := w.reg[k].limits
+		reg := w.reg[k]
+		l := reg.limits
 		// One transaction: limits that appear are never recorded without their kind's
 		// pending jobs gated (a retry after a failure would see them as unchanged).
 		err := inTx(ctx, w.ctl, pgx.TxOptions{}, idleTxBound(w.cfg.Lease), func(tx pgx.Tx) error {
@@ -221,6 +244,8 @@ func (w *Worker[S]) recordLimits(ctx context.Context) error {
 				Kind: k, Concurrency: int32(l.Concurrency), RateN: int32(l.Rate.N), RatePeriodUs: max(delayOf(l.Rate.Per), 1),
 				RateByPart: l.Rate.PerPartition, BrkFailures: int32(l.Breaker.Failures),
 				BrkCooldownUs: max(delayOf(l.Breaker.Cooldown), 1), BrkByPart: l.Breaker.PerPartition,
+				Merge: reg.merge, MergeDue: int16(reg.mergeDue.Policy), MergeDelayUs: delayOf(reg.mergeDue.Delay),
+				MergeMaxWaitUs: delayOf(reg.mergeDue.MaxWait), Singleton: reg.singleton != nil,
 			})
 			if errors.Is(err, pgx.ErrNoRows) {
 				return nil // unchanged

@@ -116,7 +116,7 @@ func QueueDedupLock(b *pgx.Batch, arg DedupLockParams, isolation *string) {
 func QueueInsertIfNoCandidate(b *pgx.Batch, arg InsertIfNoCandidateParams, out *InsertIfNoCandidateRow) {
 	b.Queue(insertIfNoCandidate, arg.Kind, arg.DedupKey, arg.ID, arg.Queue, arg.Priority, arg.Payload, arg.Part, arg.SlotKey,
 		arg.SlotLimit, arg.SlotPolicy, arg.Events, arg.Meta, arg.At, arg.DelayUs).
-		QueryRow(func(r pgx.Row) error { return r.Scan(&out.Inserted, &out.Due) })
+		QueryRow(func(r pgx.Row) error { return r.Scan(&out.Inserted, &out.Due, &out.Deferred) })
 }
 
 // QueueInsertOrReplace is InsertOrReplace in a batch; its row lands in out.

@@ -74,11 +74,92 @@ func (q *Queries) DedupLock(ctx context.Context, db DBTX, arg DedupLockParams) (
 	return isolation, err
 }
 
+const deferredMergeKeys = `-- name: DeferredMergeKeys :many
+SELECT kind, dedup_key
+FROM venturi_deferred_merge
+WHERE kind = ANY($1::text[])
+GROUP BY kind, dedup_key
+ORDER BY min(seq)
+LIMIT $2::int
+`
+
+type DeferredMergeKeysParams struct {
+	Kinds []string
+	Max   int32
+}
+
+type DeferredMergeKeysRow struct {
+	Kind     string
+	DedupKey string
+}
+
+// The (kind, key)s of the given kinds with enqueues from SQL that wait for a Go merge,
+// the longest waiting first.
+func (q *Queries) DeferredMergeKeys(ctx context.Context, db DBTX, arg DeferredMergeKeysParams) ([]*DeferredMergeKeysRow, error) {
+	rows, err := db.Query(ctx, deferredMergeKeys, arg.Kinds, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*DeferredMergeKeysRow
+	for rows.Next() {
+		var i DeferredMergeKeysRow
+		if err := rows.Scan(&i.Kind, &i.DedupKey); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const insertDeadJob = `-- name: InsertDeadJob :exec
+INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, finished_at, events, meta, journal)
+VALUES ($1, $2::text, $3::text, 'dead', $4, $5::text, ($6::text)::jsonb, now(), now(),
+        $7::bool, $8::jsonb,
+        jsonb_build_array(jsonb_build_object('event', 'dead', 'note', $9::text, 'at', now())))
+`
+
+type InsertDeadJobParams struct {
+	ID       pgtype.UUID
+	Kind     string
+	Queue    string
+	Priority int16
+	DedupKey string
+	Payload  string
+	Events   bool
+	Meta     []byte
+	Note     string
+}
+
+// A deferred enqueue whose payload does not decode into its kind's type: it could never
+// merge nor run, so it is written as a job that ended dead at once, with the decode error
+// as its journal's note (a run of it would end the same way), not as a pending job that
+// every later merge of its key would meet.
+func (q *Queries) InsertDeadJob(ctx context.Context, db DBTX, arg InsertDeadJobParams) error {
+	_, err := db.Exec(ctx, insertDeadJob,
+		arg.ID,
+		arg.Kind,
+		arg.Queue,
+		arg.Priority,
+		arg.DedupKey,
+		arg.Payload,
+		arg.Events,
+		arg.Meta,
+		arg.Note,
+	)
+	return err
+}
+
 const insertIfNoCandidate = `-- name: InsertIfNoCandidate :one
 WITH cand AS (
     SELECT j.id FROM venturi_job j
     WHERE j.kind = $1 AND j.dedup_key = $2::text AND j.state IN ('scheduled', 'available')
     LIMIT 1
+), def AS (
+    SELECT EXISTS (SELECT 1 FROM venturi_deferred_merge d WHERE d.kind = $1 AND d.dedup_key = $2::text) AS deferred
 ), ins AS (
     INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy, events, meta)
     SELECT $3, $1, $4::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
@@ -87,13 +168,14 @@ WITH cand AS (
            $8::text, $9::int, $10::smallint,
            $11::bool, $12::jsonb
     FROM (SELECT COALESCE($13::timestamptz, now()) + interval '1 microsecond' * $14::bigint AS at) t
-    WHERE NOT EXISTS (SELECT 1 FROM cand)
+    WHERE NOT EXISTS (SELECT 1 FROM cand) AND NOT (SELECT deferred FROM def)
       -- Only READ COMMITTED gives this statement a snapshot taken after the key's lock.
       AND current_setting('transaction_isolation') = 'read committed'
     RETURNING venturi_job.state
 )
 SELECT EXISTS (SELECT 1 FROM ins)::bool AS inserted,
-       COALESCE((SELECT state = 'available' FROM ins), false)::bool AS due
+       COALESCE((SELECT state = 'available' FROM ins), false)::bool AS due,
+       (SELECT deferred FROM def)::bool AS deferred
 `
 
 type InsertIfNoCandidateParams struct {
@@ -116,9 +198,12 @@ type InsertIfNoCandidateParams struct {
 type InsertIfNoCandidateRow struct {
 	Inserted bool
 	Due      bool
+	Deferred bool
 }
 
-// The common dedup case in one statement: insert unless a pending job has the key.
+// The common dedup case in one statement: insert unless a pending job has the key, or
+// enqueues from SQL of the key wait for a Go merge (deferred: the caller applies them
+// first, see TakeDeferredMerges).
 func (q *Queries) InsertIfNoCandidate(ctx context.Context, db DBTX, arg InsertIfNoCandidateParams) (*InsertIfNoCandidateRow, error) {
 	row := db.QueryRow(ctx, insertIfNoCandidate,
 		arg.Kind,
@@ -137,17 +222,19 @@ func (q *Queries) InsertIfNoCandidate(ctx context.Context, db DBTX, arg InsertIf
 		arg.DelayUs,
 	)
 	var i InsertIfNoCandidateRow
-	err := row.Scan(&i.Inserted, &i.Due)
+	err := row.Scan(&i.Inserted, &i.Due, &i.Deferred)
 	return &i, err
 }
 
 const insertOrReplace = `-- name: InsertOrReplace :one
 WITH t AS (
     SELECT COALESCE($1::timestamptz, now()) + interval '1 microsecond' * $2::bigint AS at
+), def AS (
+    SELECT EXISTS (SELECT 1 FROM venturi_deferred_merge d WHERE d.kind = $3 AND d.dedup_key = $4::text) AS deferred
 ), cand AS (
     SELECT j.id FROM venturi_job j
     WHERE j.kind = $3 AND j.dedup_key = $4::text AND j.state IN ('scheduled', 'available')
-      AND current_setting('transaction_isolation') = 'read committed'
+      AND current_setting('transaction_isolation') = 'read committed' AND NOT (SELECT deferred FROM def)
     ORDER BY j.id DESC
     LIMIT 1
     FOR UPDATE
@@ -186,7 +273,7 @@ WITH t AS (
            $9::text, $10::int, $11::smallint,
            $12::bool, $15::jsonb
     FROM t
-    WHERE NOT EXISTS (SELECT 1 FROM cand)
+    WHERE NOT EXISTS (SELECT 1 FROM cand) AND NOT (SELECT deferred FROM def)
       AND current_setting('transaction_isolation') = 'read committed'
     RETURNING venturi_job.id, venturi_job.state
 )
@@ -221,7 +308,8 @@ type InsertOrReplaceRow struct {
 
 // The dedup enqueue of a task type without a merge method (its decision is always
 // Replace), in one statement: replace the newest pending job with the key, or insert.
-// Runs after DedupLock in the same transaction. Returns NULL id unless READ COMMITTED.
+// Runs after DedupLock in the same transaction. Returns NULL id unless READ COMMITTED, and
+// when enqueues from SQL of the key wait for a Go merge (the general path applies them).
 func (q *Queries) InsertOrReplace(ctx context.Context, db DBTX, arg InsertOrReplaceParams) (*InsertOrReplaceRow, error) {
 	row := db.QueryRow(ctx, insertOrReplace,
 		arg.At,
@@ -243,6 +331,19 @@ func (q *Queries) InsertOrReplace(ctx context.Context, db DBTX, arg InsertOrRepl
 	var i InsertOrReplaceRow
 	err := row.Scan(&i.JobID, &i.Replaced, &i.Due)
 	return &i, err
+}
+
+const mergeChannel = `-- name: MergeChannel :one
+SELECT venturi_merge_channel()::text AS channel
+`
+
+// The channel on which an enqueue from SQL that waits for a Go merge wakes the workers
+// (schema/functions/venturi_merge_channel.sql).
+func (q *Queries) MergeChannel(ctx context.Context, db DBTX) (string, error) {
+	row := db.QueryRow(ctx, mergeChannel)
+	var channel string
+	err := row.Scan(&channel)
+	return channel, err
 }
 
 const mergeInto = `-- name: MergeInto :one
@@ -380,4 +481,76 @@ func (q *Queries) PendingDedupJob(ctx context.Context, db DBTX, arg PendingDedup
 	var id pgtype.UUID
 	err := row.Scan(&id)
 	return id, err
+}
+
+const takeDeferredMerges = `-- name: TakeDeferredMerges :many
+WITH d AS (
+    DELETE FROM venturi_deferred_merge
+    WHERE kind = $1::text AND dedup_key = $2::text
+    RETURNING seq, id, kind, dedup_key, queue, priority, payload, run_at, part, slot_key, slot_limit, slot_policy, events, meta
+)
+SELECT d.seq, d.id, d.kind, d.dedup_key, d.queue, d.priority, d.payload, d.run_at, d.part, d.slot_key, d.slot_limit,
+       d.slot_policy, d.events, d.meta
+FROM d
+ORDER BY d.seq
+`
+
+type TakeDeferredMergesParams struct {
+	Kind     string
+	DedupKey string
+}
+
+type TakeDeferredMergesRow struct {
+	Seq        int64
+	ID         pgtype.UUID
+	Kind       string
+	DedupKey   string
+	Queue      string
+	Priority   int16
+	Payload    []byte
+	RunAt      *time.Time
+	Part       pgtype.Text
+	SlotKey    pgtype.Text
+	SlotLimit  pgtype.Int4
+	SlotPolicy pgtype.Int2
+	Events     bool
+	Meta       []byte
+}
+
+// Takes the enqueues from SQL of one (kind, key) that wait for a Go merge (see
+// migration 29), oldest first. The caller holds the key's lock (DedupLock) and applies
+// them in its transaction, through the Go merge of the kind's type.
+func (q *Queries) TakeDeferredMerges(ctx context.Context, db DBTX, arg TakeDeferredMergesParams) ([]*TakeDeferredMergesRow, error) {
+	rows, err := db.Query(ctx, takeDeferredMerges, arg.Kind, arg.DedupKey)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*TakeDeferredMergesRow
+	for rows.Next() {
+		var i TakeDeferredMergesRow
+		if err := rows.Scan(
+			&i.Seq,
+			&i.ID,
+			&i.Kind,
+			&i.DedupKey,
+			&i.Queue,
+			&i.Priority,
+			&i.Payload,
+			&i.RunAt,
+			&i.Part,
+			&i.SlotKey,
+			&i.SlotLimit,
+			&i.SlotPolicy,
+			&i.Events,
+			&i.Meta,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -221,28 +221,41 @@ func (q *Queries) ResetCircuit(ctx context.Context, db DBTX, arg ResetCircuitPar
 
 const setKindLimits = `-- name: SetKindLimits :one
 WITH old AS (SELECT k.limited FROM venturi_kind k WHERE k.kind = $1::text)
-INSERT INTO venturi_kind AS k (kind, concurrency, rate_n, rate_period, rate_by_part, brk_failures, brk_cooldown, brk_by_part)
+INSERT INTO venturi_kind AS k (kind, concurrency, rate_n, rate_period, rate_by_part, brk_failures, brk_cooldown, brk_by_part,
+                               merge, merge_due, merge_delay, merge_max_wait, singleton)
 VALUES ($1::text, $2::int, $3::int, interval '1 microsecond' * $4::bigint, $5::bool,
-        $6::int, interval '1 microsecond' * $7::bigint, $8::bool)
+        $6::int, interval '1 microsecond' * $7::bigint, $8::bool,
+        $9::text, $10::smallint, interval '1 microsecond' * $11::bigint,
+        interval '1 microsecond' * $12::bigint, $13::bool)
 ON CONFLICT (kind) DO UPDATE SET
     concurrency = EXCLUDED.concurrency, rate_n = EXCLUDED.rate_n, rate_period = EXCLUDED.rate_period,
     rate_by_part = EXCLUDED.rate_by_part, brk_failures = EXCLUDED.brk_failures,
-    brk_cooldown = EXCLUDED.brk_cooldown, brk_by_part = EXCLUDED.brk_by_part, updated_at = now()
-WHERE (k.concurrency, k.rate_n, k.rate_period, k.rate_by_part, k.brk_failures, k.brk_cooldown, k.brk_by_part)
+    brk_cooldown = EXCLUDED.brk_cooldown, brk_by_part = EXCLUDED.brk_by_part,
+    merge = EXCLUDED.merge, merge_due = EXCLUDED.merge_due, merge_delay = EXCLUDED.merge_delay,
+    merge_max_wait = EXCLUDED.merge_max_wait, singleton = EXCLUDED.singleton, updated_at = now()
+WHERE (k.concurrency, k.rate_n, k.rate_period, k.rate_by_part, k.brk_failures, k.brk_cooldown, k.brk_by_part,
+       k.merge, k.merge_due, k.merge_delay, k.merge_max_wait, k.singleton)
       IS DISTINCT FROM (EXCLUDED.concurrency, EXCLUDED.rate_n, EXCLUDED.rate_period, EXCLUDED.rate_by_part,
-                        EXCLUDED.brk_failures, EXCLUDED.brk_cooldown, EXCLUDED.brk_by_part)
+                        EXCLUDED.brk_failures, EXCLUDED.brk_cooldown, EXCLUDED.brk_by_part,
+                        EXCLUDED.merge, EXCLUDED.merge_due, EXCLUDED.merge_delay, EXCLUDED.merge_max_wait,
+                        EXCLUDED.singleton)
 RETURNING NOT COALESCE((SELECT old.limited FROM old), false) AS newly_limited, k.limited
 `
 
 type SetKindLimitsParams struct {
-	Kind          string
-	Concurrency   int32
-	RateN         int32
-	RatePeriodUs  int64
-	RateByPart    bool
-	BrkFailures   int32
-	BrkCooldownUs int64
-	BrkByPart     bool
+	Kind           string
+	Concurrency    int32
+	RateN          int32
+	RatePeriodUs   int64
+	RateByPart     bool
+	BrkFailures    int32
+	BrkCooldownUs  int64
+	BrkByPart      bool
+	Merge          string
+	MergeDue       int16
+	MergeDelayUs   int64
+	MergeMaxWaitUs int64
+	Singleton      bool
 }
 
 type SetKindLimitsRow struct {
@@ -250,9 +263,11 @@ type SetKindLimitsRow struct {
 	Limited      pgtype.Bool
 }
 
-// Records a kind's limits (a worker that registers the kind writes them at start). It
-// reports whether the kind had none before, so that the caller can gate the kind's
-// pending jobs that were enqueued as plain ones.
+// Records a kind as a worker registers it, at start: its limits, what a dedup collision
+// of an enqueue from SQL may decide (merge: 'replace', 'keep' or 'go', with the due-time
+// rule) and whether it is a supervised singleton. It reports whether the kind had no
+// limits before, so that the caller can gate the kind's pending jobs that were enqueued as
+// plain ones. No row: nothing changed.
 func (q *Queries) SetKindLimits(ctx context.Context, db DBTX, arg SetKindLimitsParams) (*SetKindLimitsRow, error) {
 	row := db.QueryRow(ctx, setKindLimits,
 		arg.Kind,
@@ -263,6 +278,11 @@ func (q *Queries) SetKindLimits(ctx context.Context, db DBTX, arg SetKindLimitsP
 		arg.BrkFailures,
 		arg.BrkCooldownUs,
 		arg.BrkByPart,
+		arg.Merge,
+		arg.MergeDue,
+		arg.MergeDelayUs,
+		arg.MergeMaxWaitUs,
+		arg.Singleton,
 	)
 	var i SetKindLimitsRow
 	err := row.Scan(&i.NewlyLimited, &i.Limited)

@@ -6,11 +6,15 @@ SELECT current_setting('transaction_isolation')::text AS isolation
 FROM pg_advisory_xact_lock(hashtextextended(current_schema() || '.' || @kind::text || '/' || @dedup_key::text, 0));
 
 -- name: InsertIfNoCandidate :one
--- The common dedup case in one statement: insert unless a pending job has the key.
+-- The common dedup case in one statement: insert unless a pending job has the key, or
+-- enqueues from SQL of the key wait for a Go merge (deferred: the caller applies them
+-- first, see TakeDeferredMerges).
 WITH cand AS (
     SELECT j.id FROM venturi_job j
     WHERE j.kind = @kind AND j.dedup_key = @dedup_key::text AND j.state IN ('scheduled', 'available')
     LIMIT 1
+), def AS (
+    SELECT EXISTS (SELECT 1 FROM venturi_deferred_merge d WHERE d.kind = @kind AND d.dedup_key = @dedup_key::text) AS deferred
 ), ins AS (
     INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, part, slot_key, slot_limit, slot_policy, events, meta)
     SELECT @id, @kind, @queue::text, CASE WHEN t.at <= now() THEN 'available' ELSE 'scheduled' END::venturi_job_state,
@@ -19,13 +23,14 @@ WITH cand AS (
            sqlc.narg(slot_key)::text, sqlc.narg(slot_limit)::int, sqlc.narg(slot_policy)::smallint,
            sqlc.arg(events)::bool, sqlc.narg(meta)::jsonb
     FROM (SELECT COALESCE(sqlc.narg(at)::timestamptz, now()) + interval '1 microsecond' * @delay_us::bigint AS at) t
-    WHERE NOT EXISTS (SELECT 1 FROM cand)
+    WHERE NOT EXISTS (SELECT 1 FROM cand) AND NOT (SELECT deferred FROM def)
       -- Only READ COMMITTED gives this statement a snapshot taken after the key's lock.
       AND current_setting('transaction_isolation') = 'read committed'
     RETURNING venturi_job.state
 )
 SELECT EXISTS (SELECT 1 FROM ins)::bool AS inserted,
-       COALESCE((SELECT state = 'available' FROM ins), false)::bool AS due;
+       COALESCE((SELECT state = 'available' FROM ins), false)::bool AS due,
+       (SELECT deferred FROM def)::bool AS deferred;
 
 -- name: DedupCandidate :one
 -- The newest pending job with the key, locked so no worker claims it while merge runs.
@@ -103,13 +108,16 @@ RETURNING (j.state = 'available')::bool AS due, j.run_at;
 -- name: InsertOrReplace :one
 -- The dedup enqueue of a task type without a merge method (its decision is always
 -- Replace), in one statement: replace the newest pending job with the key, or insert.
--- Runs after DedupLock in the same transaction. Returns NULL id unless READ COMMITTED.
+-- Runs after DedupLock in the same transaction. Returns NULL id unless READ COMMITTED, and
+-- when enqueues from SQL of the key wait for a Go merge (the general path applies them).
 WITH t AS (
     SELECT COALESCE(sqlc.narg(at)::timestamptz, now()) + interval '1 microsecond' * @delay_us::bigint AS at
+), def AS (
+    SELECT EXISTS (SELECT 1 FROM venturi_deferred_merge d WHERE d.kind = @kind AND d.dedup_key = @dedup_key::text) AS deferred
 ), cand AS (
     SELECT j.id FROM venturi_job j
     WHERE j.kind = @kind AND j.dedup_key = @dedup_key::text AND j.state IN ('scheduled', 'available')
-      AND current_setting('transaction_isolation') = 'read committed'
+      AND current_setting('transaction_isolation') = 'read committed' AND NOT (SELECT deferred FROM def)
     ORDER BY j.id DESC
     LIMIT 1
     FOR UPDATE
@@ -148,7 +156,7 @@ WITH t AS (
            sqlc.narg(slot_key)::text, sqlc.narg(slot_limit)::int, sqlc.narg(slot_policy)::smallint,
            sqlc.arg(events)::bool, sqlc.narg(meta)::jsonb
     FROM t
-    WHERE NOT EXISTS (SELECT 1 FROM cand)
+    WHERE NOT EXISTS (SELECT 1 FROM cand) AND NOT (SELECT deferred FROM def)
       AND current_setting('transaction_isolation') = 'read committed'
     RETURNING venturi_job.id, venturi_job.state
 )
@@ -162,3 +170,42 @@ SELECT id FROM venturi_job
 WHERE kind = @kind AND dedup_key = @dedup_key::text AND state IN ('scheduled', 'available')
 ORDER BY id DESC
 LIMIT 1;
+
+-- name: TakeDeferredMerges :many
+-- Takes the enqueues from SQL of one (kind, key) that wait for a Go merge (see
+-- migration 29), oldest first. The caller holds the key's lock (DedupLock) and applies
+-- them in its transaction, through the Go merge of the kind's type.
+WITH d AS (
+    DELETE FROM venturi_deferred_merge
+    WHERE kind = @kind::text AND dedup_key = @dedup_key::text
+    RETURNING seq, id, kind, dedup_key, queue, priority, payload, run_at, part, slot_key, slot_limit, slot_policy, events, meta
+)
+SELECT d.seq, d.id, d.kind, d.dedup_key, d.queue, d.priority, d.payload, d.run_at, d.part, d.slot_key, d.slot_limit,
+       d.slot_policy, d.events, d.meta
+FROM d
+ORDER BY d.seq;
+
+-- name: DeferredMergeKeys :many
+-- The (kind, key)s of the given kinds with enqueues from SQL that wait for a Go merge,
+-- the longest waiting first.
+SELECT kind, dedup_key
+FROM venturi_deferred_merge
+WHERE kind = ANY(@kinds::text[])
+GROUP BY kind, dedup_key
+ORDER BY min(seq)
+LIMIT @max::int;
+
+-- name: MergeChannel :one
+-- The channel on which an enqueue from SQL that waits for a Go merge wakes the workers
+-- (schema/functions/venturi_merge_channel.sql).
+SELECT venturi_merge_channel()::text AS channel;
+
+-- name: InsertDeadJob :exec
+-- A deferred enqueue whose payload does not decode into its kind's type: it could never
+-- merge nor run, so it is written as a job that ended dead at once, with the decode error
+-- as its journal's note (a run of it would end the same way), not as a pending job that
+-- every later merge of its key would meet.
+INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at, finished_at, events, meta, journal)
+VALUES (@id, @kind::text, @queue::text, 'dead', @priority, @dedup_key::text, (@payload::text)::jsonb, now(), now(),
+        @events::bool, sqlc.narg(meta)::jsonb,
+        jsonb_build_array(jsonb_build_object('event', 'dead', 'note', @note::text, 'at', now())));

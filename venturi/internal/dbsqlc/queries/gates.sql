@@ -7,20 +7,30 @@ SELECT count(pg_advisory_xact_lock(hashtext(current_schema() || '.venturi_gate')
 FROM generate_series(0, 63) AS s;
 
 -- name: SetKindLimits :one
--- Records a kind's limits (a worker that registers the kind writes them at start). It
--- reports whether the kind had none before, so that the caller can gate the kind's
--- pending jobs that were enqueued as plain ones.
+-- Records a kind as a worker registers it, at start: its limits, what a dedup collision
+-- of an enqueue from SQL may decide (merge: 'replace', 'keep' or 'go', with the due-time
+-- rule) and whether it is a supervised singleton. It reports whether the kind had no
+-- limits before, so that the caller can gate the kind's pending jobs that were enqueued as
+-- plain ones. No row: nothing changed.
 WITH old AS (SELECT k.limited FROM venturi_kind k WHERE k.kind = @kind::text)
-INSERT INTO venturi_kind AS k (kind, concurrency, rate_n, rate_period, rate_by_part, brk_failures, brk_cooldown, brk_by_part)
+INSERT INTO venturi_kind AS k (kind, concurrency, rate_n, rate_period, rate_by_part, brk_failures, brk_cooldown, brk_by_part,
+                               merge, merge_due, merge_delay, merge_max_wait, singleton)
 VALUES (@kind::text, @concurrency::int, @rate_n::int, interval '1 microsecond' * @rate_period_us::bigint, @rate_by_part::bool,
-        @brk_failures::int, interval '1 microsecond' * @brk_cooldown_us::bigint, @brk_by_part::bool)
+        @brk_failures::int, interval '1 microsecond' * @brk_cooldown_us::bigint, @brk_by_part::bool,
+        @merge::text, @merge_due::smallint, interval '1 microsecond' * @merge_delay_us::bigint,
+        interval '1 microsecond' * @merge_max_wait_us::bigint, @singleton::bool)
 ON CONFLICT (kind) DO UPDATE SET
     concurrency = EXCLUDED.concurrency, rate_n = EXCLUDED.rate_n, rate_period = EXCLUDED.rate_period,
     rate_by_part = EXCLUDED.rate_by_part, brk_failures = EXCLUDED.brk_failures,
-    brk_cooldown = EXCLUDED.brk_cooldown, brk_by_part = EXCLUDED.brk_by_part, updated_at = now()
-WHERE (k.concurrency, k.rate_n, k.rate_period, k.rate_by_part, k.brk_failures, k.brk_cooldown, k.brk_by_part)
+    brk_cooldown = EXCLUDED.brk_cooldown, brk_by_part = EXCLUDED.brk_by_part,
+    merge = EXCLUDED.merge, merge_due = EXCLUDED.merge_due, merge_delay = EXCLUDED.merge_delay,
+    merge_max_wait = EXCLUDED.merge_max_wait, singleton = EXCLUDED.singleton, updated_at = now()
+WHERE (k.concurrency, k.rate_n, k.rate_period, k.rate_by_part, k.brk_failures, k.brk_cooldown, k.brk_by_part,
+       k.merge, k.merge_due, k.merge_delay, k.merge_max_wait, k.singleton)
       IS DISTINCT FROM (EXCLUDED.concurrency, EXCLUDED.rate_n, EXCLUDED.rate_period, EXCLUDED.rate_by_part,
-                        EXCLUDED.brk_failures, EXCLUDED.brk_cooldown, EXCLUDED.brk_by_part)
+                        EXCLUDED.brk_failures, EXCLUDED.brk_cooldown, EXCLUDED.brk_by_part,
+                        EXCLUDED.merge, EXCLUDED.merge_due, EXCLUDED.merge_delay, EXCLUDED.merge_max_wait,
+                        EXCLUDED.singleton)
 RETURNING NOT COALESCE((SELECT old.limited FROM old), false) AS newly_limited, k.limited;
 
 -- name: GatePendingOfKind :execrows
