@@ -1557,3 +1557,62 @@ func TestUpgradeTo30_ClaimReadsRateWindowsOnce(t *testing.T) {
 		t.Fatalf("claim after the upgrade: %v, want one each of p10 and p11", got)
 	}
 }
+
+// TestUpgradeTo31_SQLAPIBesideEarlierJobs: 031_venturi_sql_api.up.sql adds the SQL API
+// (version 1). A schema at version 30 with a pending job, a pending dedup job and a kind
+// recorded by a version-30 worker upgrades: the earlier jobs read through
+// venturi_job_status; a collision from SQL with the earlier dedup job is deferred (the
+// kind's row has no merge recorded yet, which is always safe) until a worker of this
+// version registers the kind, records its merge and merges it in Go; the earlier jobs and
+// a job enqueued from SQL run.
+func TestUpgradeTo31_SQLAPIBesideEarlierJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 30)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	plain := enqueue(t, q, sqlReport{Name: "before"}) // a plain insert, as version 30 has it
+	keyed := ulid.Make()
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO venturi_job (id, kind, queue, state, priority, dedup_key, payload, run_at)
+		VALUES ($1, 'sql_counter', 'default', 'scheduled', 0, 'c', '{"key": "c", "n": 1}', now() + interval '1 hour')`,
+		pgtype.UUID{Bytes: keyed, Valid: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_kind (kind) VALUES ('sql_counter')`); err != nil {
+		t.Fatal(err)
+	}
+	if applied, err := venturi.Migrate(ctx, pool); err != nil || len(applied) == 0 || applied[0] != 31 {
+		t.Fatalf("Migrate = %v, %v; want 31 applied first", applied, err)
+	}
+	var version int
+	var merge pgtype.Text
+	if err := pool.QueryRow(ctx, `SELECT venturi_sql_api_version(), (SELECT merge FROM venturi_kind WHERE kind = 'sql_counter')`).
+		Scan(&version, &merge); err != nil || version != 1 || merge.Valid {
+		t.Fatalf("after the upgrade: version %d, merge %v, %v", version, merge, err)
+	}
+	if st, _, _ := sqlStatus(t, pool, keyed); st != "scheduled" {
+		t.Fatalf("the earlier dedup job reads %s", st)
+	}
+	r := sqlEnqueue(t, pool, `SELECT * FROM venturi_enqueue('sql_counter', '{"key": "c", "n": 2}', dedup_key => 'c', delay => '1 hour')`)
+	if r.ID != keyed || r.Action != "deferred" {
+		t.Fatalf("collision with the earlier job: %+v", r)
+	}
+	after := sqlEnqueue(t, pool, `SELECT * FROM venturi_enqueue('sql_report', '{"name": "after"}')`)
+	app := &sqlApp{}
+	sqlWorker(t, pool, app)
+	if got := sqlText(t, pool, `SELECT merge FROM venturi_kind WHERE kind = 'sql_counter'`); got != "go" {
+		t.Fatalf("recorded merge %q", got)
+	}
+	j := waitJob(t, q, keyed, "the deferred enqueue merged", func(j *venturi.Job) bool { return len(j.Journal) == 1 })
+	var c sqlCounter
+	decodePayload(t, j, &c)
+	if c.N != 3 || j.Journal[0].Merge != "with" {
+		t.Fatalf("merged earlier job: %+v, %+v", c, j.Journal)
+	}
+	for _, id := range []ulid.ULID{plain.ID, after.ID} {
+		if j := waitFinished(t, q, id); j.State != venturi.StateCompleted {
+			t.Fatalf("job %s: %s", id, j.State)
+		}
+	}
+}
