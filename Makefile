@@ -206,8 +206,19 @@ test/quick: ## venturi's and the app modules' tests, -short (slow tests skip), n
 # time instead of GOMAXPROCS (2 here) halves its time (280 s -> 139 s at six; sixteen
 # starved the cores and timed a lease out).
 VENTURI_TEST_PARALLEL ?= 4
-test/venturi: ## venturi's unit and integration tests, with the race detector, VENTURI_TEST_PARALLEL (4) tests at once
+test/venturi: deps/node ## venturi's unit and integration tests, with the race detector, VENTURI_TEST_PARALLEL (4) tests at once (TestNodeProducer runs examples/node-producer: make deps/node first)
 	cd venturi && GOWORK=off go test -race -parallel $(VENTURI_TEST_PARALLEL) $(GOTEST_FLAGS) ./...
+
+# The SQL API's producer in another language (examples/node-producer: Node and the pg
+# package), which venturi's TestNodeProducer runs against a Go worker. npm ci installs the
+# locked packages (about 2 s, 14 packages); without npm the test skips, and under CI=true
+# (.ci/run) both fail instead.
+NODE_PRODUCER := $(CURDIR)/examples/node-producer
+.PHONY: deps/node
+deps/node: ## npm ci in examples/node-producer (the SQL API's Node producer, run by venturi's TestNodeProducer); without npm: a note, or a failure under CI=true
+	@if command -v npm >/dev/null 2>&1; then cd $(NODE_PRODUCER) && npm ci --no-audit --no-fund --loglevel=error; \
+	  elif [ "$${CI:-}" = true ]; then echo "deps/node: npm not found; the SQL API's Node producer test needs Node 20 and npm"; exit 1; \
+	  else echo "deps/node: npm not found; TestNodeProducer will skip (under CI=true it fails)"; fi
 
 test/venturiotel: ## The OpenTelemetry adapter's tests (module venturi/venturiotel), with the race detector
 	cd venturi/venturiotel && GOWORK=off go test -race $(GOTEST_FLAGS) ./...
