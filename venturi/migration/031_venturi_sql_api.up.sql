@@ -31,15 +31,17 @@
 -- of it (SQL or Go) goes behind them. Supervised singleton kinds (venturi_kind.singleton)
 -- are refused, as Queue.Enqueue refuses them.
 --
--- The functions run with the search_path this migration ran with (SET search_path FROM
--- CURRENT, venturi's schema), so a trigger in another schema calls them qualified and
--- they find venturi's tables.
+-- The API's functions run with the search_path this migration ran with (SET search_path
+-- FROM CURRENT, venturi's schema), so a trigger in another schema calls them qualified and
+-- they, and the triggers their writes fire, find venturi's tables. The helpers they call
+-- (venturi_enqueue_one, venturi_wake, the channels) run in the caller's search_path,
+-- theirs: a SET clause costs some 30 microseconds a call.
 --
--- Rolling deploy: additive (two functions' callers aside, nothing older changes). Workers
--- of version 28 keep working: they do not read the new columns, their registrations leave
--- merge NULL (collisions from SQL are then deferred, which is always safe), and they do
--- not apply deferred enqueues (a worker of this version, or a Go enqueue of the key from
--- this version, does). A Go enqueue of version 28 does not look for deferred enqueues:
+-- Rolling deploy: additive (a table, columns with defaults, new functions; nothing older
+-- is redefined). Workers of version 28 keep working: they do not read the new columns,
+-- their registrations leave merge NULL (collisions from SQL are then deferred, which is
+-- always safe), and they do not apply deferred enqueues (a worker of this version, or a Go
+-- enqueue of the key from this version, does). A Go enqueue of version 28 does not look for deferred enqueues:
 -- while both versions enqueue one key, one of its enqueues may be applied before a
 -- deferred one that preceded it.
 
@@ -114,8 +116,9 @@ CREATE FUNCTION venturi_ulid_text(id uuid) RETURNS text LANGUAGE sql IMMUTABLE S
 $$;
 
 -- The workers' wake-up channel, named as the Go side names it after a pool's search_path
--- (queue.go, notifyChannel): 'venturi_insert.' and the schema, cut to 63 bytes.
-CREATE FUNCTION venturi_wake_channel() RETURNS text LANGUAGE plpgsql STABLE SET search_path FROM CURRENT AS $$
+-- (queue.go, notifyChannel): 'venturi_insert.' and the schema, cut to 63 bytes. Called with
+-- venturi's schema first on the search_path, as the API's functions call it.
+CREATE FUNCTION venturi_wake_channel() RETURNS text LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v text := 'venturi_insert.' || current_schema();
 BEGIN
@@ -126,21 +129,26 @@ BEGIN
 END
 $$;
 
--- The channel on which an enqueue from SQL that waits for a Go merge wakes the workers.
-CREATE FUNCTION venturi_merge_channel() RETURNS text LANGUAGE sql STABLE SET search_path FROM CURRENT
+-- The channel on which an enqueue from SQL that waits for a Go merge wakes the workers
+-- (with venturi's schema first on the search_path).
+CREATE FUNCTION venturi_merge_channel() RETURNS text LANGUAGE sql STABLE
 AS $$ SELECT 'venturi_merge_' || md5(current_schema()) $$;
 
 -- Wakes the workers of kind: a job due now (p_due) or later was committed. Debounced per
 -- session and payload, as a Go Queue debounces per process (QueueConfig.NotifyEvery, 2ms):
 -- a NOTIFY serializes the commits that send one, cluster-wide, and the workers it wakes
--- keep fetching while they find work.
-CREATE FUNCTION venturi_wake(p_kind text, p_due boolean) RETURNS void LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+-- keep fetching while they find work. A session or transaction that sets venturi.notify
+-- to off sends none (QueueConfig.NoNotify): workers find its jobs by polling.
+CREATE FUNCTION venturi_wake(p_kind text, p_due boolean) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     v_payload text   := CASE WHEN p_due THEN p_kind ELSE '@' || p_kind END;
     v_now     bigint := floor(extract(epoch FROM clock_timestamp()) * 1000000);
     v_last    text   := current_setting('venturi.wake_last', true);
     v_cut     integer;
 BEGIN
+    IF current_setting('venturi.notify', true) IN ('off', 'false') THEN
+        RETURN;
+    END IF;
     IF v_last <> '' THEN
         v_cut := position(':' IN v_last);
         IF substr(v_last, v_cut + 1) = v_payload AND v_now - left(v_last, v_cut - 1)::bigint < 2000 THEN
@@ -188,7 +196,7 @@ CREATE FUNCTION venturi_enqueue_one(
     p_run_at timestamptz, p_delay interval, p_dedup_key text, p_meta jsonb, p_events boolean,
     p_partition text, p_slot_key text, p_slot_limit integer, p_slot_policy text,
     OUT id uuid, OUT action text)
-LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
     v_key       text     := NULLIF(p_dedup_key, '');
     v_meta      jsonb    := NULLIF(p_meta, '{}'::jsonb);

@@ -4,7 +4,6 @@
 CREATE OR REPLACE FUNCTION venturi_enqueue_one(p_call text, p_kind text, p_payload jsonb, p_queue text, p_priority integer, p_run_at timestamp with time zone, p_delay interval, p_dedup_key text, p_meta jsonb, p_events boolean, p_partition text, p_slot_key text, p_slot_limit integer, p_slot_policy text, OUT id uuid, OUT action text)
  RETURNS record
  LANGUAGE plpgsql
- SET search_path FROM CURRENT
 AS $function$
 DECLARE
     v_key       text     := NULLIF(p_dedup_key, '');

@@ -5,5 +5,4 @@ CREATE OR REPLACE FUNCTION venturi_merge_channel()
  RETURNS text
  LANGUAGE sql
  STABLE
- SET search_path FROM CURRENT
 AS $function$ SELECT 'venturi_merge_' || md5(current_schema()) $function$;

@@ -4,7 +4,6 @@
 CREATE OR REPLACE FUNCTION venturi_wake(p_kind text, p_due boolean)
  RETURNS void
  LANGUAGE plpgsql
- SET search_path FROM CURRENT
 AS $function$
 DECLARE
     v_payload text   := CASE WHEN p_due THEN p_kind ELSE '@' || p_kind END;
@@ -12,6 +11,9 @@ DECLARE
     v_last    text   := current_setting('venturi.wake_last', true);
     v_cut     integer;
 BEGIN
+    IF current_setting('venturi.notify', true) IN ('off', 'false') THEN
+        RETURN;
+    END IF;
     IF v_last <> '' THEN
         v_cut := position(':' IN v_last);
         IF substr(v_last, v_cut + 1) = v_payload AND v_now - left(v_last, v_cut - 1)::bigint < 2000 THEN

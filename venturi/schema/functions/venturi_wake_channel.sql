@@ -5,7 +5,6 @@ CREATE OR REPLACE FUNCTION venturi_wake_channel()
  RETURNS text
  LANGUAGE plpgsql
  STABLE
- SET search_path FROM CURRENT
 AS $function$
 DECLARE
     v text := 'venturi_insert.' || current_schema();
