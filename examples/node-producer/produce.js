@@ -5,9 +5,9 @@
 //   DATABASE_URL=postgres://... VENTURI_SCHEMA=venturi node produce.js
 //
 // It enqueues welcome emails one at a time (in a transaction, as a service would with its
-// own writes) and in one call, enqueues one key twice (the pending job is replaced, as the
-// kind says), shows a refused enqueue's error, then waits until the worker has run every
-// job, reading their state with venturi_job_status. Each step prints one JSON line.
+// own writes: one key twice, so the pending job is replaced, as the kind says) and in one
+// call, shows a refused enqueue's error, then waits until the worker has run every job,
+// reading their state with venturi_job_status. Each step prints one JSON line.
 
 'use strict';
 
@@ -30,20 +30,20 @@ async function main() {
       throw new Error(`this producer speaks venturi's SQL API 1, the schema has ${version}`);
     }
 
-    // One job, in the transaction of the service's own writes: it exists if they commit.
+    // A job in the transaction of the service's own writes: it exists if they commit, and
+    // no worker sees it before. The same key again while it is pending (the user fixed
+    // their address): the kind has no merge method, so the pending job's payload is
+    // replaced and its ID stays.
     await client.query('BEGIN');
     const { rows: [ada] } = await client.query(
       `SELECT id, action FROM venturi_enqueue('send_email', $1, dedup_key => $2, meta => $3)`,
       [{ to: 'ada@example.com', subject: 'Welcome' }, 'welcome/ada', { source: 'node' }]);
-    await client.query('COMMIT');
     print({ step: 'one', id: ada.id, action: ada.action });
-
-    // The same key while the first is pending: the kind has no merge method, so the
-    // pending job's payload is replaced (its ID stays).
     const { rows: [again] } = await client.query(
       `SELECT id, action FROM venturi_enqueue('send_email', $1, dedup_key => $2)`,
       [{ to: 'ada@example.org', subject: 'Welcome' }, 'welcome/ada']);
     print({ step: 'again', id: again.id, action: again.action });
+    await client.query('COMMIT');
 
     // Many jobs in one call: a JSON array of venturi_enqueue's arguments.
     const jobs = ['bob', 'cy', 'dee'].map((name, i) => ({
