@@ -32,7 +32,7 @@ func (b *bencher) openProducers(ctx context.Context, lib string) (*producers, er
 	p := &producers{lib: lib}
 	var err error
 	switch lib {
-	case libVenturi:
+	case libVenturi, libVenturiSQL:
 		if p.pool, err = poolFor(ctx, b.o.url, venturiSchema, producerPoolConns); err != nil {
 			return nil, err
 		}
@@ -111,14 +111,19 @@ func pct(lats []time.Duration, p float64) float64 {
 	return float64(s[i]) / 1e6
 }
 
-// scenario 1: one job per transaction.
+// scenario 1: one job per transaction; venturi's also from SQL (venturi_enqueue, the
+// rows "… from SQL", measured against the same River runs).
 func (b *bencher) scenarioEnqueue(ctx context.Context) error {
 	for _, n := range []int{1, 8} {
 		name := fmt.Sprintf("1. enqueue, 1 job/tx, %d producer(s)", n)
-		err := b.driveProducers(ctx, name, "jobs/s", n, 1.3, func(p *producers, _ string) (func(context.Context, int) error, func() string) {
+		err := b.driveProducers(ctx, name, "jobs/s", n, 1.3, []string{libVenturi, libVenturiSQL, libRiver}, func(p *producers, _ string) (func(context.Context, int) error, func() string) {
 			return func(ctx context.Context, i int) error {
-				if p.lib == libVenturi {
+				switch p.lib {
+				case libVenturi:
 					_, err := p.q.Enqueue(ctx, NoopTask{N: i})
+					return err
+				case libVenturiSQL:
+					_, err := p.pool.Exec(ctx, `SELECT venturi_enqueue($1, jsonb_build_object('n', $2::int))`, kindNoop, i)
 					return err
 				}
 				_, err := p.river.Insert(ctx, NoopArgs{N: i}, nil)
@@ -149,7 +154,7 @@ func (p *producers) dedupEnqueue(ctx context.Context, key string) (collided bool
 func (b *bencher) scenarioDedup(ctx context.Context) error {
 	for _, n := range []int{1, 8} {
 		name := fmt.Sprintf("2. dedup enqueue, half colliding, %d producer(s)", n)
-		err := b.driveProducers(ctx, name, "enqueues/s", n, 1.0, func(p *producers, run string) (func(context.Context, int) error, func() string) {
+		err := b.driveProducers(ctx, name, "enqueues/s", n, 1.0, []string{libVenturi, libRiver}, func(p *producers, run string) (func(context.Context, int) error, func() string) {
 			var collided, calls atomic.Int64
 			call := func(ctx context.Context, i int) error {
 				c, err := p.dedupEnqueue(ctx, dedupKey(run, i))
@@ -172,11 +177,15 @@ func (b *bencher) scenarioDedup(ctx context.Context) error {
 // alternated rep by rep, each run on an empty table: throughput (unit; the target is
 // venturi at least atLeast times River) and p50/p99 call latency. prepare returns the call
 // for a run (named by run, unique per rep and library) and, optionally, a note for its
-// log line.
-func (b *bencher) driveProducers(ctx context.Context, name, unit string, n int, atLeast float64,
+// log line. libs are venturi and River, and libVenturiSQL when prepare's call knows it
+// (scenario 1): venturi's SQL API then runs too, into rows of its own ("… from SQL",
+// venturi's column, against the same River runs, with no target).
+func (b *bencher) driveProducers(ctx context.Context, name, unit string, n int, atLeast float64, libs []string,
 	prepare func(p *producers, run string) (call func(context.Context, int) error, note func() string)) error {
+	withSQL := slices.Contains(libs, libVenturiSQL)
+	fromSQL := func(metric string) string { return metric + " from SQL (venturi_enqueue)" }
 	for rep := range b.o.reps {
-		for _, lib := range b.order(rep, libVenturi, libRiver) {
+		for _, lib := range b.order(rep, libs...) {
 			if err := resetJobs(ctx, b.admin); err != nil {
 				return err
 			}
@@ -196,6 +205,20 @@ func (b *bencher) driveProducers(ctx context.Context, name, unit string, n int, 
 				extra = note()
 			}
 			logf("  %s %s rep %d: %.0f %s p50 %.2fms p99 %.2fms%s", name, lib, rep, per, unit, pct(lats, .5), pct(lats, .99), extra)
+			if withSQL && lib != libVenturi {
+				col := map[string]string{libVenturiSQL: libVenturi, libRiver: libRiver}[lib]
+				for _, m := range []struct {
+					metric string
+					higher bool
+					v      float64
+				}{{unit, true, per}, {"p50 latency (ms)", false, pct(lats, .5)}, {"p99 latency (ms)", false, pct(lats, .99)}} {
+					x := b.rep.add(name, fromSQL(m.metric), m.higher, col, m.v)
+					x.ratioOf, x.ratioTo = libVenturi, []string{libRiver}
+				}
+				if lib == libVenturiSQL {
+					continue
+				}
+			}
 			x := b.rep.add(name, unit, true, lib, per)
 			x.ratioOf, x.ratioTo, x.target, x.check = libVenturi, []string{libRiver}, fmt.Sprintf("≥ %.1f×", atLeast), ratioAtLeast(atLeast)
 			y := b.rep.add(name, "p50 latency (ms)", false, lib, pct(lats, .5))

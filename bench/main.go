@@ -20,6 +20,7 @@ import (
 
 const (
 	libVenturi    = "venturi"
+	libVenturiSQL = "venturi-sql" // venturi's SQL API (venturi_enqueue), beside Enqueue in scenario 1
 	libRiver      = "river"       // River with its documented defaults
 	libRiverTuned = "river-tuned" // FetchCooldown 2ms, FetchPollInterval 20ms, MaxWorkers 2000
 
@@ -129,7 +130,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "RESULTS.md", "file the markdown report is written to ('' for none)")
 	flag.StringVar(&o.profileDir, "profile", "", "directory for CPU profiles of the venturi worker processes (scenario 4)")
 	var libs string
-	flag.StringVar(&libs, "libs", "", "comma-separated libraries to run: venturi,river,river-tuned,graphile,graphile-tuned (default all; for profiling)")
+	flag.StringVar(&libs, "libs", "", "comma-separated libraries to run: venturi,venturi-sql,river,river-tuned,graphile,graphile-tuned (default all; for profiling)")
 	var workerArgs string
 	flag.StringVar(&workerArgs, "worker-args", "", "extra space-separated flags for `bench worker` (profiling: -trace, -concurrency N)")
 	flag.IntVar(&o.e2eJobs, "e2e-jobs", 0, "override the number of jobs of scenario 4")
