@@ -27,6 +27,9 @@
 //     The decision also says how the pending job's due time moves: [Merge.Throttle]
 //     keeps it, [Merge.Debounce] pushes it to now + delay with a maximum wait from the
 //     burst's start, [Merge.Earliest] (the default of Replace and With) takes the earlier.
+//   - MergeRule() MergeRule ([RuleMerger]) declares instead a merge that does not read
+//     the jobs ([KeepPending], [ReplacePending]): Go enqueues apply it, and enqueues from
+//     SQL apply it in the database (below).
 //   - Backoff() Backoff ([BackoffPolicy]) overrides the worker's retry backoff.
 //   - Slot() Slot ([Slotter]), Partition() string ([Partitioner]) and Limits() Limits
 //     ([Limiter]) put the jobs under flow control (below).
@@ -39,6 +42,18 @@
 // that the worker cannot add methods to, [RegisterFunc] registers a function instead.
 // A producer binary imports the task types and this package; it never names the
 // worker's state type.
+//
+// # Enqueue from SQL
+//
+// The schema provides a SQL API (migration 29, version 1): venturi_enqueue and
+// venturi_enqueue_many enqueue in the caller's transaction from any client, a trigger (a
+// transactional outbox) or a producer in another language, with the Go path's validation
+// (errors with a SQLSTATE and the field), dedup lock, flow control and wake-up;
+// venturi_cancel, venturi_signal and venturi_job_status cancel, signal and read jobs. A
+// dedup collision applies the kind's merge as its workers record it at start: Replace, or
+// a [MergeRule], in SQL; a kind whose Merge method is Go code has the enqueue wait until a
+// Go process that knows the type merges it (a worker of the kind, or a Go enqueue of the
+// same key, before its own). See the README, "Enqueue from SQL".
 //
 // # Outcomes
 //

@@ -13,8 +13,8 @@ import (
 //
 // A task type opts into further enqueue-time policy by implementing the optional
 // interfaces [Prioritizer], [Deduplicator] and [BackoffPolicy], and a typed merge method
-// (see [Pending]). None of them mention the worker's state type, so a producer binary
-// compiles against Task alone.
+// (see [Pending]) or a [MergeRule] ([RuleMerger]). None of them mention the worker's state
+// type, so a producer binary compiles against Task alone.
 type Task interface {
 	Kind() string
 }
