@@ -57,24 +57,29 @@ BEGIN
             END;
         END IF;
         v_delay := NULL;
-        IF jsonb_typeof(v_job -> 'delay') = 'number' THEN
-            v_delay := make_interval(secs => (v_job ->> 'delay')::double precision);
-        ELSIF jsonb_typeof(v_job -> 'delay') = 'string' THEN
+        IF jsonb_typeof(v_job -> 'delay') = 'number' AND abs((v_job ->> 'delay')::numeric) > 1e10 THEN
+            PERFORM venturi_api_refuse(v_call, 'delay', '22003', 'is out of range (at most 1e10 seconds)',
+                format('got %s', v_job -> 'delay'));
+        END IF;
+        IF jsonb_typeof(v_job -> 'delay') IN ('number', 'string') THEN
             BEGIN
-                v_delay := (v_job ->> 'delay')::interval;
-            EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow OR interval_field_overflow THEN
+                v_delay := CASE jsonb_typeof(v_job -> 'delay')
+                    WHEN 'number' THEN make_interval(secs => (v_job ->> 'delay')::double precision)
+                    ELSE (v_job ->> 'delay')::interval END;
+            EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow OR interval_field_overflow
+                           OR numeric_value_out_of_range THEN
                 PERFORM venturi_api_refuse(v_call, 'delay', '22007', 'is not an interval', format('got %s', v_job -> 'delay'));
             END;
-        ELSIF jsonb_typeof(v_job -> 'delay') NOT IN ('null') THEN
+        ELSIF jsonb_typeof(v_job -> 'delay') <> 'null' THEN
             PERFORM venturi_api_refuse(v_call, 'delay', '22023', 'must be an interval as text or seconds as a number',
                 format('got %s', v_job -> 'delay'));
         END IF;
         SELECT e.id, e.action INTO v_r
         FROM venturi_enqueue_one(v_call, v_job ->> 'kind', COALESCE(v_job -> 'payload', '{}'::jsonb),
-                                 COALESCE(v_job ->> 'queue', 'default'), COALESCE((v_job ->> 'priority')::integer, 0),
+                                 COALESCE(v_job ->> 'queue', 'default'), COALESCE((v_job ->> 'priority')::numeric::integer, 0),
                                  v_run_at, v_delay, v_job ->> 'dedup_key', NULLIF(v_job -> 'meta', 'null'::jsonb),
                                  COALESCE((v_job ->> 'events')::boolean, false), v_job ->> 'partition',
-                                 v_job ->> 'slot_key', (v_job ->> 'slot_limit')::integer, v_job ->> 'slot_policy') e;
+                                 v_job ->> 'slot_key', (v_job ->> 'slot_limit')::numeric::integer, v_job ->> 'slot_policy') e;
         ord := v_n - 1;
         id := v_r.id;
         action := v_r.action;
