@@ -16,13 +16,14 @@
 -- key outside READ COMMITTED), a message naming the field and the field in the error's
 -- COLUMN, and writes nothing. It writes the row a Go enqueue writes (gated by its
 -- partition, slot or its kind's limits: the insert trigger gives it its virtual time) and
--- sends the same wake-up NOTIFY, in the caller's transaction.
+-- sends the same wake-up NOTIFY (debounced per session; none when the session or the
+-- transaction sets venturi.notify = off), in the caller's transaction.
 --
 -- Dedup: under the Go path's advisory lock on (kind, key), a collision with a pending job
--- applies the kind's merge as its workers recorded it in venturi_kind: merge = 'replace'
--- (a type without a merge method, or with a MergeRule that replaces) or 'keep' (a
--- MergeRule that keeps), with its due-time rule (merge_due 0 earliest, 1 keep, 2 debounce;
--- merge_delay, merge_max_wait), are applied here as MergeInto applies them. A kind whose
+-- applies the kind's merge as its workers recorded it in venturi_kind, here, as MergeInto
+-- applies it: merge = 'replace' (a type without a merge method, or with a MergeRule that
+-- replaces) or 'keep' (a MergeRule that keeps), with its due-time rule (merge_due 0
+-- earliest, 1 keep, 2 debounce; merge_delay, merge_max_wait). A kind whose
 -- merge is Go code (merge = 'go'), or that no worker of this version registered (merge
 -- NULL), cannot be decided in SQL: the enqueue is stored in venturi_deferred_merge, and a
 -- process that knows the type (a worker that registered the kind, woken on
@@ -41,9 +42,9 @@
 -- is redefined). Workers of version 28 keep working: they do not read the new columns,
 -- their registrations leave merge NULL (collisions from SQL are then deferred, which is
 -- always safe), and they do not apply deferred enqueues (a worker of this version, or a Go
--- enqueue of the key from this version, does). A Go enqueue of version 28 does not look for deferred enqueues:
--- while both versions enqueue one key, one of its enqueues may be applied before a
--- deferred one that preceded it.
+-- enqueue of the key from this version, does). A Go enqueue of version 28 does not look
+-- for deferred enqueues: while both versions enqueue one key, one of its enqueues may be
+-- applied before a deferred one that preceded it.
 
 -- What a dedup collision from SQL does for the kind, as the workers that register it
 -- record it (see above); and whether the kind is a supervised singleton.
