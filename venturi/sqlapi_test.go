@@ -326,6 +326,20 @@ func TestSQLEnqueueWritesTheRowsGoWrites(t *testing.T) {
 	if s := row(sqlLimitedRes.ID); !strings.HasPrefix(s, "available|elsewhere|0||f|t|") {
 		t.Errorf("limited kind's SQL row = %s, want gated (part '') with a virtual time", s)
 	}
+	// A Replace from SQL that moves a gated job to another partition places it there
+	// (venturi_job_place), as MergeInto does.
+	p1 := sqlEnqueue(t, pool, `SELECT * FROM venturi_enqueue('sql_limited', queue => 'elsewhere', dedup_key => 'x', partition => 'p1')`)
+	sqlEnqueue(t, pool, `SELECT * FROM venturi_enqueue('sql_limited', queue => 'elsewhere', dedup_key => 'x', partition => 'p1')`)
+	p2 := sqlEnqueue(t, pool, `SELECT * FROM venturi_enqueue('sql_limited', queue => 'elsewhere', dedup_key => 'x', partition => 'p2')`)
+	var part string
+	var vt, front int64
+	if err := pool.QueryRow(ctx, `SELECT part, vt, (SELECT min(vt) FROM venturi_job WHERE queue = 'elsewhere' AND state = 'available')
+		FROM venturi_job WHERE id = $1`, uuidArg(p1.ID)).Scan(&part, &vt, &front); err != nil {
+		t.Fatal(err)
+	}
+	if p2.Action != "replaced" || p2.ID != p1.ID || part != "p2" || vt != front {
+		t.Errorf("replaced into another partition: %+v, part %q, vt %d (front %d)", p2, part, vt, front)
+	}
 }
 
 // TestSQLEnqueueWakesWorkersAsGoDoes: an enqueue from SQL sends the wake-up NOTIFY a Go
