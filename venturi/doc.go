@@ -45,9 +45,9 @@
 //
 // # Enqueue from SQL
 //
-// The schema provides a SQL API (migration 29, version 1): venturi_enqueue and
-// venturi_enqueue_many enqueue in the caller's transaction from any client, a trigger (a
-// transactional outbox) or a producer in another language, with the Go path's validation
+// The schema provides a SQL API (version 1, migration *_venturi_sql_api): venturi_enqueue
+// and venturi_enqueue_many enqueue in the caller's transaction from any client, a trigger
+// (a transactional outbox) or a producer in another language, with the Go path's validation
 // (errors with a SQLSTATE and the field), dedup lock, flow control and wake-up;
 // venturi_cancel, venturi_signal and venturi_job_status cancel, signal and read jobs. A
 // dedup collision applies the kind's merge as its workers record it at start: Replace, or

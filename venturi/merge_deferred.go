@@ -1,8 +1,8 @@
 package venturi
 
-// Enqueues from SQL (venturi_enqueue, migration 29) decide a dedup collision in the
-// database when the kind's merge is a rule: Replace (a type without a merge method) or a
-// MergeRule. A Merge method is Go code that reads the pending job's payload and carry: an
+// Enqueues from SQL (venturi_enqueue, migration *_venturi_sql_api) decide a dedup
+// collision in the database when the kind's merge is a rule: Replace (a type without a
+// merge method) or a MergeRule. A Merge method is Go code that reads the pending job's payload and carry: an
 // enqueue from SQL that collides with a pending job of such a kind (or of a kind no worker
 // of this version registered) is stored in venturi_deferred_merge instead, and applied
 // here, in order, by a Go process that knows the type: a worker that registered the kind

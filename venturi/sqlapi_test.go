@@ -1,6 +1,6 @@
 package venturi_test
 
-// Tests of the SQL API (migration 29, the README's "Enqueue from SQL"): jobs enqueued with
+// Tests of the SQL API (migration *_venturi_sql_api, the README's "Enqueue from SQL"): jobs enqueued with
 // venturi_enqueue and venturi_enqueue_many are the rows a Go enqueue writes, run by Go
 // workers; bad input is refused field by field; dedup collisions apply the kind's merge
 // (Keep and Replace rules in SQL, a Go Merge method deferred to a Go process), also with

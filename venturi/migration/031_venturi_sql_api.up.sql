@@ -39,12 +39,12 @@
 -- theirs: a SET clause costs some 30 microseconds a call.
 --
 -- Rolling deploy: additive (a table, columns with defaults, new functions; nothing older
--- is redefined). Workers of version 28 keep working: they do not read the new columns,
--- their registrations leave merge NULL (collisions from SQL are then deferred, which is
--- always safe), and they do not apply deferred enqueues (a worker of this version, or a Go
--- enqueue of the key from this version, does). A Go enqueue of version 28 does not look
--- for deferred enqueues: while both versions enqueue one key, one of its enqueues may be
--- applied before a deferred one that preceded it.
+-- is redefined). Workers of the previous version keep working: they do not read the new
+-- columns, their registrations leave merge NULL (collisions from SQL are then deferred,
+-- which is always safe), and they do not apply deferred enqueues (a worker of this
+-- version, or a Go enqueue of the key from this version, does). A Go enqueue of the
+-- previous version does not look for deferred enqueues: while both versions enqueue one
+-- key, one of its enqueues may be applied before a deferred one that preceded it.
 
 -- What a dedup collision from SQL does for the kind, as the workers that register it
 -- record it (see above); and whether the kind is a supervised singleton.

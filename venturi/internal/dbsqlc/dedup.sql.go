@@ -517,9 +517,9 @@ type TakeDeferredMergesRow struct {
 	Meta       []byte
 }
 
-// Takes the enqueues from SQL of one (kind, key) that wait for a Go merge (see
-// migration 29), oldest first. The caller holds the key's lock (DedupLock) and applies
-// them in its transaction, through the Go merge of the kind's type.
+// Takes the enqueues from SQL of one (kind, key) that wait for a Go merge (migration
+// *_venturi_sql_api), oldest first. The caller holds the key's lock (DedupLock) and
+// applies them in its transaction, through the Go merge of the kind's type.
 func (q *Queries) TakeDeferredMerges(ctx context.Context, db DBTX, arg TakeDeferredMergesParams) ([]*TakeDeferredMergesRow, error) {
 	rows, err := db.Query(ctx, takeDeferredMerges, arg.Kind, arg.DedupKey)
 	if err != nil {

@@ -172,9 +172,9 @@ ORDER BY id DESC
 LIMIT 1;
 
 -- name: TakeDeferredMerges :many
--- Takes the enqueues from SQL of one (kind, key) that wait for a Go merge (see
--- migration 29), oldest first. The caller holds the key's lock (DedupLock) and applies
--- them in its transaction, through the Go merge of the kind's type.
+-- Takes the enqueues from SQL of one (kind, key) that wait for a Go merge (migration
+-- *_venturi_sql_api), oldest first. The caller holds the key's lock (DedupLock) and
+-- applies them in its transaction, through the Go merge of the kind's type.
 WITH d AS (
     DELETE FROM venturi_deferred_merge
     WHERE kind = @kind::text AND dedup_key = @dedup_key::text
