@@ -397,6 +397,48 @@ func TestSQLEnqueueWakesWorkersAsGoDoes(t *testing.T) {
 	}
 }
 
+// TestSQLWakeUpIsDebouncedAcrossSessions: the first transaction of a kind in each 2 ms
+// notifies and the others leave the wake-up to it. Another session holds the debounce's
+// locks of sql_report for the next two seconds: an enqueue of sql_report from SQL then
+// sends nothing, and the first notification the workers' channel carries is the one of
+// the sql_counter enqueue committed after it.
+func TestSQLWakeUpIsDebouncedAcrossSessions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := newQueue(t)
+	listen, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listen.Close(ctx)
+	wakeCh := sqlText(t, pool, `SELECT venturi_wake_channel()`)
+	if _, err := listen.Exec(ctx, "LISTEN "+pgx.Identifier{wakeCh}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(ctx) }()
+	if _, err := holder.Exec(ctx, `
+		SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || '.venturi_wake/sql_report/' || b::text, 0))
+		FROM generate_series(floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint / 2000,
+		                     floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint / 2000 + 1000) AS b`); err != nil {
+		t.Fatal(err)
+	}
+	sqlEnqueue(t, pool, `SELECT * FROM venturi_enqueue('sql_report', '{"name": "quiet"}')`)
+	sqlEnqueue(t, pool, `SELECT * FROM venturi_enqueue('sql_counter', '{"key": "w", "n": 1}')`)
+	wctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	n, err := listen.WaitForNotification(wctx)
+	if err != nil {
+		t.Fatalf("no notification: %v", err)
+	}
+	if n.Payload != "sql_counter" {
+		t.Fatalf("first notification %q: the sql_report enqueue notified though its 2 ms were taken", n.Payload)
+	}
+}
+
 // TestSQLEnqueueRefusesBadInput: every argument a Go enqueue would refuse (and a few only
 // a SQL caller can get wrong) is refused with a SQLSTATE, a message naming the field and
 // the field in the error's COLUMN, and nothing is written: no job, no deferred enqueue.

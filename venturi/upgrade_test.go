@@ -1616,3 +1616,28 @@ func TestUpgradeTo31_SQLAPIBesideEarlierJobs(t *testing.T) {
 		}
 	}
 }
+
+// Version 32 debounces the SQL API's wake-up across sessions: an enqueue from SQL after the
+// upgrade still wakes the workers' channel, with the same payload.
+func TestUpgradeTo32_SQLWakeUpAcrossSessions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 31)
+	listen, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listen.Close(ctx)
+	wakeCh := sqlText(t, pool, `SELECT venturi_wake_channel()`)
+	if _, err := listen.Exec(ctx, "LISTEN "+pgx.Identifier{wakeCh}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	migrateTo(t, pool, 32)
+	sqlEnqueue(t, pool, `SELECT * FROM venturi_enqueue('sql_report', delay => '1 minute')`)
+	wctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	if n, err := listen.WaitForNotification(wctx); err != nil || n.Payload != "@sql_report" {
+		t.Fatalf("notification after the upgrade: %+v, %v", n, err)
+	}
+}

@@ -20,6 +20,9 @@ BEGIN
             RETURN;
         END IF;
     END IF;
+    IF NOT pg_try_advisory_xact_lock(hashtextextended(current_schema() || '.venturi_wake/' || v_payload || '/' || (v_now / 2000)::text, 0)) THEN
+        RETURN;
+    END IF;
     PERFORM set_config('venturi.wake_last', v_now || ':' || v_payload, false);
     PERFORM pg_notify(venturi_wake_channel(), v_payload);
 END
