@@ -1641,3 +1641,56 @@ func TestUpgradeTo32_SQLWakeUpAcrossSessions(t *testing.T) {
 		t.Fatalf("notification after the upgrade: %+v, %v", n, err)
 	}
 }
+
+// Version 33 decides from what the nodes need as it is: a failed node and the node that
+// needs its group retried in one settle leave the latter blocked, because the group's
+// member that the failure had decided is undecided by the same retry.
+func TestUpgradeTo33_RetriesDecideAfterWhatTheyReopen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 32)
+	if _, err := pool.Exec(ctx, `SELECT venturi_history_extend(1::smallint, interval '1 hour', now() + interval '3 hours', 1000),
+		venturi_history_extend(2::smallint, interval '1 hour', now() + interval '3 hours', 1000)`); err != nil {
+		t.Fatal(err)
+	}
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	wf := venturi.NewWorkflow("retries")
+	a := wf.Add("a", wfStep{Node: "a"})
+	g := wf.Group("g")
+	wf.Add("m", wfStep{Node: "m"}, venturi.Needs(a), venturi.In(g))
+	wf.Add("s", wfStep{Node: "s"}, venturi.NeedsEnded(g))
+	res, err := q.EnqueueWorkflow(ctx, wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := func(node string) pgtype.UUID { return pgtype.UUID{Bytes: res.Jobs[node], Valid: true} }
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	state := func(node string) venturi.State {
+		t.Helper()
+		return jobByID(t, q, res.Jobs[node]).State
+	}
+	// a fails: m is decided (something it needs failed), g ends, s is released and completes.
+	exec(`UPDATE venturi_job SET state = 'dead', finished_at = now() WHERE id = $1`, job("a"))
+	exec(`SELECT venturi_workflow_resolve('', 64)`)
+	if st := state("s"); st != venturi.StateAvailable {
+		t.Fatalf("s is %s after g ended", st)
+	}
+	exec(`UPDATE venturi_job SET state = 'completed', finished_at = now() WHERE id = $1`, job("s"))
+	exec(`SELECT venturi_workflow_resolve('', 64)`)
+	migrateTo(t, pool, 33)
+	// a and s retried before one settle: a runs again, m waits for it, so g is open and s waits.
+	for _, n := range []string{"a", "s"} {
+		exec(`UPDATE venturi_job SET state = 'blocked', finished_at = NULL WHERE id = $1`, job(n))
+	}
+	exec(`SELECT venturi_workflow_resolve('', 64)`)
+	if got := []venturi.State{state("a"), state("m"), state("s")}; !slices.Equal(got,
+		[]venturi.State{venturi.StateAvailable, venturi.StateBlocked, venturi.StateBlocked}) {
+		t.Fatalf("after the retries a, m, s are %v; want available, blocked, blocked", got)
+	}
+}

@@ -232,6 +232,21 @@ func (e *engineCase) change(ctx context.Context, released, ended, blocked []stri
 			e.must(e.m.End(n, workflowmodel.Del))
 			e.do(ctx, `DELETE FROM venturi_job WHERE id = $1`, e.jobs[n])
 		}
+	case x < 14 && len(ended) > 1 && !e.m.CancelRequested():
+		// Several retried before one settle, as RetryWorkflow retries a workflow's failed
+		// and cancelled members: what a retried node needs may reopen in the same settle.
+		// (Not in a cancelled workflow: RetryWorkflow lifts the cancel first.)
+		var some []string
+		for _, n := range ended {
+			if r.IntN(2) == 0 {
+				some = append(some, n)
+			}
+		}
+		e.steps = append(e.steps, fmt.Sprint("retry ", some))
+		for _, n := range some {
+			e.must(e.m.Reopen(n))
+			e.retry(ctx, e.jobs[n])
+		}
 	case x < 20 && len(ended) > 0:
 		n := pick(ended)
 		e.steps = append(e.steps, "retry "+n)

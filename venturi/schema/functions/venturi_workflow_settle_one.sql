@@ -46,6 +46,7 @@ DECLARE
     x_decs    text[];
     v_wakes   text[];    -- the kinds released ('@' before a kind scheduled for later)
     v_i       integer;
+    v_some    boolean;   -- a decision of the pass changes what others need
 BEGIN
     SELECT * INTO w FROM venturi_workflow WHERE id = p_id;
     IF NOT FOUND THEN
@@ -274,10 +275,12 @@ BEGIN
                                            FROM unnest(c_old, c_new) AS c(old, new))
             WHERE id = p_id;
         END IF;
-        IF cardinality(evals) > 64 THEN
+        -- Decisions wait until no contribution is left to recompute (the parents whose
+        -- holds this wave changed): a node is decided from everything it needs as it is.
+        IF cardinality(evals) > 64 AND cardinality(dirty) = 0 THEN
             PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
         END IF;
-        IF cardinality(evals) > 0 THEN
+        IF cardinality(evals) > 0 AND cardinality(dirty) = 0 THEN
             -- The decisions that changed. A group is ok once sealed, cancelled while open in
             -- a cancelled workflow; a job's node not yet released or ended is decided by
             -- its policy and counters.
@@ -295,6 +298,19 @@ BEGIN
                   WHERE n.job_id IS NULL OR (n.run IS NULL AND NOT n.released)) e
             WHERE e.dec IS DISTINCT FROM e.own;
             evals := '{}';
+            -- A group's decision, and a decided node decided otherwise (revived, relabelled),
+            -- change what others need in ways the same pass cannot see (a member reopened
+            -- reopens its group): when there are such, they alone are applied now, and the
+            -- other decisions wait for the next pass, after the change has propagated.
+            -- Releases and ends of undecided nodes only add ended contributions, which no
+            -- decision of the same pass depends on.
+            v_some := false;
+            FOR v_i IN 1 .. COALESCE(cardinality(e_nodes), 0) LOOP
+                IF e_jobs[v_i] IS NULL OR e_owns[v_i] IS NOT NULL THEN
+                    v_some := true;
+                    EXIT;
+                END IF;
+            END LOOP;
             -- What each decision does: 'own' sets the decision alone (a group; a decided
             -- node decided otherwise, cancel then dcancel: its job stays cancelled, its
             -- outcome says why now); 'release' makes the job available; 'end' cancels it;
@@ -302,6 +318,10 @@ BEGIN
             a_nodes := '{}'; a_acts := '{}'; a_decs := '{}';
             r_jobs := '{}'; r_delays := '{}'; x_jobs := '{}'; x_decs := '{}';
             FOR v_i IN 1 .. COALESCE(cardinality(e_nodes), 0) LOOP
+                IF v_some AND e_jobs[v_i] IS NOT NULL AND e_owns[v_i] IS NULL THEN
+                    evals := evals || e_nodes[v_i]; -- decided in the next pass
+                    CONTINUE;
+                END IF;
                 IF e_jobs[v_i] IS NULL OR (e_owns[v_i] IS NOT NULL AND e_decs[v_i] <> 'release') THEN
                     v_act := 'own';
                 ELSE
@@ -374,16 +394,22 @@ BEGIN
 
     -- 5. Finished when nothing waits; open again when a retry reopened a node.
     SELECT * INTO w FROM venturi_workflow WHERE id = p_id;
-    IF w.open_nodes = 0 AND w.state = 'open' THEN
+    IF w.open_nodes = 0 THEN
+        -- (Computed again when it is finished already: members retried and decided again
+        -- in one settle, a retry in a cancelled workflow, may change its outcome.)
         v_final := CASE
             WHEN w.fail_fast_tripped OR EXISTS (SELECT 1 FROM venturi_workflow_node n
                                                 WHERE n.workflow_id = p_id AND n.own IN ('fail', 'dfail')) THEN 'failed'
             WHEN w.cancel_requested_at IS NOT NULL OR EXISTS (SELECT 1 FROM venturi_workflow_node n
                                                 WHERE n.workflow_id = p_id AND n.own IN ('cancel', 'del', 'dcancel')) THEN 'cancelled'
             ELSE 'succeeded' END;
-        UPDATE venturi_workflow SET state = v_final, finished_at = now() WHERE id = p_id;
-        IF w.await_channel IS NOT NULL THEN
-            PERFORM pg_notify(w.await_channel, chr(31) || 'workflow:' || p_id::text);
+        IF w.state = 'open' THEN
+            UPDATE venturi_workflow SET state = v_final, finished_at = now() WHERE id = p_id;
+            IF w.await_channel IS NOT NULL THEN
+                PERFORM pg_notify(w.await_channel, chr(31) || 'workflow:' || p_id::text);
+            END IF;
+        ELSIF w.state <> v_final THEN
+            UPDATE venturi_workflow SET state = v_final WHERE id = p_id;
         END IF;
     ELSIF w.open_nodes > 0 AND w.state <> 'open' THEN
         UPDATE venturi_workflow SET state = 'open', finished_at = NULL WHERE id = p_id;
