@@ -1122,6 +1122,9 @@ func (c *wfCheck) checkStarts(w *wfRow, n *nodeRow) {
 			continue
 		}
 		for i, u := range up {
+			if c.spawnedAfter(w, u, s.at) {
+				continue // spawned by a later run of its spawner, whose earlier end released this one
+			}
 			if !endedBefore(marks[i], s.at) {
 				c.fail(invWfEarly, "workflow %s: node %s (%s of %s) started run %d at %s before %s ended (%s)",
 					ulidStr(w.id), n.name, venturi.Policy(n.policy), strings.Join(n.deps, ","), s.run, s.at.Format("15:04:05.000000"),
@@ -1129,6 +1132,18 @@ func (c *wfCheck) checkStarts(w *wfRow, n *nodeRow) {
 			}
 		}
 	}
+}
+
+// spawnedAfter reports whether u is a node that a run of a job node spawned (its parent
+// is a job's node, not a group) after at. A spawner's children are attached with the end
+// of the run that spawned them: a node released by an earlier end of the spawner (a run
+// that failed, then a retry) started before they existed, rightly. The spawner itself is
+// upstream too, so a start before any of its ends is still caught; a group's members are
+// not exempt (a group takes members only while open, and an open group holds back what
+// needs it).
+func (c *wfCheck) spawnedAfter(w *wfRow, u *nodeRow, at time.Time) bool {
+	p := c.ev.nodes[w.id][u.parent]
+	return u.parent != "" && p != nil && p.job != nil && u.createdAt.After(at)
 }
 
 func marksString(ms []mark) string {

@@ -480,3 +480,19 @@ func TestRetainBoundaries(t *testing.T) {
 		t.Errorf("260s: %v, want 4", got)
 	}
 }
+
+// TestWfSpawnedAfterTheStart: a node that needs a spawner may start after an end of the
+// spawner and before the children of a later run of it (the first run failed, the workflow
+// was retried): they did not exist when it started. Children that existed are waited for.
+func TestWfSpawnedAfterTheStart(t *testing.T) {
+	h := newWfHistory()
+	h.ev.starts[*h.node(h.w, "t").job][0].at = h.at(6)
+	h.node(h.w, "sp/c0").createdAt = h.at(6.2) // spawned by a run after t started
+	if _, bad := wfViolations(h.ev); len(bad) != 0 {
+		t.Fatalf("children spawned after the start: %d violations:\n%s", len(bad), strings.Join(bad, "\n"))
+	}
+	h.node(h.w, "sp/c0").createdAt = h.at(5.9) // existed when t started
+	if _, bad := wfViolations(h.ev); len(bad) == 0 || !strings.Contains(strings.Join(bad, "\n"), "before sp/c0 ended") {
+		t.Fatalf("a child that existed at the start: violations %v, want t's early start", bad)
+	}
+}

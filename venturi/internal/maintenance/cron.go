@@ -13,6 +13,7 @@ import (
 
 	"github.com/venturi-dev/venturi/internal/cronexpr"
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
+	"github.com/venturi-dev/venturi/internal/lograte"
 	"github.com/venturi-dev/venturi/internal/pgerr"
 )
 
@@ -168,6 +169,7 @@ type CronFirer struct {
 	specs     map[string]*cronexpr.Spec // parsed expressions by text
 	locs      map[string]*time.Location // loaded zones by name
 	warned    map[string]bool           // schedules this worker cannot load, logged once
+	failLog   lograte.Limiter           // the firing loop's warnings while every tick fails
 	lastPrune time.Time                 // when the ledger was last pruned
 }
 
@@ -195,11 +197,16 @@ func (s *CronFirer) Run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			s.cfg.Logger.Warn("venturi: firing schedules failed", "err", err, "transient", pgerr.IsTransient(err))
+			if log, skipped := s.failLog.Fail(); log {
+				s.cfg.Logger.Warn("venturi: firing schedules failed", "err", err, "transient", pgerr.IsTransient(err), "failed_since_last_logged", skipped)
+			}
 		case more:
 			wait = 0
 		case dueIn != nil:
 			wait = min(max(*dueIn, s.cfg.LockedRetry), wait)
+		}
+		if err == nil {
+			s.failLog.OK()
 		}
 		if err == nil && time.Since(s.lastPrune) > time.Minute {
 			s.Prune(ctx)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
+	"github.com/venturi-dev/venturi/internal/lograte"
 	"github.com/venturi-dev/venturi/internal/pgerr"
 )
 
@@ -50,6 +51,9 @@ type Maintainer struct {
 	retention *Duty            // pruning
 	gates     *Duty            // the idle gates' sweep
 	orphaned  *Duty            // the minute's sweeps: what gone jobs left, unplaced gated jobs
+
+	// While the database is gone every tick fails: each loop's warnings are limited.
+	leasesLog, retentionLog, gatesLog, orphanedLog lograte.Limiter
 }
 
 // NewMaintainer returns a maintainer of the duties made of the services given, which
@@ -94,9 +98,13 @@ func (m *Maintainer) runLeases(ctx context.Context) {
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				m.cfg.Logger.Warn("venturi: maintenance failed", "err", err, "transient", pgerr.IsTransient(err))
+				if log, skipped := m.leasesLog.Fail(); log {
+					m.cfg.Logger.Warn("venturi: maintenance failed", "err", err, "transient", pgerr.IsTransient(err), "failed_since_last_logged", skipped)
+				}
 			}
 			healthySince = time.Now() // after an outage, give live workers a lease to extend
+		} else {
+			m.leasesLog.OK()
 		}
 	}
 }
@@ -113,19 +121,32 @@ func (m *Maintainer) runRetention(ctx context.Context) {
 		case <-t.C:
 		}
 		if _, err := m.retention.TickAll(ctx); err != nil && ctx.Err() == nil {
-			m.cfg.Logger.Warn("venturi: retention failed", "err", err, "transient", pgerr.IsTransient(err))
+			if log, skipped := m.retentionLog.Fail(); log {
+				m.cfg.Logger.Warn("venturi: retention failed", "err", err, "transient", pgerr.IsTransient(err), "failed_since_last_logged", skipped)
+			}
+		} else if err == nil {
+			m.retentionLog.OK()
 		}
 		if m.sweeper.Due() {
 			_, err := m.gates.TickAll(ctx)
 			if err != nil && ctx.Err() == nil {
-				m.cfg.Logger.Warn("venturi: pruning idle gates failed", "err", err, "transient", pgerr.IsTransient(err))
+				if log, skipped := m.gatesLog.Fail(); log {
+					m.cfg.Logger.Warn("venturi: pruning idle gates failed", "err", err, "transient", pgerr.IsTransient(err), "failed_since_last_logged", skipped)
+				}
+			} else if err == nil {
+				m.gatesLog.OK()
 			}
 			m.sweeper.Swept(err) // swept (or another worker sweeps, or it failed): later
 		}
 		if m.orphans.Due() {
 			_, err := m.orphaned.TickAll(ctx)
 			if err != nil && ctx.Err() == nil {
-				m.cfg.Logger.Warn("venturi: the sweeps of what gone jobs left and of unplaced gated jobs failed", "err", err, "transient", pgerr.IsTransient(err))
+				if log, skipped := m.orphanedLog.Fail(); log {
+					m.cfg.Logger.Warn("venturi: the sweeps of what gone jobs left and of unplaced gated jobs failed", "err", err,
+						"transient", pgerr.IsTransient(err), "failed_since_last_logged", skipped)
+				}
+			} else if err == nil {
+				m.orphanedLog.OK()
 			}
 			m.orphans.Swept(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
+	"github.com/venturi-dev/venturi/internal/lograte"
 )
 
 // PerPass is the most workflows one statement settles.
@@ -31,6 +32,9 @@ type Resolver struct {
 	log      *slog.Logger
 	stop     func(context.Context) (int, error)
 	wake     chan struct{}
+
+	// While the database is gone every pass fails: each warning is limited.
+	settleLog, stopLog lograte.Limiter
 }
 
 // New returns a resolver that settles through db, tells released jobs' kinds on channel
@@ -72,7 +76,11 @@ func (r *Resolver) Pass(ctx context.Context) int {
 	n := r.settle(ctx)
 	if r.stop != nil {
 		if _, err := r.stop(ctx); err != nil && ctx.Err() == nil {
-			r.log.Warn("venturi: cancel the jobs of cancelled workflows", "err", err)
+			if log, skipped := r.stopLog.Fail(); log {
+				r.log.Warn("venturi: cancel the jobs of cancelled workflows", "err", err, "failed_since_last_logged", skipped)
+			}
+		} else if err == nil {
+			r.stopLog.OK()
 		}
 	}
 	return n
@@ -84,10 +92,13 @@ func (r *Resolver) settle(ctx context.Context) int {
 		n, err := r.q.ResolveWorkflows(ctx, r.db, dbsqlc.ResolveWorkflowsParams{Channel: r.channel, Max: PerPass})
 		if err != nil {
 			if ctx.Err() == nil {
-				r.log.Warn("venturi: settle workflows", "err", err)
+				if log, skipped := r.settleLog.Fail(); log {
+					r.log.Warn("venturi: settle workflows", "err", err, "failed_since_last_logged", skipped)
+				}
 			}
 			return total
 		}
+		r.settleLog.OK()
 		total += int(n)
 		if n == 0 {
 			return total
