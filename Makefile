@@ -195,7 +195,7 @@ test/db/others:
 QUICK_MODULES = venturi $(APP_MODULES)
 QUICK_PARALLEL ?= 8
 .PHONY: test/quick
-test/quick: ## venturi's and the app modules' tests, -short (slow tests skip), no race detector, QUICK_PARALLEL (8) at once, the modules side by side (starts PostgreSQL when DATABASE_URL is unset)
+test/quick: deps/node ## venturi's and the app modules' tests, -short (slow tests skip), no race detector, QUICK_PARALLEL (8) at once, the modules side by side (starts PostgreSQL when DATABASE_URL is unset)
 	@$(PG) with -- bash -c 'out=$$(mktemp -d); trap "rm -rf $$out" EXIT; n=0; \
 	  for m in $(QUICK_MODULES); do n=$$((n + 1)); \
 	    (cd $(CURDIR)/$$m && GOWORK=off go test -short -parallel $(QUICK_PARALLEL) $(GOTEST_FLAGS) ./... >$$out/$$n.log 2>&1; echo $$? >$$out/$$n.rc) & done; \
@@ -211,14 +211,12 @@ test/venturi: deps/node ## venturi's unit and integration tests, with the race d
 
 # The SQL API's producer in another language (examples/node-producer: Node and the pg
 # package), which venturi's TestNodeProducer runs against a Go worker. npm ci installs the
-# locked packages (about 2 s, 14 packages); without npm the test skips, and under CI=true
-# (.ci/run) both fail instead.
+# locked packages (about 2 s, 14 packages); without npm it fails, as the test would.
 NODE_PRODUCER := $(CURDIR)/examples/node-producer
 .PHONY: deps/node
-deps/node: ## npm ci in examples/node-producer (the SQL API's Node producer, run by venturi's TestNodeProducer); without npm: a note, or a failure under CI=true
-	@if command -v npm >/dev/null 2>&1; then cd $(NODE_PRODUCER) && npm ci --no-audit --no-fund --loglevel=error; \
-	  elif [ "$${CI:-}" = true ]; then echo "deps/node: npm not found; the SQL API's Node producer test needs Node 20 and npm"; exit 1; \
-	  else echo "deps/node: npm not found; TestNodeProducer will skip (under CI=true it fails)"; fi
+deps/node: ## npm ci in examples/node-producer (the SQL API's Node producer, run by venturi's TestNodeProducer); fails without Node 20 and npm
+	@command -v npm >/dev/null 2>&1 || { echo "deps/node: npm not found; the SQL API's Node producer test needs Node 20 and npm"; exit 1; }
+	cd $(NODE_PRODUCER) && npm ci --no-audit --no-fund --loglevel=error
 
 test/venturiotel: ## The OpenTelemetry adapter's tests (module venturi/venturiotel), with the race detector
 	cd venturi/venturiotel && GOWORK=off go test -race $(GOTEST_FLAGS) ./...

@@ -342,6 +342,24 @@ func TestSQLEnqueueWritesTheRowsGoWrites(t *testing.T) {
 	}
 }
 
+// listenOn opens a connection of its own to pool's database that LISTENs on channels;
+// it is closed when the test ends.
+func listenOn(t *testing.T, pool *pgxpool.Pool, channels ...string) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	for _, ch := range channels {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return conn
+}
+
 // TestSQLEnqueueWakesWorkersAsGoDoes: an enqueue from SQL sends the wake-up NOTIFY a Go
 // enqueue sends on the workers' channel (the kind for a job due now, "@" and the kind for
 // a delayed one), delivered at commit; a deferred one wakes the workers on the merge
@@ -350,18 +368,9 @@ func TestSQLEnqueueWakesWorkersAsGoDoes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _ := newQueue(t)
-	listen, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listen.Close(ctx)
 	mergeCh := sqlText(t, pool, `SELECT venturi_merge_channel()`)
 	wakeCh := "venturi_insert." + schemaOf(pool) // as queue.go names it
-	for _, ch := range []string{wakeCh, mergeCh} {
-		if _, err := listen.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	listen := listenOn(t, pool, wakeCh, mergeCh)
 	if got := sqlText(t, pool, `SELECT venturi_wake_channel()`); got != wakeCh {
 		t.Fatalf("venturi_wake_channel() = %q, want %q", got, wakeCh)
 	}
@@ -406,15 +415,7 @@ func TestSQLWakeUpIsDebouncedAcrossSessions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _ := newQueue(t)
-	listen, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listen.Close(ctx)
-	wakeCh := sqlText(t, pool, `SELECT venturi_wake_channel()`)
-	if _, err := listen.Exec(ctx, "LISTEN "+pgx.Identifier{wakeCh}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
+	listen := listenOn(t, pool, sqlText(t, pool, `SELECT venturi_wake_channel()`))
 	holder, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -42,6 +42,39 @@ func migrateTo(t *testing.T, pool *pgxpool.Pool, v int) {
 	}
 }
 
+// startRun puts job id in the running state as a worker's claim does and returns its
+// lease token.
+func startRun(t *testing.T, pool *pgxpool.Pool, id ulid.ULID) int64 {
+	t.Helper()
+	var token int64
+	if err := pool.QueryRow(context.Background(), `UPDATE venturi_job SET state = 'running', runs = 1,
+		lease_token = nextval('venturi_lease_token_seq'), lease_expires_at = now() + interval '1 minute',
+		worker_id = 'w', attempted_at = now() WHERE id = $1 RETURNING lease_token`, pgtype.UUID{Bytes: id, Valid: true}).Scan(&token); err != nil {
+		t.Fatal(err)
+	}
+	return token
+}
+
+// finishRuns ends runs as this version's worker does (FinishRuns, an hour of retention),
+// each job id, under its token, in the state given ("completed", "dead").
+func finishRuns(t *testing.T, db dbsqlc.DBTX, ids []ulid.ULID, tokens []int64, states []string) {
+	t.Helper()
+	p := dbsqlc.FinishRunsParams{Tokens: tokens, States: states,
+		RetainCompletedUs: time.Hour.Microseconds(), RetainDeadUs: time.Hour.Microseconds()}
+	for i, id := range ids {
+		p.Ids = append(p.Ids, pgtype.UUID{Bytes: id, Valid: true})
+		p.DelaysUs = append(p.DelaysUs, 0)
+		p.Failed = append(p.Failed, states[i] == "dead")
+		p.SetCarry = append(p.SetCarry, false)
+		p.Carries = append(p.Carries, "")
+		p.Entries = append(p.Entries, "")
+		p.RanUs = append(p.RanUs, 1500)
+	}
+	if got, err := dbsqlc.New().FinishRuns(context.Background(), db, p); err != nil || len(got) != len(ids) {
+		t.Fatalf("FinishRuns = %v, %v", got, err)
+	}
+}
+
 // TestUpgradeTo2_SetsVacuumOptionsAndKeepsJobs: 002_venturi_vacuum.up.sql sets the job
 // table's vacuum and fill-factor options. A schema at version 1 with jobs in it upgrades to
 // version 2; the jobs are untouched and still run.
@@ -1274,19 +1307,7 @@ func TestUpgradeTo27_WorkflowsBesideEarlierJobs(t *testing.T) {
 		t.Fatalf("the version-25 finished job: %+v", j)
 	}
 	// The pending job runs and finishes through this version's FinishRuns.
-	var token int64
-	if err := pool.QueryRow(ctx, `UPDATE venturi_job SET state = 'running', runs = 1,
-		lease_token = nextval('venturi_lease_token_seq'), lease_expires_at = now() + interval '1 minute',
-		worker_id = 'w27', attempted_at = now() WHERE id = $1 RETURNING lease_token`, pending[:]).Scan(&token); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := dbsqlc.New().FinishRuns(ctx, pool, dbsqlc.FinishRunsParams{
-		Ids: []pgtype.UUID{{Bytes: pending, Valid: true}}, Tokens: []int64{token}, States: []string{"completed"},
-		DelaysUs: []int64{0}, Failed: []bool{false}, SetCarry: []bool{false}, Carries: []string{""},
-		Entries: []string{""}, RanUs: []int64{1500},
-		RetainCompletedUs: time.Hour.Microseconds(), RetainDeadUs: time.Hour.Microseconds()}); err != nil || len(got) != 1 {
-		t.Fatalf("FinishRuns = %v, %v", got, err)
-	}
+	finishRuns(t, pool, []ulid.ULID{pending}, []int64{startRun(t, pool, pending)}, []string{"completed"})
 	if j := jobByID(t, q, pending); j.State != venturi.StateCompleted {
 		t.Fatalf("the version-25 pending job is %s", j.State)
 	}
@@ -1341,36 +1362,28 @@ func TestUpgradeTo28_SettleAtFinish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(node string) int64 {
+	// finish ends node's run in a transaction of its own (naming the jobs' channel when
+	// channel is set), as a worker's finish does.
+	finish := func(node string, channel bool) {
 		t.Helper()
-		var token int64
-		if err := pool.QueryRow(ctx, `UPDATE venturi_job SET state = 'running', runs = 1,
-			lease_token = nextval('venturi_lease_token_seq'), lease_expires_at = now() + interval '1 minute',
-			worker_id = 'w', attempted_at = now() WHERE id = $1 RETURNING lease_token`, pgtype.UUID{Bytes: res.Jobs[node], Valid: true}).Scan(&token); err != nil {
+		token := startRun(t, pool, res.Jobs[node])
+		tx, err := pool.Begin(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
-		return token
-	}
-	finish := func(tx pgx.Tx, node string, token int64) {
-		t.Helper()
-		if got, err := dbsqlc.New().FinishRuns(ctx, tx, dbsqlc.FinishRunsParams{
-			Ids: []pgtype.UUID{{Bytes: res.Jobs[node], Valid: true}}, Tokens: []int64{token}, States: []string{"completed"},
-			DelaysUs: []int64{0}, Failed: []bool{false}, SetCarry: []bool{false}, Carries: []string{""},
-			Entries: []string{""}, RanUs: []int64{1500},
-			RetainCompletedUs: time.Hour.Microseconds(), RetainDeadUs: time.Hour.Microseconds()}); err != nil || len(got) != 1 {
-			t.Fatalf("FinishRuns = %v, %v", got, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		if channel {
+			if err := dbsqlc.New().SetLocalFinishChannel(ctx, tx, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		finishRuns(t, tx, []ulid.ULID{res.Jobs[node]}, []int64{token}, []string{"completed"})
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
 		}
 	}
 	// a ends as a version-27 worker's finish ends it: in the inbox, for a resolver.
-	ta := run("a")
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	finish(tx, "a", ta)
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	finish("a", false)
 	migrateTo(t, pool, 28)
 	if j := jobByID(t, q, res.Jobs["b"]); j.State != venturi.StateBlocked {
 		t.Fatalf("b is %s before a resolver settled a's end", j.State)
@@ -1382,18 +1395,7 @@ func TestUpgradeTo28_SettleAtFinish(t *testing.T) {
 		t.Fatalf("b is %s after the resolver", j.State)
 	}
 	// b ends in a finish that names its channel: c is released as it commits.
-	tb := run("b")
-	tx, err = pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dbsqlc.New().SetLocalFinishChannel(ctx, tx, ""); err != nil {
-		t.Fatal(err)
-	}
-	finish(tx, "b", tb)
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	finish("b", true)
 	if j := jobByID(t, q, res.Jobs["c"]); j.State != venturi.StateAvailable {
 		t.Fatalf("c is %s after b's finish committed", j.State)
 	}
@@ -1427,19 +1429,15 @@ func TestUpgradeTo29_SettleInSets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(node string) int64 {
-		t.Helper()
-		var token int64
-		if err := pool.QueryRow(ctx, `UPDATE venturi_job SET state = 'running', runs = 1,
-			lease_token = nextval('venturi_lease_token_seq'), lease_expires_at = now() + interval '1 minute',
-			worker_id = 'w', attempted_at = now() WHERE id = $1 RETURNING lease_token`, pgtype.UUID{Bytes: res.Jobs[node], Valid: true}).Scan(&token); err != nil {
-			t.Fatal(err)
-		}
-		return token
-	}
-	// finish ends nodes in one FinishRuns, naming the jobs' channel when channel is set.
+	// finish ends nodes' runs in one FinishRuns, naming the jobs' channel when channel is set.
 	finish := func(channel bool, states map[string]string) {
 		t.Helper()
+		var ids []ulid.ULID
+		var tokens []int64
+		var ends []string
+		for node, state := range states {
+			ids, tokens, ends = append(ids, res.Jobs[node]), append(tokens, startRun(t, pool, res.Jobs[node])), append(ends, state)
+		}
 		tx, err := pool.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -1450,21 +1448,7 @@ func TestUpgradeTo29_SettleInSets(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		p := dbsqlc.FinishRunsParams{RetainCompletedUs: time.Hour.Microseconds(), RetainDeadUs: time.Hour.Microseconds()}
-		for node, state := range states {
-			p.Ids = append(p.Ids, pgtype.UUID{Bytes: res.Jobs[node], Valid: true})
-			p.Tokens = append(p.Tokens, run(node))
-			p.States = append(p.States, state)
-			p.DelaysUs = append(p.DelaysUs, 0)
-			p.Failed = append(p.Failed, state == "dead")
-			p.SetCarry = append(p.SetCarry, false)
-			p.Carries = append(p.Carries, "")
-			p.Entries = append(p.Entries, "")
-			p.RanUs = append(p.RanUs, 1500)
-		}
-		if got, err := dbsqlc.New().FinishRuns(ctx, tx, p); err != nil || len(got) != len(states) {
-			t.Fatalf("FinishRuns = %v, %v", got, err)
-		}
+		finishRuns(t, tx, ids, tokens, ends)
 		if err := tx.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -1624,15 +1608,7 @@ func TestUpgradeTo32_SQLWakeUpAcrossSessions(t *testing.T) {
 	ctx := context.Background()
 	pool := newEmptyDB(t)
 	migrateTo(t, pool, 31)
-	listen, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listen.Close(ctx)
-	wakeCh := sqlText(t, pool, `SELECT venturi_wake_channel()`)
-	if _, err := listen.Exec(ctx, "LISTEN "+pgx.Identifier{wakeCh}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
+	listen := listenOn(t, pool, sqlText(t, pool, `SELECT venturi_wake_channel()`))
 	migrateTo(t, pool, 32)
 	sqlEnqueue(t, pool, `SELECT * FROM venturi_enqueue('sql_report', delay => '1 minute')`)
 	wctx, cancel := context.WithTimeout(ctx, within)

@@ -517,8 +517,8 @@ type TakeDeferredMergesRow struct {
 	Meta       []byte
 }
 
-// Takes the enqueues from SQL of one (kind, key) that wait for a Go merge (migration
-// *_venturi_sql_api), oldest first. The caller holds the key's lock (DedupLock) and
+// Takes the enqueues from SQL of one (kind, key) that wait for a Go merge
+// (schema/functions/venturi_enqueue_one.sql defers them), oldest first. The caller holds the key's lock (DedupLock) and
 // applies them in its transaction, through the Go merge of the kind's type.
 func (q *Queries) TakeDeferredMerges(ctx context.Context, db DBTX, arg TakeDeferredMergesParams) ([]*TakeDeferredMergesRow, error) {
 	rows, err := db.Query(ctx, takeDeferredMerges, arg.Kind, arg.DedupKey)

@@ -5,6 +5,7 @@
 package lograte
 
 import (
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -45,6 +46,14 @@ func (l *Limiter) Fail() (log bool, skipped int) {
 	}
 	skipped, l.skipped, l.last = l.skipped, 0, t
 	return true, skipped
+}
+
+// Warn records a failure and, when Fail lets it through, logs msg with args on log and
+// the number of failures it stands for besides itself (failed_since_last_logged).
+func (l *Limiter) Warn(log *slog.Logger, msg string, args ...any) {
+	if ok, skipped := l.Fail(); ok {
+		log.Warn(msg, append(args, "failed_since_last_logged", skipped)...)
+	}
 }
 
 // OK records a success: the next failure is logged at once.

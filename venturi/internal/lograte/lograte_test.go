@@ -1,6 +1,8 @@
 package lograte
 
 import (
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 )
@@ -32,5 +34,20 @@ func TestLimiterZeroValue(t *testing.T) {
 	}
 	if log, _ := l.Fail(); log {
 		t.Fatal("a second failure at once was logged")
+	}
+}
+
+func TestLimiterWarn(t *testing.T) {
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	now := time.Unix(1000, 0)
+	l := &Limiter{Every: time.Second, Now: func() time.Time { return now }}
+	l.Warn(log, "loop failed", "err", "boom")
+	l.Warn(log, "loop failed", "err", "boom")
+	now = now.Add(time.Second)
+	l.Warn(log, "loop failed", "err", "boom")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "failed_since_last_logged=0") || !strings.Contains(lines[1], "failed_since_last_logged=1") {
+		t.Fatalf("logged:\n%s", buf.String())
 	}
 }

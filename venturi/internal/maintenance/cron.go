@@ -197,9 +197,7 @@ func (s *CronFirer) Run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			if log, skipped := s.failLog.Fail(); log {
-				s.cfg.Logger.Warn("venturi: firing schedules failed", "err", err, "transient", pgerr.IsTransient(err), "failed_since_last_logged", skipped)
-			}
+			s.failLog.Warn(s.cfg.Logger, "venturi: firing schedules failed", "err", err, "transient", pgerr.IsTransient(err))
 		case more:
 			wait = 0
 		case dueIn != nil:

@@ -98,9 +98,7 @@ func (m *Maintainer) runLeases(ctx context.Context) {
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				if log, skipped := m.leasesLog.Fail(); log {
-					m.cfg.Logger.Warn("venturi: maintenance failed", "err", err, "transient", pgerr.IsTransient(err), "failed_since_last_logged", skipped)
-				}
+				m.leasesLog.Warn(m.cfg.Logger, "venturi: maintenance failed", "err", err, "transient", pgerr.IsTransient(err))
 			}
 			healthySince = time.Now() // after an outage, give live workers a lease to extend
 		} else {
@@ -121,18 +119,14 @@ func (m *Maintainer) runRetention(ctx context.Context) {
 		case <-t.C:
 		}
 		if _, err := m.retention.TickAll(ctx); err != nil && ctx.Err() == nil {
-			if log, skipped := m.retentionLog.Fail(); log {
-				m.cfg.Logger.Warn("venturi: retention failed", "err", err, "transient", pgerr.IsTransient(err), "failed_since_last_logged", skipped)
-			}
+			m.retentionLog.Warn(m.cfg.Logger, "venturi: retention failed", "err", err, "transient", pgerr.IsTransient(err))
 		} else if err == nil {
 			m.retentionLog.OK()
 		}
 		if m.sweeper.Due() {
 			_, err := m.gates.TickAll(ctx)
 			if err != nil && ctx.Err() == nil {
-				if log, skipped := m.gatesLog.Fail(); log {
-					m.cfg.Logger.Warn("venturi: pruning idle gates failed", "err", err, "transient", pgerr.IsTransient(err), "failed_since_last_logged", skipped)
-				}
+				m.gatesLog.Warn(m.cfg.Logger, "venturi: pruning idle gates failed", "err", err, "transient", pgerr.IsTransient(err))
 			} else if err == nil {
 				m.gatesLog.OK()
 			}
@@ -141,10 +135,7 @@ func (m *Maintainer) runRetention(ctx context.Context) {
 		if m.orphans.Due() {
 			_, err := m.orphaned.TickAll(ctx)
 			if err != nil && ctx.Err() == nil {
-				if log, skipped := m.orphanedLog.Fail(); log {
-					m.cfg.Logger.Warn("venturi: the sweeps of what gone jobs left and of unplaced gated jobs failed", "err", err,
-						"transient", pgerr.IsTransient(err), "failed_since_last_logged", skipped)
-				}
+				m.orphanedLog.Warn(m.cfg.Logger, "venturi: the sweeps of what gone jobs left and of unplaced gated jobs failed", "err", err, "transient", pgerr.IsTransient(err))
 			} else if err == nil {
 				m.orphanedLog.OK()
 			}

@@ -76,9 +76,7 @@ func (r *Resolver) Pass(ctx context.Context) int {
 	n := r.settle(ctx)
 	if r.stop != nil {
 		if _, err := r.stop(ctx); err != nil && ctx.Err() == nil {
-			if log, skipped := r.stopLog.Fail(); log {
-				r.log.Warn("venturi: cancel the jobs of cancelled workflows", "err", err, "failed_since_last_logged", skipped)
-			}
+			r.stopLog.Warn(r.log, "venturi: cancel the jobs of cancelled workflows", "err", err)
 		} else if err == nil {
 			r.stopLog.OK()
 		}
@@ -92,9 +90,7 @@ func (r *Resolver) settle(ctx context.Context) int {
 		n, err := r.q.ResolveWorkflows(ctx, r.db, dbsqlc.ResolveWorkflowsParams{Channel: r.channel, Max: PerPass})
 		if err != nil {
 			if ctx.Err() == nil {
-				if log, skipped := r.settleLog.Fail(); log {
-					r.log.Warn("venturi: settle workflows", "err", err, "failed_since_last_logged", skipped)
-				}
+				r.settleLog.Warn(r.log, "venturi: settle workflows", "err", err)
 			}
 			return total
 		}

@@ -172,8 +172,8 @@ ORDER BY id DESC
 LIMIT 1;
 
 -- name: TakeDeferredMerges :many
--- Takes the enqueues from SQL of one (kind, key) that wait for a Go merge (migration
--- *_venturi_sql_api), oldest first. The caller holds the key's lock (DedupLock) and
+-- Takes the enqueues from SQL of one (kind, key) that wait for a Go merge
+-- (schema/functions/venturi_enqueue_one.sql defers them), oldest first. The caller holds the key's lock (DedupLock) and
 -- applies them in its transaction, through the Go merge of the kind's type.
 WITH d AS (
     DELETE FROM venturi_deferred_merge
