@@ -206,7 +206,9 @@ func (f *Flow) End(name string, o Outcome) error {
 		return fmt.Errorf("%w: %q (%v) cannot end %v", ErrState, name, n.State, o)
 	}
 	n.run = o
-	if o == Fail && f.FailFast {
+	// Fail-fast trips on a failure that comes while no cancel is requested: a failure
+	// after a cancel (a member retried inside a cancelled workflow) did not cause it.
+	if o == Fail && f.FailFast && !f.cancel {
 		f.cancel, f.failFast = true, true
 	}
 	return nil
@@ -228,8 +230,14 @@ func (f *Flow) Reopen(name string) error {
 }
 
 // Cancel requests the workflow's cancel: no blocked node is released any more, and
-// every released node that has not ended is to be stopped ([Flow.ToStop]).
-func (f *Flow) Cancel() { f.cancel, f.cancelled = true, true }
+// every released node that has not ended is to be stopped ([Flow.ToStop]). A finished
+// workflow keeps its result: cancelling it changes nothing.
+func (f *Flow) Cancel() {
+	if f.Finished() {
+		return
+	}
+	f.cancel, f.cancelled = true, true
+}
 
 // Retry clears a cancel request (CancelFlow's or fail-fast's), before nodes are
 // re-opened.

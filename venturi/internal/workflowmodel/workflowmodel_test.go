@@ -271,6 +271,37 @@ func TestFailFast(t *testing.T) {
 	}
 }
 
+// A failure after a cancel did not cause the cancel: fail-fast does not trip, so a member
+// retried inside the cancelled workflow and cancelled again leaves it cancelled, not
+// failed. Cancelling a finished workflow keeps its result.
+func TestFailureAfterCancel(t *testing.T) {
+	f := New(true)
+	must(t, f.AddJob("a", Needs, nil, ""))
+	must(t, f.AddJob("b", Needs, nil, ""))
+	f.Settle()
+	f.Cancel()
+	must(t, f.End("a", Fail))
+	must(t, f.Reopen("a")) // an operator's retry of one member: the cancel stays
+	f.Settle()
+	want(t, f, "a=decided/cancel")
+	must(t, f.End("b", Cancel))
+	f.Settle()
+	if r := f.Result(); r != ResultCancelled {
+		t.Fatalf("result %v, want cancelled", r)
+	}
+
+	g := New(false)
+	must(t, g.AddJob("a", Needs, nil, ""))
+	g.Settle()
+	must(t, g.End("a", OK))
+	g.Settle()
+	g.Cancel()
+	g.Settle()
+	if r := g.Result(); r != ResultSucceeded || g.CancelRequested() {
+		t.Fatalf("cancelling a finished workflow: result %v, cancel requested %v", r, g.CancelRequested())
+	}
+}
+
 // Retrying a failed node revives what was decided because of it; what ran keeps its
 // outcome.
 func TestReopenRevives(t *testing.T) {
