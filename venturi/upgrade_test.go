@@ -1670,3 +1670,111 @@ func TestUpgradeTo33_RetriesDecideAfterWhatTheyReopen(t *testing.T) {
 		t.Fatalf("after the retries a, m, s are %v; want available, blocked, blocked", got)
 	}
 }
+
+// TestUpgradeTo34_GatedClaimUpdatesByTupleID: 034_venturi_claim_gated_by_tid.up.sql makes
+// the gated claim update the rows it admits by tuple ID. On each of its paths (slots
+// alone, rates, a slot policy that drops, a kind's concurrency: the admission loop),
+// claims before and after the upgrade, with rows given new versions between them, start
+// each job once, with the row they return, and leave the rest as the gates say.
+func TestUpgradeTo34_GatedClaimUpdatesByTupleID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 33)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec(`INSERT INTO venturi_kind (kind, rate_n, rate_period) VALUES ('rt', 3, interval '1 hour')`)
+	exec(`INSERT INTO venturi_kind (kind, concurrency) VALUES ('kc', 3)`)
+	add := func(queue, kind string, n int, slot string, limit, policy int) {
+		t.Helper()
+		for i := range n {
+			id := ulid.Make()
+			var sk, sl, sp any
+			if slot != "" {
+				sk, sl, sp = slot, limit, policy
+			}
+			exec(`INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, part, slot_key, slot_limit, slot_policy)
+				VALUES ($1, $2, $3, 'available', jsonb_build_object('n', $4::int), now(), 'p', $5, $6, $7)`,
+				id[:], kind, queue, i, sk, sl, sp)
+		}
+	}
+	add("slots", "sl", 6, "s1", 2, 0)
+	add("rated", "rt", 6, "", 0, 0)
+	add("drop", "dr", 3, "d1", 1, 2)
+	add("kc", "kc", 6, "", 0, 0)
+	claim := func(queue, kind string, max int) []string {
+		t.Helper()
+		rows, err := pool.Query(ctx, `SELECT c.id::text, c.payload::text, c.runs
+			FROM venturi_claim_gated($1, ARRAY[$2], $3, 5000000, 'w', 25, 'ch') c WHERE c.id IS NOT NULL`, queue, kind, max)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type claimed struct {
+			id, payload string
+			runs        int
+		}
+		cs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
+			var c claimed
+			return c, r.Scan(&c.id, &c.payload, &c.runs)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, c := range cs {
+			var same bool
+			if err := pool.QueryRow(ctx, `SELECT payload::text = $2 AND runs = $3 AND state = 'running' FROM venturi_job WHERE id = $1::uuid`,
+				c.id, c.payload, c.runs).Scan(&same); err != nil {
+				t.Fatal(err)
+			}
+			if !same {
+				t.Errorf("%s: claimed %s differs from its row", queue, c.id)
+			}
+			ids = append(ids, c.id)
+		}
+		return ids
+	}
+	count := func(queue, state string) int {
+		t.Helper()
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM venturi_job WHERE queue = $1 AND state = $2::venturi_job_state`,
+			queue, state).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, c := range []struct{ queue, kind string }{{"slots", "sl"}, {"rated", "rt"}, {"drop", "dr"}, {"kc", "kc"}} {
+		if got := claim(c.queue, c.kind, 1); len(got) != 1 {
+			t.Fatalf("%s at version 33: claimed %d, want 1", c.queue, len(got))
+		}
+	}
+	migrateTo(t, pool, 34)
+	// New versions of every row: a claim by tuple ID must use the versions it locks.
+	exec(`UPDATE venturi_job SET priority = priority`)
+	got := map[string]int{}
+	for _, c := range []struct{ queue, kind string }{{"slots", "sl"}, {"rated", "rt"}, {"drop", "dr"}, {"kc", "kc"}} {
+		got[c.queue] = len(claim(c.queue, c.kind, 10))
+	}
+	want := map[string]int{"slots": 1, "rated": 2, "drop": 0, "kc": 2}
+	for q, n := range want {
+		if got[q] != n {
+			t.Errorf("%s after the upgrade: claimed %d, want %d (all: %v)", q, got[q], n, got)
+		}
+	}
+	for q, n := range map[string]int{"slots": 2, "rated": 3, "drop": 1, "kc": 3} {
+		if r := count(q, "running"); r != n {
+			t.Errorf("%s: %d running, want %d", q, r, n)
+		}
+	}
+	if c := count("drop", "cancelled"); c != 2 {
+		t.Errorf("drop: %d cancelled, want 2 (dropped: the slot is full)", c)
+	}
+	var twice int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM venturi_job WHERE runs > 1`).Scan(&twice); err != nil || twice != 0 {
+		t.Fatalf("jobs started twice: %d (%v)", twice, err)
+	}
+}

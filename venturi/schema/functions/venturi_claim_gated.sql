@@ -21,6 +21,7 @@ DECLARE
     v_kind_used jsonb := '{}'; -- limited kind -> its running jobs
     -- candidates, in admission order
     c_id     uuid[];
+    c_tid    tid[];
     c_slot   text[];
     c_limit  integer[];
     c_policy smallint[];
@@ -40,6 +41,7 @@ DECLARE
     ok      boolean;
     slot_full boolean;
     admit   uuid[] := '{}';
+    admit_tid tid[] := '{}'; -- the admitted rows' versions, as locked: the claim updates them by tuple ID
     admit_g integer[] := '{}';
     blocked_g integer[] := '{}'; -- rate and breaker gates that held a candidate back
     v_wake  timestamptz;
@@ -129,9 +131,9 @@ BEGIN
             -- Slots alone (or no gate at all: partitions): the candidates in admission
             -- order, and whether each passes its slot.
             WITH cand AS (
-                SELECT x.id, x.slot_key, x.slot_limit, x.slot_policy,
+                SELECT x.id, x.tid, x.slot_key, x.slot_limit, x.slot_policy,
                        row_number() OVER (ORDER BY x.priority DESC, x.vt, x.id) AS ord
-                FROM (SELECT x.id, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.vt
+                FROM (SELECT x.id, x.ctid AS tid, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.vt
                       FROM venturi_job x
                       WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue
                         AND x.kind = ANY(p_kinds)
@@ -141,15 +143,16 @@ BEGIN
                       LIMIT GREATEST(p_max + 16, 32)
                       FOR UPDATE SKIP LOCKED) x
             ), passed AS (
-                SELECT c.id, c.ord, c.slot_policy,
+                SELECT c.id, c.tid, c.ord, c.slot_policy,
                        c.slot_key IS NULL
                        OR COALESCE((v_slot_used ->> c.slot_key)::integer, 0)
                           + row_number() OVER (PARTITION BY c.slot_key ORDER BY c.ord) <= c.slot_limit AS ok
                 FROM cand c
             )
             SELECT COALESCE(array_agg(p.id ORDER BY p.ord) FILTER (WHERE p.ok), '{}'),
+                   COALESCE(array_agg(p.tid ORDER BY p.ord) FILTER (WHERE p.ok), '{}'),
                    COALESCE(bool_or(NOT p.ok AND p.slot_policy <> 0), false)
-            INTO admit, v_policy
+            INTO admit, admit_tid, v_policy
             FROM passed p;
         ELSE
             -- Rates too: the candidates that pass both gates and, apart, those their rate
@@ -158,12 +161,12 @@ BEGIN
                 SELECT k.kind, k.rate_n, k.rate_period, k.rate_by_part
                 FROM venturi_kind k WHERE k.kind = ANY(p_kinds) AND k.rate_n > 0
             ), cand AS (
-                SELECT x.id, x.slot_key, x.slot_limit, x.slot_policy, x.ord,
+                SELECT x.id, x.tid, x.slot_key, x.slot_limit, x.slot_policy, x.ord,
                        CASE WHEN kl.kind IS NOT NULL THEN 'r' || sep || x.kind
                             || CASE WHEN kl.rate_by_part THEN sep || COALESCE(x.part, '') ELSE '' END END AS rkey,
                        kl.rate_n, kl.rate_period
                 FROM (SELECT x.*, row_number() OVER (ORDER BY x.priority DESC, x.vt, x.id)::integer AS ord
-                      FROM (SELECT x.id, x.kind, x.part, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.vt
+                      FROM (SELECT x.id, x.ctid AS tid, x.kind, x.part, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.vt
                             FROM venturi_job x
                             WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue
                               AND x.kind = ANY(p_kinds)
@@ -186,7 +189,7 @@ BEGIN
                 -- As in the statement below: a candidate passes its slot when the slot's running
                 -- jobs plus its rank among the candidates of its slot stay within the limit, and
                 -- its rate window likewise.
-                SELECT c.id, c.ord, c.rkey, c.slot_policy, rt.missing,
+                SELECT c.id, c.tid, c.ord, c.rkey, c.slot_policy, rt.missing,
                        c.slot_key IS NULL
                        OR COALESCE((v_slot_used ->> c.slot_key)::integer, 0)
                           + row_number() OVER (PARTITION BY c.slot_key ORDER BY c.ord) <= c.slot_limit AS slot_ok,
@@ -195,13 +198,14 @@ BEGIN
                 FROM cand c LEFT JOIN rates rt ON rt.key = c.rkey
             )
             SELECT COALESCE(array_agg(p.id ORDER BY p.ord) FILTER (WHERE p.slot_ok AND p.rate_ok), '{}'),
+                   COALESCE(array_agg(p.tid ORDER BY p.ord) FILTER (WHERE p.slot_ok AND p.rate_ok), '{}'),
                    COALESCE(array_agg(p.rkey ORDER BY p.ord) FILTER (WHERE p.slot_ok AND p.rate_ok), '{}'),
                    COALESCE(array_agg(p.missing ORDER BY p.ord) FILTER (WHERE p.slot_ok AND p.rate_ok), '{}'),
                    COALESCE(array_agg(p.ord ORDER BY p.ord) FILTER (WHERE p.slot_ok AND p.rate_ok), '{}'),
                    COALESCE(array_agg(p.rkey ORDER BY p.ord) FILTER (WHERE NOT p.rate_ok), '{}'),
                    COALESCE(array_agg(p.ord ORDER BY p.ord) FILTER (WHERE NOT p.rate_ok), '{}'),
                    COALESCE(bool_or(NOT (p.slot_ok AND p.rate_ok) AND p.slot_policy <> 0), false)
-            INTO admit, ok_rkey, ok_missing, ok_ord, nr_rkey, nr_ord, v_policy
+            INTO admit, admit_tid, ok_rkey, ok_missing, ok_ord, nr_rkey, nr_ord, v_policy
             FROM passed p;
         END IF;
         IF NOT v_policy THEN
@@ -215,6 +219,7 @@ BEGIN
             END IF;
             IF cardinality(admit) > p_max THEN
                 admit := admit[1:p_max];
+                admit_tid := admit_tid[1:p_max];
             END IF;
             IF v_rated THEN -- the admitted jobs' windows (how many each), new ones, and those that held one back
                 SELECT COALESCE(array_agg(rk.key ORDER BY rk.key), '{}'), COALESCE(array_agg(rk.n ORDER BY rk.key), '{}'),
@@ -230,13 +235,13 @@ BEGIN
                 SELECT k.kind, k.rate_n, k.rate_period, k.rate_by_part
                 FROM venturi_kind k WHERE v_rated AND k.kind = ANY(p_kinds) AND k.rate_n > 0
             ), cand AS (
-                SELECT x.id, x.slot_key, x.slot_limit, x.slot_policy, x.ord, x.used,
+                SELECT x.id, x.tid, x.slot_key, x.slot_limit, x.slot_policy, x.ord, x.used,
                        CASE WHEN kl.kind IS NOT NULL THEN 'r' || sep || x.kind
                             || CASE WHEN kl.rate_by_part THEN sep || COALESCE(x.part, '') ELSE '' END END AS rkey,
                        kl.rate_n, kl.rate_period
                 FROM (SELECT x.*, row_number() OVER (ORDER BY x.priority DESC, x.vt, x.id) AS ord,
                              COALESCE((v_slot_used ->> x.slot_key)::integer, 0) AS used
-                      FROM (SELECT x.id, x.kind, x.part, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.vt
+                      FROM (SELECT x.id, x.ctid AS tid, x.kind, x.part, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.vt
                             FROM venturi_job x
                             WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue
                               AND x.kind = ANY(p_kinds)
@@ -278,6 +283,7 @@ BEGIN
                 FROM admitted a
             )
             SELECT COALESCE(array_agg(s.id ORDER BY s.ord) FILTER (WHERE s.admit), '{}'),
+                   COALESCE(array_agg(s.tid ORDER BY s.ord) FILTER (WHERE s.admit), '{}'),
                    COALESCE(array_agg(s.id ORDER BY s.ord) FILTER (WHERE s.full AND s.slot_policy = 2), '{}'),
                    COALESCE(array_agg(format('dropped: slot %s is full (%s of %s running; policy DropIfRunning)',
                                              s.slot_key, s.running, s.slot_limit) ORDER BY s.ord)
@@ -286,7 +292,7 @@ BEGIN
                    COALESCE(array_agg(DISTINCT s.rkey) FILTER (WHERE s.admit AND s.missing), '{}'),
                    COALESCE(array_agg(DISTINCT s.rkey) FILTER (WHERE s.seen AND NOT s.rate_ok), '{}'),
                    COALESCE(array_agg(s.rkey) FILTER (WHERE s.admit AND s.rkey IS NOT NULL), '{}')
-            INTO admit, dropped, drop_note, replace_slots, new_gates, blocked, rate_keys
+            INTO admit, admit_tid, dropped, drop_note, replace_slots, new_gates, blocked, rate_keys
             FROM (SELECT j.*, j.seen AND j.slot_key IS NOT NULL AND j.running >= j.slot_limit AS full FROM judged j) s;
             IF cardinality(rate_keys) > 0 THEN -- one entry per admitted job: count them per gate
                 SELECT array_agg(rk.key ORDER BY rk.key), array_agg(rk.n ORDER BY rk.key)
@@ -351,7 +357,7 @@ BEGIN
         -- queue limit, the queue's plain jobs (the queue's gate alone applies to them).
         v_cand := GREATEST(p_max + 16, 32);
         WITH gated AS (
-            SELECT x.id, x.kind, x.part, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.vt
+            SELECT x.id, x.ctid AS tid, x.kind, x.part, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.vt
             FROM venturi_job x
             WHERE x.state = 'available' AND x.part IS NOT NULL AND x.queue = p_queue
               AND x.kind = ANY(p_kinds)
@@ -363,7 +369,7 @@ BEGIN
             LIMIT v_cand
             FOR UPDATE SKIP LOCKED
         ), plain AS (
-            SELECT x.id, x.kind, x.part, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.run_at
+            SELECT x.id, x.ctid AS tid, x.kind, x.part, x.slot_key, x.slot_limit, x.slot_policy, x.priority, x.run_at
             FROM venturi_job x
             WHERE v_qconc > 0 AND x.state = 'available' AND x.part IS NULL AND x.queue = p_queue
               AND x.kind = ANY(p_kinds) AND NOT x.kind = ANY(v_shut)
@@ -374,16 +380,16 @@ BEGIN
             -- Most urgent first; within a priority the gated jobs in their order and a limited
             -- queue's plain jobs taken in turn with them (plain first).
             SELECT c.*, row_number() OVER (ORDER BY c.priority DESC, c.rn, c.src, c.id) AS ord
-            FROM (SELECT gated.id, gated.kind, gated.part, gated.slot_key, gated.slot_limit, gated.slot_policy,
+            FROM (SELECT gated.id, gated.tid, gated.kind, gated.part, gated.slot_key, gated.slot_limit, gated.slot_policy,
                          gated.priority, row_number() OVER (PARTITION BY gated.priority ORDER BY gated.vt, gated.id) AS rn,
                          1 AS src FROM gated
                   UNION ALL
-                  SELECT plain.id, plain.kind, plain.part, plain.slot_key, plain.slot_limit, plain.slot_policy,
+                  SELECT plain.id, plain.tid, plain.kind, plain.part, plain.slot_key, plain.slot_limit, plain.slot_policy,
                          plain.priority, row_number() OVER (PARTITION BY plain.priority ORDER BY plain.run_at, plain.id),
                          0 FROM plain) c
         ), ck AS (
             -- Each candidate's gate keys (NULL: not subject to it) and how many it has.
-            SELECT cand.ord, cand.id, cand.slot_key, cand.part, cand.slot_limit, cand.slot_policy, g.*,
+            SELECT cand.ord, cand.id, cand.tid, cand.slot_key, cand.part, cand.slot_limit, cand.slot_policy, g.*,
                    (g.g1 IS NOT NULL)::integer + (g.g2 IS NOT NULL)::integer + (g.g3 IS NOT NULL)::integer
                    + (g.g4 IS NOT NULL)::integer + (g.g5 IS NOT NULL)::integer AS ng
             FROM cand LEFT JOIN venturi_kind k ON k.kind = cand.kind
@@ -407,13 +413,14 @@ BEGIN
         )
         SELECT
             (SELECT array_agg(ck.id ORDER BY ck.ord) FROM ck),
+            (SELECT array_agg(ck.tid ORDER BY ck.ord) FROM ck),
             (SELECT array_agg(ck.slot_key ORDER BY ck.ord) FROM ck),
             (SELECT array_agg(ck.slot_limit ORDER BY ck.ord) FROM ck),
             (SELECT array_agg(ck.slot_policy ORDER BY ck.ord) FROM ck),
             (SELECT array_agg(ck.ng ORDER BY ck.ord) FROM ck),
             (SELECT array_agg(gk.gi ORDER BY gk.ord, gk.pos) FROM gk),
             (SELECT array_agg(DISTINCT gk.key ORDER BY gk.key) FROM gk)
-        INTO c_id, c_slot, c_limit, c_policy, c_off, c_gl, g_key;
+        INTO c_id, c_tid, c_slot, c_limit, c_policy, c_off, c_gl, g_key;
 
         n := COALESCE(cardinality(c_id), 0);
         IF n = 0 THEN
@@ -499,6 +506,7 @@ BEGIN
             IF ok THEN
                 n_admit := n_admit + 1;
                 admit[n_admit] := c_id[i];
+                admit_tid[n_admit] := c_tid[i];
                 FOR j IN c_off[i] .. c_off[i + 1] - 1 LOOP
                     g := c_gl[j];
                     g_used[g] := g_used[g] + 1;
@@ -642,11 +650,13 @@ BEGIN
             -- (not a probe of venturi_kind per claimed row).
             breaker = CASE WHEN v_brk ? x.kind THEN 'b' || sep || x.kind
                            || CASE WHEN (v_brk ->> x.kind)::boolean THEN sep || COALESCE(x.part, '') ELSE '' END END
-        -- ANY(ARRAY(SELECT ...)), not ANY(admit): with the array as a parameter the planner
-        -- saw its length and chose a sequential scan of the table for claims of a few
-        -- hundred jobs (8 ms at 50,000 rows, growing with the table); as a subquery's
-        -- result it finds the rows by primary key, as the plain claim does.
-        WHERE x.id = ANY(ARRAY(SELECT unnest(admit)))
+        -- By tuple ID, as the plain claim updates (a TID scan, not a probe of the primary
+        -- key per job, whose depth grows with the table): admit_tid holds the versions the
+        -- candidate statement locked, which no other transaction can change while this
+        -- one holds their locks, and which this one has not changed (a dropped job is
+        -- never admitted). The state check costs nothing and keeps a wrong tuple ID from
+        -- ever starting a job twice.
+        WHERE x.ctid = ANY(admit_tid) AND x.state = 'available'
         RETURNING x.id, x.kind, x.payload, x.carry, x.runs, x.failures, x.lease_token, x.journal,
                   x.journal_moved, x.attempted_at, x.breaker, x.priority, x.run_at, x.meta
     )
