@@ -447,7 +447,10 @@ type fanTimes struct {
 	rootFinished                              time.Time
 	firstReleased, firstClaimed, lastFinished time.Time
 	faninReleased, faninClaimed               time.Time
-	members                                   int
+	// lastCommitted is the commit time of the last member's finishing transaction, known
+	// when the server has track_commit_timestamp on (zero otherwise).
+	lastCommitted time.Time
+	members       int
 }
 
 // fanMeasured is what scenario 21 reports of one run's database times.
@@ -455,13 +458,14 @@ type fanMeasured struct {
 	dbRate                     float64 // members per second, first member's claim → last member's finish
 	rootToRelease, rootToClaim float64 // ms, root's finish → first member released, claimed
 	lastToRelease, lastToClaim float64 // ms, last member's finish → fan-in released, claimed
+	commitToClaim              float64 // ms, last member's commit → fan-in claimed (-1: not known)
 	workflow                   bool    // the root and fan-in times are known
 }
 
 // measure computes what scenario 21 reports from a run's database times.
 func (f fanTimes) measure() fanMeasured {
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
-	var m fanMeasured
+	m := fanMeasured{commitToClaim: -1}
 	if w := f.lastFinished.Sub(f.firstClaimed); w > 0 {
 		m.dbRate = float64(f.members) / w.Seconds()
 	}
@@ -469,6 +473,9 @@ func (f fanTimes) measure() fanMeasured {
 		m.workflow = true
 		m.rootToRelease, m.rootToClaim = ms(f.firstReleased.Sub(f.rootFinished)), ms(f.firstClaimed.Sub(f.rootFinished))
 		m.lastToRelease, m.lastToClaim = ms(f.faninReleased.Sub(f.lastFinished)), ms(f.faninClaimed.Sub(f.lastFinished))
+		if !f.lastCommitted.IsZero() {
+			m.commitToClaim = ms(f.faninClaimed.Sub(f.lastCommitted))
+		}
 	}
 	return m
 }
@@ -508,7 +515,27 @@ func (b *bencher) readFanTimes(ctx context.Context, v string) (fanTimes, error) 
 			f.faninReleased, f.faninClaimed = *released, *claimed
 		}
 	}
-	return f, rows.Err()
+	if err := rows.Err(); err != nil {
+		return f, err
+	}
+	rows.Close()
+	// The last member's commit, when the server records commit times: its history row was
+	// written by its finishing transaction.
+	var track string
+	if err := b.admin.QueryRow(ctx, `SELECT current_setting('track_commit_timestamp')`).Scan(&track); err != nil {
+		return f, err
+	}
+	if track == "on" && v != fanInPlain {
+		var committed *time.Time
+		if err := b.admin.QueryRow(ctx, `SELECT max(pg_xact_commit_timestamp(h.xmin))
+			FROM `+venturiSchema+`.venturi_job_history h WHERE h.kind = $1`, member).Scan(&committed); err != nil {
+			return f, err
+		}
+		if committed != nil {
+			f.lastCommitted = *committed
+		}
+	}
+	return f, nil
 }
 
 // workflowPending counts venturi's jobs that have not ended, blocked ones included.
@@ -603,6 +630,9 @@ func (b *bencher) fanInRun(ctx context.Context, t *variantTable, v string, n, re
 		t.add("root finished → first member claimed (ms)", v, m.rootToClaim)
 		t.add("last member finished → fan-in released (ms)", v, m.lastToRelease)
 		t.add("last member finished → fan-in claimed (ms)", v, m.lastToClaim)
+		if m.commitToClaim >= 0 {
+			t.add("last member committed → fan-in claimed (ms)", v, m.commitToClaim)
+		}
 	}
 	if r.cpu.ok {
 		t.add("worker CPU ms per 1k members", v, float64(r.cpu.worker.Milliseconds())*1000/float64(n))

@@ -126,7 +126,7 @@ func (f *faninReport) markdown(b *strings.Builder) {
 	fmt.Fprintln(b, "- *worker start → every job ended*: from the worker's ready line until the database shows no job blocked, available, scheduled or running (polled as in scenario 4); "+
 		"it includes the root's run and the fan-in's handoff and run. The database-clock rate runs from the first member's claim (`attempted_at`) to the last member's `finished_at`.")
 	fmt.Fprintln(b, "- *released* is a job's `run_at` (the now() of the settle that released it), *claimed* its `attempted_at`, *finished* its `finished_at` (the now() of the statement that finished it, before its commit): "+
-		"*last member finished → fan-in claimed* is the fan-in node's start latency after the last member's commit, an upper bound by the finish's execution and WAL flush.")
+		"*last member finished → fan-in claimed* is the fan-in node's start latency after the last member's commit, an upper bound by the finish's execution and WAL flush. *last member committed → fan-in claimed* is measured from the commit itself (`pg_xact_commit_timestamp` of the last member's history row), shown when the server has `track_commit_timestamp = on`.")
 	fmt.Fprintln(b, "- CPU per 1,000 members is the worker process's and its PostgreSQL backends' (the root's and fan-in's share included); WAL is everything the server wrote during the drain.")
 }
 

@@ -119,11 +119,16 @@ func TestFanTimesMeasure(t *testing.T) {
 	wf := fanTimes{rootFinished: ms(0), firstReleased: ms(2), firstClaimed: ms(5), lastFinished: ms(1005), members: 1000,
 		faninReleased: ms(1006), faninClaimed: ms(1012)}
 	m := wf.measure()
-	want := fanMeasured{dbRate: 1000, rootToRelease: 2, rootToClaim: 5, lastToRelease: 1, lastToClaim: 7, workflow: true}
+	want := fanMeasured{dbRate: 1000, rootToRelease: 2, rootToClaim: 5, lastToRelease: 1, lastToClaim: 7, commitToClaim: -1, workflow: true}
 	if m != want {
 		t.Errorf("workflow: %+v, want %+v", m, want)
 	}
-	if m := (fanTimes{}).measure(); m != (fanMeasured{}) {
+	wf.lastCommitted = ms(1009) // the server records commit times
+	want.commitToClaim = 3
+	if m := wf.measure(); m != want {
+		t.Errorf("workflow with its commit time: %+v, want %+v", m, want)
+	}
+	if m := (fanTimes{}).measure(); m != (fanMeasured{commitToClaim: -1}) {
 		t.Errorf("empty: %+v", m)
 	}
 }
