@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/oklog/ulid/v2"
+
+	"github.com/venturi-dev/venturi/internal/jsonb"
 )
 
 // plan is a validated, encoded task.
@@ -132,7 +134,7 @@ func encodeMeta(m Meta) ([]byte, error) {
 	if len(b) > MaxMetaBytes {
 		return nil, ErrMetaTooLarge
 	}
-	if containsEscapedNUL(b) {
+	if jsonb.HasEscapedNUL(b) {
 		return nil, fmt.Errorf("%w: metadata contains NUL", ErrInvalidPayload)
 	}
 	return b, nil
@@ -148,43 +150,13 @@ func encodeCarry(v any) ([]byte, error) { return encodeValue(v, ErrInvalidCarry,
 // encodeValue marshals v for a jsonb column; invalid and tooLarge are the errors that name
 // what v is.
 func encodeValue(v any, invalid, tooLarge error) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", invalid, err)
-	}
-	if len(b) > MaxPayloadBytes {
-		return nil, tooLarge
-	}
-	// jsonb cannot store the NUL character; encoding/json writes it as \u0000.
-	if containsEscapedNUL(b) {
-		return nil, fmt.Errorf("%w: strings containing NUL (\\u0000) cannot be stored in jsonb", invalid)
-	}
-	return b, nil
+	return jsonb.Marshal(v, MaxPayloadBytes, invalid, tooLarge)
 }
 
 func containsNUL(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] == 0 {
 			return true
-		}
-	}
-	return false
-}
-
-func containsEscapedNUL(b []byte) bool {
-	const esc = `\u0000`
-	for i := 0; i+len(esc) <= len(b); i++ {
-		if b[i] == '\\' {
-			if string(b[i:i+len(esc)]) == esc {
-				// An escaped backslash followed by "u0000" is text, not NUL.
-				n := 0
-				for j := i - 1; j >= 0 && b[j] == '\\'; j-- {
-					n++
-				}
-				if n%2 == 0 {
-					return true
-				}
-			}
 		}
 	}
 	return false

@@ -52,6 +52,15 @@ func (e *TaskError) Unwrap() error { return e.Err }
 // Permanent reports whether the failure sends the job to dead.
 func (e *TaskError) Permanent() bool { return e.permanent }
 
+// Delay reports the delay a [RetryIn] error asks for before the job runs again; ok is
+// false for a [Permanent] error, which asks for none.
+func (e *TaskError) Delay() (d time.Duration, ok bool) {
+	if e.permanent || !e.hasDelay {
+		return 0, false
+	}
+	return e.retryIn, true
+}
+
 // Permanent wraps err so that the job goes to dead instead of retrying. It is how a task
 // abandons work it knows will never succeed.
 func Permanent(err error) error {
@@ -79,8 +88,8 @@ func Permanentf(format string, args ...any) error {
 // retryDelay reports the delay a RetryIn error asks for.
 func retryDelay(err error) (time.Duration, bool) {
 	var te *TaskError
-	if errors.As(err, &te) && te.hasDelay && !te.permanent {
-		return te.retryIn, true
+	if errors.As(err, &te) {
+		return te.Delay()
 	}
 	return 0, false
 }

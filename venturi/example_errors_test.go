@@ -49,3 +49,23 @@ func ExampleNewWorker_invalidConfig() {
 	// venturi: Config.Lease: negative duration -1s
 	// true ClaimBatch
 }
+
+// A handler's error says what happens next: TaskError.Permanent and TaskError.Delay read
+// it back, as middleware that logs or counts failures may.
+func ExampleTaskError_Delay() {
+	for _, err := range []error{
+		venturi.RetryIn(30*time.Second, errors.New("429 Too Many Requests")),
+		fmt.Errorf("fetch: %w", venturi.RetryIn(0, errors.New("connection reset"))),
+		venturi.Permanent(errors.New("404 Not Found")),
+	} {
+		var te *venturi.TaskError
+		if errors.As(err, &te) {
+			d, ok := te.Delay()
+			fmt.Printf("permanent=%-5v delay=%v (%v): %v\n", te.Permanent(), d, ok, err)
+		}
+	}
+	// Output:
+	// permanent=false delay=30s (true): 429 Too Many Requests
+	// permanent=false delay=0s (true): fetch: connection reset
+	// permanent=true  delay=0s (false): 404 Not Found
+}

@@ -32,8 +32,6 @@ func init() {
 		}
 		return testhook.RunState{}
 	}
-	testhook.RetryDelay = retryDelay
-	testhook.EncodeJSON = encodeJSON
 	testhook.JobOfKind = func(row *dbsqlc.JobsOfKindRow) (any, error) {
 		return jobFromRow((*dbsqlc.GetJobRow)(row))
 	}

@@ -51,6 +51,18 @@
 // chain of jobs (a job that enqueues others, a job that pauses and resumes) ends
 // deterministically, without polling for a final state.
 //
-// Everything the package needs from venturi's internals goes through
-// venturi/internal/testhook, so venturi's exported API is the same with or without it.
+// # How it reaches venturi's internals
+//
+// A [venturi.Run] has unexported fields so that no handler can forge one, and a
+// [venturi.Worker] keeps its claim-run-finish loop to itself; Go lets no other package build
+// the first or step the second. venturitest uses venturi's exported API and its internal
+// packages directly (internal/dbsqlc for its reads, internal/jsonb to refuse what an
+// enqueue refuses) and crosses into package venturi only for what the language forces,
+// through venturi/internal/testhook: building and reading a Run, draining a Worker, and
+// converting a job's row into a [venturi.Job]. Package venturi fills those functions in at
+// init, typed where Go allows (a generic *Run[C] crosses as any, asserted on arrival). The
+// alternatives were an exported constructor of runs (a handler could then forge one) or a
+// copy of the worker's run loop here (River's rivertest copies its worker wrapper for the
+// same reason); one narrow bridge keeps a single implementation and venturi's exported API
+// the same with or without this package.
 package venturitest

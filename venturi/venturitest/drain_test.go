@@ -1,8 +1,7 @@
 package venturitest_test
 
-// Drain's tests. They need the venturi side of testhook.Drain, which another change
-// provides: until it is merged, every test here but TestDrainWithoutTheHookFails fails
-// with Drain's "does not implement draining" message.
+// Drain's tests, and what Drain says when venturi's side of testhook.Drain is missing
+// (TestDrainWithoutTheHookFails).
 
 import (
 	"context"

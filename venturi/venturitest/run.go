@@ -13,6 +13,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/venturi-dev/venturi"
+	"github.com/venturi-dev/venturi/internal/jsonb"
 	"github.com/venturi-dev/venturi/internal/testhook"
 )
 
@@ -114,7 +115,7 @@ func (r Result[C]) DecodeOutput(v any) error {
 // (nil for none) and a delivery ID. It panics when payload cannot be encoded, as a test
 // helper may.
 func SignalOf(name string, payload any, deliveryID string) venturi.Signal {
-	b, err := testhook.EncodeJSON(payload)
+	b, err := encodeJSON(payload)
 	if err != nil {
 		panic(fmt.Sprintf("venturitest.SignalOf(%q): %v", name, err))
 	}
@@ -152,10 +153,11 @@ func (r Result[C]) IsPermanent() bool { return venturi.IsPermanent(r.Err) }
 // RetryIn reports the delay a [venturi.RetryIn] error asks for. ok is false for a
 // success, a permanent error, and a plain error, which retries after the worker's backoff.
 func (r Result[C]) RetryIn() (d time.Duration, ok bool) {
-	if r.Err == nil {
+	var te *venturi.TaskError
+	if !errors.As(r.Err, &te) {
 		return 0, false
 	}
-	return testhook.RetryDelay(r.Err)
+	return te.Delay()
 }
 
 // DecodeAttachment decodes the run's attachment into v. It returns an error when the run
@@ -296,14 +298,14 @@ func orOne(n int64) int64 {
 func roundTrip[T any, C any](task T, carry C) (T, C, error) {
 	var t T
 	var c C
-	b, err := testhook.EncodeJSON(task)
+	b, err := encodeJSON(task)
 	if err != nil {
 		return t, c, fmt.Errorf("venturitest: the task cannot be enqueued: %w", err)
 	}
 	if err := json.Unmarshal(b, &t); err != nil {
 		return t, c, venturi.Permanentf("decode payload into %s: %v", reflect.TypeFor[T](), err)
 	}
-	b, err = testhook.EncodeJSON(carry)
+	b, err = encodeJSON(carry)
 	if err != nil {
 		return t, c, fmt.Errorf("venturitest: the carry cannot be stored: %w", err)
 	}
@@ -343,11 +345,18 @@ func encodeOutputs(in map[string]any) (map[string]json.RawMessage, error) {
 	}
 	out := make(map[string]json.RawMessage, len(in))
 	for node, v := range in {
-		b, err := testhook.EncodeJSON(v)
+		b, err := encodeJSON(v)
 		if err != nil {
 			return nil, fmt.Errorf("venturitest: output of node %q: %w", node, err)
 		}
 		out[node] = b
 	}
 	return out, nil
+}
+
+// encodeJSON encodes a payload, carry or signal payload as an enqueue does: it refuses
+// what the queue refuses (values that do not encode, NUL characters jsonb cannot store,
+// encodings over venturi.MaxPayloadBytes).
+func encodeJSON(v any) ([]byte, error) {
+	return jsonb.Marshal(v, venturi.MaxPayloadBytes, venturi.ErrInvalidPayload, venturi.ErrPayloadTooLarge)
 }

@@ -1,13 +1,16 @@
-// Package testhook connects package venturi to venturi/venturitest without widening
-// venturi's exported API: venturi sets these functions in an init function, and
-// venturitest calls them. Values cross as any because this package cannot import
-// venturi (venturi imports it).
+// Package testhook connects package venturi to venturi/venturitest for what Go lets no
+// other package do without widening venturi's exported API: build a *venturi.Run[C]
+// outside a worker and read back what a handler left in it, drain a worker's jobs in the
+// caller's goroutine, and convert a job's row into a *venturi.Job. venturi sets these
+// functions in an init function (testhook.go) and venturitest calls them. Values whose
+// types live in package venturi cross as any, because this package cannot import venturi
+// (venturi imports it). venturitest/doc.go says why this bridge and not an exported
+// constructor or a copy of the run loop.
 package testhook
 
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
 )
@@ -68,13 +71,5 @@ var (
 	Drain func(ctx context.Context, worker any, kinds []string, maxRuns int) ([]Drained, error)
 )
 
-// RetryDelay reports the delay a venturi.RetryIn error (or one wrapping it) asks for, and
-// whether it asks for one; a test cannot read it through venturi's exported API.
-var RetryDelay func(err error) (time.Duration, bool)
-
 // JobOfKind converts a JobsOfKind row into a *venturi.Job, as Queue.Job converts its own.
 var JobOfKind func(row *dbsqlc.JobsOfKindRow) (any, error)
-
-// EncodeJSON encodes a payload or carry as an enqueue does: it refuses what the queue
-// refuses (NUL characters jsonb cannot store, values over venturi.MaxPayloadBytes).
-var EncodeJSON func(v any) ([]byte, error)
