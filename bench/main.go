@@ -82,7 +82,7 @@ type options struct {
 
 	handoffNodes  int             // scenario 20: links of the chain
 	faninMembers  int             // scenario 21: members of the fan-in
-	faninVariants map[string]bool // scenario 21: group, spawn (nil: both)
+	faninVariants map[string]bool // scenario 21: group, spawn, batch (nil: all)
 	chunkJobs     int             // scenario 22: jobs per run
 	chunkSize     int             // scenario 22: ChunkConfig.Size
 	backdrop      int             // scenarios 4 and 11: blocked workflow jobs of the backdrop (0: none)
@@ -152,7 +152,7 @@ func main() {
 	flag.IntVar(&o.handoffNodes, "handoff-nodes", 0, "scenario 20: links of the workflow chain (default 1,000; quick 200)")
 	flag.IntVar(&o.faninMembers, "fanin-members", 0, "scenario 21: members of the fan-in (default 10,000; quick 1,000); spawned at most 10,000")
 	var faninVariants string
-	flag.StringVar(&faninVariants, "fanin-variants", "", "scenario 21: comma-separated workflow variants beside the plain reference: group,spawn (default both)")
+	flag.StringVar(&faninVariants, "fanin-variants", "", "scenario 21: comma-separated workflow variants beside the plain reference: group,spawn,batch (default all)")
 	flag.IntVar(&o.chunkJobs, "chunk-jobs", 0, "scenario 22: jobs per run (default 20,000; quick 2,000)")
 	flag.IntVar(&o.chunkSize, "chunk-size", venturi.DefaultChunkSize, "scenario 22: the chunked kind's ChunkConfig.Size")
 	flag.IntVar(&o.backdrop, "backdrop", 0, "scenarios 4 and 11: also make venturi's runs over this many blocked workflow jobs, e.g. 1000000 (0: none)")
@@ -189,8 +189,8 @@ func main() {
 		o.faninVariants = map[string]bool{}
 		for _, v := range strings.Split(faninVariants, ",") {
 			v = strings.TrimSpace(v)
-			if v != fanInGrouped && v != fanInSpawned {
-				fmt.Fprintf(os.Stderr, "bench: -fanin-variants: %q is neither %s nor %s\n", v, fanInGrouped, fanInSpawned)
+			if v != fanInGrouped && v != fanInSpawned && v != fanInBatched {
+				fmt.Fprintf(os.Stderr, "bench: -fanin-variants: %q is none of %s, %s, %s\n", v, fanInGrouped, fanInSpawned, fanInBatched)
 				os.Exit(2)
 			}
 			o.faninVariants[v] = true

@@ -49,6 +49,7 @@ const (
 	fanInPlain      = "plain"
 	fanInGrouped    = "group"
 	fanInSpawned    = "spawn"
+	fanInBatched    = "batch"
 	chunkOneByOne   = "one-by-one"
 	chunkChunked    = "chunks"
 	workflowTimeout = 15 * time.Minute
@@ -385,6 +386,42 @@ func fanMembers(first, n int, group string) *venturi.Workflow {
 	return wf
 }
 
+// enqueueFanInBatch writes the batch variant: n members in a batch whose OnEnd callback
+// is the fan-in task; as for a group, the members past one enqueue's MaxWorkflowNodes are
+// added to the open batch, which is then sealed.
+func enqueueFanInBatch(ctx context.Context, q *venturi.Queue, n int) (ulid.ULID, error) {
+	first, rest := fanInSplit(n, venturi.MaxWorkflowNodes)
+	opts := []venturi.BatchOption{venturi.OnEnd(FanInTask{})}
+	if len(rest) > 0 {
+		opts = append(opts, venturi.OpenBatch())
+	}
+	b := venturi.NewBatch("fan-in batch", opts...)
+	for i := range first {
+		b.Add(FanMemberTask{I: i})
+	}
+	res, err := q.EnqueueBatch(ctx, b)
+	if err != nil {
+		return ulid.ULID{}, err
+	}
+	next := first
+	for _, k := range rest {
+		tasks := make([]venturi.Task, k)
+		for i := range k {
+			tasks[i] = FanMemberTask{I: next + i}
+		}
+		if _, err := q.AddToBatch(ctx, res.ID, tasks...); err != nil {
+			return ulid.ULID{}, err
+		}
+		next += k
+	}
+	if len(rest) > 0 {
+		if err := q.SealBatch(ctx, res.ID); err != nil {
+			return ulid.ULID{}, err
+		}
+	}
+	return res.ID, nil
+}
+
 // fanInSplit says how a group of n members is enqueued when one enqueue writes at most
 // maxNodes nodes: first members go into the EnqueueWorkflow with the root, the group and
 // the fan-in (3 nodes), the others into AddToWorkflow calls of rest[i] members each (the
@@ -401,6 +438,9 @@ func fanInSplit(n, maxNodes int) (first int, rest []int) {
 // members, all before the worker starts, and returns its ID.
 func enqueueFanIn(ctx context.Context, q *venturi.Queue, v string, n int) (ulid.ULID, error) {
 	wf := venturi.NewWorkflow("fan-in " + v)
+	if v == fanInBatched {
+		return enqueueFanInBatch(ctx, q, n)
+	}
 	if v == fanInSpawned {
 		if n > venturi.MaxWorkflowNodes {
 			return ulid.ULID{}, fmt.Errorf("a run spawns at most %d nodes (venturi.MaxWorkflowNodes), not %d", venturi.MaxWorkflowNodes, n)
@@ -459,7 +499,8 @@ type fanMeasured struct {
 	rootToRelease, rootToClaim float64 // ms, root's finish → first member released, claimed
 	lastToRelease, lastToClaim float64 // ms, last member's finish → fan-in released, claimed
 	commitToClaim              float64 // ms, last member's commit → fan-in claimed (-1: not known)
-	workflow                   bool    // the root and fan-in times are known
+	workflow                   bool    // the fan-in's times are known
+	root                       bool    // the root's times are known (not in a batch: no root)
 }
 
 // measure computes what scenario 21 reports from a run's database times.
@@ -469,9 +510,12 @@ func (f fanTimes) measure() fanMeasured {
 	if w := f.lastFinished.Sub(f.firstClaimed); w > 0 {
 		m.dbRate = float64(f.members) / w.Seconds()
 	}
-	if !f.rootFinished.IsZero() && !f.faninClaimed.IsZero() {
+	if !f.faninClaimed.IsZero() {
 		m.workflow = true
-		m.rootToRelease, m.rootToClaim = ms(f.firstReleased.Sub(f.rootFinished)), ms(f.firstClaimed.Sub(f.rootFinished))
+		if !f.rootFinished.IsZero() {
+			m.root = true
+			m.rootToRelease, m.rootToClaim = ms(f.firstReleased.Sub(f.rootFinished)), ms(f.firstClaimed.Sub(f.rootFinished))
+		}
 		m.lastToRelease, m.lastToClaim = ms(f.faninReleased.Sub(f.lastFinished)), ms(f.faninClaimed.Sub(f.lastFinished))
 		if !f.lastCommitted.IsZero() {
 			m.commitToClaim = ms(f.faninClaimed.Sub(f.lastCommitted))
@@ -553,7 +597,7 @@ func workflowPending(ctx context.Context, admin *pgxpool.Pool) (int64, error) {
 func (b *bencher) scenarioFanIn(ctx context.Context) error {
 	n := b.o.faninMembers
 	variants := []string{fanInPlain}
-	for _, v := range []string{fanInGrouped, fanInSpawned} {
+	for _, v := range []string{fanInGrouped, fanInSpawned, fanInBatched} {
 		if b.o.faninVariants == nil || b.o.faninVariants[v] {
 			variants = append(variants, v)
 		}
@@ -619,15 +663,17 @@ func (b *bencher) fanInRun(ctx context.Context, t *variantTable, v string, n, re
 		return fmt.Errorf("%d of %d members completed", ft.members, n)
 	}
 	m := ft.measure()
-	if v != fanInPlain && !m.workflow {
+	if v != fanInPlain && (!m.workflow || !m.root && v != fanInBatched) {
 		return fmt.Errorf("no root or fan-in times")
 	}
 	jps := float64(n) / r.elapsed.Seconds()
 	t.add("members/s, worker start → every job ended", v, jps)
 	t.add("members/s, first member claimed → last member finished (database clock)", v, m.dbRate)
-	if m.workflow {
+	if m.root {
 		t.add("root finished → first member released (ms)", v, m.rootToRelease)
 		t.add("root finished → first member claimed (ms)", v, m.rootToClaim)
+	}
+	if m.workflow {
 		t.add("last member finished → fan-in released (ms)", v, m.lastToRelease)
 		t.add("last member finished → fan-in claimed (ms)", v, m.lastToClaim)
 		if m.commitToClaim >= 0 {

@@ -113,7 +113,7 @@ func (f *faninReport) markdown(b *strings.Builder) {
 	fmt.Fprintf(b, "\n## Scenario 21: a %d-member fan-in (venturi)\n\n", f.n)
 	fmt.Fprintf(b, "Every variant's jobs are enqueued first, then one `bench worker -wf` process (`venturi.Config{}`) drains them, as scenario 4 does; "+
 		"the variants rotate their order every repetition. Cells: median (min–max); ratios over plain: of the medians, with the range and median of the per-repetition ratios.\n\n")
-	f.t.markdown(b, map[string]string{fanInPlain: "plain", fanInGrouped: "group", fanInSpawned: "spawned"})
+	f.t.markdown(b, map[string]string{fanInPlain: "plain", fanInGrouped: "group", fanInSpawned: "spawned", fanInBatched: "batch"})
 	first, rest := fanInSplit(f.n, venturi.MaxWorkflowNodes)
 	fmt.Fprintln(b)
 	fmt.Fprintf(b, "- **plain**: %d `NoopTask` jobs (batches of 1,000). **group**: a root, a group of %d members that each `Needs` the root, and a fan-in node that `Needs` the group", f.n, f.n)
@@ -122,7 +122,8 @@ func (f *faninReport) markdown(b *strings.Builder) {
 			"with the group open, the other %d members %d `AddToWorkflow` call(s), then `SealGroup`, all before the worker starts)", venturi.MaxWorkflowNodes, first, f.n-first, len(rest))
 	}
 	fmt.Fprintf(b, ". **spawned**: a root whose run spawns the %d members (`Run.Spawn`, written with its completion) and a fan-in node that `Needs` the root "+
-		"(and so everything it spawned). Root, members and fan-in are no-ops; members/s counts the members only (the variants' root and fan-in are two jobs more).\n", f.n)
+		"(and so everything it spawned). **batch**: %d members in a batch (`NewBatch`, the members past one enqueue added to it open, then `SealBatch`) whose `OnEnd` callback is the fan-in task: no root, the members run at once. "+
+		"Root, members and fan-in (callback) are no-ops; members/s counts the members only (the variants' root and fan-in are two jobs more).\n", f.n, f.n)
 	fmt.Fprintln(b, "- *worker start → every job ended*: from the worker's ready line until the database shows no job blocked, available, scheduled or running (polled as in scenario 4); "+
 		"it includes the root's run and the fan-in's handoff and run. The database-clock rate runs from the first member's claim (`attempted_at`) to the last member's `finished_at`.")
 	fmt.Fprintln(b, "- *released* is a job's `run_at` (the now() of the settle that released it), *claimed* its `attempted_at`, *finished* its `finished_at` (the now() of the statement that finished it, before its commit): "+

@@ -119,7 +119,7 @@ func TestFanTimesMeasure(t *testing.T) {
 	wf := fanTimes{rootFinished: ms(0), firstReleased: ms(2), firstClaimed: ms(5), lastFinished: ms(1005), members: 1000,
 		faninReleased: ms(1006), faninClaimed: ms(1012)}
 	m := wf.measure()
-	want := fanMeasured{dbRate: 1000, rootToRelease: 2, rootToClaim: 5, lastToRelease: 1, lastToClaim: 7, commitToClaim: -1, workflow: true}
+	want := fanMeasured{dbRate: 1000, rootToRelease: 2, rootToClaim: 5, lastToRelease: 1, lastToClaim: 7, commitToClaim: -1, workflow: true, root: true}
 	if m != want {
 		t.Errorf("workflow: %+v, want %+v", m, want)
 	}
@@ -127,6 +127,11 @@ func TestFanTimesMeasure(t *testing.T) {
 	want.commitToClaim = 3
 	if m := wf.measure(); m != want {
 		t.Errorf("workflow with its commit time: %+v, want %+v", m, want)
+	}
+	batch := fanTimes{firstReleased: ms(0), firstClaimed: ms(0), lastFinished: ms(1000), members: 1000,
+		faninReleased: ms(1001), faninClaimed: ms(1004)} // no root
+	if m := batch.measure(); !m.workflow || m.root || m.lastToClaim != 4 {
+		t.Errorf("batch: %+v, want the fan-in's times and no root's", m)
 	}
 	if m := (fanTimes{}).measure(); m != (fanMeasured{commitToClaim: -1}) {
 		t.Errorf("empty: %+v", m)
