@@ -172,3 +172,70 @@ func ExampleMergeRule() {
 	// from SQL: kept
 	// from Go: kept
 }
+
+// PageViews counts a page's views. Its Merge adds the counts up: Go code, which SQL cannot
+// run, so a collision from SQL waits for a worker that registered the kind.
+type PageViews struct {
+	Page string `json:"page"`
+	N    int    `json:"n"`
+}
+
+// Kind names the task.
+func (PageViews) Kind() string { return "page_views" }
+
+// DedupKey gives each page at most one pending job.
+func (v PageViews) DedupKey() venturi.DedupKey { return venturi.DedupKey(v.Page) }
+
+// Merge adds the incoming views to the pending job's.
+func (v PageViews) Merge(p venturi.Pending[PageViews, struct{}]) venturi.Merge[PageViews, struct{}] {
+	return p.With(PageViews{Page: v.Page, N: p.Payload.N + v.N}, p.Carry)
+}
+
+// Handle records the views.
+func (v PageViews) Handle(ctx context.Context, run *venturi.Run[struct{}], _ struct{}) (venturi.Outcome, error) {
+	return venturi.CompletedWith(fmt.Sprintf("%s: %d views", v.Page, v.N)), nil
+}
+
+// Stats lists the enqueues from SQL that wait for a Go merge, by kind: here, while no
+// running worker has registered page_views, and after one has merged them.
+func ExampleDeferredMergeStats() {
+	ctx := context.Background()
+	pool, cleanup := exampleDB()
+	defer cleanup()
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	var id pgtype.UUID
+	for range 3 { // the first inserts the job (in a queue nobody serves here); the next two wait
+		if err := pool.QueryRow(ctx, `SELECT id FROM venturi_enqueue('page_views', '{"page": "/home", "n": 1}',
+			queue => 'views', dedup_key => '/home')`).Scan(&id); err != nil {
+			log.Fatal(err)
+		}
+	}
+	s, err := q.Stats(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, d := range s.DeferredMerges {
+		fmt.Printf("%s: %d waiting, of %d key, the oldest for less than an hour: %v\n", d.Kind, d.Waiting, d.Keys, d.OldestAge < time.Hour)
+	}
+
+	// A worker that registered the kind merges them into the pending job (it serves the
+	// default queue only, so the job stays pending for the example).
+	w, err := venturi.NewWorker(pool, struct{}{}, venturi.Config{MaintenanceInterval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	venturi.MustRegister[PageViews](w)
+	if err := w.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer w.Stop(context.Background())
+	s = awaitStats(q, func(s venturi.Stats) bool { return len(s.DeferredMerges) == 0 })
+	j, err := q.Job(ctx, ulid.ULID(id.Bytes))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("waiting: %d kinds; the job's payload: %s\n", len(s.DeferredMerges), j.Payload)
+	// Output:
+	// page_views: 2 waiting, of 1 key, the oldest for less than an hour: true
+	// waiting: 0 kinds; the job's payload: {"n": 3, "page": "/home"}
+}

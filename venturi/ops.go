@@ -199,11 +199,30 @@ type AuditEntry struct {
 // ---- stats ---------------------------------------------------------------------------
 
 // Stats is the latest sample of the stats table, written by the maintaining worker every
-// Config.StatsInterval. Reading it never counts jobs.
+// Config.StatsInterval, and the enqueues from SQL that wait for a Go merge. Reading it never
+// counts jobs.
 type Stats struct {
 	// SampledAt is the sample's time (database clock); zero when no worker has sampled.
 	SampledAt time.Time
 	Queues    []QueueStats
+	// DeferredMerges lists, by kind, the enqueues from SQL that wait for a Go merge
+	// (venturi_deferred_merge: a collision with a pending job of a kind whose merge is Go
+	// code), read live when Stats is called, not from the sample. It is empty while workers
+	// that registered those kinds keep up: a count that stays up, or an oldest age that
+	// grows, means that no running worker registered the kind.
+	DeferredMerges []DeferredMergeStats
+}
+
+// DeferredMergeStats is one kind's enqueues from SQL that wait for a worker that knows the
+// kind to merge them (see "SQL API" in the README).
+type DeferredMergeStats struct {
+	Kind string
+	// Waiting is how many enqueues wait; Keys is how many dedup keys they are of.
+	Waiting, Keys int64
+	// Oldest is when the longest waiting one was enqueued, and OldestAge its age when Stats
+	// read it, both by the database clock.
+	Oldest    time.Time
+	OldestAge time.Duration
 }
 
 // QueueStats is one queue's line of a stats sample.

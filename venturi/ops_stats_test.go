@@ -210,3 +210,52 @@ func TestStatsHistoryKeeps24Hours(t *testing.T) {
 		t.Fatalf("%d samples of the last day left, want 23", n)
 	}
 }
+
+// TestStatsDeferredMerges: Stats lists, by kind, the enqueues from SQL that wait for a Go
+// merge (with or without a stats sample): how many, of how many keys, and the oldest one's
+// age by the database clock; once a worker that registered the kind applies them, its line
+// is gone, while a kind no worker registered keeps its own.
+func TestStatsDeferredMerges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, q := newQueue(t)
+	if s := readStats(t, q); len(s.DeferredMerges) != 0 || !s.SampledAt.IsZero() {
+		t.Fatalf("a new schema: %+v", s)
+	}
+	// No worker registered sql_counter (its merge is Go code) nor ops_unknown yet: the first
+	// enqueue of a key inserts, each later one waits for a Go merge.
+	for _, c := range []struct{ kind, key string }{
+		{"sql_counter", "a"}, {"sql_counter", "a"}, {"sql_counter", "a"}, {"sql_counter", "b"}, {"sql_counter", "b"},
+		{"ops_unknown", "x"}, {"ops_unknown", "x"},
+	} {
+		if _, err := pool.Exec(ctx, `SELECT venturi_enqueue($1, '{"key": "k", "n": 1}', dedup_key => $2)`, c.kind, c.key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var backdated time.Time
+	if err := pool.QueryRow(ctx, `UPDATE venturi_deferred_merge SET created_at = now() - interval '90 seconds'
+		WHERE seq = (SELECT min(seq) FROM venturi_deferred_merge WHERE kind = 'sql_counter') RETURNING created_at`).Scan(&backdated); err != nil {
+		t.Fatal(err)
+	}
+	s := readStats(t, q)
+	if len(s.DeferredMerges) != 2 {
+		t.Fatalf("deferred merges: %+v, want a line for each kind", s.DeferredMerges)
+	}
+	unknown, counter := s.DeferredMerges[0], s.DeferredMerges[1]
+	if counter.Kind != "sql_counter" || counter.Waiting != 3 || counter.Keys != 2 || !counter.Oldest.Equal(backdated) ||
+		counter.OldestAge < 90*time.Second || counter.OldestAge > time.Hour {
+		t.Fatalf("sql_counter: %+v, want 3 waiting of 2 keys, the oldest enqueued at %v, 90s or more ago", counter, backdated)
+	}
+	if unknown.Kind != "ops_unknown" || unknown.Waiting != 1 || unknown.Keys != 1 || unknown.OldestAge < 0 || unknown.OldestAge > time.Hour {
+		t.Fatalf("ops_unknown: %+v, want 1 waiting of 1 key", unknown)
+	}
+
+	// A worker that registered sql_counter merges its enqueues; ops_unknown's stays.
+	sqlWorker(t, pool, &sqlApp{})
+	s = waitStats(t, q, "sql_counter's deferred merges applied", func(s venturi.Stats) bool {
+		return len(s.DeferredMerges) == 1
+	})
+	if d := s.DeferredMerges[0]; d.Kind != "ops_unknown" || d.Waiting != 1 {
+		t.Fatalf("after the worker's merges: %+v", s.DeferredMerges)
+	}
+}

@@ -58,6 +58,7 @@ func funcs(prefix string) template.FuncMap {
 		"short":    func(id ulid.ULID) string { s := id.String(); return s[:10] + "…" + s[20:] },
 		"stateof":  func(m map[venturi.State]int64, s venturi.State) string { return fmtCount(m[s]) },
 		"qkey":     queueKey,
+		"dkey":     deferredKey,
 		"str":      func(v any) string { return toString(v) },
 		"eventcls": eventClass,
 		"wfcls":    workflowClass,

@@ -51,8 +51,26 @@ func liveOf(st venturi.Stats) liveStats {
 			out.Values[k] = v
 		}
 	}
+	out.Values["d:total"] = fmtCount(deferredTotal(st))
+	for _, d := range st.DeferredMerges {
+		out.Values[deferredKey(d.Kind, "waiting")] = fmtCount(d.Waiting)
+		out.Values[deferredKey(d.Kind, "keys")] = fmtCount(d.Keys)
+		out.Values[deferredKey(d.Kind, "age")] = fmtDuration(d.OldestAge)
+	}
 	return out
 }
+
+// deferredTotal is the number of enqueues from SQL that wait for a Go merge, all kinds.
+func deferredTotal(st venturi.Stats) int64 {
+	var n int64
+	for _, d := range st.DeferredMerges {
+		n += d.Waiting
+	}
+	return n
+}
+
+// deferredKey is the data-live key of a kind's deferred merges value: d:<field>:<kind>.
+func deferredKey(kind, field string) string { return "d:" + field + ":" + kind }
 
 // queueValues are one queue's live values, under the keys queueKey gives.
 func queueValues(qs venturi.QueueStats) map[string]string {

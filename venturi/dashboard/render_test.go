@@ -165,10 +165,12 @@ func TestFormat(t *testing.T) {
 func TestLiveValues(t *testing.T) {
 	t.Parallel()
 	st := venturi.Stats{SampledAt: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), Queues: []venturi.QueueStats{{
-		Queue: "q", Counts: map[venturi.State]int64{venturi.StateCompleted: 5, venturi.StateDead: 2}, CompletedPerSec: 0.5, Lag: time.Second}}}
+		Queue: "q", Counts: map[venturi.State]int64{venturi.StateCompleted: 5, venturi.StateDead: 2}, CompletedPerSec: 0.5, Lag: time.Second}},
+		DeferredMerges: []venturi.DeferredMergeStats{{Kind: "a", Waiting: 1200, Keys: 3, OldestAge: 90 * time.Second}, {Kind: "b", Waiting: 1, Keys: 1}}}
 	v := liveOf(st).Values
 	for k, want := range map[string]string{"q:completed:q": "5", "q:completed/s:q": "0.50", "q:dead:q": "2", "q:dead/s:q": "0",
-		"q:lag:q": "1s", "t:completed": "5", "t:available": "0"} {
+		"q:lag:q": "1s", "t:completed": "5", "t:available": "0",
+		"d:total": "1,201", "d:waiting:a": "1,200", "d:keys:a": "3", "d:age:a": "1m30s", "d:waiting:b": "1", "d:age:b": "0s"} {
 		if v[k] != want {
 			t.Errorf("%s = %q, want %q", k, v[k], want)
 		}

@@ -45,13 +45,15 @@ func (h *handler) url(path string, kv ...string) string {
 // ---- overview ------------------------------------------------------------------------
 
 type overviewData struct {
-	Stats   venturi.Stats
-	Totals  map[venturi.State]int64
-	Queues  []queueRow
-	Recent  []venturi.JobSummary
-	Window  string
-	States  []venturi.State
-	DeadURL string
+	Stats venturi.Stats
+	// DeferredTotal is the enqueues from SQL that wait for a Go merge, all kinds.
+	DeferredTotal int64
+	Totals        map[venturi.State]int64
+	Queues        []queueRow
+	Recent        []venturi.JobSummary
+	Window        string
+	States        []venturi.State
+	DeadURL       string
 }
 
 type queueRow struct {
@@ -66,8 +68,8 @@ func (h *handler) overview(rq *request) (*view, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &overviewData{Stats: st, Totals: totals(st, venturi.JobFilter{}), States: states, Window: "last hour",
-		DeadURL: h.url("/dead")}
+	d := &overviewData{Stats: st, DeferredTotal: deferredTotal(st), Totals: totals(st, venturi.JobFilter{}), States: states,
+		Window: "last hour", DeadURL: h.url("/dead")}
 	var hist []venturi.StatsSample
 	if !st.SampledAt.IsZero() {
 		if hist, err = h.q.StatsHistory(rq.ctx, st.SampledAt.Add(-time.Hour)); err != nil {

@@ -300,3 +300,31 @@ func TestOpsOriginIsThePublicURL(t *testing.T) {
 		t.Fatalf("a POST from the public origin: %d; want 303", rec.Code)
 	}
 }
+
+// TestOpsShowsDeferredMerges: the dashboard's overview shows, by kind, the enqueues from SQL
+// that wait for a Go merge (a kind no running worker registered), read live, and its live
+// values carry them.
+func TestOpsShowsDeferredMerges(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := &opsSession{b: b, key: b.opsKey(t, "viewer", apikey.OpsRead)}
+	if rec := s.request(http.MethodGet, "/ops/", nil); rec.Code != http.StatusOK ||
+		!strings.Contains(rec.Body.String(), `Deferred merges waiting: <strong data-live="d:total">0</strong>`) {
+		t.Fatalf("GET /ops/ before any deferred merge: %d %.3000s", rec.Code, rec.Body.String())
+	}
+	for range 3 {
+		if _, err := b.pool.Exec(context.Background(),
+			`SELECT venturi_enqueue('crm.sync', '{"contact": 9}', queue => 'parked', dedup_key => 'contact-9')`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := s.request(http.MethodGet, "/ops/", nil)
+	body := rec.Body.String()
+	if rec.Code != http.StatusOK || !strings.Contains(body, `Deferred merges waiting: <strong data-live="d:total">2</strong>`) ||
+		!strings.Contains(body, `<td class="num" data-live="d:waiting:crm.sync">2</td>`) {
+		t.Fatalf("GET /ops/: %d, want crm.sync's 2 deferred merges in %.4000s", rec.Code, body)
+	}
+	if rec := s.request(http.MethodGet, "/ops/api/stats", nil); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"d:waiting:crm.sync":"2"`) {
+		t.Fatalf("GET /ops/api/stats: %d %s", rec.Code, rec.Body.String())
+	}
+}

@@ -508,8 +508,23 @@ func TestCircuits(t *testing.T) {
 func TestStatsAndTop(t *testing.T) {
 	t.Parallel()
 	empty := newEnv(t) // no worker has sampled
-	contains(t, empty.ok("stats"), "no stats sample yet")
+	contains(t, empty.ok("stats"), "no stats sample yet", "deferred merges waiting (enqueues from SQL for a worker to merge): none")
 	contains(t, empty.ok("top", "--once"), "no stats sample yet")
+	// Enqueues from SQL of a kind no worker registered (so its merge is left to Go) on one
+	// key: the first inserts, the next two wait for a Go merge. stats lists them without a
+	// sample, read live.
+	for range 3 {
+		if _, err := empty.pool.Exec(t.Context(), `SELECT venturi_enqueue('cli_sql_merge', '{}', dedup_key => 'k')`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := empty.ok("stats")
+	contains(t, r, "no stats sample yet", "deferred merges waiting", "KIND", "WAITING", "OLDEST AGE", "cli_sql_merge  2 ")
+	var es venturi.Stats
+	empty.okJSON(&es, "stats")
+	if len(es.DeferredMerges) != 1 || es.DeferredMerges[0].Kind != "cli_sql_merge" || es.DeferredMerges[0].Waiting != 2 || es.DeferredMerges[0].Keys != 1 {
+		t.Fatalf("stats --json: deferred merges %+v, want 2 of cli_sql_merge on 1 key", es.DeferredMerges)
+	}
 
 	f := newFixture(t)
 	f.startWorker() // samples the stats table
@@ -525,8 +540,8 @@ func TestStatsAndTop(t *testing.T) {
 		}
 		return false
 	})
-	r := f.ok("stats")
-	contains(t, r, "sampled at", "QUEUE", "AVAILABLE", "mail", "default", "cli_dead", "cli_ok")
+	r = f.ok("stats")
+	contains(t, r, "sampled at", "QUEUE", "AVAILABLE", "mail", "default", "cli_dead", "cli_ok", "deferred merges waiting (enqueues from SQL for a worker to merge): none")
 	var s venturi.Stats
 	f.okJSON(&s, "stats")
 	var mail *venturi.QueueStats

@@ -37,7 +37,7 @@ func statsCmd(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
 	}, func(w io.Writer, s venturi.Stats) error {
 		if s.SampledAt.IsZero() {
 			fmt.Fprintln(w, noSample)
-			return nil
+			return deferredText(w, s.DeferredMerges)
 		}
 		fmt.Fprintln(w, sampled)
 		head := []string{"QUEUE", "KIND", "STATE"}
@@ -57,8 +57,26 @@ func statsCmd(a *app, fs *flag.FlagSet) func(context.Context, []string) error {
 				t.row(append(cells, "", rateText(ks.CompletedPerSec), rateText(ks.FailedPerSec), rateText(ks.DeadPerSec))...)
 			}
 		}
-		return t.flush()
+		if err := t.flush(); err != nil {
+			return err
+		}
+		return deferredText(w, s.DeferredMerges)
 	})
+}
+
+// deferredText writes the enqueues from SQL that wait for a Go merge, by kind (read live,
+// not from the sample): a line saying there are none, or a table.
+func deferredText(w io.Writer, ds []venturi.DeferredMergeStats) error {
+	if len(ds) == 0 {
+		fmt.Fprintln(w, "deferred merges waiting (enqueues from SQL for a worker to merge): none")
+		return nil
+	}
+	fmt.Fprintln(w, "\ndeferred merges waiting (enqueues from SQL for a worker that registered the kind to merge):")
+	t := newTable(w, "KIND", "WAITING", "KEYS", "OLDEST AGE")
+	for _, d := range ds {
+		t.row(d.Kind, fmt.Sprint(d.Waiting), fmt.Sprint(d.Keys), spanText(d.OldestAge))
+	}
+	return t.flush()
 }
 
 // countCells writes counts by state in statsStates' order.

@@ -259,6 +259,31 @@ func TestDashboardInBrowser(t *testing.T) {
 		shot(t, b, "overview")
 	})
 
+	t.Run("deferred merges", func(t *testing.T) {
+		// Enqueues from SQL of a kind whose merge no running worker knows, on one key, in a
+		// queue nobody serves: the first inserts, the next two wait for a Go merge.
+		enqueueSQL := func() {
+			t.Helper()
+			if _, err := s.pool.Exec(ctx, `SELECT venturi_enqueue('ledger.sync', '{"account": 7}', queue => 'parked', dedup_key => 'acct-7')`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 3 {
+			enqueueSQL()
+		}
+		b.open(t, s.base+"/")
+		b.waitText(t, "p.deferred-total", "Deferred merges waiting: 2", false)
+		b.waitText(t, `table.deferred tr[data-kind="ledger.sync"]`, "ledger.sync", false)
+		if got := b.text(t, `table.deferred tr[data-kind="ledger.sync"] td:nth-child(2)`); got != "2" {
+			t.Fatalf("ledger.sync's deferred merges waiting: %q, want 2", got)
+		}
+		shot(t, b, "deferred")
+		// One more: the page's script shows it without a reload.
+		enqueueSQL()
+		b.waitText(t, `table.deferred tr[data-kind="ledger.sync"] td:nth-child(2)`, "3", false)
+		b.waitText(t, "p.deferred-total", "Deferred merges waiting: 3", false)
+	})
+
 	t.Run("filter jobs", func(t *testing.T) {
 		b.open(t, s.base+"/jobs")
 		b.do(t, chromedp.SendKeys(chromedp.CSS("#filter"), `kind:billing.charge payload.order:1001`))

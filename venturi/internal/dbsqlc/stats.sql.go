@@ -44,6 +44,52 @@ func (q *Queries) StatsBegin(ctx context.Context, db DBTX) (*StatsBeginRow, erro
 	return &i, err
 }
 
+const statsDeferredMerges = `-- name: StatsDeferredMerges :many
+SELECT d.kind, count(*)::bigint AS waiting, count(DISTINCT d.dedup_key)::bigint AS keys,
+       min(d.created_at)::timestamptz AS oldest,
+       GREATEST(0, (EXTRACT(EPOCH FROM now() - min(d.created_at)) * 1000000))::bigint AS oldest_age_us
+FROM venturi_deferred_merge d
+GROUP BY d.kind
+ORDER BY d.kind
+`
+
+type StatsDeferredMergesRow struct {
+	Kind        string
+	Waiting     int64
+	Keys        int64
+	Oldest      time.Time
+	OldestAgeUs int64
+}
+
+// The enqueues from SQL that wait for a Go merge (venturi_deferred_merge), by kind, read
+// live: how many, of how many keys, and the oldest one's enqueue time and age by the
+// database clock (the reading transaction's start; never negative).
+func (q *Queries) StatsDeferredMerges(ctx context.Context, db DBTX) ([]*StatsDeferredMergesRow, error) {
+	rows, err := db.Query(ctx, statsDeferredMerges)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*StatsDeferredMergesRow
+	for rows.Next() {
+		var i StatsDeferredMergesRow
+		if err := rows.Scan(
+			&i.Kind,
+			&i.Waiting,
+			&i.Keys,
+			&i.Oldest,
+			&i.OldestAgeUs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const statsEnd = `-- name: StatsEnd :exec
 UPDATE venturi_stats_state SET
     sampled_at = now(), interval_us = $1::bigint, sample_us = $2::bigint,

@@ -157,6 +157,17 @@ LEFT JOIN venturi_stats_history h ON h.at = st.sampled_at AND h.queue = n.queue
 LEFT JOIN venturi_stats_kind k ON k.queue = n.queue
 ORDER BY n.queue, k.kind;
 
+-- name: StatsDeferredMerges :many
+-- The enqueues from SQL that wait for a Go merge (venturi_deferred_merge), by kind, read
+-- live: how many, of how many keys, and the oldest one's enqueue time and age by the
+-- database clock (the reading transaction's start; never negative).
+SELECT d.kind, count(*)::bigint AS waiting, count(DISTINCT d.dedup_key)::bigint AS keys,
+       min(d.created_at)::timestamptz AS oldest,
+       GREATEST(0, (EXTRACT(EPOCH FROM now() - min(d.created_at)) * 1000000))::bigint AS oldest_age_us
+FROM venturi_deferred_merge d
+GROUP BY d.kind
+ORDER BY d.kind;
+
 -- name: StatsSampledAt :one
 SELECT sampled_at FROM venturi_stats_state;
 
