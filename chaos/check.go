@@ -682,6 +682,10 @@ func (r *report) checkScriptedResults(h *jobHistory, e expectRow) {
 		if ec.value != e.value {
 			r.fail(invDedup, "dedup job %s: effect value %d, merged sum %d", ulidStr(id), ec.value, e.value)
 		}
+	case scSQLMerge:
+		if ec.value != e.value {
+			r.fail(invDedup, "%s job %s: its run saw %d contributions, the job holds %d", SQLMerge{}.Kind(), ulidStr(id), ec.value, e.value)
+		}
 	case scTransient:
 		if ec.value < e.value {
 			r.fail(invLost, "transient job %s completed after %d failures, scripted %d", ulidStr(id), ec.value, e.value)

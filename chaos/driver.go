@@ -265,6 +265,7 @@ type driver struct {
 	repl *replication // -failover (failover.go)
 	disk *fullDisk    // -fulldisk (fulldisk.go)
 	prod *producer    // the live producer (producer.go)
+	sqlp *sqlProducer // the SQL producer (sqlproducer.go): the main profiles only
 	ltx  *longTx      // -longtx (longtx.go)
 	roll *rolling     // -rolling (rolling.go)
 	swap sync.Mutex   // one worker replacement at a time: a kill's or an upgrade's
@@ -324,6 +325,12 @@ func (d *driver) run(ctx context.Context) (int, error) {
 	}
 	if d.o.prof.produce > 0 {
 		d.prod = newProducer(d, d.o.prof.produce, d.o.prof.workMs/4)
+	}
+	// The SQL producer runs in the full and short profiles (and their control runs): the
+	// modes of their own leave it out (an older worker of the rolling deploy does not know
+	// its kinds).
+	if d.o.overload == 0 && d.o.failover == "" && d.o.fullDisk == 0 && d.o.longTx == 0 && d.o.rollingFrom == "" {
+		d.sqlp = newSQLProducer(d, sqlProducerRate, d.o.prof.workMs/4)
 	}
 	o := d.o
 	mode := o.prof.name
@@ -395,6 +402,22 @@ func (d *driver) run(ctx context.Context) (int, error) {
 	faultsDone := make(chan struct{})
 	fctx, stopFaults := context.WithCancel(ctx)
 	defer stopFaults()
+	// The SQL producer, over the arrival window, under the faults (sqlproducer.go).
+	sqlDone := make(chan struct{})
+	if d.sqlp != nil {
+		if err := d.sqlp.start(ctx); err != nil {
+			return 1, fmt.Errorf("the SQL producer: %w", err)
+		}
+		defer d.sqlp.close()
+		go func() {
+			defer close(sqlDone)
+			pctx, cancel := context.WithDeadline(fctx, d.started.Add(o.prof.arrival))
+			defer cancel()
+			d.sqlp.run(pctx)
+		}()
+	} else {
+		close(sqlDone)
+	}
 	switch {
 	case ov != nil:
 		go func() { defer close(faultsDone); ov.run(fctx) }()
@@ -408,11 +431,15 @@ func (d *driver) run(ctx context.Context) (int, error) {
 	opsDone := make(chan struct{})
 	go func() { defer close(opsDone); d.runWfOps(fctx) }()
 	allDone := make(chan struct{})
-	go func() { <-faultsDone; <-opsDone; close(allDone) }()
+	go func() { <-faultsDone; <-opsDone; <-sqlDone; close(allDone) }()
 	remaining, waitErr := d.waitTerminal(ctx, allDone)
 	stopFaults()
 	<-faultsDone
 	<-opsDone
+	<-sqlDone
+	if d.sqlp != nil {
+		d.sqlp.close() // its backends end and report their statistics (deadlocks) before the last sample
+	}
 	d.logf("all faults done; %d jobs not terminal; stopping workers", remaining)
 	d.fleetStop()
 	if waitErr != nil {
@@ -443,6 +470,13 @@ func (d *driver) run(ctx context.Context) (int, error) {
 			return 1, fmt.Errorf("the live producer's jobs: %w", err)
 		}
 	}
+	var sqlProd sqlProduced
+	var sqlViolations []string
+	if d.sqlp != nil {
+		if sqlProd, sqlViolations, err = d.sqlp.resolve(cctx); err != nil {
+			return 1, fmt.Errorf("the SQL producer's jobs: %w", err)
+		}
+	}
 	d.countLost()
 	stopEvents()
 	<-eventsDone
@@ -465,6 +499,12 @@ func (d *driver) run(ctx context.Context) (int, error) {
 		rep.extra += produced.String()
 		rep.require(invAckedEnq, producedViolations)
 		rep.require(invEnqErrors, producedViolations)
+	}
+	if d.sqlp != nil {
+		rep.extra += sqlProd.String()
+		for _, inv := range []string{invSQLAccounted, invSQLOnce, invSQLDeferred, invSQLDedup, invSQLErrors} {
+			rep.require(inv, sqlViolations)
+		}
 	}
 	if d.repl != nil {
 		d.repl.report(rep)
@@ -628,6 +668,11 @@ func (d *driver) setup(ctx context.Context) error {
 	}
 	for _, sql := range []string{appSchema, eventSchema, wfSchema} {
 		if _, err = d.pool.Exec(ctx, sql); err != nil {
+			return err
+		}
+	}
+	if d.sqlp != nil {
+		if _, err = d.pool.Exec(ctx, sqlProducerSchema); err != nil {
 			return err
 		}
 	}
@@ -1368,8 +1413,8 @@ func sleepCtx(ctx context.Context, dur time.Duration) {
 }
 
 // waitTerminal polls until every job is completed, dead or cancelled (but the singleton,
-// which runs forever, and the cron schedule's ticks, which keep coming), and the fault
-// schedule ran,
+// which runs forever, and the cron schedule's ticks, which keep coming), no enqueue from
+// SQL waits for a Go merge, and the fault schedule ran,
 // or the deadline passes. It returns the number of jobs not terminal.
 func (d *driver) waitTerminal(ctx context.Context, faultsDone <-chan struct{}) (int, error) {
 	last := -1
@@ -1377,7 +1422,9 @@ func (d *driver) waitTerminal(ctx context.Context, faultsDone <-chan struct{}) (
 	for {
 		var n int
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := d.pool.QueryRow(qctx, `SELECT count(*) FROM venturi_job WHERE state NOT IN ('completed', 'dead', 'cancelled') AND kind <> ALL($1)`,
+		// Enqueues from SQL waiting for a Go merge (sqlproducer.go) may still become jobs.
+		err := d.pool.QueryRow(qctx, `SELECT (SELECT count(*) FROM venturi_job WHERE state NOT IN ('completed', 'dead', 'cancelled') AND kind <> ALL($1))
+			+ (SELECT count(*) FROM venturi_deferred_merge)`,
 			[]string{singletonKind, cronKind}).Scan(&n)
 		// Workflows: open ones and unsettled changes (a settle may release more), in both
 		// schemas (wfdriver.go).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,6 +37,10 @@ const (
 	// Durable coordination (see coordcheck.go).
 	scSteps = "steps" // a Stepped job: memoized steps (StepTx) with work between them; completes
 	scWait  = "wait"  // a Waiter job: waits for the signal the driver sends, reads it, completes
+
+	// Enqueued from SQL and Go alike while the workload runs (sqlproducer.go).
+	scSQLMerge   = "sql-merge"   // a SQLMerge job: its effect value is the number of contributions merged into it
+	scSQLReplace = "sql-replace" // a SQLReplace job: completes
 )
 
 // The wait scenario's signal and timeout. The driver sends waitSignal to every waiting
@@ -113,6 +118,66 @@ func (d Dedup) Merge(existing venturi.Pending[Dedup, struct{}]) venturi.Merge[De
 		return existing.Independent()
 	}
 	return existing.With(Dedup{Key: d.Key, Adds: existing.Payload.Adds + d.Adds, WorkMs: existing.Payload.WorkMs}, existing.Carry)
+}
+
+// SQLMerge is enqueued by the SQL producer (sqlproducer.go), through venturi_enqueue,
+// venturi_enqueue_many and Enqueue, on a few shared keys. Its merge is Go code, so an
+// enqueue from SQL that meets a pending job of its key waits in venturi_deferred_merge for a
+// worker: the merge appends the incoming contributions to the pending job's, so the job
+// that runs lists every enqueue merged into it.
+type SQLMerge struct {
+	Key     string   `json:"key"`
+	Contrib []string `json:"contrib"`
+	WorkMs  int      `json:"work_ms"`
+}
+
+// Kind returns the SQL producer's Go-merged kind.
+func (SQLMerge) Kind() string { return "chaos.sqlmerge" }
+
+// DedupKey returns the job's key.
+func (m SQLMerge) DedupKey() venturi.DedupKey { return venturi.DedupKey(m.Key) }
+
+// Merge appends the incoming contributions to the pending job's.
+func (m SQLMerge) Merge(existing venturi.Pending[SQLMerge, struct{}]) venturi.Merge[SQLMerge, struct{}] {
+	c := append(slices.Clone(existing.Payload.Contrib), m.Contrib...)
+	return existing.With(SQLMerge{Key: m.Key, Contrib: c, WorkMs: existing.Payload.WorkMs}, existing.Carry)
+}
+
+// Handle runs a SQLMerge job: its effect value is the number of contributions it ran with.
+func (m SQLMerge) Handle(ctx context.Context, run *venturi.Run[struct{}], a App) (venturi.Outcome, error) {
+	if err := a.recordStart(ctx, run.ID(), run.RunCount(), run.Token()); err != nil {
+		return venturi.Outcome{}, err
+	}
+	if err := work(ctx, m.WorkMs); err != nil {
+		return venturi.Outcome{}, err
+	}
+	return commitEffect(ctx, a, run, venturi.CompletedWith("ok"), "completed", 0, int64(len(m.Contrib)))
+}
+
+// SQLReplace is the SQL producer's kind with a merge SQL decides: a type without a Merge
+// method, so a collision with a pending job of its key replaces that job's payload, in
+// venturi_enqueue itself once a worker has registered the kind.
+type SQLReplace struct {
+	Key     string `json:"key"`
+	Contrib string `json:"contrib"`
+	WorkMs  int    `json:"work_ms"`
+}
+
+// Kind returns the SQL producer's replaced kind.
+func (SQLReplace) Kind() string { return "chaos.sqlreplace" }
+
+// DedupKey returns the job's key.
+func (r SQLReplace) DedupKey() venturi.DedupKey { return venturi.DedupKey(r.Key) }
+
+// Handle runs a SQLReplace job.
+func (r SQLReplace) Handle(ctx context.Context, run *venturi.Run[struct{}], a App) (venturi.Outcome, error) {
+	if err := a.recordStart(ctx, run.ID(), run.RunCount(), run.Token()); err != nil {
+		return venturi.Outcome{}, err
+	}
+	if err := work(ctx, r.WorkMs); err != nil {
+		return venturi.Outcome{}, err
+	}
+	return commitEffect(ctx, a, run, venturi.CompletedWith("ok"), "completed", 0, 0)
 }
 
 // Slotted takes the slot Key with Limit under Policy (the slot, drop and replace

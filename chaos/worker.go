@@ -97,6 +97,8 @@ func workerMain(args []string) error {
 	}
 	venturi.MustRegister[Job](w)
 	venturi.MustRegister[Dedup](w)
+	venturi.MustRegister[SQLMerge](w)   // sqlproducer.go
+	venturi.MustRegister[SQLReplace](w) // sqlproducer.go
 	venturi.MustRegister[Slotted](w)
 	venturi.MustRegister[Capped](w)
 	venturi.MustRegister[Rated](w)

@@ -277,7 +277,6 @@ func TestDashboardInBrowser(t *testing.T) {
 		if got := b.text(t, `table.deferred tr[data-kind="ledger.sync"] td:nth-child(2)`); got != "2" {
 			t.Fatalf("ledger.sync's deferred merges waiting: %q, want 2", got)
 		}
-		shot(t, b, "deferred")
 		// One more: the page's script shows it without a reload.
 		enqueueSQL()
 		b.waitText(t, `table.deferred tr[data-kind="ledger.sync"] td:nth-child(2)`, "3", false)
