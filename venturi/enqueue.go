@@ -9,11 +9,14 @@ package venturi
 // committed enqueue to the Queue's subscribers.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -200,6 +203,12 @@ func (q *Queue) enqueueMany(ctx context.Context, tx pgx.Tx, tasks []Task, opts [
 			return nil, err
 		}
 	}
+	// The keys' locks are taken in one order (kind, then key, bytewise: venturi_enqueue_many's
+	// order too), so that batches naming the same keys in different orders queue behind each
+	// other instead of deadlocking; tasks of one key keep their order.
+	slices.SortStableFunc(keyed, func(a, b int) int {
+		return cmp.Or(strings.Compare(plans[a].kind, plans[b].kind), strings.Compare(plans[a].key, plans[b].key))
+	})
 	for _, i := range keyed {
 		r, err := q.enqueueTx(ctx, tx, plans[i])
 		if err != nil {

@@ -1778,3 +1778,68 @@ func TestUpgradeTo34_GatedClaimUpdatesByTupleID(t *testing.T) {
 		t.Fatalf("jobs started twice: %d (%v)", twice, err)
 	}
 }
+
+// TestUpgradeTo35_BatchesLockKeysInOneOrder: 035_venturi_enqueue_many_lock_order.up.sql
+// makes venturi_enqueue_many take its dedup keys' locks in one order, the order
+// Queue.EnqueueMany takes them in. Pairs of batches naming two keys in opposite orders,
+// from SQL and from Go, run at once: at version 34 SQL pairs may deadlock (counted, not
+// required: it depends on timing); from 35 none does, whatever the mix.
+func TestUpgradeTo35_BatchesLockKeysInOneOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 34)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	sqlBatch := func(keys ...string) error {
+		var jobs []map[string]any
+		for _, k := range keys {
+			jobs = append(jobs, map[string]any{"kind": "sql_report", "dedup_key": k, "payload": map[string]string{"name": k}})
+		}
+		_, err := pool.Exec(ctx, `SELECT count(*) FROM venturi_enqueue_many($1::jsonb)`, jobs)
+		return err
+	}
+	goBatch := func(keys ...string) error {
+		var tasks []venturi.Task
+		for _, k := range keys {
+			tasks = append(tasks, sqlReport{Name: k, Key: k})
+		}
+		_, err := q.EnqueueMany(ctx, tasks)
+		return err
+	}
+	// pairs runs n pairs of batches over fresh keys, a with [x, y] and b with [y, x] at
+	// once, and counts the deadlocks.
+	pairs := func(round string, n int, a, b func(...string) error) (deadlocks int) {
+		t.Helper()
+		for i := range n {
+			x, y := fmt.Sprintf("%s-%d-x", round, i), fmt.Sprintf("%s-%d-y", round, i)
+			errs := make(chan error, 2)
+			go func() { errs <- a(x, y) }()
+			go func() { errs <- b(y, x) }()
+			for range 2 {
+				switch err := <-errs; {
+				case err == nil:
+				case strings.Contains(err.Error(), "40P01"):
+					deadlocks++
+				default:
+					t.Fatalf("%s: %v", round, err)
+				}
+			}
+		}
+		return deadlocks
+	}
+	t.Logf("version 34, SQL batches: %d deadlocks in 100 pairs", pairs("v34", 100, sqlBatch, sqlBatch))
+	migrateTo(t, pool, 35)
+	for _, c := range []struct {
+		name string
+		a, b func(...string) error
+	}{{"sql", sqlBatch, sqlBatch}, {"go", goBatch, goBatch}, {"mixed", sqlBatch, goBatch}} {
+		if d := pairs(c.name, 100, c.a, c.b); d != 0 {
+			t.Errorf("%s batches at version 35: %d deadlocks in 100 pairs", c.name, d)
+		}
+	}
+	var dup int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT dedup_key FROM venturi_job WHERE kind = 'sql_report'
+		AND state IN ('available', 'scheduled') GROUP BY dedup_key HAVING count(*) > 1) d`).Scan(&dup); err != nil || dup != 0 {
+		t.Fatalf("keys with two pending jobs: %d (%v)", dup, err)
+	}
+}

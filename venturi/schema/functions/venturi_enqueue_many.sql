@@ -19,6 +19,17 @@ BEGIN
         PERFORM venturi_api_refuse('venturi_enqueue_many', 'jobs', '22023', 'must be a JSON array of objects',
             format('got %s', COALESCE('a JSON ' || jsonb_typeof(jobs), 'NULL')));
     END IF;
+    -- The dedup keys' locks, all taken first in one order (kind, then key, bytewise: as
+    -- Queue.EnqueueMany takes them), so that two batches naming the same keys in opposite
+    -- orders, or a batch beside a Go batch, queue behind each other instead of deadlocking.
+    -- venturi_enqueue_one takes each again (a lock held is taken at once).
+    PERFORM pg_advisory_xact_lock(hashtextextended(current_schema() || '.' || k.kind || '/' || k.key, 0))
+    FROM (SELECT DISTINCT x.job ->> 'kind' AS kind, NULLIF(x.job ->> 'dedup_key', '') AS key
+          FROM jsonb_array_elements(jobs) AS x(job)
+          WHERE jsonb_typeof(x.job) = 'object' AND jsonb_typeof(x.job -> 'kind') = 'string'
+            AND jsonb_typeof(x.job -> 'dedup_key') = 'string') k
+    WHERE k.key IS NOT NULL
+    ORDER BY k.kind COLLATE "C", k.key COLLATE "C";
     FOR v_job, v_n IN SELECT x.job, x.n FROM jsonb_array_elements(jobs) WITH ORDINALITY AS x(job, n) LOOP
         v_call := format('venturi_enqueue_many: jobs[%s]', v_n - 1);
         IF jsonb_typeof(v_job) <> 'object' THEN
