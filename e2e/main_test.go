@@ -162,7 +162,8 @@ func tail(b []byte, n int) []byte {
 var pageHosts = []string{"a.e2e.test", "b.e2e.test", "down.e2e.test", "me.e2e.test",
 	"i0.e2e.test", "i1.e2e.test", "i2.e2e.test", "i3.e2e.test", "i4.e2e.test",
 	"load1.e2e.test", "load2.e2e.test", "load3.e2e.test",
-	"cancel.e2e.test", "confirm.e2e.test", "link.e2e.test", "wait.e2e.test", "wf1.e2e.test", "wf2.e2e.test"}
+	"cancel.e2e.test", "confirm.e2e.test", "link.e2e.test", "wait.e2e.test", "wf1.e2e.test", "wf2.e2e.test",
+	"bulk1.e2e.test", "bulk2.e2e.test", "bulk3.e2e.test"}
 
 // downHost is a page host whose every answer is 503 Service Unavailable.
 const downHost = "down.e2e.test"

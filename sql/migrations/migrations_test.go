@@ -228,7 +228,7 @@ func TestImportWorkflowsUpgrade(t *testing.T) {
 		}
 	}
 	res, err := Migrate(ctx, pool)
-	if err != nil || len(res.App) != 1 || res.App[0] != 7 {
+	if err != nil || len(res.App) == 0 || res.App[0] != 7 {
 		t.Fatalf("Migrate = %+v, %v; want version 7 applied", res, err)
 	}
 	var imported int

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"context"
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -65,5 +67,35 @@ func TestBookmarkLifecycle(t *testing.T) {
 	}
 	if code, _ := b.do(t, "GET", "/bookmarks/"+id, ""); code != 404 {
 		t.Fatalf("get deleted = %d", code)
+	}
+}
+
+// TestCreateEnqueuesOneFetch: the bookmark table's trigger (migration 8) enqueues fetches
+// only for rows inserted without one, so a bookmark created through the API has exactly
+// the fetch the API enqueued, and its tags one rebuild.
+func TestCreateEnqueuesOneFetch(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	jobs := map[string]bool{}
+	for i := range 3 {
+		code, bm := b.do(t, "POST", "/bookmarks", fmt.Sprintf(`{"url":"https://one%d.example/","tags":["one"]}`, i))
+		if code != 201 {
+			t.Fatalf("create = %d %v", code, bm)
+		}
+		jobs[bm["fetch_job"].(map[string]any)["id"].(string)] = true
+	}
+	var fetches, pointed, keyed, rebuilds, deferred int
+	err := b.pool.QueryRow(context.Background(), `SELECT
+		(SELECT count(*) FROM venturi_job WHERE kind = 'fetch_bookmark'),
+		(SELECT count(*) FROM bookmark bm JOIN venturi_job j ON j.id = bm.fetch_job_id),
+		(SELECT count(*) FROM venturi_job WHERE kind = 'fetch_bookmark' AND meta ? 'key'),
+		(SELECT count(*) FROM venturi_job WHERE kind = 'rebuild_tag_index'),
+		(SELECT count(*) FROM venturi_deferred_merge)`).Scan(&fetches, &pointed, &keyed, &rebuilds, &deferred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fetches != 3 || pointed != 3 || keyed != 3 || rebuilds != 1 || deferred != 0 || len(jobs) != 3 {
+		t.Fatalf("%d fetch jobs (%d named by their bookmark, %d with the caller's key), %d rebuilds, %d deferred merges; want 3, 3, 3, 1, 0",
+			fetches, pointed, keyed, rebuilds, deferred)
 	}
 }
