@@ -686,8 +686,14 @@ func (b *bencher) fanInRun(ctx context.Context, t *variantTable, v string, n, re
 	}
 	t.add("WAL bytes per member (drain)", v, float64(walBytes)/float64(n))
 	fanin := ""
+	if m.root {
+		fanin = fmt.Sprintf("; members released %.2f ms after the root's finish", m.rootToRelease)
+	}
 	if m.workflow {
-		fanin = fmt.Sprintf("; members released %.2f ms after the root's finish, fan-in claimed %.2f ms after the last member's", m.rootToRelease, m.lastToClaim)
+		fanin += fmt.Sprintf("; fan-in claimed %.2f ms after the last member's finish", m.lastToClaim)
+		if m.commitToClaim >= 0 {
+			fanin += fmt.Sprintf(", %.2f ms after its commit", m.commitToClaim)
+		}
 	}
 	logf("  21. fan-in %s, %d members, rep %d: %.0f members/s (%v), %.0f/s on the database clock%s; CPU worker %v, PostgreSQL %v; WAL %.0f B/member",
 		v, n, rep, jps, r.elapsed.Round(time.Millisecond), m.dbRate, fanin, r.cpu.worker, r.cpu.db, float64(walBytes)/float64(n))
