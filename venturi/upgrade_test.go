@@ -1843,3 +1843,100 @@ func TestUpgradeTo35_BatchesLockKeysInOneOrder(t *testing.T) {
 		t.Fatalf("keys with two pending jobs: %d (%v)", dup, err)
 	}
 }
+
+// evtGated records events and belongs to a partition, so a gated claim runs it.
+type evtGated struct {
+	N int `json:"n"`
+}
+
+func (evtGated) Kind() string       { return "evt_gated" }
+func (evtGated) StreamEvents() bool { return true }
+func (g evtGated) Partition() string {
+	return fmt.Sprint("p", g.N%2)
+}
+func (evtGated) Handle(context.Context, *venturi.Run[struct{}], struct{}) (venturi.Outcome, error) {
+	return venturi.Completed(), nil
+}
+
+// evtPlain records events and is claimed by the plain claim.
+type evtPlain struct {
+	N int `json:"n"`
+}
+
+func (evtPlain) Kind() string       { return "evt_plain" }
+func (evtPlain) StreamEvents() bool { return true }
+func (evtPlain) Handle(context.Context, *venturi.Run[struct{}], struct{}) (venturi.Outcome, error) {
+	return venturi.Completed(), nil
+}
+
+// TestUpgradeTo36_ClaimsWriteStartedEvents: 036_venturi_claims_write_started_events.up.sql
+// makes the claims write the started events (venturi_event_write skips the move to
+// running when the claim's transaction says so). Jobs that record events, enqueued at
+// version 35 and run at 36 by the plain and the gated claim, and jobs that do not: each
+// evented run has exactly one started event, with its run, worker and start, between its
+// enqueued and completed events; the others have none. A claim by an older worker (a
+// plain UPDATE that says nothing) still gets its started event from the trigger, once.
+func TestUpgradeTo36_ClaimsWriteStartedEvents(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 35)
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	var ids []ulid.ULID
+	for i := range 6 {
+		ids = append(ids, enqueue(t, q, evtPlain{N: i}).ID, enqueue(t, q, evtGated{N: i}).ID)
+	}
+	quiet := enqueue(t, q, plainEvt{})
+	old := enqueue(t, q, evtPlain{N: 99}).ID
+	migrateTo(t, pool, 36)
+	// An older worker's claim: its transaction does not say the claim writes the started
+	// events, so the trigger writes it, once.
+	if _, err := pool.Exec(ctx, `UPDATE venturi_job SET state = 'running', runs = runs + 1,
+		lease_token = nextval('venturi_lease_token_seq'), lease_expires_at = now() + interval '1 hour',
+		worker_id = 'older', attempted_at = now() WHERE id = $1`, old[:]); err != nil {
+		t.Fatal(err)
+	}
+	w := newWorker(t, pool, struct{}{}, fastConfig())
+	venturi.MustRegister[evtPlain](w)
+	venturi.MustRegister[evtGated](w)
+	venturi.MustRegister[plainEvt](w)
+	startWorker(t, w)
+	for _, id := range ids {
+		waitState(t, q, venturi.Result{ID: id}, venturi.StateCompleted)
+	}
+	waitState(t, q, quiet, venturi.StateCompleted)
+	rows, err := pool.Query(ctx, `SELECT job_id, string_agg(event, ' ' ORDER BY xid, seq),
+		       bool_and(event <> 'started' OR (run = 1 AND worker = CASE WHEN job_id = $2 THEN 'older' ELSE $1 END
+		                                         AND started_at IS NOT NULL AND state = 'running'))
+		FROM venturi_event GROUP BY job_id`, w.ID(), old[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[ulid.ULID]string{}
+	for rows.Next() {
+		var id pgtype.UUID
+		var seq string
+		var ok bool
+		if err := rows.Scan(&id, &seq, &ok); err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			t.Errorf("job %s: a started event without its run, worker or start", ulid.ULID(id.Bytes))
+		}
+		got[ulid.ULID(id.Bytes)] = seq
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if got[id] != "enqueued started completed" {
+			t.Errorf("job %s: events %q, want \"enqueued started completed\"", id, got[id])
+		}
+	}
+	if got[old] != "enqueued started" {
+		t.Errorf("the job an older worker claimed: events %q, want \"enqueued started\"", got[old])
+	}
+	if s, ok := got[quiet.ID]; ok {
+		t.Errorf("a job that records no events has %q", s)
+	}
+}

@@ -268,7 +268,7 @@ CREATE TRIGGER venturi_event_insert AFTER INSERT ON venturi_job
 
 CREATE TRIGGER venturi_event_update AFTER UPDATE OF state, journal ON venturi_job
     FOR EACH ROW
-    WHEN (new.events AND (old.state IS DISTINCT FROM new.state OR (old.journal_moved + jsonb_array_length(old.journal)) <> (new.journal_moved + jsonb_array_length(new.journal))))
+    WHEN (new.events AND (old.state IS DISTINCT FROM new.state AND NOT (old.state = 'available'::venturi_job_state AND new.state = 'running'::venturi_job_state AND NOT current_setting('venturi.claim_started_events'::text, true) IS DISTINCT FROM 'on'::text) OR (old.journal_moved + jsonb_array_length(old.journal)) <> (new.journal_moved + jsonb_array_length(new.journal))))
     EXECUTE FUNCTION venturi_event_write();
 
 CREATE TRIGGER venturi_job_done AFTER UPDATE OF state ON venturi_job

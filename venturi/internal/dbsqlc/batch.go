@@ -132,13 +132,18 @@ func QueueClaim(b *pgx.Batch, arg ClaimParams, add func(*ClaimRow)) {
 		for rows.Next() {
 			var i ClaimRow
 			if err := rows.Scan(&i.ID, &i.Kind, &i.Payload, &i.Carry, &i.Runs, &i.Failures,
-				&i.LeaseToken, &i.Journal, &i.JournalMoved, &i.AttemptedAt, &i.Meta, &i.RunAt, &i.Priority); err != nil {
+				&i.LeaseToken, &i.Journal, &i.JournalMoved, &i.AttemptedAt, &i.Meta, &i.RunAt, &i.Priority, &i.Events); err != nil {
 				return err
 			}
 			add(&i)
 		}
 		return rows.Err()
 	})
+}
+
+// QueueWriteStartedEvents is WriteStartedEvents in a batch.
+func QueueWriteStartedEvents(b *pgx.Batch, arg WriteStartedEventsParams) {
+	b.Queue(writeStartedEvents, arg.LeaseUs, arg.WorkerID)
 }
 
 // QueueClaimGated is ClaimGated in a batch; each claimed row is passed to add.

@@ -32,7 +32,7 @@ WHERE ctid = ANY(ARRAY(
     LIMIT $6::int
     FOR UPDATE SKIP LOCKED))
 RETURNING j.id, j.kind, j.payload, j.carry, j.runs, j.failures, j.lease_token, j.journal,
-          j.journal_moved, j.attempted_at, j.meta, j.run_at, j.priority
+          j.journal_moved, j.attempted_at, j.meta, j.run_at, j.priority, j.events
 `
 
 type ClaimParams struct {
@@ -58,6 +58,7 @@ type ClaimRow struct {
 	Meta         []byte
 	RunAt        time.Time
 	Priority     int16
+	Events       bool
 }
 
 // Claims up to max due plain jobs (see ClaimGated for the others) of the given kinds from one queue, most urgent first, then by
@@ -72,7 +73,9 @@ type ClaimRow struct {
 // transaction changed and committed after this statement's snapshot is locked in its new
 // version, which the snapshot does not see: it is left available (unlocked at the claim's
 // commit) for the next claim, as a row another transaction holds is skipped. The rows come
-// back in no particular order: the worker sorts them (priority, due time, ID).
+// back in no particular order: the worker sorts them (priority, due time, ID). events says
+// which record events: their started events are written before the claim commits
+// (WriteStartedEvents).
 func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]*ClaimRow, error) {
 	rows, err := db.Query(ctx, claim,
 		arg.LeaseUs,
@@ -103,6 +106,7 @@ func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]*Claim
 			&i.Meta,
 			&i.RunAt,
 			&i.Priority,
+			&i.Events,
 		); err != nil {
 			return nil, err
 		}
@@ -250,4 +254,36 @@ func (q *Queries) NextDue(ctx context.Context, db DBTX, arg NextDueParams) (*Nex
 	var i NextDueRow
 	err := row.Scan(&i.DueInUs, &i.Paused)
 	return &i, err
+}
+
+const writeStartedEvents = `-- name: WriteStartedEvents :exec
+WITH started AS (
+    INSERT INTO venturi_event (job_id, kind, queue, event, run, state, worker, started_at, run_at, meta)
+    SELECT j.id, j.kind, j.queue, 'started', j.runs, 'running', j.worker_id, j.attempted_at, j.run_at, j.meta
+    FROM venturi_job j
+    WHERE j.state = 'running' AND j.lease_expires_at = now() + interval '1 microsecond' * $1::bigint
+      AND j.worker_id = $2::text AND j.events AND j.xmin = pg_current_xact_id()::xid
+    RETURNING 1
+)
+SELECT count(pg_notify(venturi_events_channel(), '')) FROM (SELECT 1 FROM started LIMIT 1) s
+`
+
+type WriteStartedEventsParams struct {
+	LeaseUs  int64
+	WorkerID string
+}
+
+// The started events of the jobs Claim claimed in this transaction that record events, in
+// one insert, and one NOTIFY (as FinishRuns writes the final events). The fetcher sends it
+// with the claim's COMMIT, only when the claim returned such jobs: a claim of jobs that
+// record none pays nothing for it. Claim's rows are the running ones whose lease ends at
+// this transaction's now() plus the lease, found in venturi_job_lease_idx as one range
+// (the gated claim's leases count from clock_timestamp(), and it writes its own events),
+// that this worker's transaction wrote. The claim's transaction sets
+// venturi.claim_started_events (SetLocalIdleTimeout), so venturi_event_write leaves these
+// events to this statement instead of writing one per row; a claim by an older worker,
+// which does not, still gets them from the trigger.
+func (q *Queries) WriteStartedEvents(ctx context.Context, db DBTX, arg WriteStartedEventsParams) error {
+	_, err := db.Exec(ctx, writeStartedEvents, arg.LeaseUs, arg.WorkerID)
+	return err
 }

@@ -55,13 +55,16 @@ func (q *Queries) SetLocalFinishChannel(ctx context.Context, db DBTX, channel st
 const setLocalIdleTimeout = `-- name: SetLocalIdleTimeout :exec
 SELECT set_config('idle_in_transaction_session_timeout', $1::text, true),
        set_config('enable_seqscan', 'off', true),
-       set_config('jit', 'off', true)
+       set_config('jit', 'off', true),
+       set_config('venturi.claim_started_events', 'on', true)
 `
 
 // Ends the transaction (and its session) on the server once it has been idle between
 // statements for ms: a worker cut off by a half-open network must not keep the locks of a
-// transaction it can no longer finish. Also what SetLocalIndexScans sets: the claim's
-// transaction starts with this one statement.
+// transaction it can no longer finish. Also what SetLocalIndexScans sets, and that this
+// transaction's claims write the started events themselves (WriteStartedEvents;
+// venturi_event_write checks venturi.claim_started_events): the claim's transaction starts
+// with this one statement.
 func (q *Queries) SetLocalIdleTimeout(ctx context.Context, db DBTX, ms string) error {
 	_, err := db.Exec(ctx, setLocalIdleTimeout, ms)
 	return err

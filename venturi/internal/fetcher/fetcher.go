@@ -319,6 +319,7 @@ func (f *Fetcher) Claim(n int) ClaimResult {
 		wakeInUs int64 = -1
 		paused   bool
 		plain    []plainClaim
+		evented  bool // the plain claim returned jobs that record events
 	)
 	sent := time.Now()
 	b := &pgx.Batch{}
@@ -366,12 +367,13 @@ func (f *Fetcher) Claim(n int) ClaimResult {
 			j.Started = *row.AttemptedAt
 		}
 		plain = append(plain, plainClaim{job: j, priority: row.Priority})
+		evented = evented || row.Events
 	})
 	var next dbsqlc.NextDueRow
 	dbsqlc.QueueNextDue(b, dbsqlc.NextDueParams{Queue: f.cfg.Queue, Kinds: f.kinds}, &next)
 	ctx, cancel := context.WithTimeout(f.dbCtx, f.cfg.Lease/2)
 	defer cancel()
-	if err := f.send(ctx, b); err != nil {
+	if err := f.send(ctx, b, &evented); err != nil {
 		return ClaimResult{Err: err}
 	}
 	dueInUs, paused = next.DueInUs, next.Paused
@@ -418,7 +420,12 @@ func comparePlain(a, b plainClaim) int {
 // rolls back when its connection closes, even if the server runs it to the end: its jobs
 // are never held by a claim nobody reads. (In the implicit transaction of a pipeline the
 // server commits at the batch's end whether or not anyone reads the results.)
-func (f *Fetcher) send(ctx context.Context, b *pgx.Batch) error {
+//
+// When the plain claim returned jobs that record events (*evented, set as the batch's
+// results are read), their started events are written in the same transaction, by a
+// statement sent with the COMMIT (WriteStartedEvents): a claim that has none sends the
+// COMMIT alone.
+func (f *Fetcher) send(ctx context.Context, b *pgx.Batch, evented *bool) error {
 	conn, err := f.db.Acquire(ctx)
 	if err != nil {
 		return err
@@ -432,8 +439,14 @@ func (f *Fetcher) send(ctx context.Context, b *pgx.Batch) error {
 	// up most of the claim's time does not leave the commit's outcome unknown.
 	cctx, cancel := context.WithTimeout(f.dbCtx, f.cfg.Lease/2)
 	defer cancel()
-	_, err = conn.Exec(cctx, "COMMIT")
-	return err
+	if !*evented {
+		_, err = conn.Exec(cctx, "COMMIT")
+		return err
+	}
+	c := &pgx.Batch{}
+	dbsqlc.QueueWriteStartedEvents(c, dbsqlc.WriteStartedEventsParams{LeaseUs: delayOf(f.cfg.Lease), WorkerID: f.cfg.WorkerID})
+	c.Queue("COMMIT") // transaction control, not queue SQL
+	return conn.SendBatch(cctx, c).Close()
 }
 
 // Release returns claimed jobs that never started, without recording a run, and removes

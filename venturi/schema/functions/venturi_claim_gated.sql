@@ -42,6 +42,7 @@ DECLARE
     slot_full boolean;
     admit   uuid[] := '{}';
     admit_tid tid[] := '{}'; -- the admitted rows' versions, as locked: the claim updates them by tuple ID
+    v_started text; -- venturi.claim_started_events as the caller left it
     admit_g integer[] := '{}';
     blocked_g integer[] := '{}'; -- rate and breaker gates that held a candidate back
     v_wake  timestamptz;
@@ -636,6 +637,11 @@ BEGIN
         FROM venturi_kind k WHERE k.kind = ANY(p_kinds) AND k.brk_failures > 0;
     END IF;
 
+    -- The claim writes the started events of the jobs it claims that record events (the
+    -- started CTE below), so venturi_event_write must not write them once more: it skips
+    -- the move to running while venturi.claim_started_events is on, for this statement.
+    v_started := current_setting('venturi.claim_started_events', true);
+    PERFORM set_config('venturi.claim_started_events', 'on', true);
     RETURN QUERY
     WITH claimed AS (
         UPDATE venturi_job x SET
@@ -658,12 +664,23 @@ BEGIN
         -- ever starting a job twice.
         WHERE x.ctid = ANY(admit_tid) AND x.state = 'available'
         RETURNING x.id, x.kind, x.payload, x.carry, x.runs, x.failures, x.lease_token, x.journal,
-                  x.journal_moved, x.attempted_at, x.breaker, x.priority, x.run_at, x.meta
+                  x.journal_moved, x.attempted_at, x.breaker, x.priority, x.run_at, x.meta, x.queue, x.worker_id, x.events
+    ), started AS (
+        -- One insert for the claim, and one NOTIFY when it wrote any.
+        INSERT INTO venturi_event (job_id, kind, queue, event, run, state, worker, started_at, run_at, meta)
+        SELECT c.id, c.kind, c.queue, 'started', c.runs, 'running', c.worker_id, c.attempted_at, c.run_at, c.meta
+        FROM claimed c
+        WHERE c.events
+        RETURNING 1
+    ), notified AS (
+        SELECT count(pg_notify(venturi_events_channel(), '')) AS n FROM (SELECT 1 FROM started LIMIT 1) s
     )
     SELECT c.id, c.kind, c.payload, c.carry, c.runs, c.failures, c.lease_token, c.journal,
            c.journal_moved, c.attempted_at, c.breaker, NULL::bigint, COALESCE(c.meta, 'null'::jsonb), c.run_at
     FROM claimed c JOIN unnest(admit) WITH ORDINALITY AS a(id, o) ON a.id = c.id
+    WHERE (SELECT n.n FROM notified n) >= 0
     ORDER BY a.o;
+    PERFORM set_config('venturi.claim_started_events', COALESCE(v_started, ''), true);
     IF v_wake IS NOT NULL THEN
         RETURN QUERY SELECT NULL::uuid, ''::text, NULL::jsonb, NULL::jsonb, 0, 0, 0::bigint, NULL::jsonb, 0::bigint,
             v_now, NULL::text, GREATEST((EXTRACT(EPOCH FROM v_wake - clock_timestamp()) * 1000000)::bigint, 0),

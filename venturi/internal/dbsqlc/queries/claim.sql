@@ -11,7 +11,9 @@
 -- transaction changed and committed after this statement's snapshot is locked in its new
 -- version, which the snapshot does not see: it is left available (unlocked at the claim's
 -- commit) for the next claim, as a row another transaction holds is skipped. The rows come
--- back in no particular order: the worker sorts them (priority, due time, ID).
+-- back in no particular order: the worker sorts them (priority, due time, ID). events says
+-- which record events: their started events are written before the claim commits
+-- (WriteStartedEvents).
 UPDATE venturi_job j SET
     state            = 'running',
     runs             = j.runs + 1,
@@ -31,7 +33,28 @@ WHERE ctid = ANY(ARRAY(
     LIMIT @max::int
     FOR UPDATE SKIP LOCKED))
 RETURNING j.id, j.kind, j.payload, j.carry, j.runs, j.failures, j.lease_token, j.journal,
-          j.journal_moved, j.attempted_at, j.meta, j.run_at, j.priority;
+          j.journal_moved, j.attempted_at, j.meta, j.run_at, j.priority, j.events;
+
+-- name: WriteStartedEvents :exec
+-- The started events of the jobs Claim claimed in this transaction that record events, in
+-- one insert, and one NOTIFY (as FinishRuns writes the final events). The fetcher sends it
+-- with the claim's COMMIT, only when the claim returned such jobs: a claim of jobs that
+-- record none pays nothing for it. Claim's rows are the running ones whose lease ends at
+-- this transaction's now() plus the lease, found in venturi_job_lease_idx as one range
+-- (the gated claim's leases count from clock_timestamp(), and it writes its own events),
+-- that this worker's transaction wrote. The claim's transaction sets
+-- venturi.claim_started_events (SetLocalIdleTimeout), so venturi_event_write leaves these
+-- events to this statement instead of writing one per row; a claim by an older worker,
+-- which does not, still gets them from the trigger.
+WITH started AS (
+    INSERT INTO venturi_event (job_id, kind, queue, event, run, state, worker, started_at, run_at, meta)
+    SELECT j.id, j.kind, j.queue, 'started', j.runs, 'running', j.worker_id, j.attempted_at, j.run_at, j.meta
+    FROM venturi_job j
+    WHERE j.state = 'running' AND j.lease_expires_at = now() + interval '1 microsecond' * @lease_us::bigint
+      AND j.worker_id = @worker_id::text AND j.events AND j.xmin = pg_current_xact_id()::xid
+    RETURNING 1
+)
+SELECT count(pg_notify(venturi_events_channel(), '')) FROM (SELECT 1 FROM started LIMIT 1) s;
 
 -- name: NextDue :one
 -- How long until the next scheduled job of the given kinds in the queue is due (database clock), in

@@ -8,11 +8,14 @@ SELECT set_config('statement_timeout', @ms::text, true),
 -- name: SetLocalIdleTimeout :exec
 -- Ends the transaction (and its session) on the server once it has been idle between
 -- statements for ms: a worker cut off by a half-open network must not keep the locks of a
--- transaction it can no longer finish. Also what SetLocalIndexScans sets: the claim's
--- transaction starts with this one statement.
+-- transaction it can no longer finish. Also what SetLocalIndexScans sets, and that this
+-- transaction's claims write the started events themselves (WriteStartedEvents;
+-- venturi_event_write checks venturi.claim_started_events): the claim's transaction starts
+-- with this one statement.
 SELECT set_config('idle_in_transaction_session_timeout', @ms::text, true),
        set_config('enable_seqscan', 'off', true),
-       set_config('jit', 'off', true);
+       set_config('jit', 'off', true),
+       set_config('venturi.claim_started_events', 'on', true);
 
 -- name: SetLocalIndexScans :exec
 -- For the rest of the transaction (a pipeline's implicit one included), plans reach rows
