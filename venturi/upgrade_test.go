@@ -1940,3 +1940,54 @@ func TestUpgradeTo36_ClaimsWriteStartedEvents(t *testing.T) {
 		t.Errorf("a job that records no events has %q", s)
 	}
 }
+
+// TestUpgradeTo37_FinishRecordsMembersOnce: 037_venturi_finish_writes_member_inbox.up.sql
+// has a worker's finish write its workflow members' inbox rows in one insert, and
+// venturi_workflow_delete skip them. A workflow of a root, 20 members that need it and a
+// fan-in, run by a worker at version 37: every member's end is recorded in the inbox once,
+// and the workflow succeeds.
+func TestUpgradeTo37_FinishRecordsMembersOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 37)
+	if _, err := pool.Exec(ctx, `
+		CREATE TABLE inbox_seen (job_id uuid, to_state text);
+		CREATE FUNCTION inbox_seen() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN INSERT INTO inbox_seen VALUES (NEW.job_id, NEW.to_state); RETURN NULL; END $$;
+		CREATE TRIGGER inbox_seen AFTER INSERT ON venturi_workflow_inbox FOR EACH ROW EXECUTE FUNCTION inbox_seen();
+		SELECT venturi_history_extend(1::smallint, interval '1 hour', now() + interval '3 hours', 1000),
+		       venturi_history_extend(2::smallint, interval '1 hour', now() + interval '3 hours', 1000)`); err != nil {
+		t.Fatal(err)
+	}
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	startWorkerFor[wfStep](t, pool, &wfLog{fail: map[string]bool{}}, fastConfig())
+	wf := venturi.NewWorkflow("inbox once")
+	root := wf.Add("root", wfStep{Node: "root"})
+	g := wf.Group("members")
+	for i := range 20 {
+		wf.Add(fmt.Sprint("m", i), wfStep{Node: fmt.Sprint("m", i)}, venturi.Needs(root), venturi.In(g))
+	}
+	wf.Add("fanin", wfStep{Node: "fanin"}, venturi.Needs(g))
+	res, err := q.EnqueueWorkflow(ctx, wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	info, err := q.AwaitWorkflow(actx, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State != venturi.WorkflowSucceeded {
+		t.Fatalf("workflow %s, want succeeded", info.State)
+	}
+	var recorded, twice int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE n = 1), count(*) FILTER (WHERE n > 1)
+		FROM (SELECT job_id, count(*) AS n FROM inbox_seen WHERE to_state = 'completed' GROUP BY job_id) s`).Scan(&recorded, &twice); err != nil {
+		t.Fatal(err)
+	}
+	if recorded != 22 || twice != 0 {
+		t.Fatalf("ends recorded once: %d, more than once: %d; want 22 and 0", recorded, twice)
+	}
+}

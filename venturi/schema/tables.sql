@@ -288,7 +288,7 @@ CREATE TRIGGER venturi_journal_move AFTER UPDATE OF journal ON venturi_job
 
 CREATE TRIGGER venturi_workflow_delete AFTER DELETE ON venturi_job
     FOR EACH ROW
-    WHEN (old.workflow_id IS NOT NULL)
+    WHEN (old.workflow_id IS NOT NULL AND NOT (old.state = 'running'::venturi_job_state AND NOT current_setting('venturi.finish_inbox'::text, true) IS DISTINCT FROM 'on'::text))
     EXECUTE FUNCTION venturi_workflow_note();
 
 CREATE CONSTRAINT TRIGGER venturi_workflow_finish AFTER DELETE ON venturi_job DEFERRABLE INITIALLY DEFERRED

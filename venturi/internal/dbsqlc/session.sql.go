@@ -29,11 +29,13 @@ func (q *Queries) BoundLocalIdleTimeout(ctx context.Context, db DBTX, ms int64) 
 const setLocalFinish = `-- name: SetLocalFinish :exec
 SELECT set_config('enable_seqscan', 'off', true),
        set_config('jit', 'off', true),
-       set_config('venturi.finish_channel', 'on:' || $1::text, true)
+       set_config('venturi.finish_channel', 'on:' || $1::text, true),
+       set_config('venturi.finish_inbox', 'on', true)
 `
 
 // A worker's plain finish pipeline, first: SetLocalIndexScans and SetLocalFinishChannel
-// in one statement.
+// in one statement, and that FinishRuns writes the inbox rows of the workflow members it
+// moves (venturi_workflow_delete skips them while venturi.finish_inbox is on).
 func (q *Queries) SetLocalFinish(ctx context.Context, db DBTX, channel string) error {
 	_, err := db.Exec(ctx, setLocalFinish, channel)
 	return err

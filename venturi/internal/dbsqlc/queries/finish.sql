@@ -81,13 +81,24 @@ WITH r AS (
     WHERE (CASE WHEN e.state = 'dead' THEN @retain_dead_us::bigint ELSE @retain_completed_us::bigint END) >= 0
     RETURNING id
 ), discarded_members AS (
-    -- A workflow's job kept for no time is recorded for its workflow here (one kept is,
-    -- by the history's insert trigger).
+    -- A workflow's job kept for no time is recorded for its workflow here (one kept is
+    -- below, or by venturi_workflow_delete from its history row).
     INSERT INTO venturi_workflow_inbox (workflow_id, job_id, to_state)
     SELECT e.workflow_id, e.id, e.state FROM ended e
     WHERE e.workflow_id IS NOT NULL
       AND (CASE WHEN e.state = 'dead' THEN @retain_dead_us::bigint ELSE @retain_completed_us::bigint END) < 0
     RETURNING workflow_id
+), kept_members AS (
+    -- The workflow's jobs kept in the history, when the finish's transaction says this
+    -- statement records them (SetLocalFinish: venturi.finish_inbox): one insert, where
+    -- venturi_workflow_delete ran per row (an executor, a read of the history row, a
+    -- single-row insert). Without the setting, the trigger records them.
+    INSERT INTO venturi_workflow_inbox (workflow_id, job_id, to_state)
+    SELECT e.workflow_id, e.id, e.state FROM ended e
+    WHERE e.workflow_id IS NOT NULL
+      AND (CASE WHEN e.state = 'dead' THEN @retain_dead_us::bigint ELSE @retain_completed_us::bigint END) >= 0
+      AND current_setting('venturi.finish_inbox', true) IS NOT DISTINCT FROM 'on'
+    RETURNING 1
 ), evented AS (
     -- The final entry as venturi_event_write records an appended one.
     INSERT INTO venturi_event (job_id, kind, queue, event, run, state, note, worker, started_at, run_at, delay_us, meta)

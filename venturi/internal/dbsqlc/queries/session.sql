@@ -54,7 +54,9 @@ SELECT set_config('venturi.finish_channel', 'on:' || @channel::text, true);
 
 -- name: SetLocalFinish :exec
 -- A worker's plain finish pipeline, first: SetLocalIndexScans and SetLocalFinishChannel
--- in one statement.
+-- in one statement, and that FinishRuns writes the inbox rows of the workflow members it
+-- moves (venturi_workflow_delete skips them while venturi.finish_inbox is on).
 SELECT set_config('enable_seqscan', 'off', true),
        set_config('jit', 'off', true),
-       set_config('venturi.finish_channel', 'on:' || @channel::text, true);
+       set_config('venturi.finish_channel', 'on:' || @channel::text, true),
+       set_config('venturi.finish_inbox', 'on', true);
