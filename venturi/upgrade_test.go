@@ -1991,3 +1991,50 @@ func TestUpgradeTo37_FinishRecordsMembersOnce(t *testing.T) {
 		t.Fatalf("ends recorded once: %d, more than once: %d; want 22 and 0", recorded, twice)
 	}
 }
+
+// TestUpgradeTo38_RetryRevivesInOrder: 038_venturi_workflow_revive_in_order.up.sql decides
+// a retry's revivals in order. A fail-fast workflow a → b (Needs a) → c (NeedsEnded b)
+// that failed at version 37 (a dead, b upstream-failed, c cancelled), retried at 38: c
+// waits for b, b for a; then all three run, in order.
+func TestUpgradeTo38_RetryRevivesInOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 37)
+	if _, err := pool.Exec(ctx, `SELECT venturi_history_extend(1::smallint, interval '1 hour', now() + interval '3 hours', 1000),
+		venturi_history_extend(2::smallint, interval '1 hour', now() + interval '3 hours', 1000)`); err != nil {
+		t.Fatal(err)
+	}
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	log := &wfLog{fail: map[string]bool{"a": true}}
+	w := startWorkerFor[wfStep](t, pool, log, fastConfig())
+	wf := venturi.NewWorkflow("revivals", venturi.FailFast())
+	a := wf.Add("a", wfStep{Node: "a"})
+	b := wf.Add("b", wfStep{Node: "b"}, venturi.Needs(a))
+	wf.Add("c", wfStep{Node: "c"}, venturi.NeedsEnded(b))
+	res, err := q.EnqueueWorkflow(ctx, wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitWorkflow(t, q, res.ID, venturi.WorkflowFailed)
+	stopWorker(t, w)
+	migrateTo(t, pool, 38)
+	if _, err := q.RetryWorkflow(ctx, res.ID, "fixed"); err != nil {
+		t.Fatal(err)
+	}
+	for node, want := range map[string]venturi.State{"a": venturi.StateAvailable, "b": venturi.StateBlocked, "c": venturi.StateBlocked} {
+		if j := jobByID(t, q, res.Jobs[node]); j.State != want {
+			t.Errorf("%s is %s after the retry, want %s", node, j.State, want)
+		}
+	}
+	log.mu.Lock()
+	log.fail["a"], log.started = false, nil
+	log.mu.Unlock()
+	startWorkerFor[wfStep](t, pool, log, fastConfig())
+	waitWorkflow(t, q, res.ID, venturi.WorkflowSucceeded)
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if got := strings.Join(log.started, " "); got != "a b c" {
+		t.Fatalf("started %q after the retry, want \"a b c\"", got)
+	}
+}
