@@ -1998,9 +1998,26 @@ func TestUpgradeTo37_FinishRecordsMembersOnce(t *testing.T) {
 // waits for b, b for a; then all three run, in order.
 func TestUpgradeTo38_RetryRevivesInOrder(t *testing.T) {
 	t.Parallel()
+	retryRevivesInOrder(t, 37, 38)
+}
+
+// TestUpgradeTo39_RevivedThenDecided: 039_venturi_workflow_revive_then_decide.up.sql
+// revives a node to run as waiting and decides it in the next pass. The workflow of
+// TestUpgradeTo38_RetryRevivesInOrder, failed at version 38 and retried at 39, keeps its
+// order. (The case 39 fixes, revivals to run that depend on each other, is in the engine
+// test against the model: its RetryWorkflow step, seeds 262, 432, 601 and 894.)
+func TestUpgradeTo39_RevivedThenDecided(t *testing.T) {
+	t.Parallel()
+	retryRevivesInOrder(t, 38, 39)
+}
+
+// retryRevivesInOrder fails a fail-fast workflow a → b (Needs a) → c (NeedsEnded b) at
+// version from, retries it at version to, and checks that b and c wait and then all three
+// run in order.
+func retryRevivesInOrder(t *testing.T, from, to int) {
 	ctx := context.Background()
 	pool := newEmptyDB(t)
-	migrateTo(t, pool, 37)
+	migrateTo(t, pool, from)
 	if _, err := pool.Exec(ctx, `SELECT venturi_history_extend(1::smallint, interval '1 hour', now() + interval '3 hours', 1000),
 		venturi_history_extend(2::smallint, interval '1 hour', now() + interval '3 hours', 1000)`); err != nil {
 		t.Fatal(err)
@@ -2018,7 +2035,7 @@ func TestUpgradeTo38_RetryRevivesInOrder(t *testing.T) {
 	}
 	waitWorkflow(t, q, res.ID, venturi.WorkflowFailed)
 	stopWorker(t, w)
-	migrateTo(t, pool, 38)
+	migrateTo(t, pool, to)
 	if _, err := q.RetryWorkflow(ctx, res.ID, "fixed"); err != nil {
 		t.Fatal(err)
 	}

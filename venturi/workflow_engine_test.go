@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/venturi-dev/venturi"
 	"github.com/venturi-dev/venturi/internal/dbsqlc"
 	"github.com/venturi-dev/venturi/internal/workflowmodel"
 )
@@ -35,11 +36,14 @@ func TestWorkflowEngineMatchesModel(t *testing.T) {
 	if testing.Short() {
 		cases = 60
 	}
-	// VENTURI_ENGINE_CASES widens a local search (seeds 0 to n-1).
+	// VENTURI_ENGINE_CASES widens a local search (seeds 0 to n-1), VENTURI_ENGINE_FROM
+	// starts it at a seed (a failure's, to replay it), and VENTURI_ENGINE_DUMP logs every
+	// node as the model and the database have it when a case fails.
 	if n, err := strconv.Atoi(os.Getenv("VENTURI_ENGINE_CASES")); err == nil {
 		cases = n
 	}
-	for seed := range uint64(cases) {
+	from, _ := strconv.Atoi(os.Getenv("VENTURI_ENGINE_FROM"))
+	for seed := uint64(from); seed < uint64(cases); seed++ {
 		e := newEngineCase(t, pool, seed)
 		e.run(ctx)
 	}
@@ -62,6 +66,16 @@ func newEngineCase(t *testing.T, pool *pgxpool.Pool, seed uint64) *engineCase {
 
 func (e *engineCase) fatalf(format string, args ...any) {
 	e.t.Helper()
+	if os.Getenv("VENTURI_ENGINE_DUMP") != "" { // every node, in the model and in the database
+		for _, n := range e.m.Names() {
+			nd := e.m.Node(n)
+			var st, own, js string
+			var rel bool
+			_ = e.pool.QueryRow(context.Background(), `SELECT COALESCE(n.own,''), n.released, COALESCE((SELECT j.state::text FROM venturi_job_all j WHERE j.id = n.job_id),'-'), COALESCE(n.contrib::text,'')
+				FROM venturi_workflow_node n WHERE n.workflow_id = $1 AND n.node = $2`, e.id, n).Scan(&own, &rel, &js, &st)
+			e.t.Logf("%-12s deps=%v parent=%q policy=%v | model %v own=%v | engine own=%s released=%v job=%s contrib=%s", n, nd.Deps, nd.Parent, nd.Policy, nd.State, nd.Own, own, rel, js, st)
+		}
+	}
 	e.t.Fatalf("seed %d after %v: %s", e.seed, e.steps, fmt.Sprintf(format, args...))
 }
 
@@ -253,6 +267,19 @@ func (e *engineCase) change(ctx context.Context, released, ended, blocked []stri
 			e.must(e.m.Reopen(n))
 			e.retry(ctx, e.jobs[n])
 		}
+	case x < 17 && e.failedOrCancelled() > 0:
+		// RetryWorkflow: the cancel (a fail-fast's too) lifted, every job whose run failed
+		// or was cancelled back, and what a cancel decided decided again, in one settle.
+		e.steps = append(e.steps, "retry-workflow")
+		e.m.Retry()
+		for _, n := range e.m.Names() {
+			if nd := e.m.Node(n); !nd.Group && nd.State == workflowmodel.Ended && (nd.Own == workflowmodel.Fail || nd.Own == workflowmodel.Cancel) {
+				e.must(e.m.Reopen(n))
+			}
+		}
+		if _, err := venturi.NewQueue(e.pool, venturi.QueueConfig{}).RetryWorkflow(ctx, e.id, "test"); err != nil {
+			e.fatalf("RetryWorkflow: %v", err)
+		}
 	case x < 20 && len(ended) > 0:
 		n := pick(ended)
 		e.steps = append(e.steps, "retry "+n)
@@ -312,6 +339,17 @@ func (e *engineCase) change(ctx context.Context, released, ended, blocked []stri
 			e.do(ctx, `UPDATE venturi_job SET state = $2::venturi_job_state, finished_at = now() WHERE id = $1`, e.jobs[n], endStates[o])
 		}
 	}
+}
+
+// failedOrCancelled counts the job nodes whose run failed or was cancelled.
+func (e *engineCase) failedOrCancelled() int {
+	k := 0
+	for _, n := range e.m.Names() {
+		if nd := e.m.Node(n); !nd.Group && nd.State == workflowmodel.Ended && (nd.Own == workflowmodel.Fail || nd.Own == workflowmodel.Cancel) {
+			k++
+		}
+	}
+	return k
 }
 
 func (e *engineCase) must(err error) {

@@ -47,7 +47,6 @@ DECLARE
     v_wakes   text[];    -- the kinds released ('@' before a kind scheduled for later)
     v_i       integer;
     v_some    boolean;   -- a decision of the pass changes what others need
-    v_rel     boolean;   -- the pass revives a decided node to run it
 BEGIN
     SELECT * INTO w FROM venturi_workflow WHERE id = p_id;
     IF NOT FOUND THEN
@@ -304,17 +303,16 @@ BEGIN
             -- reopens its group): when there are such, they alone are applied now, and the
             -- other decisions wait for the next pass, after the change has propagated.
             -- Releases and ends of undecided nodes only add ended contributions, which no
-            -- decision of the same pass depends on. A decided node revived to run waits
-            -- too while the pass has other such changes: what it needs may be revived in
-            -- the same pass (a retry revives a node and what needs its end), and it is
-            -- decided again once that has propagated; alone, such revivals are applied.
+            -- decision of the same pass depends on. A decided node revived to run is
+            -- revived to wait, and decided again in the next pass: what it needs may be
+            -- revived by the same pass (a retry revives a node and what needs its end, a
+            -- spawner's children and what needs the spawner), and its counters are right
+            -- only once that has propagated.
             v_some := false;
-            v_rel := false;
             FOR v_i IN 1 .. COALESCE(cardinality(e_nodes), 0) LOOP
-                IF e_jobs[v_i] IS NULL OR (e_owns[v_i] IS NOT NULL AND e_decs[v_i] IS DISTINCT FROM 'release') THEN
+                IF e_jobs[v_i] IS NULL OR e_owns[v_i] IS NOT NULL THEN
                     v_some := true;
-                ELSIF e_owns[v_i] IS NOT NULL THEN
-                    v_rel := true;
+                    EXIT;
                 END IF;
             END LOOP;
             -- What each decision does: 'own' sets the decision alone (a group; a decided
@@ -324,8 +322,7 @@ BEGIN
             a_nodes := '{}'; a_acts := '{}'; a_decs := '{}';
             r_jobs := '{}'; r_delays := '{}'; x_jobs := '{}'; x_decs := '{}';
             FOR v_i IN 1 .. COALESCE(cardinality(e_nodes), 0) LOOP
-                IF (v_some OR v_rel) AND e_jobs[v_i] IS NOT NULL AND e_owns[v_i] IS NULL
-                   OR v_some AND e_jobs[v_i] IS NOT NULL AND e_owns[v_i] IS NOT NULL AND e_decs[v_i] = 'release' THEN
+                IF v_some AND e_jobs[v_i] IS NOT NULL AND e_owns[v_i] IS NULL THEN
                     evals := evals || e_nodes[v_i]; -- decided in the next pass
                     CONTINUE;
                 END IF;
@@ -335,7 +332,11 @@ BEGIN
                     -- Decided before, free to run or wait now: the job comes back first. A
                     -- job that is gone (deleted, pruned) keeps its decision.
                     CONTINUE WHEN e_owns[v_i] IS NOT NULL AND NOT venturi_workflow_revive(e_jobs[v_i], 'what it needs changed');
-                    v_act := CASE WHEN e_decs[v_i] = 'release' THEN 'release' WHEN e_decs[v_i] IS NULL THEN 'wait' ELSE 'end' END;
+                    v_act := CASE WHEN e_decs[v_i] = 'release' AND e_owns[v_i] IS NULL THEN 'release'
+                                  WHEN e_decs[v_i] = 'release' OR e_decs[v_i] IS NULL THEN 'wait' ELSE 'end' END;
+                    IF e_decs[v_i] = 'release' AND e_owns[v_i] IS NOT NULL THEN
+                        evals := evals || e_nodes[v_i]; -- revived to wait: decided in the next pass
+                    END IF;
                 END IF;
                 a_nodes := a_nodes || e_nodes[v_i];
                 a_acts := a_acts || v_act;
