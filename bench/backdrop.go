@@ -9,7 +9,7 @@ import (
 	"github.com/venturi-dev/venturi"
 )
 
-// The backdrop (-backdrop N, issue 38): N blocked workflow jobs in venturi_job while
+// The backdrop (-backdrop N): N blocked workflow jobs in venturi_job while
 // scenario 4's and scenario 11's venturi runs drain their jobs, to show whether jobs that
 // wait in workflows cost the others anything (blocked jobs are in no claim index). Every
 // repetition makes those runs twice, without and with the backdrop; the order alternates
@@ -21,12 +21,23 @@ import (
 // stays blocked; then its job, node and workflow rows are copied into tables of their own
 // (backdropSaved), from which later loads insert them back in one statement each.
 
+// With -backdrop-kind scheduled the same rows are loaded as plain jobs due in a year
+// (no workflow): the table has the same size and layout, and a difference between the two
+// kinds is what waiting in a workflow costs the others beyond the rows' presence.
+
+// The backdrop's kinds of jobs (-backdrop-kind).
+const (
+	backdropBlocked   = "blocked"
+	backdropScheduled = "scheduled"
+)
+
 // backdrop is the state of the backdrop's rows.
 type backdrop struct {
 	n, nodes int
-	want     bool // the runs about to start want it in place
-	loaded   bool // its rows are in venturi's tables
-	saved    bool // its rows are copied aside
+	kind     string // backdropBlocked or backdropScheduled
+	want     bool   // the runs about to start want it in place
+	loaded   bool   // its rows are in venturi's tables
+	saved    bool   // its rows are copied aside
 }
 
 // backdropSaved are the tables holding the backdrop's rows aside: venturi's table, its copy.
@@ -68,7 +79,7 @@ func (b *bencher) backdropWant(on bool) {
 // backdropTable is the report's backdrop table, made on first use.
 func (b *bencher) backdropTable() *backdropReport {
 	if b.rep.backdrop == nil {
-		b.rep.backdrop = newBackdropReport(b.bd.n, b.bd.nodes)
+		b.rep.backdrop = newBackdropReport(b.bd.n, b.bd.nodes, b.bd.kind)
 	}
 	return b.rep.backdrop
 }
@@ -163,6 +174,18 @@ func (b *bencher) backdropLoad(ctx context.Context) error {
 			}
 		}
 		bd.saved = true
+		if bd.kind == backdropScheduled {
+			// The saved rows become plain jobs due in a year, loaded in place of the ones made
+			// into the emptied table, as every later load inserts them.
+			sql := fmt.Sprintf(`UPDATE %[1]s.bench_backdrop_job SET state = 'scheduled', run_at = now() + interval '1 year', workflow_id = NULL;
+				TRUNCATE %[1]s.bench_backdrop_workflow, %[1]s.bench_backdrop_node;
+				TRUNCATE %[1]s.venturi_workflow, %[1]s.venturi_workflow_node, %[1]s.venturi_workflow_output, %[1]s.venturi_workflow_inbox;
+				TRUNCATE %[1]s.venturi_job;
+				INSERT INTO %[1]s.venturi_job SELECT * FROM %[1]s.bench_backdrop_job`, venturiSchema)
+			if _, err := b.admin.Exec(ctx, sql); err != nil {
+				return err
+			}
+		}
 	} else {
 		for _, t := range backdropSaved {
 			if _, err := b.admin.Exec(ctx, fmt.Sprintf("INSERT INTO %[1]s.%[2]s SELECT * FROM %[1]s.%[3]s", venturiSchema, t[0], t[1])); err != nil {
@@ -175,15 +198,15 @@ func (b *bencher) backdropLoad(ctx context.Context) error {
 	if _, err := b.admin.Exec(ctx, "VACUUM (ANALYZE) "+venturiSchema+".venturi_job"); err != nil {
 		return err
 	}
-	var blocked, all int64
-	if err := b.admin.QueryRow(ctx, "SELECT count(*) FILTER (WHERE state = 'blocked'), count(*) FROM "+venturiSchema+".venturi_job").Scan(&blocked, &all); err != nil {
+	var waiting, all int64
+	if err := b.admin.QueryRow(ctx, "SELECT count(*) FILTER (WHERE state = $1::text::"+venturiSchema+".venturi_job_state), count(*) FROM "+venturiSchema+".venturi_job", bd.kind).Scan(&waiting, &all); err != nil {
 		return err
 	}
-	if blocked != int64(bd.n) || all != int64(bd.n) {
-		return fmt.Errorf("backdrop: %d blocked jobs of %d, want %d", blocked, all, bd.n)
+	if waiting != int64(bd.n) || all != int64(bd.n) {
+		return fmt.Errorf("backdrop: %d %s jobs of %d, want %d", waiting, bd.kind, all, bd.n)
 	}
 	took := time.Since(t0)
-	logf("  backdrop: %d blocked workflow jobs %s in %v, vacuumed in %v", bd.n, how, made.Round(time.Millisecond), (took - made).Round(time.Millisecond))
+	logf("  backdrop: %d %s jobs %s in %v, vacuumed in %v", bd.n, bd.kind, how, made.Round(time.Millisecond), (took - made).Round(time.Millisecond))
 	r := b.backdropTable()
 	r.loads = append(r.loads, fmt.Sprintf("%s in %v", how, took.Round(100*time.Millisecond)))
 	return nil

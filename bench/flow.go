@@ -257,9 +257,12 @@ func (b *bencher) scenarioFlow(ctx context.Context) error {
 				if err != nil {
 					return fmt.Errorf("%s: %w", v.name, err)
 				}
+				if err := b.statementsLog(ctx, backdropLabel(v.name, on), n); err != nil {
+					return err
+				}
 				if on { // -backdrop: the same run over the blocked workflow jobs
 					b.backdropFlow(v.name, n, backdropOn, jps, cpu)
-					logf("  11. %s over %d blocked workflow jobs, rep %d: %.0f jobs/s (worker CPU %v, PostgreSQL backends %v)", v.name, b.bd.n, rep, jps, cpu.worker, cpu.db)
+					logf("  11. %s over %d %s backdrop jobs, rep %d: %.0f jobs/s (worker CPU %v, PostgreSQL backends %v)", v.name, b.bd.n, b.bd.kind, rep, jps, cpu.worker, cpu.db)
 					continue
 				}
 				b.backdropFlow(v.name, n, backdropOff, jps, cpu)
@@ -359,6 +362,9 @@ func (b *bencher) flowThroughput(ctx context.Context, v flowVariant, n int) (flo
 		return 0, cpuUse{}, fmt.Errorf("%d of %d jobs gated, want %d", gated, n, want)
 	}
 	if err := b.settle(ctx, libVenturi); err != nil {
+		return 0, cpuUse{}, err
+	}
+	if err := b.statementsReset(ctx); err != nil {
 		return 0, cpuUse{}, err
 	}
 	b.noteLoad()

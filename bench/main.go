@@ -87,6 +87,8 @@ type options struct {
 	chunkSize     int             // scenario 22: ChunkConfig.Size
 	backdrop      int             // scenarios 4 and 11: blocked workflow jobs of the backdrop (0: none)
 	backdropNodes int             // nodes per workflow of the backdrop
+	backdropKind  string          // the backdrop's jobs: blocked (workflow members) or scheduled (plain, due in a year)
+	statements    bool            // scenario 11: log each drain's statements from pg_stat_statements
 }
 
 func main() {
@@ -157,6 +159,8 @@ func main() {
 	flag.IntVar(&o.chunkSize, "chunk-size", venturi.DefaultChunkSize, "scenario 22: the chunked kind's ChunkConfig.Size")
 	flag.IntVar(&o.backdrop, "backdrop", 0, "scenarios 4 and 11: also make venturi's runs over this many blocked workflow jobs, e.g. 1000000 (0: none)")
 	flag.IntVar(&o.backdropNodes, "backdrop-nodes", 1000, "the backdrop's nodes per workflow (at most 9,999)")
+	flag.StringVar(&o.backdropKind, "backdrop-kind", backdropBlocked, "the backdrop's jobs: blocked (workflow members waiting on an open group) or scheduled (the same rows as plain jobs due in a year)")
+	flag.BoolVar(&o.statements, "statements", false, "scenario 11: log the statements of each drain by buffers (pg_stat_statements, which must be preloaded; track = all shows those inside functions)")
 	flag.Parse()
 	if o.url == "" {
 		fmt.Fprintln(os.Stderr, "bench: no database: set -db, BENCH_DATABASE_URL or DATABASE_URL (make bench does)")
@@ -179,6 +183,10 @@ func main() {
 	o.sized(&o.chunkJobs, 20_000, 2_000)
 	if o.handoffNodes < 2+handoffWarm || o.handoffNodes > venturi.MaxWorkflowNodes {
 		fmt.Fprintf(os.Stderr, "bench: -handoff-nodes must be %d to %d\n", 2+handoffWarm, venturi.MaxWorkflowNodes)
+		os.Exit(2)
+	}
+	if o.backdropKind != backdropBlocked && o.backdropKind != backdropScheduled {
+		fmt.Fprintf(os.Stderr, "bench: -backdrop-kind is %s or %s, not %q\n", backdropBlocked, backdropScheduled, o.backdropKind)
 		os.Exit(2)
 	}
 	if o.chunkSize < 1 || o.backdrop < 0 || o.backdropNodes < 1 || o.backdropNodes >= venturi.MaxWorkflowNodes {
@@ -295,7 +303,7 @@ func run(ctx context.Context, o options) error {
 	}
 	b := &bencher{o: o, admin: admin, rep: rep, graphile: gw}
 	if o.backdrop > 0 {
-		b.bd = &backdrop{n: o.backdrop, nodes: o.backdropNodes}
+		b.bd = &backdrop{n: o.backdrop, nodes: o.backdropNodes, kind: o.backdropKind}
 	}
 	steps := []struct {
 		name string

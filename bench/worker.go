@@ -625,7 +625,7 @@ func (b *bencher) scenarioE2E(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				logf("  %s venturi over %d blocked workflow jobs, rep %d: %.0f jobs/s (%v)", name, b.bd.n, rep, res.jps, res.elapsed.Round(time.Millisecond))
+				logf("  %s venturi over %d %s backdrop jobs, rep %d: %.0f jobs/s (%v)", name, b.bd.n, b.bd.kind, rep, res.jps, res.elapsed.Round(time.Millisecond))
 				b.backdropE2E(n, backdropOn, res)
 				continue
 			}

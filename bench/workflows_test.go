@@ -225,7 +225,7 @@ func TestReportSectionsSayHowTheyMeasured(t *testing.T) {
 	}
 
 	b.Reset()
-	r := newBackdropReport(2500, 1000)
+	r := newBackdropReport(2500, 1000, backdropBlocked)
 	r.t.add("4. end-to-end: jobs/s", backdropOff, 100)
 	r.t.add("4. end-to-end: jobs/s", backdropOn, 90)
 	r.loads = []string{"made by the engine in 1.2s"}

@@ -642,6 +642,7 @@ func TestUpgradeTo15_IndexesDueJobsByDueTimeThenID(t *testing.T) {
 	}
 	rows, err := pool.Query(ctx, `SELECT indexname, indexdef FROM pg_indexes
 		WHERE tablename = 'venturi_job' AND schemaname = current_schema() AND indexname ~ '^venturi_job_(scheduled|waiting)'
+		  AND indexname !~ '_kind_idx$' -- version 41's, by queue and kind
 		ORDER BY indexname`)
 	if err != nil {
 		t.Fatal(err)
@@ -2053,5 +2054,140 @@ func retryRevivesInOrder(t *testing.T, from, to int) {
 	defer log.mu.Unlock()
 	if got := strings.Join(log.started, " "); got != "a b c" {
 		t.Fatalf("started %q after the retry, want \"a b c\"", got)
+	}
+}
+
+// TestUpgradeTo40_NodesCountedByFlag: 040_venturi_workflow_node_fresh.up.sql marks the
+// nodes no settle has counted by a column of their own, so no index of
+// venturi_workflow_node names a column a counted node's updates change. A node an older
+// worker inserted before the upgrade and no settle counted yet is found and counted by the
+// first settle after it; a workflow enqueued before the upgrade runs to its end after it.
+func TestUpgradeTo40_NodesCountedByFlag(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 39)
+	if _, err := pool.Exec(ctx, `SELECT venturi_history_extend(1::smallint, interval '1 hour', now() + interval '3 hours', 1000),
+		venturi_history_extend(2::smallint, interval '1 hour', now() + interval '3 hours', 1000)`); err != nil {
+		t.Fatal(err)
+	}
+	q := venturi.NewQueue(pool, venturi.QueueConfig{})
+	wf := venturi.NewWorkflow("counted by flag")
+	root := wf.Add("root", wfStep{Node: "root"})
+	g := wf.Group("members")
+	for i := range 5 {
+		wf.Add(fmt.Sprint("m", i), wfStep{Node: fmt.Sprint("m", i)}, venturi.Needs(root), venturi.In(g))
+	}
+	wf.Add("fanin", wfStep{Node: "fanin"}, venturi.Needs(g))
+	res, err := q.EnqueueWorkflow(ctx, wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := pgtype.UUID{Bytes: res.ID, Valid: true}
+	// A node written as an older worker's enqueue writes it, before its settle.
+	if _, err := pool.Exec(ctx, `INSERT INTO venturi_workflow_node (workflow_id, node, sealed) VALUES ($1, 'late', true)`, id); err != nil {
+		t.Fatal(err)
+	}
+	migrateTo(t, pool, 40)
+	fresh := func() string {
+		t.Helper()
+		var nodes string
+		if err := pool.QueryRow(ctx, `SELECT COALESCE(string_agg(node, ' ' ORDER BY node), '')
+			FROM venturi_workflow_node WHERE workflow_id = $1 AND fresh`, id).Scan(&nodes); err != nil {
+			t.Fatal(err)
+		}
+		return nodes
+	}
+	if got := fresh(); got != "late" {
+		t.Fatalf("nodes marked fresh after the upgrade: %q, want \"late\"", got)
+	}
+	if _, err := pool.Exec(ctx, `SELECT venturi_workflow_settle(ARRAY[$1::uuid], '')`, id); err != nil {
+		t.Fatal(err)
+	}
+	if got := fresh(); got != "" {
+		t.Fatalf("nodes marked fresh after a settle: %q", got)
+	}
+	var uncounted, nodes int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM venturi_workflow_node WHERE workflow_id = $1 AND contrib IS NULL),
+		(SELECT nodes FROM venturi_workflow WHERE id = $1)`, id).Scan(&uncounted, &nodes); err != nil {
+		t.Fatal(err)
+	}
+	if uncounted != 0 || nodes != 9 {
+		t.Fatalf("after the settle: %d nodes without a contribution, the workflow counts %d nodes; want 0 and 9", uncounted, nodes)
+	}
+	rows, err := pool.Query(ctx, `SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = 'venturi_workflow_node'::regclass`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, def := range defs {
+		for _, col := range []string{"contrib", "waiting", "holds", "released", "own", "outcome", "ended_at"} {
+			if strings.Contains(def, col) {
+				t.Errorf("index %q names %s, which a counted node's updates change", def, col)
+			}
+		}
+	}
+	startWorkerFor[wfStep](t, pool, &wfLog{fail: map[string]bool{}}, fastConfig())
+	waitWorkflow(t, q, res.ID, venturi.WorkflowSucceeded)
+}
+
+// TestUpgradeTo41_NextDueByKind: 041_venturi_next_due_and_unplaced_indexes.up.sql finds a
+// worker's next due job by queue and kind. Jobs scheduled at version 40 in two queues and
+// of three kinds: after the upgrade NextDue answers for exactly the queue and kinds it is
+// given (an older worker's query, run against the new indexes, answers the same), and the
+// partial index of unplaced gated jobs holds none.
+func TestUpgradeTo41_NextDueByKind(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newEmptyDB(t)
+	migrateTo(t, pool, 40)
+	// kind, queue, due in (minutes), state
+	for _, j := range []struct {
+		kind, queue string
+		in          int
+		state       string
+	}{
+		{"a", "q1", 60, "scheduled"}, {"b", "q1", 10, "scheduled"}, {"a", "q2", 5, "scheduled"}, {"b", "q1", 3, "waiting"},
+	} {
+		if _, err := pool.Exec(ctx, `INSERT INTO venturi_job (id, kind, queue, state, payload, run_at, lease_token, worker_id, attempted_at)
+			VALUES (gen_random_uuid(), $1, $2, $3::venturi_job_state, '{}', now() + $4 * interval '1 minute',
+			        CASE WHEN $3 = 'waiting' THEN 1 END, CASE WHEN $3 = 'waiting' THEN 'w' END, CASE WHEN $3 = 'waiting' THEN now() END)`,
+			j.kind, j.queue, j.state, j.in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	migrateTo(t, pool, 41)
+	q := dbsqlc.New()
+	for _, c := range []struct {
+		queue string
+		kinds []string
+		min   int // minutes; -1: none
+	}{
+		{"q1", []string{"a"}, 60}, {"q1", []string{"a", "b"}, 3}, {"q1", []string{"c"}, -1}, {"q2", []string{"a", "b"}, 5}, {"q3", []string{"a"}, -1}, {"q1", nil, -1},
+	} {
+		r, err := q.NextDue(ctx, pool, dbsqlc.NextDueParams{Queue: c.queue, Kinds: c.kinds})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.min < 0 {
+			if r.DueInUs != -1 {
+				t.Errorf("NextDue(%s, %v) = %d µs, want -1 (none)", c.queue, c.kinds, r.DueInUs)
+			}
+			continue
+		}
+		want := int64(c.min) * 60e6
+		if r.DueInUs > want || r.DueInUs < want-60e6 {
+			t.Errorf("NextDue(%s, %v) = %d µs, want about %d minutes", c.queue, c.kinds, r.DueInUs, c.min)
+		}
+	}
+	var unplaced int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM venturi_job WHERE state = 'available' AND part IS NOT NULL AND vt IS NULL`).Scan(&unplaced); err != nil || unplaced != 0 {
+		t.Fatalf("unplaced gated jobs: %d, %v", unplaced, err)
+	}
+	if n, err := q.PlaceUnplaced(ctx, pool, 10); err != nil || n != 0 {
+		t.Fatalf("PlaceUnplaced = %d, %v; want 0", n, err)
 	}
 }

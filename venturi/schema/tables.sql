@@ -257,8 +257,11 @@ CREATE INDEX venturi_job_finished_idx ON venturi_job USING btree (finished_at) W
 CREATE INDEX venturi_job_lease_idx ON venturi_job USING btree (lease_expires_at) WHERE state = 'running'::venturi_job_state;
 CREATE INDEX venturi_job_part_vt_idx ON venturi_job USING btree (queue, part, priority, vt) WHERE state = 'available'::venturi_job_state AND part IS NOT NULL;
 CREATE INDEX venturi_job_scheduled_due_idx ON venturi_job USING btree (run_at, id) WHERE state = 'scheduled'::venturi_job_state;
+CREATE INDEX venturi_job_scheduled_kind_idx ON venturi_job USING btree (queue, kind, run_at) WHERE state = 'scheduled'::venturi_job_state;
 CREATE UNIQUE INDEX venturi_job_singleton_idx ON venturi_job USING btree (kind) WHERE slot_key ~~ 'venturi.singleton:%'::text AND (state = ANY (ARRAY['scheduled'::venturi_job_state, 'available'::venturi_job_state, 'running'::venturi_job_state, 'waiting'::venturi_job_state]));
+CREATE INDEX venturi_job_unplaced_idx ON venturi_job USING btree (id) WHERE state = 'available'::venturi_job_state AND part IS NOT NULL AND vt IS NULL;
 CREATE INDEX venturi_job_waiting_due_idx ON venturi_job USING btree (run_at, id) WHERE state = 'waiting'::venturi_job_state;
+CREATE INDEX venturi_job_waiting_kind_idx ON venturi_job USING btree (queue, kind, run_at) WHERE state = 'waiting'::venturi_job_state;
 CREATE INDEX venturi_job_workflow_idx ON venturi_job USING btree (workflow_id) WHERE workflow_id IS NOT NULL;
 
 CREATE TRIGGER venturi_event_insert AFTER INSERT ON venturi_job
@@ -576,6 +579,7 @@ CREATE TABLE venturi_workflow_node (
     delay_us    bigint                   DEFAULT 0 NOT NULL,
     created_at  timestamp with time zone DEFAULT now() NOT NULL,
     ended_at    timestamp with time zone,
+    fresh       boolean                  DEFAULT true NOT NULL,
     CONSTRAINT venturi_workflow_node_pkey PRIMARY KEY (workflow_id, node),
     CONSTRAINT venturi_workflow_node_workflow_id_fkey FOREIGN KEY (workflow_id) REFERENCES venturi_workflow(id) ON DELETE CASCADE,
     CONSTRAINT venturi_workflow_node_contrib_check CHECK (contrib = ANY (ARRAY['w'::"char", 'x'::"char", 's'::"char", 'f'::"char", 'c'::"char", 'k'::"char"])),
@@ -585,7 +589,7 @@ CREATE TABLE venturi_workflow_node (
     CONSTRAINT venturi_workflow_node_run_check CHECK (run = ANY (ARRAY['ok'::text, 'fail'::text, 'cancel'::text, 'del'::text]))
 ) WITH (fillfactor=80);
 
-CREATE INDEX venturi_workflow_node_fresh_idx ON venturi_workflow_node USING btree (workflow_id) WHERE contrib IS NULL;
+CREATE INDEX venturi_workflow_node_fresh_idx ON venturi_workflow_node USING btree (workflow_id) WHERE fresh;
 CREATE UNIQUE INDEX venturi_workflow_node_job_idx ON venturi_workflow_node USING btree (job_id) WHERE job_id IS NOT NULL;
 
 -- venturi_workflow_output

@@ -217,20 +217,21 @@ func (q *Queries) ClaimGated(ctx context.Context, db DBTX, arg ClaimGatedParams)
 }
 
 const nextDue = `-- name: NextDue :one
-SELECT (CASE WHEN min(run_at) IS NULL THEN -1
-             ELSE GREATEST(EXTRACT(EPOCH FROM min(run_at) - now()) * 1000000, 0) END)::bigint AS due_in_us,
+SELECT (CASE WHEN min(m.run_at) IS NULL THEN -1
+             ELSE GREATEST(EXTRACT(EPOCH FROM min(m.run_at) - now()) * 1000000, 0) END)::bigint AS due_in_us,
        COALESCE((SELECT vq.paused FROM venturi_queue vq WHERE vq.name = $1::text), false)::bool AS paused
-FROM (
-    (SELECT run_at FROM venturi_job
-     WHERE state = 'scheduled' AND queue = $1::text AND kind = ANY($2::text[])
-     ORDER BY run_at
+FROM unnest($2::text[]) AS k(kind)
+CROSS JOIN LATERAL (
+    (SELECT j.run_at FROM venturi_job j
+     WHERE j.state = 'scheduled' AND j.queue = $1::text AND j.kind = k.kind
+     ORDER BY j.run_at
      LIMIT 1)
     UNION ALL
-    (SELECT run_at FROM venturi_job -- a wait's timeout
-     WHERE state = 'waiting' AND queue = $1::text AND kind = ANY($2::text[])
-     ORDER BY run_at
+    (SELECT j.run_at FROM venturi_job j
+     WHERE j.state = 'waiting' AND j.queue = $1::text AND j.kind = k.kind
+     ORDER BY j.run_at
      LIMIT 1)
-) s
+) m
 `
 
 type NextDueParams struct {
@@ -247,6 +248,10 @@ type NextDueRow struct {
 // microseconds; 0 when one is already due, -1 when none is scheduled. An idle worker
 // sleeps until then instead of waiting for its poll. Also whether the queue is paused (a
 // worker that learns it releases the jobs it holds).
+// Each kind is one probe of venturi_job_scheduled_kind_idx and one of
+// venturi_job_waiting_kind_idx (a wait's timeout): a scan in run_at order over every
+// kind would walk the scheduled jobs of the others first, all of them when the worker's
+// kinds have none.
 // (GREATEST ignores NULLs: GREATEST(min(run_at) - now(), '0') was 0, "due now", when
 // nothing is scheduled, and an idle worker claimed again at once, in a loop.)
 func (q *Queries) NextDue(ctx context.Context, db DBTX, arg NextDueParams) (*NextDueRow, error) {

@@ -540,6 +540,7 @@ type VenturiWorkflowNode struct {
 	DelayUs    int64
 	CreatedAt  time.Time
 	EndedAt    *time.Time
+	Fresh      bool
 }
 
 type VenturiWorkflowOutput struct {

@@ -21,7 +21,7 @@ WHERE j.id = ANY(ARRAY(
 
 // Gives their places to the available gated jobs that have none, oldest first: an older
 // worker made them available by an update that set none (migration 23's header says
-// when). Reads the gated claim's index, where they sort last; run once a minute.
+// when). Reads venturi_job_unplaced_idx, which holds only those; run once a minute.
 func (q *Queries) PlaceUnplaced(ctx context.Context, db DBTX, max int32) (int64, error) {
 	result, err := db.Exec(ctx, placeUnplaced, max)
 	if err != nil {

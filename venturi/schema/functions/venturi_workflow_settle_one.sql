@@ -61,7 +61,7 @@ BEGIN
     -- 1. New nodes: their counters from what they need as it stands (a new node counts as
     -- waiting), their deps' next arrays, their parents' holds.
     SELECT array_agg(n.node) INTO fresh FROM venturi_workflow_node n
-    WHERE n.workflow_id = p_id AND n.contrib IS NULL;
+    WHERE n.workflow_id = p_id AND n.fresh;
     -- Plans: generic ones, cached per connection, for the small settles most are (a plan
     -- per call costs a handoff about half a millisecond); a statement over more than 64
     -- names is planned for its arrays (a hash join where index probes would take longer).
@@ -73,19 +73,19 @@ BEGIN
         UPDATE venturi_workflow_node u SET next = u.next || x.nodes
         FROM (SELECT d.dep, array_agg(f.node ORDER BY f.node) AS nodes
               FROM venturi_workflow_node f, unnest(f.deps) AS d(dep)
-              WHERE f.workflow_id = p_id AND f.contrib IS NULL
+              WHERE f.workflow_id = p_id AND f.fresh
               GROUP BY d.dep) x,
              LATERAL (SELECT v.ctid FROM venturi_workflow_node v WHERE v.workflow_id = p_id AND v.node = x.dep LIMIT 1) t(tid)
         WHERE u.ctid = t.tid;
         UPDATE venturi_workflow_node p SET holds = p.holds + x.k
         FROM (SELECT f.parent, count(*)::int AS k FROM venturi_workflow_node f
-              WHERE f.workflow_id = p_id AND f.contrib IS NULL AND f.parent IS NOT NULL
+              WHERE f.workflow_id = p_id AND f.fresh AND f.parent IS NOT NULL
               GROUP BY f.parent) x,
              LATERAL (SELECT v.ctid FROM venturi_workflow_node v WHERE v.workflow_id = p_id AND v.node = x.parent LIMIT 1) t(tid)
         WHERE p.ctid = t.tid;
         UPDATE venturi_workflow_node n
         SET n_deps = c.n_deps, waiting = c.waiting, n_fail = c.n_fail, n_cancel = c.n_cancel, n_skip = c.n_skip,
-            contrib = 'w'
+            contrib = 'w', fresh = false
         FROM (
             SELECT f.ctid AS tid,
                    count(u.node)::int AS n_deps,
@@ -97,7 +97,7 @@ BEGIN
             LEFT JOIN LATERAL unnest(f.deps) AS d(dep) ON true
             LEFT JOIN LATERAL (SELECT v.node, v.contrib FROM venturi_workflow_node v
                                WHERE v.workflow_id = p_id AND v.node = d.dep LIMIT 1) u ON true
-            WHERE f.workflow_id = p_id AND f.contrib IS NULL
+            WHERE f.workflow_id = p_id AND f.fresh
             GROUP BY f.ctid
         ) c
         WHERE n.ctid = c.tid;
@@ -392,7 +392,8 @@ BEGIN
                 FROM unnest(a_nodes, a_acts, a_decs) AS x(node, act, dec),
                      LATERAL (SELECT v.ctid FROM venturi_workflow_node v WHERE v.workflow_id = p_id AND v.node = x.node LIMIT 1) t(tid)
                 WHERE n.ctid = t.tid;
-                dirty := dirty || a_nodes;
+                -- (A release leaves the node undecided: its contribution does not change.)
+                dirty := dirty || ARRAY(SELECT x.node FROM unnest(a_nodes, a_acts) AS x(node, act) WHERE x.act <> 'release');
             END IF;
         END IF;
     END LOOP;

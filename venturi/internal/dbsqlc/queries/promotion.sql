@@ -21,7 +21,7 @@ WHERE id = ANY(ARRAY(SELECT due.id FROM due UNION ALL SELECT timed_out.id FROM t
 -- name: PlaceUnplaced :execrows
 -- Gives their places to the available gated jobs that have none, oldest first: an older
 -- worker made them available by an update that set none (migration 23's header says
--- when). Reads the gated claim's index, where they sort last; run once a minute.
+-- when). Reads venturi_job_unplaced_idx, which holds only those; run once a minute.
 UPDATE venturi_job j SET vt = venturi_job_place(j.queue, j.part, j.priority)
 WHERE j.id = ANY(ARRAY(
     SELECT x.id FROM venturi_job x
