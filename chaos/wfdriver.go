@@ -664,7 +664,6 @@ func (d *driver) runWfOps(ctx context.Context) {
 		}
 	}
 	retried := map[*wfPlan]int{} // 1: recorded, 2: done
-	tries := map[*action]int{}
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -674,9 +673,12 @@ func (d *driver) runWfOps(ctx context.Context) {
 				continue
 			}
 			pending = true
+			// An operation that fails is tried again, as an operator would, until it has
+			// been failing for opPersist: a count of tries ran out while the database was
+			// gone longer than 50 ticks (the full disk's 20 s), and an open batch whose seal
+			// was given up stayed open at quiescence.
 			if !time.Now().Before(a.at) {
-				tries[a]++
-				a.done = a.do(ctx) || tries[a] >= 50
+				a.done = a.do(ctx) || time.Since(a.at) > opPersist
 			}
 		}
 		for _, pl := range retries {
@@ -747,6 +749,10 @@ func (d *driver) addToBatch(ctx context.Context, q *venturi.Queue, pl *wfPlan, n
 	d.wf.record(rec)
 	return true // an add that failed is not tried again: the batch is sealed without it
 }
+
+// opPersist is how long the driver keeps trying a scripted operation that fails: longer
+// than any fault keeps the database away.
+const opPersist = 2 * time.Minute
 
 // sealBatch seals pl's open batch; it reports whether it is done.
 func (d *driver) sealBatch(ctx context.Context, q *venturi.Queue, pl *wfPlan) bool {
