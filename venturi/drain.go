@@ -63,7 +63,7 @@ func (w *Worker[S]) drain(ctx context.Context, kinds []string, maxRuns int) ([]t
 			f    *fetcher.Fetcher
 		)
 		for _, f = range fetchers {
-			r := f.Claim(1)
+			r := f.Claim(1, false)
 			if r.Err != nil {
 				return out, r.Err
 			}

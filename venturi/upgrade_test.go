@@ -2168,7 +2168,7 @@ func TestUpgradeTo41_NextDueByKind(t *testing.T) {
 	}{
 		{"q1", []string{"a"}, 60}, {"q1", []string{"a", "b"}, 3}, {"q1", []string{"c"}, -1}, {"q2", []string{"a", "b"}, 5}, {"q3", []string{"a"}, -1}, {"q1", nil, -1},
 	} {
-		r, err := q.NextDue(ctx, pool, dbsqlc.NextDueParams{Queue: c.queue, Kinds: c.kinds})
+		r, err := q.NextDue(ctx, pool, dbsqlc.NextDueParams{Queue: c.queue, Due: true, Kinds: c.kinds})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -163,7 +163,7 @@ func QueueClaimGated(b *pgx.Batch, arg ClaimGatedParams, add func(*ClaimGatedRow
 
 // QueueNextDue is NextDue in a batch; its row lands in out.
 func QueueNextDue(b *pgx.Batch, arg NextDueParams, out *NextDueRow) {
-	b.Queue(nextDue, arg.Queue, arg.Kinds).QueryRow(func(r pgx.Row) error { return r.Scan(&out.DueInUs, &out.Paused) })
+	b.Queue(nextDue, arg.Queue, arg.Due, arg.Kinds).QueryRow(func(r pgx.Row) error { return r.Scan(&out.DueInUs, &out.Paused) })
 }
 
 // QueueInsertWorkflowNodes is InsertWorkflowNodes in a batch.

@@ -220,7 +220,7 @@ const nextDue = `-- name: NextDue :one
 SELECT (CASE WHEN min(m.run_at) IS NULL THEN -1
              ELSE GREATEST(EXTRACT(EPOCH FROM min(m.run_at) - now()) * 1000000, 0) END)::bigint AS due_in_us,
        COALESCE((SELECT vq.paused FROM venturi_queue vq WHERE vq.name = $1::text), false)::bool AS paused
-FROM unnest($2::text[]) AS k(kind)
+FROM unnest(CASE WHEN $2::boolean THEN $3::text[] ELSE '{}'::text[] END) AS k(kind)
 CROSS JOIN LATERAL (
     (SELECT j.run_at FROM venturi_job j
      WHERE j.state = 'scheduled' AND j.queue = $1::text AND j.kind = k.kind
@@ -236,6 +236,7 @@ CROSS JOIN LATERAL (
 
 type NextDueParams struct {
 	Queue string
+	Due   bool
 	Kinds []string
 }
 
@@ -245,9 +246,10 @@ type NextDueRow struct {
 }
 
 // How long until the next scheduled job of the given kinds in the queue is due (database clock), in
-// microseconds; 0 when one is already due, -1 when none is scheduled. An idle worker
-// sleeps until then instead of waiting for its poll. Also whether the queue is paused (a
-// worker that learns it releases the jobs it holds).
+// microseconds; 0 when one is already due, -1 when none is scheduled or when due is false
+// (the worker's claims are full: it will not go idle, and needs no time to wake at). An
+// idle worker sleeps until then instead of waiting for its poll. Also whether the queue
+// is paused (a worker that learns it releases the jobs it holds), whatever due is.
 // Each kind is one probe of venturi_job_scheduled_kind_idx and one of
 // venturi_job_waiting_kind_idx (a wait's timeout): a scan in run_at order over every
 // kind would walk the scheduled jobs of the others first, all of them when the worker's
@@ -255,7 +257,7 @@ type NextDueRow struct {
 // (GREATEST ignores NULLs: GREATEST(min(run_at) - now(), '0') was 0, "due now", when
 // nothing is scheduled, and an idle worker claimed again at once, in a loop.)
 func (q *Queries) NextDue(ctx context.Context, db DBTX, arg NextDueParams) (*NextDueRow, error) {
-	row := db.QueryRow(ctx, nextDue, arg.Queue, arg.Kinds)
+	row := db.QueryRow(ctx, nextDue, arg.Queue, arg.Due, arg.Kinds)
 	var i NextDueRow
 	err := row.Scan(&i.DueInUs, &i.Paused)
 	return &i, err

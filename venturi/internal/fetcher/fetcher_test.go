@@ -203,6 +203,46 @@ func TestFetcherFeedsClaimedJobs(t *testing.T) {
 	}
 }
 
+// TestFetcherWakesAtNextDueAfterFullClaim: a busy fetcher's claims do not ask when the
+// next scheduled job is due; when one comes back empty, the fetcher asks before it goes
+// idle, so a job scheduled a moment ahead starts when it is due, not at the poll interval
+// (an hour here). The first claim is full (4 of 4), so the empty one after it did not ask.
+func TestFetcherWakesAtNextDueAfterFullClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	b.enqueue(t, "k", 4)
+	var scheduled pgtype.UUID
+	if err := b.pool.QueryRow(ctx, `INSERT INTO venturi_job (id, kind, state, payload, run_at)
+		VALUES (gen_random_uuid(), 'k', 'scheduled', '{}', now() + interval '1 second') RETURNING id`).Scan(&scheduled); err != nil {
+		t.Fatal(err)
+	}
+	exec := newFakeExecutor(t, 4)
+	f := fetcher.New(fetcher.Config{
+		WorkerID: "w1", Queue: venturi.DefaultQueue, Kinds: []string{"k"},
+		Concurrency: 4, PrefetchWait: time.Second, ClaimBatch: 4,
+		PollInterval: time.Hour, Lease: time.Minute, IdleTxMs: "30000", PromoteBatch: 1000, DB: b.pool,
+		Send: func(ctx context.Context, queue func(*pgx.Batch)) error {
+			batch := &pgx.Batch{}
+			queue(batch)
+			return b.pool.SendBatch(ctx, batch).Close()
+		},
+		Executor: exec, Tracker: b.tracker, DBCtx: ctx, Logger: b.log,
+	})
+	run(t, f)
+	for i := range 5 {
+		select {
+		case j := <-exec.started:
+			if i == 4 && j.ID != scheduled.Bytes {
+				t.Fatalf("the fifth job started is %s, want the scheduled %x", j.ID, scheduled.Bytes)
+			}
+			exec.done()
+		case <-time.After(within):
+			t.Fatalf("%d of 5 jobs started within %v (the scheduled one waits for the hour's poll?)", i, within)
+		}
+	}
+}
+
 // TestFetcherReleasesOnStop: when its context ends, the fetcher releases the jobs it
 // holds and has not started (its buffer, a claim in flight): only the started ones stay
 // running.
@@ -232,7 +272,7 @@ func TestFetcherReleasesOnStop(t *testing.T) {
 }
 
 // TestFetcherClaim: Claim takes up to n jobs, adds them to the tracker and reports when
-// the next scheduled job is due; Release returns them.
+// the next scheduled job is due (only when asked to); Release returns them.
 func TestFetcherClaim(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -244,7 +284,7 @@ func TestFetcherClaim(t *testing.T) {
 	}
 	f := b.fetcher(ctx, 4, 4, nil)
 	before := time.Now()
-	r := f.Claim(3)
+	r := f.Claim(3, true)
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -260,7 +300,14 @@ func TestFetcherClaim(t *testing.T) {
 	if r.NextDue.Before(before.Add(50*time.Minute)) || r.NextDue.After(time.Now().Add(70*time.Minute)) {
 		t.Fatalf("next due %v, want about an hour after %v", r.NextDue, before)
 	}
-	f.Release(r.Jobs)
+	busy := f.Claim(2, false)
+	if busy.Err != nil {
+		t.Fatal(busy.Err)
+	}
+	if len(busy.Jobs) != 2 || !busy.NextDue.IsZero() {
+		t.Fatalf("a claim that did not ask: %d jobs, next due %v; want 2 and none", len(busy.Jobs), busy.NextDue)
+	}
+	f.Release(append(r.Jobs, busy.Jobs...))
 	if got := b.count(t, "k", "available"); got != 5 {
 		t.Fatalf("%d jobs available after the release, want 5", got)
 	}
@@ -279,12 +326,15 @@ func TestFetcherPausedQueueClaimsNothing(t *testing.T) {
 	if err := dbsqlc.New().SetQueuePaused(ctx, b.pool, dbsqlc.SetQueuePausedParams{Name: venturi.DefaultQueue, Paused: true}); err != nil {
 		t.Fatal(err)
 	}
-	r := b.fetcher(ctx, 4, 4, nil).Claim(10)
-	if r.Err != nil {
-		t.Fatal(r.Err)
-	}
-	if !r.Paused || len(r.Jobs) != 0 {
-		t.Fatalf("claimed %d jobs from a paused queue (paused %v), want none and paused", len(r.Jobs), r.Paused)
+	f := b.fetcher(ctx, 4, 4, nil)
+	for _, due := range []bool{true, false} { // the pause is reported whether or not the claim asks when a job is due
+		r := f.Claim(10, due)
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		if !r.Paused || len(r.Jobs) != 0 {
+			t.Fatalf("claimed %d jobs from a paused queue (paused %v, due %v), want none and paused", len(r.Jobs), r.Paused, due)
+		}
 	}
 	if got := b.count(t, "k", "available"); got != 5 {
 		t.Fatalf("%d jobs available, want 5", got)
@@ -317,7 +367,7 @@ func TestFetcherClaimOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := b.fetcher(ctx, 8, 0, nil).Claim(8)
+	r := b.fetcher(ctx, 8, 0, nil).Claim(8, false)
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}

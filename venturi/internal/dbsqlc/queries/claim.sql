@@ -58,9 +58,10 @@ SELECT count(pg_notify(venturi_events_channel(), '')) FROM (SELECT 1 FROM starte
 
 -- name: NextDue :one
 -- How long until the next scheduled job of the given kinds in the queue is due (database clock), in
--- microseconds; 0 when one is already due, -1 when none is scheduled. An idle worker
--- sleeps until then instead of waiting for its poll. Also whether the queue is paused (a
--- worker that learns it releases the jobs it holds).
+-- microseconds; 0 when one is already due, -1 when none is scheduled or when due is false
+-- (the worker's claims are full: it will not go idle, and needs no time to wake at). An
+-- idle worker sleeps until then instead of waiting for its poll. Also whether the queue
+-- is paused (a worker that learns it releases the jobs it holds), whatever due is.
 -- Each kind is one probe of venturi_job_scheduled_kind_idx and one of
 -- venturi_job_waiting_kind_idx (a wait's timeout): a scan in run_at order over every
 -- kind would walk the scheduled jobs of the others first, all of them when the worker's
@@ -70,7 +71,7 @@ SELECT count(pg_notify(venturi_events_channel(), '')) FROM (SELECT 1 FROM starte
 SELECT (CASE WHEN min(m.run_at) IS NULL THEN -1
              ELSE GREATEST(EXTRACT(EPOCH FROM min(m.run_at) - now()) * 1000000, 0) END)::bigint AS due_in_us,
        COALESCE((SELECT vq.paused FROM venturi_queue vq WHERE vq.name = @queue::text), false)::bool AS paused
-FROM unnest(@kinds::text[]) AS k(kind)
+FROM unnest(CASE WHEN @due::boolean THEN @kinds::text[] ELSE '{}'::text[] END) AS k(kind)
 CROSS JOIN LATERAL (
     (SELECT j.run_at FROM venturi_job j
      WHERE j.state = 'scheduled' AND j.queue = @queue::text AND j.kind = k.kind
