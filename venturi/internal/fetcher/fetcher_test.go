@@ -100,7 +100,12 @@ func (w testWriter) Write(p []byte) (int, error) {
 // fetcher returns a fetcher of the default queue for kind "k" feeding exec (nil: Claim
 // and Release only).
 func (b *testBundle) fetcher(ctx context.Context, concurrency, prefetch int, exec fetcher.Executor) *fetcher.Fetcher {
-	return fetcher.New(fetcher.Config{
+	return fetcher.New(b.config(ctx, concurrency, prefetch, exec))
+}
+
+// config is the configuration of b.fetcher, for a test to change before fetcher.New.
+func (b *testBundle) config(ctx context.Context, concurrency, prefetch int, exec fetcher.Executor) fetcher.Config {
+	return fetcher.Config{
 		WorkerID: "w1", Queue: venturi.DefaultQueue, Kinds: []string{"k"},
 		Concurrency: concurrency, Prefetch: prefetch, PrefetchWait: time.Second, ClaimBatch: concurrency + prefetch,
 		PollInterval: time.Second, Lease: time.Minute, IdleTxMs: "30000", PromoteBatch: 1000, DB: b.pool,
@@ -110,7 +115,7 @@ func (b *testBundle) fetcher(ctx context.Context, concurrency, prefetch int, exe
 			return b.pool.SendBatch(ctx, batch).Close()
 		},
 		Executor: exec, Tracker: b.tracker, DBCtx: ctx, Logger: b.log,
-	})
+	}
 }
 
 // enqueue inserts n available jobs of kind in the default queue.
@@ -218,18 +223,9 @@ func TestFetcherWakesAtNextDueAfterFullClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	exec := newFakeExecutor(t, 4)
-	f := fetcher.New(fetcher.Config{
-		WorkerID: "w1", Queue: venturi.DefaultQueue, Kinds: []string{"k"},
-		Concurrency: 4, PrefetchWait: time.Second, ClaimBatch: 4,
-		PollInterval: time.Hour, Lease: time.Minute, IdleTxMs: "30000", PromoteBatch: 1000, DB: b.pool,
-		Send: func(ctx context.Context, queue func(*pgx.Batch)) error {
-			batch := &pgx.Batch{}
-			queue(batch)
-			return b.pool.SendBatch(ctx, batch).Close()
-		},
-		Executor: exec, Tracker: b.tracker, DBCtx: ctx, Logger: b.log,
-	})
-	run(t, f)
+	cfg := b.config(ctx, 4, 0, exec) // claims of 4
+	cfg.PollInterval = time.Hour
+	run(t, fetcher.New(cfg))
 	for i := range 5 {
 		select {
 		case j := <-exec.started:
