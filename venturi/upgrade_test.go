@@ -42,6 +42,16 @@ func migrateTo(t *testing.T, pool *pgxpool.Pool, v int) {
 	}
 }
 
+// extendHistory makes both history lanes' partitions for the next three hours, as the
+// maintenance leader would, so that jobs can finish into them.
+func extendHistory(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), `SELECT venturi_history_extend(1::smallint, interval '1 hour', now() + interval '3 hours', 1000),
+		venturi_history_extend(2::smallint, interval '1 hour', now() + interval '3 hours', 1000)`); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // startRun puts job id in the running state as a worker's claim does and returns its
 // lease token.
 func startRun(t *testing.T, pool *pgxpool.Pool, id ulid.ULID) int64 {
@@ -1414,10 +1424,7 @@ func TestUpgradeTo29_SettleInSets(t *testing.T) {
 	ctx := context.Background()
 	pool := newEmptyDB(t)
 	migrateTo(t, pool, 28)
-	if _, err := pool.Exec(ctx, `SELECT venturi_history_extend(1::smallint, interval '1 hour', now() + interval '3 hours', 1000),
-		venturi_history_extend(2::smallint, interval '1 hour', now() + interval '3 hours', 1000)`); err != nil {
-		t.Fatal(err)
-	}
+	extendHistory(t, pool)
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	wf := venturi.NewWorkflow("upgrade")
 	root := wf.Add("root", wfStep{Node: "root"})
@@ -1627,10 +1634,7 @@ func TestUpgradeTo33_RetriesDecideAfterWhatTheyReopen(t *testing.T) {
 	ctx := context.Background()
 	pool := newEmptyDB(t)
 	migrateTo(t, pool, 32)
-	if _, err := pool.Exec(ctx, `SELECT venturi_history_extend(1::smallint, interval '1 hour', now() + interval '3 hours', 1000),
-		venturi_history_extend(2::smallint, interval '1 hour', now() + interval '3 hours', 1000)`); err != nil {
-		t.Fatal(err)
-	}
+	extendHistory(t, pool)
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	wf := venturi.NewWorkflow("retries")
 	a := wf.Add("a", wfStep{Node: "a"})
@@ -2019,10 +2023,7 @@ func retryRevivesInOrder(t *testing.T, from, to int) {
 	ctx := context.Background()
 	pool := newEmptyDB(t)
 	migrateTo(t, pool, from)
-	if _, err := pool.Exec(ctx, `SELECT venturi_history_extend(1::smallint, interval '1 hour', now() + interval '3 hours', 1000),
-		venturi_history_extend(2::smallint, interval '1 hour', now() + interval '3 hours', 1000)`); err != nil {
-		t.Fatal(err)
-	}
+	extendHistory(t, pool)
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	log := &wfLog{fail: map[string]bool{"a": true}}
 	w := startWorkerFor[wfStep](t, pool, log, fastConfig())
@@ -2067,10 +2068,7 @@ func TestUpgradeTo40_NodesCountedByFlag(t *testing.T) {
 	ctx := context.Background()
 	pool := newEmptyDB(t)
 	migrateTo(t, pool, 39)
-	if _, err := pool.Exec(ctx, `SELECT venturi_history_extend(1::smallint, interval '1 hour', now() + interval '3 hours', 1000),
-		venturi_history_extend(2::smallint, interval '1 hour', now() + interval '3 hours', 1000)`); err != nil {
-		t.Fatal(err)
-	}
+	extendHistory(t, pool)
 	q := venturi.NewQueue(pool, venturi.QueueConfig{})
 	wf := venturi.NewWorkflow("counted by flag")
 	root := wf.Add("root", wfStep{Node: "root"})

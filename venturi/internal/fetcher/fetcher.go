@@ -128,8 +128,7 @@ type Fetcher struct {
 	lastClaim time.Time // when it (or the last one) was sent
 	asked     int       // how many jobs it asked for
 	askWakes  uint64    // wake-ups received when it was sent
-	askDue    bool      // it asked when the next scheduled job is due
-	probeDue  bool      // the next claim asks when the next scheduled job is due (see claimed)
+	probeDue  bool      // the next claim (or the one in flight) asks when the next scheduled job is due (see claimed)
 	wakes     uint64    // wake-ups received
 	idle      bool      // the last claim found nothing: wait for a wake-up or the poll
 	paused    bool      // the last claim found the queue paused: start nothing
@@ -210,9 +209,9 @@ func (f *Fetcher) Run(ctx context.Context) {
 		if !f.claiming && !f.idle && room > 0 && len(f.buffer) < room {
 			wait := max(f.cfg.FetchCooldown-time.Since(f.lastClaim), time.Until(f.notBefore))
 			if wait <= 0 {
-				f.asked, f.askWakes, f.askDue = min(room, f.cfg.ClaimBatch), f.wakes, f.probeDue
+				f.asked, f.askWakes = min(room, f.cfg.ClaimBatch), f.wakes
 				f.lastClaim, f.claiming = time.Now(), true
-				go func(n int, due bool) { done <- f.Claim(n, due) }(f.asked, f.askDue)
+				go func(n int, due bool) { done <- f.Claim(n, due) }(f.asked, f.probeDue)
 				continue
 			}
 			after(wait)
@@ -294,12 +293,10 @@ func (f *Fetcher) claimed(r ClaimResult) {
 	// after a claim that returned fewer jobs than it asked for. A full claim's successor
 	// is full or short, rarely empty, so the probe (two index lookups per kind: 1,000 for a
 	// worker of 500 kinds) is skipped while the worker is busy. An empty claim that did
-	// not ask is followed at once by one that does, instead of going idle.
+	// not ask is followed at once by one that does, instead of going idle (probeDue is
+	// still what this claim was sent with: one claim is in flight at a time).
+	f.idle = len(r.Jobs) == 0 && f.askWakes == f.wakes && f.probeDue
 	f.probeDue = len(r.Jobs) < f.asked
-	f.idle = len(r.Jobs) == 0 && f.askWakes == f.wakes
-	if f.idle && !f.askDue {
-		f.idle = false
-	}
 	if f.idle {
 		f.pollAt = time.Now().Add(f.cfg.PollInterval)
 		if !r.NextDue.IsZero() && r.NextDue.Before(f.pollAt) {
